@@ -1,0 +1,283 @@
+//! The model configuration and the parameter names and shapes it implies (MODEL.md,
+//! "Parameter names and shapes"). Both backends and the checkpoint format take their names
+//! from [`ModelConfig::param_specs`], so the names are written once.
+
+use crate::error::{Error, Result};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use serde::{Deserialize, Serialize};
+
+/// The temporal mixer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Temporal {
+    /// Mamba-1 selective scan (`mamba_ssm.Mamba`), the public demo's mixer.
+    #[default]
+    Mamba,
+    /// Mamba-2 / SSD with a scalar decay per head.
+    Mamba2,
+}
+
+impl Temporal {
+    /// The config spelling: `"mamba"` or `"mamba2"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Temporal::Mamba => "mamba",
+            Temporal::Mamba2 => "mamba2",
+        }
+    }
+}
+
+/// The sizes of a BOLDcast model (MODEL.md, "Notation").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The temporal mixer.
+    #[serde(default)]
+    pub temporal: Temporal,
+    /// D: TRs per token.
+    pub d_in: usize,
+    /// M: model width.
+    pub d_model: usize,
+    /// Number of (temporal, spatial) layer pairs; 0 is allowed.
+    pub n_layers: usize,
+    /// N: SSM state size.
+    pub d_state: usize,
+    /// Di / M.
+    pub expand: usize,
+    /// K: causal conv width.
+    pub d_conv: usize,
+    /// Mamba-2 head width Pd (ignored by Mamba-1).
+    #[serde(default = "default_headdim")]
+    pub headdim: usize,
+    /// Mamba-2 SSD chunk length (an evaluation choice; ignored by Mamba-1).
+    #[serde(default = "default_chunk")]
+    pub chunk_size: usize,
+    /// k: neighbours per parcel in the spatial attention, self included; 0 for none.
+    pub k_neighbors: usize,
+    /// Forecast horizons in tokens, each at least 1.
+    pub horizons: Vec<usize>,
+}
+
+fn default_headdim() -> usize {
+    64
+}
+fn default_chunk() -> usize {
+    64
+}
+
+/// One named parameter: its MODEL.md name and PyTorch shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamSpec {
+    /// The state-dict name, e.g. `layers.0.mamba.mamba.A_log`.
+    pub name: String,
+    /// The shape, PyTorch layout.
+    pub shape: Vec<usize>,
+}
+
+impl ParamSpec {
+    fn new(name: String, shape: &[usize]) -> Self {
+        Self { name, shape: shape.to_vec() }
+    }
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// Whether weight decay applies (MODEL.md: tensors of two or more dimensions except
+    /// `A_log`).
+    pub fn decays(&self) -> bool {
+        crate::optim::decays(&self.name, &self.shape)
+    }
+}
+
+impl ModelConfig {
+    /// Di = `expand * d_model`.
+    pub fn d_inner(&self) -> usize {
+        self.expand * self.d_model
+    }
+    /// R = `ceil(d_model / 16)` (Mamba-1).
+    pub fn dt_rank(&self) -> usize {
+        self.d_model.div_ceil(16)
+    }
+    /// Mamba-2 heads: `Di / headdim`.
+    pub fn nheads(&self) -> usize {
+        self.d_inner() / self.headdim.max(1)
+    }
+    /// H: number of horizons.
+    pub fn n_horizons(&self) -> usize {
+        self.horizons.len()
+    }
+    /// The largest horizon.
+    pub fn max_horizon(&self) -> usize {
+        self.horizons.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Checks every size; the error names the field and value.
+    pub fn validate(&self) -> Result<()> {
+        let pos = |field: &str, v: usize| -> Result<()> {
+            if v == 0 {
+                Err(Error::config(format!("model.{field}"), v, "must be at least 1"))
+            } else {
+                Ok(())
+            }
+        };
+        pos("d_in", self.d_in)?;
+        pos("d_model", self.d_model)?;
+        pos("d_state", self.d_state)?;
+        pos("expand", self.expand)?;
+        pos("d_conv", self.d_conv)?;
+        if self.horizons.is_empty() {
+            return Err(Error::config("model.horizons", "[]", "at least one horizon is needed"));
+        }
+        if let Some(h) = self.horizons.iter().find(|&&h| h == 0) {
+            return Err(Error::config("model.horizons", h, "horizons are counted in tokens and must be at least 1"));
+        }
+        if self.temporal == Temporal::Mamba2 {
+            pos("headdim", self.headdim)?;
+            pos("chunk_size", self.chunk_size)?;
+            if self.d_inner() % self.headdim != 0 {
+                return Err(Error::config(
+                    "model.headdim",
+                    self.headdim,
+                    format!("must divide expand * d_model = {}", self.d_inner()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a batch of tokens against the model: `d_in` must match and `T` must exceed the
+    /// largest horizon (so `T_valid >= 1`).
+    pub fn check_tokens(&self, shape: &crate::shape::TokenShape) -> Result<()> {
+        if shape.d_in != self.d_in {
+            return Err(Error::shape("tokens.d_in", self.d_in, shape.d_in));
+        }
+        if shape.time <= self.max_horizon() {
+            return Err(Error::config(
+                "tokens.time",
+                shape.time,
+                format!("must exceed the largest horizon {} (T_valid = T - max(horizons) >= 1)", self.max_horizon()),
+            ));
+        }
+        if shape.batch == 0 || shape.parcels == 0 {
+            return Err(Error::config("tokens", format!("{shape:?}"), "batch and parcels must be at least 1"));
+        }
+        if self.k_neighbors > shape.parcels {
+            return Err(Error::config(
+                "model.k_neighbors",
+                self.k_neighbors,
+                format!("exceeds the {} parcels of the data", shape.parcels),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every parameter in state-dict order (the order PyTorch's `named_parameters` gives).
+    pub fn param_specs(&self) -> Vec<ParamSpec> {
+        let (m, d, di, n, k) = (self.d_model, self.d_in, self.d_inner(), self.d_state, self.d_conv);
+        let mut v =
+            vec![ParamSpec::new("embed_proj.weight".into(), &[m, d]), ParamSpec::new("embed_proj.bias".into(), &[m])];
+        for i in 0..self.n_layers {
+            let p = |s: &str| format!("layers.{i}.{s}");
+            v.push(ParamSpec::new(p("mamba.norm.weight"), &[m]));
+            v.push(ParamSpec::new(p("mamba.norm.bias"), &[m]));
+            let mm = |s: &str| format!("layers.{i}.mamba.mamba.{s}");
+            match self.temporal {
+                // Order as in transformers' MambaMixer: conv1d, in_proj, x_proj, dt_proj, A_log, D, out_proj.
+                Temporal::Mamba => {
+                    let r = self.dt_rank();
+                    v.push(ParamSpec::new(mm("conv1d.weight"), &[di, 1, k]));
+                    v.push(ParamSpec::new(mm("conv1d.bias"), &[di]));
+                    v.push(ParamSpec::new(mm("in_proj.weight"), &[2 * di, m]));
+                    v.push(ParamSpec::new(mm("x_proj.weight"), &[r + 2 * n, di]));
+                    v.push(ParamSpec::new(mm("dt_proj.weight"), &[di, r]));
+                    v.push(ParamSpec::new(mm("dt_proj.bias"), &[di]));
+                    v.push(ParamSpec::new(mm("A_log"), &[di, n]));
+                    v.push(ParamSpec::new(mm("D"), &[di]));
+                    v.push(ParamSpec::new(mm("out_proj.weight"), &[m, di]));
+                }
+                // Order as in transformers' Mamba2Mixer: dt_bias, conv1d, in_proj, A_log, D, norm, out_proj.
+                Temporal::Mamba2 => {
+                    let h = self.nheads();
+                    let conv = di + 2 * n;
+                    v.push(ParamSpec::new(mm("dt_bias"), &[h]));
+                    v.push(ParamSpec::new(mm("conv1d.weight"), &[conv, 1, k]));
+                    v.push(ParamSpec::new(mm("conv1d.bias"), &[conv]));
+                    v.push(ParamSpec::new(mm("in_proj.weight"), &[2 * di + 2 * n + h, m]));
+                    v.push(ParamSpec::new(mm("A_log"), &[h]));
+                    v.push(ParamSpec::new(mm("D"), &[h]));
+                    v.push(ParamSpec::new(mm("norm.weight"), &[di]));
+                    v.push(ParamSpec::new(mm("out_proj.weight"), &[m, di]));
+                }
+            }
+            if self.k_neighbors > 0 {
+                v.push(ParamSpec::new(p("knn.norm.weight"), &[m]));
+                v.push(ParamSpec::new(p("knn.norm.bias"), &[m]));
+                for lin in ["q", "kproj", "v", "out"] {
+                    v.push(ParamSpec::new(p(&format!("knn.{lin}.weight")), &[m, m]));
+                    v.push(ParamSpec::new(p(&format!("knn.{lin}.bias")), &[m]));
+                }
+            }
+        }
+        v.push(ParamSpec::new("final_norm.weight".into(), &[m]));
+        v.push(ParamSpec::new("final_norm.bias".into(), &[m]));
+        v.push(ParamSpec::new("head.weight".into(), &[self.n_horizons() * d, m]));
+        v.push(ParamSpec::new("head.bias".into(), &[self.n_horizons() * d]));
+        v
+    }
+
+    /// Total number of scalar parameters.
+    pub fn n_params(&self) -> usize {
+        self.param_specs().iter().map(ParamSpec::numel).sum()
+    }
+
+    /// The public BOLDcast demo's shape (732,930 parameters).
+    pub fn boldcast_demo() -> Self {
+        ModelConfig {
+            temporal: Temporal::Mamba,
+            d_in: 1,
+            d_model: 128,
+            n_layers: 4,
+            d_state: 16,
+            expand: 2,
+            d_conv: 4,
+            headdim: 64,
+            chunk_size: 64,
+            k_neighbors: 8,
+            horizons: vec![1, 5],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_demo_has_732930_parameters() {
+        assert_eq!(ModelConfig::boldcast_demo().n_params(), 732_930);
+    }
+
+    #[test]
+    fn invalid_sizes_name_the_field() {
+        let mut c = ModelConfig::boldcast_demo();
+        c.horizons = vec![1, 0];
+        let e = c.validate().unwrap_err();
+        assert!(alloc::format!("{e}").contains("model.horizons"), "{e}");
+        let mut c = ModelConfig::boldcast_demo();
+        c.d_model = 0;
+        assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
+    }
+
+    #[test]
+    fn decay_groups_follow_the_rule() {
+        let c = ModelConfig::boldcast_demo();
+        for s in c.param_specs() {
+            let expect = s.shape.len() >= 2 && !s.name.ends_with("A_log");
+            assert_eq!(s.decays(), expect, "{}", s.name);
+        }
+        assert!(c.param_specs().iter().any(|s| s.name.ends_with("A_log") && s.shape.len() == 2 && !s.decays()));
+    }
+}

@@ -1,0 +1,46 @@
+//! `boldcast-core`: everything about a BOLDcast forecaster that does not depend on where the
+//! numbers live.
+//!
+//! The crate is `#![no_std]` with `alloc`; the `std` feature (on by default) only switches the
+//! dependencies to their `std` builds. It owns:
+//!
+//! - [`shape`]: compile-time or runtime axis sizes for tokens `(B, T, P, D)`, forecasts
+//!   `(B, T, P, H, D)` and embeddings `(B, T, P, M)`;
+//! - [`tensor`]: host tensors with those shapes and the [`Tensor`] trait for device tensors;
+//! - [`config`]: the model configuration and the parameter names and shapes of MODEL.md;
+//! - [`model`]: the [`Model`] trait every backend implements;
+//! - [`forecast`]: targets, the forecasting loss and per-horizon losses as pure functions;
+//! - [`floor`]: the AR(1) loss floor and the empirical single-lag floor;
+//! - [`optim`]: AdamW, Adam with coupled L2, the weight-decay groups, global-norm clipping;
+//! - [`schedule`]: constant and warm-up + cosine learning rates;
+//! - [`trainer`]: the backend-generic training step and the [`Logger`] trait;
+//! - [`accept`]: the acceptance rules of the training-loop decisions.
+//!
+//! It must never depend on a backend (dfdx, CUDA, threads, files): backends depend on it.
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+pub mod accept;
+pub mod config;
+pub mod elem;
+pub mod error;
+pub mod floor;
+pub mod forecast;
+pub mod model;
+pub mod optim;
+pub mod schedule;
+pub mod shape;
+pub mod tensor;
+pub mod trainer;
+
+pub use config::{ModelConfig, ParamSpec, Temporal};
+pub use elem::Elem;
+pub use error::Error;
+pub use model::Model;
+pub use optim::{Adam, OptimConfig, Optimizer, OptimizerKind, ParamMut};
+pub use schedule::{Schedule, ScheduleConfig};
+pub use shape::{Const, Dim, EmbedShape, ForecastShape, Shape, TokenShape};
+pub use tensor::{Embeddings, Forecasts, HostTensor, Tensor, Tokens};
+pub use trainer::{Logger, StepRecord, Trainer};

@@ -1,0 +1,130 @@
+//! The [`Model`] trait: what a backend must provide for the trainer, the commands and the
+//! conformance suite to drive it.
+
+use crate::config::{ModelConfig, ParamSpec};
+use crate::elem::Elem;
+use crate::error::{Error, Result};
+use crate::optim::Optimizer;
+use crate::shape::{Dim, ForecastShape};
+use crate::tensor::{Embeddings, Forecasts, Tokens};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// A parameter tensor copied to the host: its MODEL.md name, shape and row-major values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedTensor<E> {
+    /// MODEL.md name.
+    pub name: String,
+    /// PyTorch-layout shape.
+    pub shape: Vec<usize>,
+    /// Row-major values.
+    pub data: Vec<E>,
+}
+
+/// A BOLDcast forecaster on some backend.
+///
+/// # Contract for a custom backend
+///
+/// - `forward` maps tokens `(B, T, P, D)` to forecasts `(B, T, P, H, D)` for every `T`; the H
+///   axis is present even when there is one horizon. `embed` returns the final-norm output
+///   `(B, T, P, d_model)`.
+/// - `loss_and_grads` runs forward and backward on one batch and leaves the gradient of the
+///   forecasting loss (MODEL.md) in the backend's gradient buffers, **overwriting** any earlier
+///   gradient; it returns the loss as `f64`. A non-finite loss must be returned, not hidden:
+///   the trainer stops on it before any update.
+/// - `grad_sq_norm`, `scale_grads` and `apply_optimizer` act on those buffers in place; the
+///   parameters must not change except through `apply_optimizer` and `load_state`.
+/// - `state` and `load_state` use the names and shapes of
+///   [`ModelConfig::param_specs`], in that order; `load_state` rejects a missing, extra or
+///   wrongly shaped tensor with [`Error::Param`] naming it, and changes nothing then.
+/// - Shape mismatches between the data and the model are [`Error`]s, never panics.
+/// - The adjacency (`(P, k)`, self first) is fixed when the model is built; the number of
+///   parcels of the data must match it.
+pub trait Model<E: Elem> {
+    /// The sizes the model was built with.
+    fn config(&self) -> &ModelConfig;
+
+    /// Forecasts `(B, T, P, H, D)`.
+    fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>>;
+
+    /// The final-norm embedding `(B, T, P, d_model)`.
+    fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>>;
+
+    /// The forecasting loss of one batch without gradients (evaluation).
+    fn loss(&self, tokens: &Tokens<E>) -> Result<f64>;
+
+    /// Forward and backward on one batch: returns the loss and overwrites the gradients.
+    fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64>;
+
+    /// Sum of squares of every gradient entry, accumulated in f64.
+    fn grad_sq_norm(&self) -> f64;
+
+    /// Multiplies every gradient entry by `factor` (clipping).
+    fn scale_grads(&mut self, factor: f64);
+
+    /// Applies one optimizer step with learning rate `lr` to every parameter, in state-dict
+    /// order, calling [`Optimizer::begin_step`] once first. Backends with parameters on a
+    /// device run the same arithmetic there, reading [`Optimizer::config`].
+    fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<()>;
+
+    /// The parameters, copied to the host, in state-dict order.
+    fn state(&self) -> Vec<NamedTensor<E>>;
+
+    /// The gradients, copied to the host, named like the parameters.
+    fn grads(&self) -> Vec<NamedTensor<E>>;
+
+    /// Replaces every parameter (names and shapes checked first; nothing changes on error).
+    fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<()>;
+
+    /// Forecasts with compile-time dims: checks the runtime result against the types.
+    fn forward_typed<B: Dim, T: Dim, P: Dim, H: Dim, D: Dim>(
+        &self,
+        tokens: &Tokens<E, B, T, P, D>,
+    ) -> Result<Forecasts<E, B, T, P, H, D>>
+    where
+        Self: Sized,
+    {
+        let rt = tokens.clone().to_runtime();
+        let out = self.forward(&rt)?;
+        let s = tokens.shape();
+        let h: H = crate::shape::convert_dim("forecast.horizons", out.shape().horizons)?;
+        out.with_shape(ForecastShape::new(s.batch, s.time, s.parcels, h, s.d_in))
+    }
+}
+
+/// Checks a full state against the specs: every name present once, shapes equal, data
+/// lengths right. Backends call this at the top of [`Model::load_state`].
+pub fn check_state<E>(specs: &[ParamSpec], tensors: &[NamedTensor<E>]) -> Result<()> {
+    for t in tensors {
+        match specs.iter().find(|s| s.name == t.name) {
+            None => {
+                return Err(Error::Param {
+                    name: t.name.clone(),
+                    reason: "unexpected tensor (not in this model)".into(),
+                })
+            }
+            Some(s) if s.shape != t.shape => {
+                return Err(Error::Param {
+                    name: t.name.clone(),
+                    reason: alloc::format!("shape {:?}, the model needs {:?}", t.shape, s.shape),
+                })
+            }
+            Some(s) if s.numel() != t.data.len() => {
+                return Err(Error::Param {
+                    name: t.name.clone(),
+                    reason: alloc::format!("{} values for shape {:?}", t.data.len(), s.shape),
+                })
+            }
+            _ => {}
+        }
+        if tensors.iter().filter(|o| o.name == t.name).count() > 1 {
+            return Err(Error::Param { name: t.name.clone(), reason: "given more than once".into() });
+        }
+    }
+    for s in specs {
+        if !tensors.iter().any(|t| t.name == s.name) {
+            return Err(Error::Param { name: s.name.clone(), reason: alloc::format!("missing (shape {:?})", s.shape) });
+        }
+    }
+    Ok(())
+}
