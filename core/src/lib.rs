@@ -7,6 +7,7 @@
 //! - [`shape`]: compile-time or runtime axis sizes for tokens `(B, T, P, D)`, forecasts
 //!   `(B, T, P, H, D)` and embeddings `(B, T, P, M)`;
 //! - [`tensor`]: host tensors with those shapes and the [`Tensor`] trait for device tensors;
+//! - [`adjacency`]: the validated `(P, k)` neighbour table of the spatial attention;
 //! - [`config`]: the model configuration and the parameter names and shapes of MODEL.md;
 //! - [`model`]: the [`Model`] trait every backend implements;
 //! - [`forecast`]: targets, the forecasting loss and per-horizon losses as pure functions;
@@ -23,6 +24,7 @@
 extern crate alloc;
 
 pub mod accept;
+pub mod adjacency;
 pub mod config;
 pub mod elem;
 pub mod error;
@@ -35,6 +37,7 @@ pub mod shape;
 pub mod tensor;
 pub mod trainer;
 
+pub use adjacency::Adjacency;
 pub use config::{ModelConfig, ParamSpec, Temporal};
 pub use elem::Elem;
 pub use error::Error;
