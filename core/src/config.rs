@@ -137,7 +137,7 @@ impl ModelConfig {
         if self.temporal == Temporal::Mamba2 {
             pos("headdim", self.headdim)?;
             pos("chunk_size", self.chunk_size)?;
-            if self.d_inner() % self.headdim != 0 {
+            if !self.d_inner().is_multiple_of(self.headdim) {
                 return Err(Error::config(
                     "model.headdim",
                     self.headdim,

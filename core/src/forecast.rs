@@ -78,11 +78,11 @@ pub fn per_horizon_losses<E: Elem, B: Dim, T1: Dim, T2: Dim, P: Dim, H: Dim, D: 
     for b in 0..nb {
         for t in 0..tv {
             for p in 0..np {
-                for h in 0..nh {
+                for (h, sum) in sums.iter_mut().enumerate() {
                     let (i, j) = (pred.index(b, t, p, h, 0), target.index(b, t, p, h, 0));
                     for k in 0..nd {
                         let e = pred.data()[i + k].f64() - target.data()[j + k].f64();
-                        sums[h] += e * e;
+                        *sum += e * e;
                     }
                 }
             }

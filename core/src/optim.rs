@@ -59,7 +59,7 @@ impl OptimConfig {
         if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
             return Err(Error::config("train.weight_decay", self.weight_decay, "must be finite and >= 0"));
         }
-        if !(self.eps > 0.0) {
+        if self.eps.is_nan() || self.eps <= 0.0 {
             return Err(Error::config("train.eps", self.eps, "must be > 0"));
         }
         Ok(())
