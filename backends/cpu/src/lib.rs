@@ -3,7 +3,20 @@
 //!
 //! Module map (each file has one job):
 //! - [`ops`]: the small pieces shared by the blocks: matrix products ([`ops::gemm`]),
-//!   linear layers ([`ops::linear`]) and activations ([`ops::act`]).
+//!   linear layers ([`ops::linear`]), activations ([`ops::act`]) and LayerNorm
+//!   ([`ops::layernorm`]);
+//! - [`par`]: deterministic data parallelism (fixed blocks, partial sums reduced in order);
+//! - [`mamba1`]: the Mamba-1 temporal mixer, forward and backward over every parcel's sequence,
+//!   with a checkpointed scan;
+//! - [`knn`]: the spatial mixer, k-nearest-neighbour attention, forward and backward;
+//! - [`init`]: seeded initialization with PyTorch's defaults.
 #![deny(missing_docs)]
 
+pub mod init;
+pub mod knn;
+/// The Mamba-1 temporal mixer: parameters, forward, and hand-written backward.
+pub mod mamba1;
+/// The Mamba-2 (SSD) temporal mixer: parameters, chunked and sequential forward, and hand-written backward.
+pub mod mamba2;
 pub mod ops;
+pub mod par;

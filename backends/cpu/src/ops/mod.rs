@@ -1,7 +1,9 @@
-//! Building blocks shared by the model's layers: matrix products, linear layers, activations.
+//! Building blocks shared by the model's layers: matrix products, linear layers, activations,
+//! LayerNorm.
 
 pub mod act;
 pub mod gemm;
+pub mod layernorm;
 pub mod linear;
 
 use boldcast_core::Elem;

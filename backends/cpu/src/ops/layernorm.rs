@@ -1,0 +1,178 @@
+//! LayerNorm over the last axis (MODEL.md: eps 1e-5, biased variance) and its backward
+//! (BACKWARD.md, "Small pieces"):
+//! `xh = (x - mean) r`, `r = (var + eps)^-1/2`, `y = xh w + b`;
+//! `g_w += g_y xh`, `g_b += g_y`, `a = g_y w`, `g_x = r (a - mean(a) - xh mean(a xh))`.
+//!
+//! The `*_rows` functions are serial (for callers that already run per block); [`forward`]
+//! and [`backward`] split the rows over rayon with the fixed partition of [`crate::par`].
+
+use super::CpuElem;
+use crate::par;
+
+/// The epsilon added to the variance.
+pub const EPS: f64 = 1e-5;
+
+/// Rows per parallel block (small rows are cheap; fewer blocks mean fewer partial sums).
+const MIN_ROWS: usize = 128;
+
+/// Mean and `r = (var + eps)^-1/2` of one row (two passes: the variance of BOLD embeddings
+/// can be small next to their mean, where `E[x^2] - E[x]^2` cancels).
+#[inline]
+fn stats<E: CpuElem>(row: &[E]) -> (E, E) {
+    let m = E::of(row.len() as f64);
+    let mean = row.iter().copied().sum::<E>() / m;
+    let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<E>() / m;
+    (mean, (var + E::of(EPS)).sqrt().recip())
+}
+
+/// `y = LayerNorm(x)` for `rows` rows of width `m`, serially. Overwrites `y`.
+pub fn forward_rows<E: CpuElem>(x: &[E], rows: usize, m: usize, w: &[E], b: &[E], y: &mut [E]) {
+    assert!(x.len() == rows * m && y.len() == rows * m, "layernorm: buffers are not {rows}x{m}");
+    assert!(w.len() == m && b.len() == m, "layernorm: affine parameters are not of width {m}");
+    for (xr, yr) in x.chunks_exact(m).zip(y.chunks_exact_mut(m)) {
+        let (mean, r) = stats(xr);
+        for i in 0..m {
+            yr[i] = (xr[i] - mean) * r * w[i] + b[i];
+        }
+    }
+}
+
+/// Backward of [`forward_rows`], serially: `g_x += ...`, `g_w += ...`, `g_b += ...`
+/// (all three accumulate, so residual gradients and per-block partials add up in place).
+#[allow(clippy::too_many_arguments)]
+pub fn backward_rows<E: CpuElem>(
+    x: &[E],
+    rows: usize,
+    m: usize,
+    w: &[E],
+    g_y: &[E],
+    g_x: &mut [E],
+    g_w: &mut [E],
+    g_b: &mut [E],
+) {
+    assert!(x.len() == rows * m && g_y.len() == rows * m && g_x.len() == rows * m, "layernorm: not {rows}x{m}");
+    assert!(w.len() == m && g_w.len() == m && g_b.len() == m, "layernorm: parameters are not of width {m}");
+    let inv_m = E::of(1.0 / m as f64);
+    for ((xr, gyr), gxr) in x.chunks_exact(m).zip(g_y.chunks_exact(m)).zip(g_x.chunks_exact_mut(m)) {
+        let (mean, r) = stats(xr);
+        let (mut sa, mut saxh) = (E::zero(), E::zero());
+        for i in 0..m {
+            let xh = (xr[i] - mean) * r;
+            let a = gyr[i] * w[i];
+            g_w[i] += gyr[i] * xh;
+            g_b[i] += gyr[i];
+            sa += a;
+            saxh += a * xh;
+        }
+        let (ma, maxh) = (sa * inv_m, saxh * inv_m);
+        for i in 0..m {
+            let xh = (xr[i] - mean) * r;
+            gxr[i] += r * (gyr[i] * w[i] - ma - xh * maxh);
+        }
+    }
+}
+
+/// `y = LayerNorm(x)`, rows in parallel. Overwrites `y`.
+pub fn forward<E: CpuElem>(x: &[E], rows: usize, m: usize, w: &[E], b: &[E], y: &mut [E]) {
+    assert_eq!(x.len(), rows * m, "layernorm: input is not {rows}x{m}");
+    par::map_blocks(rows, MIN_ROWS, y, m, |r, yb| forward_rows(&x[r.start * m..r.end * m], r.len(), m, w, b, yb));
+}
+
+/// Backward of [`forward`], rows in parallel: `g_x += ...` per row; `g_w`, `g_b` accumulate
+/// per-block partials reduced in block order (deterministic for any thread count).
+#[allow(clippy::too_many_arguments)]
+pub fn backward<E: CpuElem>(
+    x: &[E],
+    rows: usize,
+    m: usize,
+    w: &[E],
+    g_y: &[E],
+    g_x: &mut [E],
+    g_w: &mut [E],
+    g_b: &mut [E],
+) {
+    assert!(x.len() == rows * m && g_y.len() == rows * m, "layernorm: buffers are not {rows}x{m}");
+    let parts = par::map_blocks(rows, MIN_ROWS, g_x, m, |r, gx| {
+        let mut p = vec![E::zero(); 2 * m];
+        let (pw, pb) = p.split_at_mut(m);
+        let s = r.start * m..r.end * m;
+        backward_rows(&x[s.clone()], r.len(), m, w, &g_y[s], gx, pw, pb);
+        p
+    });
+    let mut acc = vec![E::zero(); 2 * m];
+    par::add_in_order(&mut acc, &parts);
+    for i in 0..m {
+        g_w[i] += acc[i];
+        g_b[i] += acc[m + i];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: u64, n: usize) -> Vec<f64> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The loss `sum(c * LayerNorm(x))` for fixed random `c`.
+    fn loss(x: &[f64], rows: usize, m: usize, w: &[f64], b: &[f64], c: &[f64]) -> f64 {
+        let mut y = vec![0.0; rows * m];
+        forward(x, rows, m, w, b, &mut y);
+        y.iter().zip(c).map(|(a, b)| a * b).sum()
+    }
+
+    #[test]
+    fn forward_is_normalised() {
+        let (rows, m) = (3, 8);
+        let x = lcg(1, rows * m);
+        let mut y = vec![0.0; rows * m];
+        forward(&x, rows, m, &[1.0; 8], &[0.0; 8], &mut y);
+        for r in y.chunks(m) {
+            let mean: f64 = r.iter().sum::<f64>() / m as f64;
+            let var: f64 = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / m as f64;
+            assert!(mean.abs() < 1e-12);
+            // var(xh) = var / (var + eps): just under 1.
+            assert!((var - 1.0).abs() < 1e-3 && var < 1.0, "{var}");
+        }
+    }
+
+    #[test]
+    fn backward_matches_finite_differences() {
+        // Enough rows for several parallel blocks.
+        let (rows, m) = (300, 5);
+        let x = lcg(2, rows * m);
+        let w: Vec<f64> = lcg(3, m).iter().map(|v| 1.0 + 0.3 * v).collect();
+        let b = lcg(4, m);
+        let c = lcg(5, rows * m);
+        let (mut gx, mut gw, mut gb) = (vec![0.0; rows * m], vec![0.0; m], vec![0.0; m]);
+        backward(&x, rows, m, &w, &c, &mut gx, &mut gw, &mut gb);
+        let h = 1e-6;
+        let check = |analytic: f64, plus: f64, minus: f64, what: &str| {
+            let num = (plus - minus) / (2.0 * h);
+            assert!((analytic - num).abs() <= 1e-6 + 1e-6 * num.abs(), "{what}: {analytic} vs {num}");
+        };
+        for i in [0, 7, 333, rows * m - 1] {
+            let (mut xp, mut xm) = (x.clone(), x.clone());
+            xp[i] += h;
+            xm[i] -= h;
+            check(gx[i], loss(&xp, rows, m, &w, &b, &c), loss(&xm, rows, m, &w, &b, &c), "g_x");
+        }
+        for i in 0..m {
+            let (mut wp, mut wm) = (w.clone(), w.clone());
+            wp[i] += h;
+            wm[i] -= h;
+            check(gw[i], loss(&x, rows, m, &wp, &b, &c), loss(&x, rows, m, &wm, &b, &c), "g_w");
+            let (mut bp, mut bm) = (b.clone(), b.clone());
+            bp[i] += h;
+            bm[i] -= h;
+            check(gb[i], loss(&x, rows, m, &w, &bp, &c), loss(&x, rows, m, &w, &bm, &c), "g_b");
+        }
+    }
+}

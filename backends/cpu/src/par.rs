@@ -1,0 +1,93 @@
+//! Deterministic data parallelism: work is split into a fixed partition of contiguous blocks
+//! that depends only on the problem size (never on the thread count or on rayon's work
+//! stealing), each block returns its partial sums, and the caller reduces them in block order.
+//! So a reduction (a weight gradient summed over rows) gives bit-identical results for any
+//! number of threads, and a run is repeatable.
+
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// At most this many blocks per call: enough to keep 16 cores busy, few enough that the
+/// partial sums (one weight-gradient copy per block) stay small.
+pub const MAX_BLOCKS: usize = 32;
+
+/// The fixed partition of `items` into at most [`MAX_BLOCKS`] contiguous ranges of at least
+/// `min_items` items each (one range, possibly empty, when `items < 2 * min_items`).
+pub fn blocks(items: usize, min_items: usize) -> Vec<Range<usize>> {
+    let n = (items / min_items.max(1)).clamp(1, MAX_BLOCKS);
+    let (base, rem) = (items / n, items % n);
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let len = base + usize::from(i < rem);
+        out.push(start..start + len);
+        start += len;
+    }
+    out
+}
+
+/// Runs `f(range, out_rows)` for every block of [`blocks`]`(items, min_items)` in parallel,
+/// where `out_rows` is the part of `out` that belongs to the block (`out_per_item` elements per
+/// item; `out` may be empty with `out_per_item == 0`), and returns the blocks' results in block
+/// order, for the caller to reduce sequentially.
+pub fn map_blocks<E, T, F>(items: usize, min_items: usize, out: &mut [E], out_per_item: usize, f: F) -> Vec<T>
+where
+    E: Send,
+    T: Send,
+    F: Fn(Range<usize>, &mut [E]) -> T + Sync,
+{
+    assert_eq!(out.len(), items * out_per_item, "map_blocks: output of {} for {items} x {out_per_item}", out.len());
+    let ranges = blocks(items, min_items);
+    let mut parts = Vec::with_capacity(ranges.len());
+    let mut rest = out;
+    for r in &ranges {
+        let (head, tail) = rest.split_at_mut(r.len() * out_per_item);
+        parts.push((r.clone(), head));
+        rest = tail;
+    }
+    // An indexed parallel iterator collects in input order, whatever thread ran each block.
+    parts.into_par_iter().map(|(r, o)| f(r, o)).collect()
+}
+
+/// Adds `parts` into `acc` one after the other, in order (the deterministic reduction).
+pub fn add_in_order<E: boldcast_core::Elem>(acc: &mut [E], parts: &[Vec<E>]) {
+    for p in parts {
+        assert_eq!(p.len(), acc.len(), "add_in_order: partial of {} for {}", p.len(), acc.len());
+        for (a, &x) in acc.iter_mut().zip(p) {
+            *a += x;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_covers_every_item_once() {
+        for items in [0, 1, 5, 63, 64, 200, 10_000] {
+            for min in [1, 7, 64] {
+                let b = blocks(items, min);
+                assert!(!b.is_empty() && b.len() <= MAX_BLOCKS);
+                assert_eq!(b[0].start, 0);
+                assert_eq!(b.last().unwrap().end, items);
+                for w in b.windows(2) {
+                    assert_eq!(w[0].end, w[1].start);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn results_come_back_in_block_order() {
+        let mut out = vec![0usize; 100];
+        let got = map_blocks(100, 3, &mut out, 1, |r, o| {
+            for (i, x) in r.clone().zip(o.iter_mut()) {
+                *x = i;
+            }
+            r.start
+        });
+        assert!(got.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(out, (0..100).collect::<Vec<_>>());
+    }
+}
