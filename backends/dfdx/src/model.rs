@@ -1,0 +1,254 @@
+//! [`DfdxModel`]: the whole forecaster (embed, layers of Mamba-1 and kNN attention, final
+//! norm, head) on a dfdx device, and its [`Model`] implementation.
+
+use crate::device::DfdxDevice;
+use crate::init::init_params;
+use crate::knn::{knn_attention, KnnParams};
+use crate::layout::RowLayout;
+use crate::mamba1::{mamba1, Mamba1Params};
+use crate::ops::layernorm::layer_norm;
+use crate::ops::linear::linear;
+use crate::ops::rows::take_rows;
+use crate::ops::tape::dup;
+use crate::ops::{Index, Mat, Vector};
+use crate::optim::DeviceAdam;
+use crate::params::ParamTable;
+use boldcast_core::model::NamedTensor;
+use boldcast_core::{Adjacency, Elem, Embeddings, Error, Forecasts, Model, ModelConfig, Optimizer, Temporal, Tokens};
+use dfdx::prelude::*;
+
+/// The BOLDcast forecaster of MODEL.md on dfdx device `D` with element type `E`.
+///
+/// Parameters, gradients and Adam moments are device tensors; host copies are made only by
+/// [`Model::state`], [`Model::grads`] and the forecasts.
+pub struct DfdxModel<E: Dtype, D: Device<E>> {
+    cfg: ModelConfig,
+    dev: D,
+    params: ParamTable<E, D>,
+    grads: Vec<Vector<E, D, NoneTape>>,
+    adam: DeviceAdam<E, D>,
+    adjacency: Option<(Adjacency, Index<D>)>,
+}
+
+impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
+    /// A model with MODEL.md's initialization drawn from `seed` (this crate's own RNG stream).
+    ///
+    /// `adjacency` is required exactly when `cfg.k_neighbors > 0`, with `k` columns.
+    /// `temporal = "mamba2"` is not implemented in this backend yet: an [`Error::Config`]
+    /// naming `model.temporal`.
+    pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64, device: D) -> Result<Self, Error> {
+        cfg.validate()?;
+        if cfg.temporal == Temporal::Mamba2 {
+            return Err(Error::config(
+                "model.temporal",
+                "mamba2",
+                "the dfdx backend implements temporal = \"mamba\" only so far; use --backend cpu for mamba2",
+            ));
+        }
+        let adjacency = match (cfg.k_neighbors, adjacency) {
+            (0, None) => None,
+            (0, Some(_)) => {
+                return Err(Error::config("adjacency", "given", "model.k_neighbors = 0 takes no adjacency"));
+            }
+            (k, None) => {
+                return Err(Error::config("adjacency", "missing", format!("model.k_neighbors = {k} needs one")))
+            }
+            (k, Some(a)) if a.k() != k => {
+                return Err(Error::config("adjacency.k", a.k(), format!("model.k_neighbors is {k}")));
+            }
+            (_, Some(a)) => {
+                let idx = device.tensor_from_vec(a.indices().to_vec(), (a.indices().len(),));
+                Some((a, idx))
+            }
+        };
+        let host = init_params::<E>(&cfg, seed);
+        let params = ParamTable::upload(&device, cfg.param_specs(), &host)?;
+        let grads = params.tensors.iter().map(|t| device.zeros_like(t.shape())).collect();
+        Ok(Self { cfg, dev: device, params, grads, adam: DeviceAdam::default(), adjacency })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// The adjacency the model was built with.
+    pub fn adjacency(&self) -> Option<&Adjacency> {
+        self.adjacency.as_ref().map(|(a, _)| a)
+    }
+
+    /// Optimizer steps applied so far (the bias-correction step of the next one, minus 1).
+    pub fn optimizer_steps(&self) -> u64 {
+        self.adam.steps()
+    }
+
+    /// The Adam moments `(m, v)` of parameter `index` (state-dict order) on the host, `None`
+    /// before its first update.
+    pub fn optimizer_moments(&self, index: usize) -> Option<(Vec<E>, Vec<E>)> {
+        self.adam.moments_host(index)
+    }
+
+    /// Checks a batch against the model and returns its layout.
+    fn layout(&self, tokens: &Tokens<E>) -> Result<RowLayout, Error> {
+        self.cfg.check_tokens(&tokens.shape())?;
+        if let Some((a, _)) = &self.adjacency {
+            if a.parcels() != tokens.shape().parcels {
+                return Err(Error::shape("tokens.parcels", a.parcels(), tokens.shape().parcels));
+            }
+        }
+        Ok(RowLayout::of(tokens))
+    }
+
+    /// The tokens as a `(T * B * P, D)` device matrix.
+    fn upload_tokens(&self, l: &RowLayout, tokens: &Tokens<E>) -> Mat<E, D, NoneTape> {
+        self.dev.tensor_from_vec(l.tokens_to_rows(tokens), (l.rows(), l.d_in))
+    }
+
+    /// The final-norm embedding `(T * B * P, M)` of token rows `x (T * B * P, D)`.
+    fn embed_rows<T: Tape<E, D>>(&self, x: Mat<E, D, T>, l: &RowLayout) -> Mat<E, D, T> {
+        let p = &self.params;
+        let mut h = linear(x, p.matrix("embed_proj.weight"), p.vector("embed_proj.bias"));
+        for i in 0..self.cfg.n_layers {
+            let name = |s: &str| format!("layers.{i}.{s}");
+            let mm = |s: &str| format!("layers.{i}.mamba.mamba.{s}");
+            let (res, inp) = dup(h);
+            let u = layer_norm(inp, p.vector(&name("mamba.norm.weight")), p.vector(&name("mamba.norm.bias")));
+            let mp = Mamba1Params {
+                conv_w: p.matrix(&mm("conv1d.weight")),
+                conv_b: p.vector(&mm("conv1d.bias")),
+                in_proj: p.matrix(&mm("in_proj.weight")),
+                x_proj: p.matrix(&mm("x_proj.weight")),
+                dt_w: p.matrix(&mm("dt_proj.weight")),
+                dt_b: p.vector(&mm("dt_proj.bias")),
+                a_log: p.matrix(&mm("A_log")),
+                d: p.vector(&mm("D")),
+                out_proj: p.matrix(&mm("out_proj.weight")),
+            };
+            h = res + mamba1(u, mp, l.time, l.seqs());
+            if let Some((_, adj)) = &self.adjacency {
+                let lin =
+                    |s: &str| (p.matrix(&name(&format!("knn.{s}.weight"))), p.vector(&name(&format!("knn.{s}.bias"))));
+                let kp = KnnParams {
+                    norm: (p.vector(&name("knn.norm.weight")), p.vector(&name("knn.norm.bias"))),
+                    q: lin("q"),
+                    k: lin("kproj"),
+                    v: lin("v"),
+                    out: lin("out"),
+                };
+                let (res, inp) = dup(h);
+                h = res + knn_attention(inp, kp, l.parcels, adj);
+            }
+        }
+        layer_norm(h, p.vector("final_norm.weight"), p.vector("final_norm.bias"))
+    }
+
+    /// Forecast rows `(T * B * P, H * D)` from embedding rows.
+    fn head_rows<T: Tape<E, D>>(&self, emb: Mat<E, D, T>) -> Mat<E, D, T> {
+        linear(emb, self.params.matrix("head.weight"), self.params.vector("head.bias"))
+    }
+
+    /// The forecasting loss of forecast rows against the batch's targets.
+    fn loss_of<T: Tape<E, D>>(&self, pred: Mat<E, D, T>, l: &RowLayout, tokens: &Tokens<E>) -> Tensor<(), E, D, T> {
+        let tv = l.time - self.cfg.max_horizon();
+        let width = self.cfg.n_horizons() * l.d_in;
+        let target = self.dev.tensor_from_vec(l.targets_to_rows(tokens, &self.cfg.horizons), (tv * l.seqs(), width));
+        (take_rows(pred, 0, tv * l.seqs()) - target).square().mean::<(), Axes2<0, 1>>()
+    }
+}
+
+/// The Adam arithmetic of this backend runs on the device: [`Model::apply_optimizer`] reads
+/// only the hyperparameters from the given optimizer ([`Optimizer::config`]) and calls its
+/// [`Optimizer::begin_step`] once per step (so its step count stays meaningful); the moments
+/// and the bias-correction step are this model's own device state
+/// ([`DfdxModel::optimizer_steps`], [`DfdxModel::optimizer_moments`]). The optimizer's own
+/// `update` is never called, so its host moments stay empty.
+impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
+    fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>, Error> {
+        let l = self.layout(tokens)?;
+        let x = self.upload_tokens(&l, tokens);
+        let pred = self.head_rows(self.embed_rows(x, &l));
+        Ok(l.rows_to_forecasts(&pred.as_vec(), self.cfg.n_horizons()))
+    }
+
+    fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>, Error> {
+        let l = self.layout(tokens)?;
+        let x = self.upload_tokens(&l, tokens);
+        let emb = self.embed_rows(x, &l);
+        Ok(l.rows_to_embeddings(&emb.as_vec(), self.cfg.d_model))
+    }
+
+    fn loss(&self, tokens: &Tokens<E>) -> Result<f64, Error> {
+        let l = self.layout(tokens)?;
+        let x = self.upload_tokens(&l, tokens);
+        let pred = self.head_rows(self.embed_rows(x, &l));
+        Ok(scalar(&self.loss_of(pred, &l, tokens)).f64())
+    }
+
+    fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64, Error> {
+        let l = self.layout(tokens)?;
+        let x = self.upload_tokens(&l, tokens).leaky_traced();
+        let pred = self.head_rows(self.embed_rows(x, &l));
+        let loss = self.loss_of(pred, &l, tokens);
+        let value = scalar(&loss).f64();
+        let mut g = loss.backward();
+        let mut grads = Vec::with_capacity(self.params.tensors.len());
+        for p in &self.params.tensors {
+            // Present for every parameter the loss depends on; zeros otherwise.
+            g.get_or_alloc_mut(p).map_err(|e| Error::Backend(format!("gradient allocation: {e:?}")))?;
+            grads.push(g.get(p));
+        }
+        self.grads = grads;
+        Ok(value)
+    }
+
+    fn grad_sq_norm(&self) -> f64 {
+        let mut acc: Option<Tensor<(), f64, D>> = None;
+        for g in &self.grads {
+            let s = g.clone().to_dtype::<f64>().square().sum::<(), Axis<0>>();
+            acc = Some(match acc {
+                None => s,
+                Some(a) => a + s,
+            });
+        }
+        acc.map(|a| scalar(&a)).unwrap_or(0.0)
+    }
+
+    fn scale_grads(&mut self, factor: f64) {
+        let f = E::of(factor);
+        for g in &mut self.grads {
+            *g = g.clone() * f;
+        }
+    }
+
+    fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<(), Error> {
+        opt.config().validate()?;
+        opt.begin_step();
+        let cfg = opt.config().clone();
+        let specs = self.params.specs().to_vec();
+        self.adam.step(&cfg, lr, &specs, &mut self.params.tensors, &self.grads);
+        Ok(())
+    }
+
+    fn state(&self) -> Vec<NamedTensor<E>> {
+        self.params.to_host(&self.params.tensors)
+    }
+
+    fn grads(&self) -> Vec<NamedTensor<E>> {
+        self.params.to_host(&self.grads)
+    }
+
+    fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
+        let table = ParamTable::upload(&self.dev, self.cfg.param_specs(), tensors)?;
+        self.params = table;
+        Ok(())
+    }
+}
+
+/// The value of a 0-d device tensor.
+fn scalar<F: Dtype, D: Device<F>, T>(t: &Tensor<(), F, D, T>) -> F {
+    t.as_vec()[0]
+}

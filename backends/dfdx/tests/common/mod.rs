@@ -1,0 +1,168 @@
+//! A small loader for the golden cases of `shared/golden` (MODEL.md, "Golden files"), for the
+//! tests of this crate only (the facade's checker cannot be a dependency of a backend).
+#![allow(dead_code)]
+
+use boldcast_core::model::NamedTensor;
+use boldcast_core::optim::OptimConfig;
+use boldcast_core::schedule::ScheduleConfig;
+use boldcast_core::{Adjacency, Elem, ModelConfig, Temporal, TokenShape, Tokens};
+use safetensors::{Dtype, SafeTensors};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// `shared/golden` next to the project root; panics (fails the test) when it is missing.
+pub fn golden_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/golden");
+    assert!(
+        root.join("tiny/config.json").is_file(),
+        "the golden files are missing: expected them under {} (shared/golden beside the project root)",
+        root.display()
+    );
+    root
+}
+
+/// One tensor from a safetensors file as f64 values, with its shape.
+pub struct Loaded {
+    pub shape: Vec<usize>,
+    pub data: Vec<f64>,
+}
+
+/// Every tensor of a safetensors file, by name.
+pub fn read_safetensors(path: &Path) -> Vec<(String, Loaded)> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    for (name, view) in st.tensors() {
+        let raw = view.data();
+        let data: Vec<f64> = match view.dtype() {
+            Dtype::F32 => raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+            Dtype::F64 => raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            Dtype::I64 => raw.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+            other => panic!("{}: tensor {name} has dtype {other:?}", path.display()),
+        };
+        out.push((name, Loaded { shape: view.shape().to_vec(), data }));
+    }
+    out
+}
+
+/// A golden case: config, initial weights, inputs and expected values.
+pub struct Case {
+    pub name: String,
+    pub json: Value,
+    pub model: ModelConfig,
+    pub weights: Vec<(String, Loaded)>,
+    pub tokens: Loaded,
+    pub adjacency: Option<Adjacency>,
+    pub expected: Vec<(String, Loaded)>,
+}
+
+impl Case {
+    pub fn load(name: &str) -> Case {
+        let dir = golden_root().join(name);
+        let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
+        let json: Value = serde_json::from_str(&text).expect("config.json is JSON");
+        let u = |k: &str| json[k].as_u64().unwrap_or_else(|| panic!("{name}: config key {k}")) as usize;
+        let temporal = match json["temporal"].as_str().unwrap_or("mamba") {
+            "mamba" => Temporal::Mamba,
+            "mamba2" => Temporal::Mamba2,
+            t => panic!("{name}: temporal {t}"),
+        };
+        let model = ModelConfig {
+            temporal,
+            d_in: u("d_in"),
+            d_model: u("d_model"),
+            n_layers: u("n_layers"),
+            d_state: u("d_state"),
+            expand: u("expand"),
+            d_conv: u("d_conv"),
+            headdim: json["headdim"].as_u64().unwrap_or(64) as usize,
+            chunk_size: json["chunk_size"].as_u64().unwrap_or(64) as usize,
+            k_neighbors: u("k_neighbors"),
+            horizons: json["horizons"].as_array().unwrap().iter().map(|h| h.as_u64().unwrap() as usize).collect(),
+        };
+        let weights = read_safetensors(&dir.join("weights.safetensors"));
+        let mut inputs = read_safetensors(&dir.join("inputs.safetensors"));
+        let tokens = take(&mut inputs, "tokens");
+        let adjacency = inputs.iter().position(|(n, _)| n == "adjacency").map(|i| {
+            let a = inputs.remove(i).1;
+            Adjacency::new(a.shape[0], a.shape[1], a.data.iter().map(|&v| v as usize).collect())
+                .expect("valid adjacency")
+        });
+        let expected = read_safetensors(&dir.join("expected.safetensors"));
+        Case { name: name.into(), json, model, weights, tokens, adjacency, expected }
+    }
+
+    pub fn tokens<E: Elem>(&self) -> Tokens<E> {
+        let s = &self.tokens.shape;
+        Tokens::new(TokenShape::new(s[0], s[1], s[2], s[3]), self.tokens.data.iter().map(|&v| E::of(v)).collect())
+            .unwrap()
+    }
+
+    pub fn weights<E: Elem>(&self) -> Vec<NamedTensor<E>> {
+        self.weights
+            .iter()
+            .map(|(n, t)| NamedTensor {
+                name: n.clone(),
+                shape: t.shape.clone(),
+                data: t.data.iter().map(|&v| E::of(v)).collect(),
+            })
+            .collect()
+    }
+
+    pub fn expected(&self, name: &str) -> &Loaded {
+        &self.expected.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{}: no expected {name}", self.name)).1
+    }
+
+    pub fn optim(&self) -> OptimConfig {
+        let wd = self.json["weight_decay"].as_f64().unwrap();
+        let betas = self.json["betas"]
+            .as_array()
+            .map(|b| (b[0].as_f64().unwrap(), b[1].as_f64().unwrap()))
+            .unwrap_or((0.9, 0.999));
+        match self.json["optimizer"].as_str().unwrap_or("adamw") {
+            "adamw" => OptimConfig::adamw(wd, betas),
+            "adam_l2" => OptimConfig::adam_l2(wd, betas),
+            o => panic!("{}: optimizer {o}", self.name),
+        }
+    }
+
+    pub fn schedule(&self) -> ScheduleConfig {
+        let lr = self.json["lr"].as_f64().unwrap();
+        match self.json["schedule"].as_str().unwrap() {
+            "constant" => ScheduleConfig::Constant { lr },
+            "cosine" => ScheduleConfig::Cosine {
+                lr,
+                warmup_steps: self.json["warmup_steps"].as_u64().unwrap(),
+                max_steps: self.json["max_steps"].as_u64().unwrap(),
+                min_lr: self.json["min_lr"].as_f64().unwrap_or(0.0),
+            },
+            s => panic!("{}: schedule {s}", self.name),
+        }
+    }
+
+    pub fn clip(&self) -> Option<f64> {
+        self.json["grad_clip_norm"].as_f64()
+    }
+
+    pub fn steps(&self) -> usize {
+        self.json["steps"].as_u64().unwrap() as usize
+    }
+}
+
+fn take(v: &mut Vec<(String, Loaded)>, name: &str) -> Loaded {
+    let i = v.iter().position(|(n, _)| n == name).unwrap_or_else(|| panic!("no tensor {name}"));
+    v.remove(i).1
+}
+
+/// Compares with `|a - b| <= abs_tol + rel_tol * |b|`; returns the worst ratio
+/// `|a - b| / (abs_tol + rel_tol * |b|)` (pass when <= 1) and panics on a length mismatch.
+pub fn worst_ratio(what: &str, got: &[f64], want: &[f64], abs_tol: f64, rel_tol: f64) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: {} values, expected {}", got.len(), want.len());
+    let mut worst = 0.0f64;
+    for (a, b) in got.iter().zip(want) {
+        let r = (a - b).abs() / (abs_tol + rel_tol * b.abs());
+        assert!(r.is_finite(), "{what}: non-finite value {a} (expected {b})");
+        worst = worst.max(r);
+    }
+    worst
+}
