@@ -4,6 +4,7 @@
 //! So a reduction (a weight gradient summed over rows) gives bit-identical results for any
 //! number of threads, and a run is repeatable.
 
+use crate::ops::{linear, CpuElem};
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -56,6 +57,54 @@ pub fn add_in_order<E: boldcast_core::Elem>(acc: &mut [E], parts: &[Vec<E>]) {
         for (a, &x) in acc.iter_mut().zip(p) {
             *a += x;
         }
+    }
+}
+
+/// Rows per block of a parallel linear layer at least.
+const MIN_LINEAR_ROWS: usize = 256;
+
+/// `y = x W^T + b` ([`crate::ops::linear::forward`]) with the rows split into parallel blocks.
+/// Overwrites `y`.
+pub fn linear_forward<E: CpuElem>(x: &[E], rows: usize, inp: usize, w: &[E], b: Option<&[E]>, out: usize, y: &mut [E]) {
+    assert_eq!(x.len(), rows * inp, "linear: input is not {rows}x{inp}");
+    map_blocks(rows, MIN_LINEAR_ROWS, y, out, |r, yb| {
+        linear::forward(&x[r.start * inp..r.end * inp], r.len(), inp, w, b, out, yb)
+    });
+}
+
+/// Backward of [`linear_forward`]: accumulates `g_w += g_y^T x`, `g_b += sum g_y` from
+/// per-block partials reduced in block order, and overwrites `g_x = g_y W` when given.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_backward<E: CpuElem>(
+    x: &[E],
+    rows: usize,
+    inp: usize,
+    w: &[E],
+    out: usize,
+    g_y: &[E],
+    g_w: &mut [E],
+    g_b: &mut [E],
+    g_x: Option<&mut [E]>,
+) {
+    assert!(x.len() == rows * inp && g_y.len() == rows * out, "linear backward: not {rows} rows");
+    assert!(g_w.len() == out * inp && g_b.len() == out, "linear backward: gradients are not {out}x{inp}");
+    let mut none: [E; 0] = [];
+    let (gx, per) = match g_x {
+        Some(g) => (g, inp),
+        None => (&mut none[..], 0),
+    };
+    let parts = map_blocks(rows, MIN_LINEAR_ROWS, gx, per, |r, gxb| {
+        let mut part = vec![E::zero(); out * inp + out];
+        let (pw, pb) = part.split_at_mut(out * inp);
+        let gx = (per > 0).then_some((gxb, false));
+        let (xs, gs) = (&x[r.start * inp..r.end * inp], &g_y[r.start * out..r.end * out]);
+        linear::backward(xs, r.len(), inp, w, out, gs, pw, Some(pb), gx);
+        part
+    });
+    let mut acc = vec![E::zero(); out * inp + out];
+    add_in_order(&mut acc, &parts);
+    for (a, &v) in g_w.iter_mut().chain(g_b.iter_mut()).zip(&acc) {
+        *a += v;
     }
 }
 
