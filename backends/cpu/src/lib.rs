@@ -14,5 +14,7 @@
 
 pub mod init;
 pub mod knn;
+/// The Mamba-1 temporal mixer: parameters, forward, and hand-written backward.
+pub mod mamba1;
 pub mod ops;
 pub mod par;

@@ -1,0 +1,362 @@
+//! The Mamba-1 temporal mixer (MODEL.md, "Temporal mixer, `temporal = "mamba"`"): its
+//! parameters, the forward over every parcel's sequence of an activation in the model's
+//! `(B, T, P, M)` layout, and the hand-written backward of BACKWARD.md ("Mamba-1 selective
+//! scan", "Memory").
+//!
+//! This module owns the mixer only; the LayerNorm in front of it and the residual around it
+//! belong to the model assembly. Files, one job each:
+//! - `mod.rs` (this file): sizes, parameters, the public entry points, and the parallel split of
+//!   the `B * P` sequences into blocks with deterministic reduction of the gradient partials;
+//! - `seq.rs`: one sequence through the projections, the convolution and the gate, forward and
+//!   backward, in a reusable workspace;
+//! - `scan.rs`: the selective scan itself, forward (optionally keeping every Q-th state) and the
+//!   chunked backward that recomputes each chunk's states from those checkpoints.
+
+mod scan;
+mod seq;
+
+use crate::ops::CpuElem;
+use rayon::prelude::*;
+
+/// Sizes of one Mamba-1 mixer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Mamba1Dims {
+    /// M: width of the mixer's input and output.
+    pub d_model: usize,
+    /// Di: inner width (`expand * d_model`).
+    pub d_inner: usize,
+    /// N: state size per inner channel.
+    pub d_state: usize,
+    /// R: rank of the time-step projection.
+    pub dt_rank: usize,
+    /// K: width of the causal depthwise convolution.
+    pub d_conv: usize,
+}
+
+impl Mamba1Dims {
+    /// The sizes a model configuration implies (`Di = expand * d_model`, `R = ceil(M / 16)`).
+    pub fn from_config(c: &boldcast_core::ModelConfig) -> Self {
+        Self { d_model: c.d_model, d_inner: c.d_inner(), d_state: c.d_state, dt_rank: c.dt_rank(), d_conv: c.d_conv }
+    }
+
+    /// Width of the `x_proj` output, `dr | B | C`.
+    fn w_dbc(&self) -> usize {
+        self.dt_rank + 2 * self.d_state
+    }
+
+    /// Panics with the offending size when one is zero: every loop below assumes non-empty rows.
+    fn check(&self) {
+        let Self { d_model, d_inner, d_state, dt_rank, d_conv } = *self;
+        for (name, v) in
+            [("d_model", d_model), ("d_inner", d_inner), ("d_state", d_state), ("dt_rank", dt_rank), ("d_conv", d_conv)]
+        {
+            assert!(v > 0, "mamba1: {name} must be positive (dims {self:?})");
+        }
+    }
+}
+
+/// The parameters (or their gradients) of one mixer, PyTorch layouts, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mamba1Params<E> {
+    /// `in_proj.weight`, `(2 Di, M)`: rows `0..Di` give `x`, rows `Di..2 Di` give `z`.
+    pub in_proj: Vec<E>,
+    /// `conv1d.weight`, `(Di, 1, K)`; tap `K - 1` multiplies the current step.
+    pub conv_w: Vec<E>,
+    /// `conv1d.bias`, `(Di)`.
+    pub conv_b: Vec<E>,
+    /// `x_proj.weight`, `(R + 2N, Di)`: output columns `dr | B | C`.
+    pub x_proj: Vec<E>,
+    /// `dt_proj.weight`, `(Di, R)`.
+    pub dt_proj_w: Vec<E>,
+    /// `dt_proj.bias`, `(Di)`.
+    pub dt_proj_b: Vec<E>,
+    /// `A_log`, `(Di, N)`; `A = -exp(A_log)`.
+    pub a_log: Vec<E>,
+    /// `D`, `(Di)`: the skip connection of the scan.
+    pub d: Vec<E>,
+    /// `out_proj.weight`, `(M, Di)`.
+    pub out_proj: Vec<E>,
+}
+
+impl<E: CpuElem> Mamba1Params<E> {
+    /// All tensors zero (the starting point of a gradient accumulator).
+    pub fn zeros(dims: Mamba1Dims) -> Self {
+        let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
+        let z = |len: usize| vec![E::zero(); len];
+        Self {
+            in_proj: z(2 * di * m),
+            conv_w: z(di * k),
+            conv_b: z(di),
+            x_proj: z((r + 2 * n) * di),
+            dt_proj_w: z(di * r),
+            dt_proj_b: z(di),
+            a_log: z(di * n),
+            d: z(di),
+            out_proj: z(m * di),
+        }
+    }
+
+    /// `(suffix after "layers.{i}.mamba.mamba.", slice)` in the order of
+    /// `ModelConfig::param_specs`: conv1d.weight, conv1d.bias, in_proj.weight, x_proj.weight,
+    /// dt_proj.weight, dt_proj.bias, A_log, D, out_proj.weight.
+    pub fn tensors(&self) -> [(&'static str, &[E]); 9] {
+        [
+            ("conv1d.weight", &self.conv_w),
+            ("conv1d.bias", &self.conv_b),
+            ("in_proj.weight", &self.in_proj),
+            ("x_proj.weight", &self.x_proj),
+            ("dt_proj.weight", &self.dt_proj_w),
+            ("dt_proj.bias", &self.dt_proj_b),
+            ("A_log", &self.a_log),
+            ("D", &self.d),
+            ("out_proj.weight", &self.out_proj),
+        ]
+    }
+
+    /// The mutable counterpart of [`Mamba1Params::tensors`], same names and order.
+    pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 9] {
+        [
+            ("conv1d.weight", &mut self.conv_w),
+            ("conv1d.bias", &mut self.conv_b),
+            ("in_proj.weight", &mut self.in_proj),
+            ("x_proj.weight", &mut self.x_proj),
+            ("dt_proj.weight", &mut self.dt_proj_w),
+            ("dt_proj.bias", &mut self.dt_proj_b),
+            ("A_log", &mut self.a_log),
+            ("D", &mut self.d),
+            ("out_proj.weight", &mut self.out_proj),
+        ]
+    }
+
+    /// Panics, naming the tensor, when a length does not match `dims`.
+    fn check(&self, dims: Mamba1Dims, what: &str) {
+        let want = Self::zeros_lens(dims);
+        for ((name, t), len) in self.tensors().into_iter().zip(want) {
+            assert_eq!(t.len(), len, "mamba1: {what} {name} has {} elements, dims {dims:?} need {len}", t.len());
+        }
+    }
+
+    /// Lengths of the tensors, in [`Mamba1Params::tensors`] order.
+    fn zeros_lens(dims: Mamba1Dims) -> [usize; 9] {
+        let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
+        [di * k, di, 2 * di * m, (r + 2 * n) * di, di * r, di, di * n, di, m * di]
+    }
+}
+
+/// Where each sequence of a `(B, T, P, M)` activation lives: sequence `s = b * P + p` has its
+/// step `t` at offset `((b * T + t) * P + p) * M`.
+#[derive(Copy, Clone)]
+struct Layout {
+    time: usize,
+    parcels: usize,
+    m: usize,
+}
+
+impl Layout {
+    /// Copies sequence `s` into the contiguous `(T, M)` buffer `dst`, so the projections run as
+    /// GEMMs over contiguous rows.
+    fn gather<E: Copy>(&self, src: &[E], s: usize, dst: &mut [E]) {
+        let (b, p) = (s / self.parcels, s % self.parcels);
+        for t in 0..self.time {
+            let o = ((b * self.time + t) * self.parcels + p) * self.m;
+            dst[t * self.m..(t + 1) * self.m].copy_from_slice(&src[o..o + self.m]);
+        }
+    }
+
+    /// Writes the per-block outputs (each `(sequences of the block, T, M)`) back into the
+    /// `(B, T, P, M)` tensor `dst`, in parallel over the batch (each batch element is one
+    /// contiguous, disjoint slice of `dst`).
+    fn scatter<E: Copy + Send + Sync>(&self, blocks: &[(usize, usize)], outs: &[Vec<E>], dst: &mut [E]) {
+        let per_b = self.time * self.parcels * self.m;
+        let seq_len = self.time * self.m;
+        dst.par_chunks_mut(per_b).enumerate().for_each(|(b, chunk)| {
+            for p in 0..self.parcels {
+                let s = b * self.parcels + p;
+                let k = blocks.partition_point(|&(s0, _)| s0 <= s) - 1;
+                let src = &outs[k][(s - blocks[k].0) * seq_len..][..seq_len];
+                for t in 0..self.time {
+                    let o = (t * self.parcels + p) * self.m;
+                    chunk[o..o + self.m].copy_from_slice(&src[t * self.m..(t + 1) * self.m]);
+                }
+            }
+        });
+    }
+}
+
+/// At most this many blocks (gradient partials) per call: enough to keep 16 cores busy with
+/// a balanced load, few enough that the f64 partials (one parameter copy each) stay small.
+const MAX_BLOCKS: usize = 32;
+
+/// Splits `n_seq` sequences into contiguous blocks, one gradient partial each. The split
+/// depends only on `n_seq` (not on the thread count, nor on how rayon schedules the work), and
+/// the partials are reduced in block order, so the gradients are bit-identical from run to run
+/// and for any number of threads.
+fn blocks(n_seq: usize) -> Vec<(usize, usize)> {
+    let nb = n_seq.clamp(1, MAX_BLOCKS);
+    (0..nb).map(|k| (k * n_seq / nb, (k + 1) * n_seq / nb)).collect()
+}
+
+/// The scan's chunk length Q for sequences of length `time`: about `sqrt(T)` minimizes the
+/// `T / Q` checkpoints plus the `2 Q` recomputed states and decays held in the backward.
+fn chunk_len(time: usize) -> usize {
+    let mut q = 1;
+    while q * q < time {
+        q += 1;
+    }
+    q
+}
+
+/// `A = -exp(A_log)`, computed once per call rather than per sequence.
+fn decay_rates<E: CpuElem>(a_log: &[E]) -> Vec<E> {
+    a_log.iter().map(|&v| -v.exp()).collect()
+}
+
+/// Checks every size and returns the layout, or `None` when there is nothing to compute.
+fn prepare<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<E>,
+    tensors: &[(&str, usize)],
+    batch: usize,
+    time: usize,
+    parcels: usize,
+) -> Option<Layout> {
+    dims.check();
+    p.check(dims, "parameter");
+    let len = batch * time * parcels * dims.d_model;
+    for &(name, l) in tensors {
+        assert_eq!(
+            l, len,
+            "mamba1: {name} has {l} elements, (B, T, P, M) = ({batch}, {time}, {parcels}, {}) need {len}",
+            dims.d_model
+        );
+    }
+    (len > 0).then_some(Layout { time, parcels, m: dims.d_model })
+}
+
+/// Forward over all B*P sequences of an activation in the model's (B, T, P, M) layout:
+/// for each (b, p), the sequence u[b, :, p, :] of length T goes through the mixer and the
+/// result is written to y[b, :, p, :]. `y` is overwritten. Parallel over sequences (rayon).
+pub fn forward<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<E>,
+    u: &[E],
+    batch: usize,
+    time: usize,
+    parcels: usize,
+    y: &mut [E],
+) {
+    let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], batch, time, parcels) else {
+        return;
+    };
+    let a = decay_rates(&p.a_log);
+    let bl = blocks(batch * parcels);
+    let seq_len = time * dims.d_model;
+    let outs: Vec<Vec<E>> = bl
+        .par_iter()
+        .map(|&(s0, s1)| {
+            // One workspace per block: every buffer is sized once here and reused by each
+            // sequence of the block.
+            let mut ws = seq::Workspace::new(dims, time, None);
+            let mut out = vec![E::zero(); (s1 - s0) * seq_len];
+            for (s, o) in (s0..s1).zip(out.chunks_exact_mut(seq_len)) {
+                lay.gather(u, s, &mut ws.us);
+                seq::forward(dims, p, &a, &mut ws, o);
+            }
+            out
+        })
+        .collect();
+    lay.scatter(&bl, &outs, y);
+}
+
+/// Backward of `forward`: given u (the same input) and g_y (B,T,P,M), writes g_u (B,T,P,M,
+/// overwritten) and ACCUMULATES (+=) parameter gradients into `grads`. It recomputes the forward
+/// internally (nothing is cached between forward and backward; the model relies on this to bound
+/// memory).
+///
+/// The scan keeps its state only every Q ≈ sqrt(T) steps and recomputes each chunk's states
+/// on the way back (BACKWARD.md, "Memory"). Each block of sequences accumulates its own
+/// gradient partial in f64; the partials are summed in block order over a split that depends
+/// on `B * P` only, so the result is bit-identical from run to run and for any thread count.
+#[allow(clippy::too_many_arguments)]
+pub fn backward<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<E>,
+    u: &[E],
+    batch: usize,
+    time: usize,
+    parcels: usize,
+    g_y: &[E],
+    g_u: &mut [E],
+    grads: &mut Mamba1Params<E>,
+) {
+    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, chunk_len(time));
+}
+
+/// [`backward`] with an explicit chunk length `q` (the tests compare several).
+#[allow(clippy::too_many_arguments)]
+fn backward_q<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<E>,
+    u: &[E],
+    batch: usize,
+    time: usize,
+    parcels: usize,
+    g_y: &[E],
+    g_u: &mut [E],
+    grads: &mut Mamba1Params<E>,
+    q: usize,
+) {
+    grads.check(dims, "gradient");
+    let tensors = [("u", u.len()), ("g_y", g_y.len()), ("g_u", g_u.len())];
+    let Some(lay) = prepare(dims, p, &tensors, batch, time, parcels) else {
+        return;
+    };
+    assert!(q > 0, "mamba1: the chunk length must be positive");
+    let a = decay_rates(&p.a_log);
+    let bl = blocks(batch * parcels);
+    let seq_len = time * dims.d_model;
+    let results: Vec<(Vec<E>, Mamba1Params<f64>)> = bl
+        .par_iter()
+        .map(|&(s0, s1)| {
+            let mut ws = seq::Workspace::new(dims, time, Some(q));
+            // The block's partial, in f64 so that summing many sequences loses nothing. Its
+            // `a_log` holds the gradient with respect to A (not A_log) until the final reduction.
+            let mut part = Mamba1Params::<f64>::zeros(dims);
+            let mut g_out = vec![E::zero(); (s1 - s0) * seq_len];
+            for (s, gu) in (s0..s1).zip(g_out.chunks_exact_mut(seq_len)) {
+                lay.gather(u, s, &mut ws.us);
+                lay.gather(g_y, s, &mut ws.g_out);
+                seq::backward(dims, p, &a, &mut ws, gu, &mut part);
+            }
+            (g_out, part)
+        })
+        .collect();
+    let (outs, parts): (Vec<Vec<E>>, Vec<Mamba1Params<f64>>) = results.into_iter().unzip();
+    lay.scatter(&bl, &outs, g_u);
+    reduce(parts, &a, grads);
+}
+
+/// Sums the block partials in block order and adds them to `grads`, turning the gradient with
+/// respect to A into one with respect to A_log on the way (`g_A_log = g_A * A`).
+fn reduce<E: CpuElem>(parts: Vec<Mamba1Params<f64>>, a: &[E], grads: &mut Mamba1Params<E>) {
+    let mut parts = parts.into_iter();
+    let Some(mut total) = parts.next() else { return };
+    for part in parts {
+        for ((_, acc), (_, v)) in total.tensors_mut().into_iter().zip(part.tensors()) {
+            for (x, &y) in acc.iter_mut().zip(v) {
+                *x += y;
+            }
+        }
+    }
+    for (ga, &av) in total.a_log.iter_mut().zip(a) {
+        *ga *= av.f64();
+    }
+    for ((_, g), (_, t)) in grads.tensors_mut().into_iter().zip(total.tensors()) {
+        for (x, &y) in g.iter_mut().zip(t) {
+            *x += E::of(y);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! Unit tests of the pieces the public API hides: the parameter order, the block split, the
+//! chunk length, and the checkpointed backward's independence of its chunk length.
+
+use super::*;
+use boldcast_core::ModelConfig;
+
+/// A deterministic pseudo-random value in `[lo, hi)` (a small LCG, enough for test data).
+fn fill(v: &mut [f64], seed: &mut u64, lo: f64, hi: f64) {
+    for x in v {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *x = lo + (hi - lo) * ((*seed >> 11) as f64 / (1u64 << 53) as f64);
+    }
+}
+
+fn random_params(dims: Mamba1Dims, seed: &mut u64) -> Mamba1Params<f64> {
+    let mut p = Mamba1Params::zeros(dims);
+    for (name, t) in p.tensors_mut() {
+        let (lo, hi) = match name {
+            "dt_proj.bias" => (-3.0, 0.5),
+            "A_log" => (-1.0, 1.5),
+            _ => (-0.6, 0.6),
+        };
+        fill(t, seed, lo, hi);
+    }
+    p
+}
+
+#[test]
+fn tensors_follow_the_parameter_specs() {
+    let mut c = ModelConfig::boldcast_demo();
+    c.d_model = 40; // R = 3, so every width differs
+    c.d_state = 5;
+    c.d_conv = 3;
+    let dims = Mamba1Dims::from_config(&c);
+    assert_eq!(dims, Mamba1Dims { d_model: 40, d_inner: 80, d_state: 5, dt_rank: 3, d_conv: 3 });
+    let p = Mamba1Params::<f32>::zeros(dims);
+    let specs: Vec<_> = c.param_specs().into_iter().filter(|s| s.name.starts_with("layers.0.mamba.mamba.")).collect();
+    let ours = p.tensors();
+    assert_eq!(specs.len(), ours.len());
+    for (spec, (name, t)) in specs.iter().zip(ours) {
+        assert_eq!(spec.name, format!("layers.0.mamba.mamba.{name}"));
+        assert_eq!(spec.numel(), t.len(), "{name}");
+    }
+    let mut q = p.clone();
+    let names: Vec<_> = q.tensors_mut().iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, p.tensors().iter().map(|(n, _)| *n).collect::<Vec<_>>());
+}
+
+#[test]
+fn blocks_partition_the_sequences() {
+    for n in [0, 1, 2, 7, 31, 32, 33, 256, 1000] {
+        let b = blocks(n);
+        assert_eq!(b.len(), n.clamp(1, MAX_BLOCKS));
+        assert_eq!(b[0].0, 0);
+        assert_eq!(b.last().unwrap().1, n);
+        for w in b.windows(2) {
+            assert_eq!(w[0].1, w[1].0);
+            assert!(w[0].0 < w[0].1);
+        }
+    }
+}
+
+#[test]
+fn chunk_length_is_the_ceiling_square_root() {
+    let want = [(0, 1), (1, 1), (2, 2), (4, 2), (5, 3), (16, 4), (17, 5), (256, 16), (257, 17)];
+    for (t, q) in want {
+        assert_eq!(chunk_len(t), q, "T = {t}");
+    }
+}
+
+/// The checkpointed backward recomputes exactly the states the forward produced, so the
+/// gradients must not depend on the chunk length at all, not even in the last bit: Q = 1
+/// (every state checkpointed), Q = T (one chunk recomputed from zero), and chunk boundaries
+/// at every other position inside the sequence.
+#[test]
+fn backward_does_not_depend_on_the_chunk_length() {
+    let dims = Mamba1Dims { d_model: 5, d_inner: 7, d_state: 3, dt_rank: 2, d_conv: 3 };
+    let (batch, time, parcels) = (2, 23, 2);
+    let mut seed = 7;
+    let p = random_params(dims, &mut seed);
+    let len = batch * time * parcels * dims.d_model;
+    let (mut u, mut g_y) = (vec![0.0; len], vec![0.0; len]);
+    fill(&mut u, &mut seed, -1.5, 1.5);
+    fill(&mut g_y, &mut seed, -1.0, 1.0);
+    let run = |q: usize| {
+        let mut g_u = vec![f64::NAN; len];
+        let mut grads = Mamba1Params::zeros(dims);
+        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q);
+        (g_u, grads)
+    };
+    let reference = run(1);
+    assert!(reference.0.iter().all(|v| v.is_finite() && *v != 0.0));
+    for q in [2, 3, 4, 5, 7, 11, 22, 23, 40] {
+        assert!(run(q) == reference, "Q = {q} differs from Q = 1");
+    }
+}
+
+/// The same in f32, where a recomputation that differed in any operation would show at once.
+#[test]
+fn backward_does_not_depend_on_the_chunk_length_f32() {
+    let dims = Mamba1Dims { d_model: 4, d_inner: 8, d_state: 4, dt_rank: 1, d_conv: 4 };
+    let (batch, time, parcels) = (1, 30, 3);
+    let mut seed = 11;
+    let p64 = random_params(dims, &mut seed);
+    let mut p = Mamba1Params::<f32>::zeros(dims);
+    for ((_, dst), (_, src)) in p.tensors_mut().into_iter().zip(p64.tensors()) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s as f32;
+        }
+    }
+    let len = batch * time * parcels * dims.d_model;
+    let mut buf = vec![0.0; len];
+    fill(&mut buf, &mut seed, -1.5, 1.5);
+    let u: Vec<f32> = buf.iter().map(|&v| v as f32).collect();
+    let g_y: Vec<f32> = u.iter().rev().copied().collect();
+    let run = |q: usize| {
+        let mut g_u = vec![0.0f32; len];
+        let mut grads = Mamba1Params::zeros(dims);
+        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q);
+        (g_u, grads)
+    };
+    let reference = run(1);
+    for q in [3, 6, 30] {
+        assert!(run(q) == reference, "Q = {q} differs from Q = 1");
+    }
+}
