@@ -14,7 +14,7 @@
 
 pub mod init;
 pub mod knn;
-/// The Mamba-1 temporal mixer: parameters, forward, and hand-written backward.
-pub mod mamba1;
+/// The Mamba-2 (SSD) temporal mixer: parameters, chunked and sequential forward, and hand-written backward.
+pub mod mamba2;
 pub mod ops;
 pub mod par;
