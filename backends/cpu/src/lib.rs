@@ -14,6 +14,8 @@
 
 pub mod init;
 pub mod knn;
+/// The Mamba-1 temporal mixer: parameters, forward, and hand-written backward.
+pub mod mamba1;
 /// The Mamba-2 (SSD) temporal mixer: parameters, chunked and sequential forward, and hand-written backward.
 pub mod mamba2;
 pub mod ops;
