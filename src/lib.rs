@@ -6,3 +6,6 @@
 pub use boldcast_core as core;
 pub use boldcast_cpu as cpu;
 pub use boldcast_fixtures as fixtures;
+
+pub mod config;
+pub mod data;
