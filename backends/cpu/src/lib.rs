@@ -9,7 +9,8 @@
 //! - [`mamba1`]: the Mamba-1 temporal mixer, forward and backward over every parcel's sequence,
 //!   with a checkpointed scan;
 //! - [`knn`]: the spatial mixer, k-nearest-neighbour attention, forward and backward;
-//! - [`init`]: seeded initialization with PyTorch's defaults.
+//! - [`init`]: seeded initialization with PyTorch's defaults;
+//! - [`model`]: [`CpuModel`], the whole forecaster behind [`boldcast_core::Model`].
 #![deny(missing_docs)]
 
 pub mod init;
@@ -18,5 +19,8 @@ pub mod knn;
 pub mod mamba1;
 /// The Mamba-2 (SSD) temporal mixer: parameters, chunked and sequential forward, and hand-written backward.
 pub mod mamba2;
+pub mod model;
 pub mod ops;
 pub mod par;
+
+pub use model::CpuModel;

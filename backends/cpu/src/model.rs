@@ -1,0 +1,404 @@
+//! [`CpuModel`]: the BOLDcast forecaster of MODEL.md assembled from the blocks of this crate,
+//! with the [`Model`] trait's forward, loss, hand-written backward, optimizer step and state
+//! dictionary.
+//!
+//! ```text
+//! tokens (B,T,P,D) -> embed_proj -> n_layers x [ x += Mamba1(LayerNorm(x))   per parcel over time
+//!                                                x += KnnAttention(x)       per (b, t) over parcels ]
+//!                  -> final_norm (= embed) -> head -> (B,T,P,H,D)
+//! ```
+//!
+//! Memory (per-layer recomputation): the backward needs, per layer, only the activation that
+//! enters the layer and the one between its temporal and spatial halves (both `(B,T,P,M)`),
+//! plus the final one; everything inside a layer (the LayerNorm outputs, the mixer's scan
+//! states, the attention's q/k/v and weights) is recomputed in the backward, layer by layer,
+//! and freed as soon as that layer is done. The mixer recomputes its own internals
+//! ([`crate::mamba1::backward`]); the attention recomputes per `(b, t)` group
+//! ([`crate::knn::backward`]). Keeping the middle activation costs one `(B,T,P,M)` tensor per
+//! layer and saves a second Mamba forward per layer in the backward.
+//!
+//! Determinism: every parallel reduction uses the fixed block partitions of [`crate::par`]
+//! (and the mixer's own), so a result does not depend on the thread count beyond that.
+
+use crate::knn::{self, KnnParams};
+use crate::mamba1::{self, Mamba1Dims, Mamba1Params};
+use crate::ops::{layernorm, CpuElem};
+use crate::{init, par};
+use boldcast_core::model::{check_state, NamedTensor};
+use boldcast_core::{
+    Adjacency, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer, ParamMut,
+    ParamSpec, Temporal, Tokens,
+};
+
+/// One layer's parameters (or gradients).
+#[derive(Clone, Debug)]
+struct LayerParams<E> {
+    /// `layers.{i}.mamba.norm.{weight,bias}`.
+    norm_w: Vec<E>,
+    norm_b: Vec<E>,
+    /// `layers.{i}.mamba.mamba.*`.
+    mamba: Mamba1Params<E>,
+    /// `layers.{i}.knn.*`, absent when `k_neighbors == 0`.
+    knn: Option<KnnParams<E>>,
+}
+
+/// Every tensor of the model (or its gradient), PyTorch layouts.
+#[derive(Clone, Debug)]
+struct Params<E> {
+    embed_w: Vec<E>,
+    embed_b: Vec<E>,
+    layers: Vec<LayerParams<E>>,
+    final_w: Vec<E>,
+    final_b: Vec<E>,
+    head_w: Vec<E>,
+    head_b: Vec<E>,
+}
+
+impl<E: CpuElem> Params<E> {
+    fn zeros(cfg: &ModelConfig, dims: Mamba1Dims) -> Self {
+        let (m, hd) = (cfg.d_model, cfg.n_horizons() * cfg.d_in);
+        let z = |n: usize| vec![E::zero(); n];
+        Self {
+            embed_w: z(m * cfg.d_in),
+            embed_b: z(m),
+            layers: (0..cfg.n_layers)
+                .map(|_| LayerParams {
+                    norm_w: z(m),
+                    norm_b: z(m),
+                    mamba: Mamba1Params::zeros(dims),
+                    knn: (cfg.k_neighbors > 0).then(|| KnnParams::zeros(m)),
+                })
+                .collect(),
+            final_w: z(m),
+            final_b: z(m),
+            head_w: z(hd * m),
+            head_b: z(hd),
+        }
+    }
+
+    /// The tensors in [`ModelConfig::param_specs`] order.
+    fn slices(&self) -> Vec<&[E]> {
+        let mut v: Vec<&[E]> = vec![&self.embed_w, &self.embed_b];
+        for l in &self.layers {
+            v.push(&l.norm_w);
+            v.push(&l.norm_b);
+            v.extend(l.mamba.tensors().into_iter().map(|(_, t)| t));
+            if let Some(k) = &l.knn {
+                v.extend(k.tensors().into_iter().map(|(_, t)| t));
+            }
+        }
+        v.extend([&self.final_w[..], &self.final_b, &self.head_w, &self.head_b]);
+        v
+    }
+
+    /// Mutable [`Params::slices`], same order.
+    fn slices_mut(&mut self) -> Vec<&mut [E]> {
+        let mut v: Vec<&mut [E]> = vec![&mut self.embed_w, &mut self.embed_b];
+        for l in &mut self.layers {
+            v.push(&mut l.norm_w);
+            v.push(&mut l.norm_b);
+            v.extend(l.mamba.tensors_mut().into_iter().map(|(_, t)| t));
+            if let Some(k) = &mut l.knn {
+                v.extend(k.tensors_mut().into_iter().map(|(_, t)| t));
+            }
+        }
+        v.extend([&mut self.final_w[..], &mut self.final_b, &mut self.head_w, &mut self.head_b]);
+        v
+    }
+}
+
+/// What the forward keeps for the backward: per layer its input and (with attention) its
+/// middle activation, each `(B,T,P,M)`.
+struct Trace<E> {
+    inputs: Vec<Vec<E>>,
+    mids: Vec<Vec<E>>,
+}
+
+/// The BOLDcast model on the CPU, generic over `f32` (training) and `f64` (gradient checks).
+///
+/// Built with [`CpuModel::new`]; used through [`Model`]. Only `temporal = "mamba"` is
+/// implemented; Mamba-2 is rejected with an [`Error::Config`] naming `model.temporal`.
+#[derive(Clone, Debug)]
+pub struct CpuModel<E: CpuElem> {
+    cfg: ModelConfig,
+    adj: Option<Adjacency>,
+    specs: Vec<ParamSpec>,
+    dims: Mamba1Dims,
+    params: Params<E>,
+    grads: Params<E>,
+}
+
+impl<E: CpuElem> CpuModel<E> {
+    /// A model with every parameter drawn from `ChaCha8Rng::seed_from_u64(seed)` as MODEL.md,
+    /// "Initialization" (see [`crate::init`]); the same seed gives the same model.
+    ///
+    /// Errors (each naming the value): an invalid `cfg` ([`ModelConfig::validate`]);
+    /// `temporal = "mamba2"` (not implemented here yet); `k_neighbors > 0` without an
+    /// adjacency or with one of another `k`; an adjacency with `k_neighbors == 0`.
+    pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
+        cfg.validate()?;
+        if cfg.temporal != Temporal::Mamba {
+            return Err(Error::config(
+                "model.temporal",
+                cfg.temporal.as_str(),
+                "the CPU backend implements only \"mamba\" (Mamba-1) so far",
+            ));
+        }
+        match (&adjacency, cfg.k_neighbors) {
+            (None, 0) => {}
+            (Some(a), 0) => {
+                return Err(Error::config(
+                    "model.k_neighbors",
+                    0,
+                    format!("an adjacency with k = {} was given, but k_neighbors = 0 means no attention", a.k()),
+                ))
+            }
+            (None, k) => {
+                return Err(Error::config("model.k_neighbors", k, "needs an adjacency (P, k) for the attention"))
+            }
+            (Some(a), k) if a.k() != k => {
+                return Err(Error::config("adjacency.k", a.k(), format!("must equal model.k_neighbors = {k}")))
+            }
+            _ => {}
+        }
+        let dims = Mamba1Dims::from_config(&cfg);
+        let specs = cfg.param_specs();
+        let mut params = Params::zeros(&cfg, dims);
+        {
+            let slices = params.slices_mut();
+            // The names come from param_specs, the buffers from the structs: they must agree.
+            for (s, t) in specs.iter().zip(&slices) {
+                if s.numel() != t.len() {
+                    return Err(Error::Param { name: s.name.clone(), reason: format!("buffer of {}", t.len()) });
+                }
+            }
+            init::initialize(&specs, slices, seed)?;
+        }
+        let grads = Params::zeros(&cfg, dims);
+        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads })
+    }
+
+    /// The spatial neighbourhood the model was built with (`None` when `k_neighbors == 0`).
+    pub fn adjacency(&self) -> Option<&Adjacency> {
+        self.adj.as_ref()
+    }
+
+    /// The parameter names and shapes, state-dict order.
+    pub fn param_specs(&self) -> &[ParamSpec] {
+        &self.specs
+    }
+
+    /// Checks tokens against the model and returns `(B, T, P)`.
+    fn check(&self, tokens: &Tokens<E>) -> Result<(usize, usize, usize), Error> {
+        let s = tokens.shape();
+        self.cfg.check_tokens(&s)?;
+        if let Some(a) = &self.adj {
+            if s.parcels != a.parcels() {
+                return Err(Error::shape("tokens.parcels (the adjacency's P)", a.parcels(), s.parcels));
+            }
+        }
+        Ok((s.batch, s.time, s.parcels))
+    }
+
+    /// embed_proj and the layers: the activation before `final_norm`, and with `keep` the
+    /// per-layer activations the backward needs.
+    fn trunk(&self, tokens: &[E], b: usize, t: usize, p: usize, keep: bool) -> (Vec<E>, Trace<E>) {
+        let (m, d, rows) = (self.cfg.d_model, self.cfg.d_in, b * t * p);
+        let mut x = vec![E::zero(); rows * m];
+        par::linear_forward(tokens, rows, d, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x);
+        let mut tr = Trace { inputs: Vec::new(), mids: Vec::new() };
+        let (mut u, mut y) = (vec![E::zero(); rows * m], vec![E::zero(); rows * m]);
+        for l in &self.params.layers {
+            if keep {
+                tr.inputs.push(x.clone());
+            }
+            layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
+            mamba1::forward(self.dims, &l.mamba, &u, b, t, p, &mut y);
+            add_into(&mut x, &y);
+            if let (Some(kp), Some(adj)) = (&l.knn, &self.adj) {
+                if keep {
+                    tr.mids.push(x.clone());
+                }
+                knn::forward(m, adj, kp, &x, b * t, &mut y);
+                add_into(&mut x, &y);
+            }
+        }
+        (x, tr)
+    }
+
+    /// The final-norm embedding of the trunk output `x`.
+    fn final_norm(&self, x: &[E], rows: usize) -> Vec<E> {
+        let m = self.cfg.d_model;
+        let mut e = vec![E::zero(); rows * m];
+        layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e);
+        e
+    }
+
+    /// The head: `(rows, M) -> (rows, H*D)`, which is `(B,T,P,H,D)` row-major.
+    fn head(&self, e: &[E], rows: usize) -> Vec<E> {
+        let (m, hd) = (self.cfg.d_model, self.cfg.n_horizons() * self.cfg.d_in);
+        let mut pred = vec![E::zero(); rows * hd];
+        par::linear_forward(e, rows, m, &self.params.head_w, Some(&self.params.head_b), hd, &mut pred);
+        pred
+    }
+
+    /// The loss (MSE over `pred[:, :T_valid]`, accumulated in f64) and, with `grad`, its
+    /// gradient with respect to `pred` (zero for `t >= T_valid`).
+    fn loss_of(&self, pred: &[E], tokens: &[E], b: usize, t: usize, p: usize, grad: Option<&mut [E]>) -> f64 {
+        let (d, hz) = (self.cfg.d_in, &self.cfg.horizons);
+        let nh = hz.len();
+        let tv = t - self.cfg.max_horizon();
+        let count = (b * tv * p * nh * d) as f64;
+        let scale = E::of(2.0 / count);
+        let mut grad = grad;
+        if let Some(g) = grad.as_deref_mut() {
+            g.fill(E::zero());
+        }
+        let mut sum = 0.0f64;
+        for bi in 0..b {
+            for ti in 0..tv {
+                for pi in 0..p {
+                    let base = ((bi * t + ti) * p + pi) * nh * d;
+                    for (hi, &h) in hz.iter().enumerate() {
+                        let tgt = ((bi * t + ti + h) * p + pi) * d;
+                        for j in 0..d {
+                            let diff = pred[base + hi * d + j] - tokens[tgt + j];
+                            sum += diff.f64() * diff.f64();
+                            if let Some(g) = grad.as_deref_mut() {
+                                g[base + hi * d + j] = scale * diff;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        sum / count
+    }
+}
+
+/// `x += y`.
+fn add_into<E: CpuElem>(x: &mut [E], y: &[E]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+impl<E: CpuElem> Model<E> for CpuModel<E> {
+    fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let rows = b * t * p;
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false);
+        let pred = self.head(&self.final_norm(&x, rows), rows);
+        Forecasts::new(ForecastShape::new(b, t, p, self.cfg.n_horizons(), self.cfg.d_in), pred)
+    }
+
+    fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false);
+        Embeddings::new(EmbedShape::new(b, t, p, self.cfg.d_model), self.final_norm(&x, b * t * p))
+    }
+
+    fn loss(&self, tokens: &Tokens<E>) -> Result<f64, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let rows = b * t * p;
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false);
+        let pred = self.head(&self.final_norm(&x, rows), rows);
+        Ok(self.loss_of(&pred, tokens.data(), b, t, p, None))
+    }
+
+    fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let (m, d, hd) = (self.cfg.d_model, self.cfg.d_in, self.cfg.n_horizons() * self.cfg.d_in);
+        let rows = b * t * p;
+        for g in self.grads.slices_mut() {
+            g.fill(E::zero());
+        }
+        let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true);
+        let e = self.final_norm(&x_last, rows);
+        let pred = self.head(&e, rows);
+        let mut g_pred = vec![E::zero(); rows * hd];
+        let loss = self.loss_of(&pred, tokens.data(), b, t, p, Some(&mut g_pred));
+        drop(pred);
+
+        let (prm, grd) = (&self.params, &mut self.grads);
+        // head, then final_norm: g is the gradient with respect to the trunk output.
+        let mut g_e = vec![E::zero(); rows * m];
+        par::linear_backward(&e, rows, m, &prm.head_w, hd, &g_pred, &mut grd.head_w, &mut grd.head_b, Some(&mut g_e));
+        drop((e, g_pred));
+        let mut g = vec![E::zero(); rows * m];
+        layernorm::backward(&x_last, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b);
+        drop((x_last, g_e));
+
+        let mut g_u = vec![E::zero(); rows * m];
+        let mut u = vec![E::zero(); rows * m];
+        for (li, (l, lg)) in prm.layers.iter().zip(grd.layers.iter_mut()).enumerate().rev() {
+            if let (Some(kp), Some(kg), Some(adj)) = (&l.knn, &mut lg.knn, &self.adj) {
+                // x_out = x_mid + attn(x_mid): g_mid = g_out + (attention path).
+                let x_mid = tr.mids.pop().expect("one middle activation per layer with attention");
+                let mut g_mid = g.clone();
+                knn::backward(m, adj, kp, &x_mid, b * t, &g, &mut g_mid, kg);
+                g = g_mid;
+            }
+            // x_mid = x_in + mamba(LN(x_in)): g_in = g_mid + LN'(mamba'(g_mid)).
+            let x_in = tr.inputs.pop().expect("one input activation per layer");
+            debug_assert_eq!(tr.inputs.len(), li);
+            layernorm::forward(&x_in, rows, m, &l.norm_w, &l.norm_b, &mut u);
+            mamba1::backward(self.dims, &l.mamba, &u, b, t, p, &g, &mut g_u, &mut lg.mamba);
+            layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, &mut g, &mut lg.norm_w, &mut lg.norm_b);
+        }
+        par::linear_backward(tokens.data(), rows, d, &prm.embed_w, m, &g, &mut grd.embed_w, &mut grd.embed_b, None);
+        Ok(loss)
+    }
+
+    fn grad_sq_norm(&self) -> f64 {
+        self.grads.slices().iter().flat_map(|s| s.iter()).map(|&v| v.f64() * v.f64()).sum()
+    }
+
+    fn scale_grads(&mut self, factor: f64) {
+        let f = E::of(factor);
+        for s in self.grads.slices_mut() {
+            for v in s.iter_mut() {
+                *v *= f;
+            }
+        }
+    }
+
+    fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<(), Error> {
+        opt.begin_step();
+        let grads = self.grads.slices();
+        for (index, ((spec, value), grad)) in self.specs.iter().zip(self.params.slices_mut()).zip(grads).enumerate() {
+            opt.update(ParamMut { index, name: &spec.name, shape: &spec.shape, value, grad }, lr);
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> Vec<NamedTensor<E>> {
+        named(&self.specs, self.params.slices())
+    }
+
+    fn grads(&self) -> Vec<NamedTensor<E>> {
+        named(&self.specs, self.grads.slices())
+    }
+
+    fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
+        // Everything is checked before the first copy, so an error changes nothing.
+        check_state(&self.specs, tensors)?;
+        for (spec, dst) in self.specs.iter().zip(self.params.slices_mut()) {
+            let src = tensors.iter().find(|t| t.name == spec.name).expect("check_state found every name");
+            dst.copy_from_slice(&src.data);
+        }
+        Ok(())
+    }
+}
+
+fn named<E: CpuElem>(specs: &[ParamSpec], slices: Vec<&[E]>) -> Vec<NamedTensor<E>> {
+    specs
+        .iter()
+        .zip(slices)
+        .map(|(s, t)| NamedTensor { name: s.name.clone(), shape: s.shape.clone(), data: t.to_vec() })
+        .collect()
+}

@@ -1,0 +1,331 @@
+//! Behaviour of [`CpuModel`] beyond its gradients: seeded initialization, validation errors
+//! that name the offending value, the state dictionary, output shapes, determinism across
+//! runs and thread counts, the public demo's parameter count, and the Mamba-2 rejection.
+
+use boldcast_core::model::NamedTensor;
+use boldcast_core::optim::OptimConfig;
+use boldcast_core::{Adjacency, Elem, Error, Model, ModelConfig, Optimizer, ParamMut, Temporal, TokenShape, Tokens};
+use boldcast_cpu::ops::act::softplus;
+use boldcast_cpu::CpuModel;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn small_cfg() -> ModelConfig {
+    ModelConfig {
+        temporal: Temporal::Mamba,
+        d_in: 1,
+        d_model: 8,
+        n_layers: 2,
+        d_state: 4,
+        expand: 2,
+        d_conv: 3,
+        headdim: 64,
+        chunk_size: 64,
+        k_neighbors: 3,
+        horizons: vec![1, 3],
+    }
+}
+
+fn model<E: boldcast_cpu::ops::CpuElem>(cfg: &ModelConfig, parcels: usize, seed: u64) -> CpuModel<E> {
+    let adj = (cfg.k_neighbors > 0).then(|| Adjacency::ring(parcels, cfg.k_neighbors).unwrap());
+    CpuModel::new(cfg.clone(), adj, seed).unwrap()
+}
+
+fn tokens<E: Elem>(b: usize, t: usize, p: usize, d: usize, seed: u64) -> Tokens<E> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let data = (0..b * t * p * d).map(|_| E::of(rng.random::<f64>() * 2.0 - 1.0)).collect();
+    Tokens::new(TokenShape::new(b, t, p, d), data).unwrap()
+}
+
+fn err_text(e: Error) -> String {
+    format!("{e}")
+}
+
+#[test]
+fn same_seed_same_model_and_different_seed_different_model() {
+    let c = small_cfg();
+    let (a, b, d) = (model::<f32>(&c, 5, 7), model::<f32>(&c, 5, 7), model::<f32>(&c, 5, 8));
+    assert_eq!(a.state(), b.state());
+    // Every randomly drawn tensor differs between seeds; the constant ones (norms, A_log, D) agree.
+    for (x, y) in a.state().iter().zip(d.state()) {
+        let random = !(x.name.contains("norm.") || x.name.ends_with("A_log") || x.name.ends_with(".D"));
+        assert_eq!(x.data != y.data, random, "{}", x.name);
+    }
+    // f32 and f64 models of one seed hold the same draws up to rounding.
+    let w = model::<f64>(&c, 5, 7);
+    for (x, y) in a.state().iter().zip(w.state()) {
+        for (&u, &v) in x.data.iter().zip(&y.data) {
+            assert_eq!(u, v as f32, "{}", x.name);
+        }
+    }
+}
+
+#[test]
+fn initialization_follows_the_spec() {
+    let c = ModelConfig::boldcast_demo();
+    let m = model::<f64>(&c, 12, 3);
+    let (di, n, r) = (c.d_inner(), c.d_state, c.dt_rank());
+    for t in m.state() {
+        let name = t.name.as_str();
+        if name.ends_with("A_log") {
+            assert_eq!(t.shape, vec![di, n]);
+            for (i, &v) in t.data.iter().enumerate() {
+                assert_eq!(v, ((i % n) as f64 + 1.0).ln(), "{name}[{i}]");
+            }
+        } else if name.ends_with("mamba.D") || name.ends_with("norm.weight") {
+            assert!(t.data.iter().all(|&v| v == 1.0), "{name}");
+        } else if name.ends_with("norm.bias") {
+            assert!(t.data.iter().all(|&v| v == 0.0), "{name}");
+        } else if name.ends_with("dt_proj.bias") {
+            // softplus(bias) = dt in [1e-3, 1e-1], spread log-uniformly over it.
+            let dts: Vec<f64> = t.data.iter().map(|&b| softplus(b)).collect();
+            assert!(dts.iter().all(|&dt| (1e-3 * (1.0 - 1e-9)..=1e-1 * (1.0 + 1e-9)).contains(&dt)), "{name}");
+            let mean_log = dts.iter().map(|d| d.ln()).sum::<f64>() / dts.len() as f64;
+            assert!((mean_log - (1e-2f64).ln()).abs() < 0.4, "{name}: mean ln dt {mean_log}");
+        } else {
+            let fan_in = if name.ends_with("conv1d.weight") || name.ends_with("conv1d.bias") {
+                c.d_conv
+            } else if name.ends_with("dt_proj.weight") {
+                r
+            } else if name.starts_with("embed_proj") {
+                c.d_in
+            } else if name.ends_with("x_proj.weight") || name.ends_with("out_proj.weight") {
+                di
+            } else {
+                c.d_model
+            };
+            let bound = 1.0 / (fan_in as f64).sqrt();
+            let max = t.data.iter().fold(0.0f64, |a, &v| a.max(v.abs()));
+            assert!(max <= bound, "{name}: |w| up to {max} > {bound}");
+            if t.data.len() >= 64 {
+                // A uniform draw fills its range: the largest of 64+ samples is near the bound,
+                // and the mean is near zero.
+                assert!(max > 0.9 * bound, "{name}: largest |w| {max} for bound {bound}");
+                let mean = t.data.iter().sum::<f64>() / t.data.len() as f64;
+                assert!(mean.abs() < 0.25 * bound, "{name}: mean {mean}");
+            }
+        }
+    }
+}
+
+#[test]
+fn invalid_configurations_name_the_value() {
+    let mut c = small_cfg();
+    c.horizons = vec![1, 0];
+    let e = err_text(CpuModel::<f32>::new(c, Some(Adjacency::ring(5, 3).unwrap()), 0).unwrap_err());
+    assert!(e.contains("model.horizons") && e.contains("= 0"), "{e}");
+
+    let mut c = small_cfg();
+    c.d_model = 0;
+    let e = err_text(CpuModel::<f32>::new(c, Some(Adjacency::ring(5, 3).unwrap()), 0).unwrap_err());
+    assert!(e.contains("model.d_model") && e.contains("= 0"), "{e}");
+
+    // k > P: the adjacency cannot be built.
+    let e = err_text(Adjacency::ring(3, 4).unwrap_err());
+    assert!(e.contains("k_neighbors") && e.contains("= 4"), "{e}");
+    // An adjacency whose k differs from the config's.
+    let e = err_text(CpuModel::<f32>::new(small_cfg(), Some(Adjacency::ring(5, 2).unwrap()), 0).unwrap_err());
+    assert!(e.contains("adjacency.k") && e.contains("= 2") && e.contains("k_neighbors = 3"), "{e}");
+    // Attention without an adjacency, and an adjacency without attention.
+    let e = err_text(CpuModel::<f32>::new(small_cfg(), None, 0).unwrap_err());
+    assert!(e.contains("model.k_neighbors") && e.contains("= 3"), "{e}");
+    let mut c = small_cfg();
+    c.k_neighbors = 0;
+    let e = err_text(CpuModel::<f32>::new(c, Some(Adjacency::ring(5, 3).unwrap()), 0).unwrap_err());
+    assert!(e.contains("model.k_neighbors") && e.contains("= 0"), "{e}");
+    // The first neighbour of a parcel must be itself.
+    let e = err_text(Adjacency::new(3, 2, vec![1, 0, 1, 2, 2, 0]).unwrap_err());
+    assert!(e.contains("adjacency[0][0]") && e.contains("= 1"), "{e}");
+
+    // Data that does not fit the model.
+    let m = model::<f32>(&small_cfg(), 5, 0);
+    let e = err_text(m.forward(&tokens(1, 8, 4, 1, 0)).unwrap_err());
+    assert!(e.contains("tokens.parcels") && e.contains("expected 5, found 4"), "{e}");
+    let e = err_text(m.loss(&tokens(1, 8, 5, 2, 0)).unwrap_err());
+    assert!(e.contains("tokens.d_in") && e.contains("expected 1, found 2"), "{e}");
+    let mut m2 = m.clone();
+    let e = err_text(m2.loss_and_grads(&tokens(1, 3, 5, 1, 0)).unwrap_err());
+    assert!(e.contains("tokens.time") && e.contains("= 3"), "{e}");
+    assert!(matches!(m.embed(&tokens(1, 8, 6, 1, 0)), Err(Error::Shape { .. })));
+}
+
+#[test]
+fn mamba2_is_rejected_clearly() {
+    let mut c = small_cfg();
+    c.temporal = Temporal::Mamba2;
+    c.headdim = 4;
+    match CpuModel::<f32>::new(c, Some(Adjacency::ring(5, 3).unwrap()), 0) {
+        Err(Error::Config { field, value, .. }) => {
+            assert_eq!(field, "model.temporal");
+            assert_eq!(value, "mamba2");
+        }
+        other => panic!("expected a config error naming model.temporal, got {other:?}"),
+    }
+}
+
+#[test]
+fn load_state_rejects_bad_dictionaries_and_changes_nothing() {
+    let mut m = model::<f32>(&small_cfg(), 5, 1);
+    let before = m.state();
+    let other = model::<f32>(&small_cfg(), 5, 2).state();
+
+    let mut missing = other.clone();
+    let gone = missing.remove(7);
+    let e = err_text(m.load_state(&missing).unwrap_err());
+    assert!(e.contains(&gone.name) && e.contains("missing"), "{e}");
+
+    let mut extra = other.clone();
+    extra.push(NamedTensor { name: "layers.9.knn.q.weight".into(), shape: vec![8, 8], data: vec![0.0; 64] });
+    let e = err_text(m.load_state(&extra).unwrap_err());
+    assert!(e.contains("layers.9.knn.q.weight"), "{e}");
+
+    let mut wrong = other.clone();
+    let i = wrong.iter().position(|t| t.name == "layers.1.mamba.mamba.A_log").unwrap();
+    wrong[i].shape = vec![4, 16];
+    let e = err_text(m.load_state(&wrong).unwrap_err());
+    assert!(e.contains("layers.1.mamba.mamba.A_log") && e.contains("[4, 16]"), "{e}");
+
+    assert_eq!(m.state(), before, "a failed load changed the parameters");
+    // A good dictionary, in any order, replaces everything.
+    let mut shuffled = other.clone();
+    shuffled.reverse();
+    m.load_state(&shuffled).unwrap();
+    assert_eq!(m.state(), other);
+}
+
+#[test]
+fn output_shapes_include_the_horizon_axis() {
+    for (horizons, d_in) in [(vec![2], 1), (vec![1, 4, 2], 2)] {
+        let mut c = small_cfg();
+        c.horizons = horizons.clone();
+        c.d_in = d_in;
+        let m = model::<f32>(&c, 5, 0);
+        let x = tokens::<f32>(2, 6, 5, d_in, 1);
+        let y = m.forward(&x).unwrap();
+        let s = y.shape();
+        assert_eq!((s.batch, s.time, s.parcels, s.horizons, s.d_in), (2, 6, 5, horizons.len(), d_in));
+        assert_eq!(y.data().len(), 2 * 6 * 5 * horizons.len() * d_in);
+        assert!(y.data().iter().all(|v| v.is_finite()));
+        let e = m.embed(&x).unwrap();
+        let s = e.shape();
+        assert_eq!((s.batch, s.time, s.parcels, s.d_model), (2, 6, 5, 8));
+        assert_eq!(m.state().len(), c.param_specs().len());
+    }
+}
+
+#[test]
+fn public_demo_shape_has_732930_parameters() {
+    let m = model::<f32>(&ModelConfig::boldcast_demo(), 16, 0);
+    let n: usize = m.state().iter().map(|t| t.data.len()).sum();
+    assert_eq!(n, 732_930);
+    assert_eq!(m.grads().iter().map(|t| t.data.len()).sum::<usize>(), 732_930);
+}
+
+/// Loss and gradients of one batch with the model's work on a pool of `threads` threads.
+fn run_with_threads(threads: usize) -> (f64, Vec<NamedTensor<f32>>, Vec<f32>) {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    pool.install(|| {
+        let mut m = model::<f32>(&small_cfg(), 8, 5);
+        // 2 * 40 * 8 = 640 rows: several blocks in every parallel reduction.
+        let x = tokens::<f32>(2, 40, 8, 1, 9);
+        let loss = m.loss_and_grads(&x).unwrap();
+        (loss, m.grads(), m.forward(&x).unwrap().into_data())
+    })
+}
+
+#[test]
+fn thread_counts_agree_and_runs_repeat_exactly() {
+    let (l1, g1, p1) = run_with_threads(1);
+    let (l2, g2, p2) = run_with_threads(2);
+    let (l2b, g2b, p2b) = run_with_threads(2);
+    assert_eq!((l2.to_bits(), &g2, &p2), (l2b.to_bits(), &g2b, &p2b), "two runs on 2 threads differ");
+    assert!((l1 - l2).abs() <= 1e-6 * l1.abs(), "loss {l1} vs {l2}");
+    for (a, b) in g1.iter().zip(&g2) {
+        let scale = a.data.iter().fold(0.0f32, |s, v| s.max(v.abs())).max(1e-6);
+        for (&x, &y) in a.data.iter().zip(&b.data) {
+            assert!((x - y).abs() <= 1e-5 * scale, "{}: {x} vs {y}", a.name);
+        }
+    }
+    for (&x, &y) in p1.iter().zip(&p2) {
+        assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "pred {x} vs {y}");
+    }
+    // The block partitions do not depend on the thread count, so in fact nothing differs.
+    println!("1 vs 2 threads bit-identical: {}", l1.to_bits() == l2.to_bits() && g1 == g2 && p1 == p2);
+}
+
+/// Records what the model hands to the optimizer.
+struct Recorder {
+    cfg: OptimConfig,
+    begun: usize,
+    seen: Vec<(usize, String, Vec<usize>, f64)>,
+}
+
+impl Optimizer<f64> for Recorder {
+    fn config(&self) -> &OptimConfig {
+        &self.cfg
+    }
+    fn begin_step(&mut self) {
+        self.begun += 1;
+    }
+    fn update(&mut self, p: ParamMut<'_, f64>, lr: f64) {
+        assert_eq!(self.begun, 1, "begin_step must come first, once");
+        assert_eq!(p.value.len(), p.grad.len());
+        self.seen.push((p.index, p.name.to_string(), p.shape.to_vec(), p.grad.iter().sum()));
+        // A plain SGD step, to see it land on the right tensor.
+        for (v, g) in p.value.iter_mut().zip(p.grad) {
+            *v -= lr * g;
+        }
+    }
+    fn steps(&self) -> u64 {
+        self.begun as u64
+    }
+}
+
+#[test]
+fn gradients_overwrite_scale_and_feed_the_optimizer_in_order() {
+    let c = small_cfg();
+    let mut m = model::<f64>(&c, 5, 4);
+    let x = tokens::<f64>(2, 7, 5, 1, 3);
+    let l1 = m.loss_and_grads(&x).unwrap();
+    let g1 = m.grads();
+    let l2 = m.loss_and_grads(&x).unwrap();
+    assert_eq!(l1, l2);
+    assert_eq!(m.grads(), g1, "a second loss_and_grads must overwrite, not add");
+    assert_eq!(l1, m.loss(&x).unwrap());
+
+    let sq: f64 = g1.iter().flat_map(|t| t.data.iter()).map(|v| v * v).sum();
+    assert!((m.grad_sq_norm() - sq).abs() <= 1e-12 * sq && sq > 0.0);
+    m.scale_grads(0.5);
+    assert!((m.grad_sq_norm() - 0.25 * sq).abs() <= 1e-12 * sq);
+
+    let before = m.state();
+    let mut opt = Recorder { cfg: OptimConfig::adamw(0.0, (0.9, 0.999)), begun: 0, seen: Vec::new() };
+    m.apply_optimizer(&mut opt, 0.1).unwrap();
+    assert_eq!(opt.begun, 1);
+    let specs = c.param_specs();
+    assert_eq!(opt.seen.len(), specs.len());
+    for (i, ((idx, name, shape, gsum), s)) in opt.seen.iter().zip(&specs).enumerate() {
+        assert_eq!((*idx, name, shape), (i, &s.name, &s.shape));
+        let want: f64 = g1[i].data.iter().sum::<f64>() * 0.5;
+        assert!((gsum - want).abs() <= 1e-12 * want.abs().max(1e-12), "{name}");
+    }
+    for ((a, b), g) in m.state().iter().zip(&before).zip(&g1) {
+        for ((&x, &y), &gg) in a.data.iter().zip(&b.data).zip(&g.data) {
+            assert!((x - (y - 0.1 * 0.5 * gg)).abs() <= 1e-15 * y.abs().max(1.0), "{}", a.name);
+        }
+    }
+}
+
+#[test]
+fn a_few_adam_steps_lower_the_loss() {
+    use boldcast_core::{Adam, ScheduleConfig, Trainer};
+    let m = model::<f32>(&small_cfg(), 5, 6);
+    let x = tokens::<f32>(2, 12, 5, 1, 5);
+    let opt = Adam::new(OptimConfig::adamw(0.0, (0.9, 0.999))).unwrap();
+    let mut tr = Trainer::new(m, opt, ScheduleConfig::Constant { lr: 3e-3 }, Vec::new(), Some(1.0));
+    for _ in 0..30 {
+        tr.step(&x).unwrap();
+    }
+    let (first, last) = (tr.logger[0].loss, tr.logger.last().unwrap().loss);
+    assert!(last < 0.9 * first, "loss {first} -> {last}");
+}

@@ -1,0 +1,160 @@
+//! Central finite differences (f64, h = 1e-6) of the forecasting loss with respect to every
+//! parameter tensor of [`CpuModel`], on small random configurations drawn by quickcheck:
+//! n_layers 0..=2, k_neighbors 0..=P (ring adjacency), d_in 1..=2, random non-empty horizon
+//! sets, T from max(h) + 1. Big tensors are sampled; every tensor is checked at least once.
+
+use boldcast_core::model::NamedTensor;
+use boldcast_core::{Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens};
+use boldcast_cpu::CpuModel;
+use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Step of the central difference.
+const H: f64 = 1e-6;
+/// Relative tolerance.
+const REL: f64 = 1e-5;
+/// Absolute floor: the FD error of an O(1) loss is ~1e-10 (rounding 1e-16 / h plus h^2 terms).
+const ABS: f64 = 1e-8;
+/// Entries checked per tensor at most.
+const SAMPLES: usize = 4;
+
+#[derive(Clone, Debug)]
+struct Case {
+    cfg: ModelConfig,
+    batch: usize,
+    time: usize,
+    parcels: usize,
+    seed: u64,
+}
+
+impl Arbitrary for Case {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let pick = |g: &mut Gen, lo: usize, hi: usize| lo + usize::arbitrary(g) % (hi - lo + 1);
+        let parcels = pick(g, 1, 5);
+        let mut horizons: Vec<usize> = (1..=4).filter(|_| bool::arbitrary(g)).collect();
+        if horizons.is_empty() {
+            horizons.push(pick(g, 1, 4));
+        }
+        // Random order: the horizon axis follows the list, not the sorted values.
+        if bool::arbitrary(g) {
+            horizons.reverse();
+        }
+        let cfg = ModelConfig {
+            temporal: Temporal::Mamba,
+            d_in: pick(g, 1, 2),
+            d_model: pick(g, 2, 6),
+            n_layers: pick(g, 0, 2),
+            d_state: pick(g, 1, 3),
+            expand: pick(g, 1, 2),
+            d_conv: pick(g, 1, 4),
+            headdim: 64,
+            chunk_size: 64,
+            k_neighbors: pick(g, 0, parcels),
+            horizons,
+        };
+        let time = cfg.max_horizon() + pick(g, 1, 5);
+        Case { cfg, batch: pick(g, 1, 2), time, parcels, seed: u64::arbitrary(g) }
+    }
+}
+
+fn build(c: &Case) -> CpuModel<f64> {
+    let adj = (c.cfg.k_neighbors > 0).then(|| Adjacency::ring(c.parcels, c.cfg.k_neighbors).unwrap());
+    CpuModel::new(c.cfg.clone(), adj, c.seed).unwrap()
+}
+
+fn tokens(c: &Case, rng: &mut ChaCha8Rng) -> Tokens<f64> {
+    let shape = TokenShape::new(c.batch, c.time, c.parcels, c.cfg.d_in);
+    let n = c.batch * c.time * c.parcels * c.cfg.d_in;
+    Tokens::new(shape, (0..n).map(|_| rng.random::<f64>() * 2.0 - 1.0).collect()).unwrap()
+}
+
+/// Perturbs the initial parameters so no gradient is special (LayerNorm weights 1 and biases 0
+/// at init would hide a swapped weight/bias gradient).
+fn jitter(model: &mut CpuModel<f64>, rng: &mut ChaCha8Rng) {
+    let mut st = model.state();
+    for t in &mut st {
+        for v in &mut t.data {
+            *v += (rng.random::<f64>() * 2.0 - 1.0) * 0.2;
+        }
+    }
+    model.load_state(&st).unwrap();
+}
+
+/// Checks every tensor; returns the worst `|a - n| / max(|n|, ABS / REL)`.
+fn check_case(c: &Case) -> Result<f64, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(c.seed ^ 0x5eed);
+    let mut model = build(c);
+    jitter(&mut model, &mut rng);
+    let x = tokens(c, &mut rng);
+    let loss = model.loss_and_grads(&x).unwrap();
+    let eval = model.loss(&x).unwrap();
+    if (loss - eval).abs() > 1e-12 * loss.abs().max(1.0) {
+        return Err(format!("loss_and_grads {loss} != loss {eval}"));
+    }
+    let grads = model.grads();
+    let state = model.state();
+    let mut probe = model.clone();
+    let mut worst = 0.0f64;
+    for (ti, (g, p)) in grads.iter().zip(&state).enumerate() {
+        assert_eq!(g.name, p.name);
+        let n = p.data.len();
+        let idx: Vec<usize> =
+            if n <= SAMPLES { (0..n).collect() } else { (0..SAMPLES).map(|_| rng.random_range(0..n)).collect() };
+        for i in idx {
+            let at = |delta: f64, probe: &mut CpuModel<f64>| {
+                let mut s: Vec<NamedTensor<f64>> = state.clone();
+                s[ti].data[i] += delta;
+                probe.load_state(&s).unwrap();
+                probe.loss(&x).unwrap()
+            };
+            let num = (at(H, &mut probe) - at(-H, &mut probe)) / (2.0 * H);
+            let ana = g.data[i];
+            let err = (ana - num).abs();
+            worst = worst.max(err / num.abs().max(ABS / REL));
+            if err > REL * num.abs() + ABS {
+                return Err(format!("{}[{i}]: analytic {ana:e}, numeric {num:e} ({c:?})", g.name));
+            }
+        }
+    }
+    Ok(worst)
+}
+
+#[test]
+fn gradients_match_finite_differences_on_random_configs() {
+    fn prop(c: Case) -> TestResult {
+        match check_case(&c) {
+            Ok(_) => TestResult::passed(),
+            Err(e) => TestResult::error(e),
+        }
+    }
+    QuickCheck::new().tests(40).quickcheck(prop as fn(Case) -> TestResult);
+}
+
+/// A fixed case touching everything at once (2 layers, attention with shared neighbours,
+/// d_in 2, three horizons out of order), reporting the worst relative error.
+#[test]
+fn gradients_match_finite_differences_on_a_full_case() {
+    let c = Case {
+        cfg: ModelConfig {
+            temporal: Temporal::Mamba,
+            d_in: 2,
+            d_model: 5,
+            n_layers: 2,
+            d_state: 3,
+            expand: 2,
+            d_conv: 3,
+            headdim: 64,
+            chunk_size: 64,
+            k_neighbors: 3,
+            horizons: vec![2, 1, 3],
+        },
+        batch: 2,
+        time: 7,
+        parcels: 4,
+        seed: 42,
+    };
+    let worst = check_case(&c).unwrap();
+    println!("worst relative error (floor {}): {worst:e}", ABS / REL);
+    assert!(worst < REL);
+}
