@@ -45,3 +45,13 @@ pub type DfdxCpuModel<E> = DfdxModel<E, Cpu>;
 pub type DfdxCudaModel<E> = DfdxModel<E, Cuda>;
 
 pub use boldcast_core::Error;
+
+/// Compile-time proof that the CUDA model implements the core trait in both element types
+/// (`cargo check --features cuda,ci-check` type-checks it without a GPU or toolkit).
+#[cfg(feature = "cuda")]
+#[allow(dead_code)]
+fn cuda_model_is_a_model() {
+    fn is_model<E: boldcast_core::Elem, M: boldcast_core::Model<E>>() {}
+    is_model::<f32, DfdxCudaModel<f32>>();
+    is_model::<f64, DfdxCudaModel<f64>>();
+}

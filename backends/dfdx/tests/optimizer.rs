@@ -1,0 +1,85 @@
+//! The on-device gradient norm, clipping and Adam/AdamW update against the core's host
+//! implementation on the same gradients.
+
+use boldcast_core::optim::{global_norm, Adam, OptimConfig, Optimizer, ParamMut};
+use boldcast_core::{Adjacency, Model, ModelConfig, TokenShape, Tokens};
+use boldcast_dfdx::{cpu_device, Cpu, DfdxModel};
+
+fn model() -> (DfdxModel<f32, Cpu>, Tokens<f32>) {
+    let cfg = ModelConfig {
+        d_model: 16,
+        n_layers: 1,
+        d_state: 4,
+        k_neighbors: 2,
+        horizons: vec![1, 3],
+        ..ModelConfig::boldcast_demo()
+    };
+    let m = DfdxModel::new(cfg, Some(Adjacency::ring(4, 2).unwrap()), 5, cpu_device()).unwrap();
+    let (b, t, p) = (2, 12, 4);
+    let data = (0..b * t * p).map(|i| ((i as f32) * 0.61).sin()).collect();
+    (m, Tokens::new(TokenShape::new(b, t, p, 1), data).unwrap())
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn grad_norm_and_scaling_match_the_host() {
+    let (mut m, tokens) = model();
+    m.loss_and_grads(&tokens).unwrap();
+    let host = m.grads();
+    let norm = global_norm(host.iter().map(|g| g.data.as_slice()));
+    let dev = m.grad_sq_norm().sqrt();
+    assert!(norm > 0.0);
+    assert!((dev - norm).abs() <= 1e-12 * norm.max(1.0), "device {dev}, host {norm}");
+    m.scale_grads(0.25);
+    for (g, h) in m.grads().iter().zip(&host) {
+        let want: Vec<f32> = h.data.iter().map(|v| v * 0.25).collect();
+        assert_eq!(g.data, want, "{}", g.name);
+    }
+}
+
+fn run_steps(cfg: OptimConfig, lrs: &[f64]) {
+    let (mut m, tokens) = model();
+    let mut host_state = m.state();
+    let mut host_opt = Adam::<f32>::new(cfg.clone()).unwrap();
+    let mut dev_opt = Adam::<f32>::new(cfg).unwrap();
+    for (s, &lr) in lrs.iter().enumerate() {
+        m.loss_and_grads(&tokens).unwrap();
+        if s == 1 {
+            m.scale_grads(0.5); // a clipped step
+        }
+        let grads = m.grads();
+        host_opt.begin_step();
+        for (i, (p, g)) in host_state.iter_mut().zip(&grads).enumerate() {
+            host_opt
+                .update(ParamMut { index: i, name: &p.name, shape: &p.shape, value: &mut p.data, grad: &g.data }, lr);
+        }
+        m.apply_optimizer(&mut dev_opt, lr).unwrap();
+        let dev_state = m.state();
+        for (d, h) in dev_state.iter().zip(&host_state) {
+            let diff = max_diff(&d.data, &h.data);
+            assert!(diff <= 1e-6, "step {s}, {}: device and host differ by {diff:e}", d.name);
+        }
+        // Keep the two in lockstep exactly, so the next step compares one update only.
+        m.load_state(&host_state).unwrap();
+        for i in 0..host_state.len() {
+            let (mh, vh) = (&host_opt.moments()[i].m, &host_opt.moments()[i].v);
+            let (md, vd) = m.optimizer_moments(i).unwrap();
+            assert!(max_diff(&md, mh) <= 1e-9 && max_diff(&vd, vh) <= 1e-12, "step {s}: moments of tensor {i}");
+        }
+    }
+    assert_eq!(m.optimizer_steps(), lrs.len() as u64);
+    assert_eq!(dev_opt.steps(), lrs.len() as u64);
+}
+
+#[test]
+fn adamw_matches_the_host_optimizer() {
+    run_steps(OptimConfig::adamw(0.05, (0.9, 0.95)), &[1e-3, 5e-3, 2e-3]);
+}
+
+#[test]
+fn adam_l2_matches_the_host_optimizer() {
+    run_steps(OptimConfig::adam_l2(0.1, (0.9, 0.999)), &[3e-3, 3e-3, 1e-2]);
+}
