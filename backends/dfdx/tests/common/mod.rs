@@ -3,10 +3,12 @@
 #![allow(dead_code)]
 
 use boldcast_core::model::NamedTensor;
-use boldcast_core::optim::OptimConfig;
+use boldcast_core::optim::{Adam, OptimConfig};
 use boldcast_core::schedule::ScheduleConfig;
-use boldcast_core::{Adjacency, Elem, ModelConfig, Temporal, TokenShape, Tokens};
-use safetensors::{Dtype, SafeTensors};
+use boldcast_core::{Adjacency, Elem, Model, ModelConfig, StepRecord, Temporal, TokenShape, Tokens, Trainer};
+use boldcast_dfdx::{DfdxDevice, DfdxModel};
+use dfdx::dtypes::Dtype;
+use safetensors::SafeTensors;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -35,9 +37,13 @@ pub fn read_safetensors(path: &Path) -> Vec<(String, Loaded)> {
     for (name, view) in st.tensors() {
         let raw = view.data();
         let data: Vec<f64> = match view.dtype() {
-            Dtype::F32 => raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
-            Dtype::F64 => raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
-            Dtype::I64 => raw.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+            safetensors::Dtype::F32 => {
+                raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect()
+            }
+            safetensors::Dtype::F64 => raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            safetensors::Dtype::I64 => {
+                raw.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64).collect()
+            }
             other => panic!("{}: tensor {name} has dtype {other:?}", path.display()),
         };
         out.push((name, Loaded { shape: view.shape().to_vec(), data }));
@@ -165,4 +171,64 @@ pub fn worst_ratio(what: &str, got: &[f64], want: &[f64], abs_tol: f64, rel_tol:
         worst = worst.max(r);
     }
     worst
+}
+
+pub const ABS: f64 = 1e-4;
+pub const REL: f64 = 1e-3;
+
+pub fn model<E: Dtype + Elem, D: DfdxDevice<E>>(case: &Case, dev: &D) -> DfdxModel<E, D> {
+    let mut m = DfdxModel::<E, D>::new(case.model.clone(), case.adjacency.clone(), 0, dev.clone()).unwrap();
+    m.load_state(&case.weights::<E>()).unwrap();
+    m
+}
+
+fn f64s<E: Elem>(v: &[E]) -> Vec<f64> {
+    v.iter().map(|x| x.f64()).collect()
+}
+
+/// Checks one case in element type `E` on device `dev`; returns the worst ratio per item for the report.
+pub fn check_case<E: Dtype + Elem, D: DfdxDevice<E>>(name: &str, dev: D) -> Vec<(String, f64)> {
+    let case = Case::load(name);
+    let tokens = case.tokens::<E>();
+    let mut m = model::<E, D>(&case, &dev);
+    let mut ratios = Vec::new();
+    let mut check = |what: &str, got: &[f64], want: &[f64]| {
+        let r = worst_ratio(&format!("{name}/{what}"), got, want, ABS, REL);
+        ratios.push((what.to_string(), r));
+    };
+
+    let pred = m.forward(&tokens).unwrap();
+    check("pred", &f64s(pred.data()), &case.expected("pred").data);
+    let emb = m.embed(&tokens).unwrap();
+    check("embed", &f64s(emb.data()), &case.expected("embed").data);
+    let loss = m.loss(&tokens).unwrap();
+    check("loss", &[loss], &case.expected("loss").data);
+
+    let loss2 = m.loss_and_grads(&tokens).unwrap();
+    check("loss (with grads)", &[loss2], &case.expected("loss").data);
+    let grads = m.grads();
+    assert_eq!(grads.len(), case.model.param_specs().len());
+    for g in &grads {
+        let want = case.expected(&format!("grad.{}", g.name));
+        assert_eq!(g.shape, want.shape, "{name}: grad.{} shape", g.name);
+        check(&format!("grad.{}", g.name), &f64s(&g.data), &want.data);
+    }
+
+    // Real training steps through the core's trainer, optimizer and schedule.
+    let opt = Adam::<E>::new(case.optim()).unwrap();
+    let mut trainer =
+        Trainer::new(model::<E, D>(&case, &dev), opt, case.schedule(), Vec::<StepRecord>::new(), case.clip());
+    for _ in 0..case.steps() {
+        trainer.step(&tokens).unwrap();
+    }
+    let recs = &trainer.logger;
+    check("train.loss", &recs.iter().map(|r| r.loss).collect::<Vec<_>>(), &case.expected("train.loss").data);
+    check("train.lr", &recs.iter().map(|r| r.lr).collect::<Vec<_>>(), &case.expected("train.lr").data);
+    check(
+        "train.grad_norm",
+        &recs.iter().map(|r| r.grad_norm).collect::<Vec<_>>(),
+        &case.expected("train.grad_norm").data,
+    );
+    assert_eq!(trainer.model.optimizer_steps(), case.steps() as u64);
+    ratios
 }
