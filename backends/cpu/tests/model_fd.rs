@@ -9,6 +9,7 @@ use boldcast_cpu::CpuModel;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Step of the central difference.
 const H: f64 = 1e-6;
@@ -122,13 +123,21 @@ fn check_case(c: &Case) -> Result<f64, String> {
 
 #[test]
 fn gradients_match_finite_differences_on_random_configs() {
+    // The worst relative error over all cases, as f64 bits (quickcheck takes a plain fn).
+    static WORST: AtomicU64 = AtomicU64::new(0);
     fn prop(c: Case) -> TestResult {
         match check_case(&c) {
-            Ok(_) => TestResult::passed(),
+            Ok(w) => {
+                WORST.fetch_max(w.to_bits(), Ordering::Relaxed);
+                TestResult::passed()
+            }
             Err(e) => TestResult::error(e),
         }
     }
     QuickCheck::new().tests(40).quickcheck(prop as fn(Case) -> TestResult);
+    let worst = f64::from_bits(WORST.load(Ordering::Relaxed));
+    println!("worst relative error over the random cases (floor {}): {worst:e}", ABS / REL);
+    assert!(worst < REL);
 }
 
 /// A fixed case touching everything at once (2 layers, attention with shared neighbours,
