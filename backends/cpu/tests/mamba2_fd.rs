@@ -94,16 +94,32 @@ impl Case {
 const REL: f64 = 1e-5;
 const ABS: f64 = 1e-8;
 
-/// Checks every gradient of one case; returns the worst `|analytic - numeric| / (ABS + REL |numeric|)`.
-fn check_case(seed: u64) -> Result<f64, String> {
+/// The worst errors of one case.
+#[derive(Default, Clone, Copy)]
+struct Worst {
+    /// `|analytic - numeric| / (ABS + REL |numeric|)`: fails above 1.
+    ratio: f64,
+    /// `|analytic - numeric|`.
+    abs: f64,
+    /// `|analytic - numeric| / |numeric|` where `|numeric| > 1e-3`.
+    rel: f64,
+}
+
+/// Checks every gradient of one case and returns its worst errors.
+fn check_case(seed: u64) -> Result<Worst, String> {
     let c = case(seed);
     let (g_u, g) = c.grads(c.dims);
     let h = 1e-6;
-    let mut worst = 0.0f64;
+    let mut worst = Worst::default();
     let mut cmp = |what: &str, i: usize, analytic: f64, plus: f64, minus: f64| -> Result<(), String> {
         let num = (plus - minus) / (2.0 * h);
         let ratio = (analytic - num).abs() / (ABS + REL * num.abs());
-        worst = worst.max(ratio);
+        let err = (analytic - num).abs();
+        worst.ratio = worst.ratio.max(ratio);
+        worst.abs = worst.abs.max(err);
+        if num.abs() > 1e-3 {
+            worst.rel = worst.rel.max(err / num.abs());
+        }
         if ratio > 1.0 || !analytic.is_finite() {
             return Err(format!(
                 "seed {seed} dims {:?} T {}: {what}[{i}] analytic {analytic} vs fd {num}",
@@ -140,8 +156,15 @@ fn backward_matches_central_finite_differences() {
     }
     QuickCheck::new().tests(20).max_tests(20).quickcheck(prop as fn(u64) -> TestResult);
     // Fixed seeds too, so the worst ratio is reported reproducibly (`--nocapture`).
-    let worst = (0..10u64).map(|s| check_case(s * 7919 + 1).unwrap()).fold(0.0, f64::max);
-    println!("worst |analytic - fd| / (1e-8 + 1e-5 |fd|) over 10 fixed seeds: {worst:.3e}");
+    let w = (0..10u64).map(|s| check_case(s * 7919 + 1).unwrap()).fold(Worst::default(), |a, b| Worst {
+        ratio: a.ratio.max(b.ratio),
+        abs: a.abs.max(b.abs),
+        rel: a.rel.max(b.rel),
+    });
+    println!(
+        "10 fixed seeds: worst |an - fd| / (1e-8 + 1e-5 |fd|) {:.3e}, abs {:.3e}, rel (|fd| > 1e-3) {:.3e}",
+        w.ratio, w.abs, w.rel
+    );
 }
 
 #[test]
