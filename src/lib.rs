@@ -7,5 +7,10 @@ pub use boldcast_core as core;
 pub use boldcast_cpu as cpu;
 pub use boldcast_fixtures as fixtures;
 
+/// Safetensors checkpoints: atomic save, f32/f64 load by MODEL.md name, i64 tensors.
+pub mod checkpoint;
+/// The golden-file checker: loads a case, compares a backend and the core's optimizer with it.
+pub mod golden;
+
 pub mod config;
 pub mod data;
