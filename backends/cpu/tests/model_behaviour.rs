@@ -147,6 +147,9 @@ fn invalid_configurations_name_the_value() {
     let e = err_text(m2.loss_and_grads(&tokens(1, 3, 5, 1, 0)).unwrap_err());
     assert!(e.contains("tokens.time") && e.contains("= 3"), "{e}");
     assert!(matches!(m.embed(&tokens(1, 8, 6, 1, 0)), Err(Error::Shape { .. })));
+    // k = 3 neighbours cannot come from 2 parcels.
+    let e = err_text(m.forward(&tokens(1, 8, 2, 1, 0)).unwrap_err());
+    assert!(e.contains("model.k_neighbors") && e.contains("= 3") && e.contains("2 parcels"), "{e}");
 }
 
 #[test]
