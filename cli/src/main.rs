@@ -1,1 +1,44 @@
-fn main() {}
+//! `bc-cli`: the command-line tool of boldcast. See `bc-cli --help`.
+
+use bc_cli::args::{Cli, Command};
+use bc_cli::CliError;
+use clap::Parser;
+use std::process::ExitCode;
+
+fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    match cli.command {
+        Command::Synth(a) => {
+            let out = bc_cli::synth::run(&a)?;
+            println!(
+                "wrote {} runs, parcels.tsv and synth.json to {} (exact floor, horizons 1,5, d_in 1: {:.6})",
+                out.files.len(),
+                out.dir.display(),
+                out.floor.overall
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Floor(a) => {
+            let r = bc_cli::floor::run(&a)?;
+            for n in &r.notes {
+                eprintln!("{n}");
+            }
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&r.json).expect("JSON serializes"));
+            } else {
+                print!("{}", r.text);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The command line: `bc-cli <command> [flags]`, defined with clap's derive API.
+
+use boldcast::core::Temporal;
+use boldcast::fixtures::RhoSpec;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Train and check Mamba forecasters of fMRI BOLD data.
+///
+/// Exit status: 0 on success, 1 when a check's verdict fails (overfit), 2 on an error (printed
+/// as `error: ...`).
+#[derive(Debug, Parser)]
+#[command(name = "bc-cli", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands that are wired.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a synthetic dataset (AR(1) or VAR(1) parcels) with its exact loss floor.
+    ///
+    /// Writes one file per run, `sub-<label>_run-<label>_bold.npy` (float64, shape (trs,
+    /// parcels)) or `.tsv` (a header row of parcel names), plus `parcels.tsv` (name x y z:
+    /// parcels on a circle, so that the k nearest are ring neighbours) and `synth.json` (the
+    /// generator's parameters and its exact floor for horizons 1 and 5, d_in 1). The directory
+    /// is built under a temporary name and renamed at the end: nothing half-written on error.
+    Synth(SynthArgs),
+    /// Print the loss floor: exact for an AR(1) (--rho), or empirical for a dataset (--data).
+    ///
+    /// With --rho: `1 - rho^(2L)` averaged over horizons and token elements, L = (h-1) D + j + 1
+    /// (MODEL.md, "The loss floor"). With --data: the floor of the best single-lag linear
+    /// predictor, `1 - acf_p(L)^2` with each run's biased sample autocorrelation averaged over
+    /// runs, on the run-wise standardized data; overall and per parcel.
+    Floor(FloorArgs),
+}
+
+/// File format of `synth`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// NumPy `.npy`, float64, shape (trs, parcels).
+    Npy,
+    /// Tab-separated text with a header row of parcel names.
+    Tsv,
+}
+
+/// Flags of `bc-cli synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Output directory (must not exist, or be empty).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Subjects.
+    #[arg(long, default_value_t = 4)]
+    pub subjects: usize,
+    /// Runs per subject.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// TRs per run.
+    #[arg(long, default_value_t = 400)]
+    pub trs: usize,
+    /// Parcels.
+    #[arg(long, default_value_t = 8)]
+    pub parcels: usize,
+    /// AR(1) coefficient per parcel: one value (0.9), a range spread evenly over the parcels
+    /// (0.5:0.95) or one value per parcel (0.9,0.8,0.7).
+    #[arg(long, default_value = "0.9", allow_hyphen_values = true)]
+    pub rho: RhoSpec,
+    /// Correlate each AR(1) innovation with its ring neighbours' white noise with this weight
+    /// (0: independent parcels). The floor is unchanged.
+    #[arg(long, default_value_t = 0.0)]
+    pub mix: f64,
+    /// Neighbours per parcel (self included) of the ring used by --mix and --var1.
+    #[arg(long, default_value_t = 3)]
+    pub k: usize,
+    /// Generate a VAR(1) `x' = A x + e` coupled through the ring instead of AR(1) parcels.
+    #[arg(long)]
+    pub var1: bool,
+    /// VAR(1): diagonal of A.
+    #[arg(long, default_value_t = 0.6, allow_hyphen_values = true)]
+    pub self_coef: f64,
+    /// VAR(1): total weight of the neighbours in each row of A (|self| + |neighbour| < 1).
+    #[arg(long, default_value_t = 0.3, allow_hyphen_values = true)]
+    pub neighbor_coef: f64,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// File format of the runs.
+    #[arg(long, value_enum, default_value_t = Format::Npy)]
+    pub format: Format,
+}
+
+/// Flags of `bc-cli floor`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["rho", "data"])))]
+pub struct FloorArgs {
+    /// AR(1) coefficient: print the exact floor.
+    #[arg(long, allow_hyphen_values = true)]
+    pub rho: Option<f64>,
+    /// Dataset directory: print the empirical single-lag floor.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Forecast horizons, in tokens, comma-separated.
+    #[arg(long, default_value = "1,5", value_delimiter = ',', num_args = 1..)]
+    pub horizons: Vec<usize>,
+    /// TRs per token.
+    #[arg(long, default_value_t = 1)]
+    pub d_in: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags shared by the commands that resolve a run configuration (`overfit`, `train`).
+#[derive(Debug, Default, Args)]
+pub struct RunArgs {
+    /// Start from this preset: quick, laptop (the default), cpu-demo or boldcast-demo.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// A TOML configuration overriding the preset (see configs/demo.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Learning rate.
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Optimizer steps.
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    /// Dataset directory (default: the synthetic AR(1) fixture).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Output directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Backend: cpu.
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Seed of the model's initialization.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Temporal mixer: mamba or mamba2.
+    #[arg(long, value_parser = parse_temporal)]
+    pub temporal: Option<Temporal>,
+}
+
+fn parse_temporal(s: &str) -> Result<Temporal, String> {
+    match s {
+        "mamba" => Ok(Temporal::Mamba),
+        "mamba2" => Ok(Temporal::Mamba2),
+        _ => Err(format!("`{s}` is not a temporal mixer (mamba or mamba2)")),
+    }
+}
+
+impl RunArgs {
+    /// The command-line layer of the configuration.
+    pub fn overrides(&self) -> boldcast::config::Overrides {
+        boldcast::config::Overrides {
+            preset: self.preset.clone(),
+            config: self.config.clone(),
+            lr: self.lr,
+            max_steps: self.max_steps,
+            data: self.data.clone(),
+            out: self.out.clone(),
+            backend: self.backend.clone(),
+            seed: self.seed,
+            temporal: self.temporal,
+        }
+    }
+}
+
+/// Flags of `bc-cli overfit`.
+///
+/// Overfit one fixed batch: 4 subjects x 1 run x 1 window, batch 4, no shuffle, the same
+/// batch every step; AdamW without weight decay at a constant learning rate, clipping at
+/// `train.grad_clip_norm`. Writes `loss_log.jsonl` (one line per step), `summary.json`,
+/// `config.resolved.toml` and `figures/overfit_curve.png` into --out (default
+/// `runs/overfit-<preset>`), and prints the verdict `mean(last 50) <= 0.7 * mean(first 50)`;
+/// the exit status is 1 when it fails. Without --data the batch is the synthetic AR(1)
+/// fixture (rho from `data.synthetic.rho`, 0.9 in every preset), whose exact floor is printed
+/// beside the final loss.
+#[derive(Debug, Args)]
+pub struct OverfitArgs {
+    /// The configuration layers.
+    #[command(flatten)]
+    pub run: RunArgs,
+}

@@ -1,0 +1,41 @@
+//! The error of every command. Its message names the file, field or value at fault; `main`
+//! prints it as `error: <message>` and exits with status 2 (status 1 is a failed verdict).
+
+use std::path::PathBuf;
+
+/// What a command can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A dataset could not be loaded.
+    #[error(transparent)]
+    Data(#[from] boldcast::data::DataError),
+    /// A configuration could not be resolved.
+    #[error(transparent)]
+    Config(#[from] boldcast::config::ConfigError),
+    /// A fixture parameter is invalid.
+    #[error(transparent)]
+    Fixture(#[from] boldcast::fixtures::FixtureError),
+    /// The model, optimizer or trainer failed.
+    #[error(transparent)]
+    Core(#[from] boldcast::core::Error),
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Anything else, described in words.
+    #[error("{0}")]
+    Msg(String),
+}
+
+impl CliError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CliError {
+        let path = path.into();
+        move |source| CliError::Io { path, source }
+    }
+}

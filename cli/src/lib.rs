@@ -1,0 +1,21 @@
+//! The library behind `bc-cli`: argument definitions and one module per command, so the
+//! commands can be tested without spawning the binary.
+//!
+//! - [`args`]: the clap definitions of every command and its flags;
+//! - [`synth`]: `bc-cli synth`, a synthetic dataset written as real datasets are;
+//! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
+//! - [`overfit`]: the single-batch overfit check, generic over [`boldcast::core::Model`];
+//! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
+//! - [`fsutil`]: atomic files and directories;
+//! - [`error`]: the error every command returns, printed as `error: ...`.
+#![deny(missing_docs)]
+
+pub mod args;
+pub mod error;
+pub mod floor;
+pub mod fsutil;
+pub mod overfit;
+pub mod plot;
+pub mod synth;
+
+pub use error::CliError;

@@ -1,0 +1,180 @@
+//! `bc-cli floor` through the binary: the exact AR(1) floor (text and JSON) equals the core's,
+//! the empirical floor of a long AR(1) dataset is near the exact one, and every bad dataset is
+//! an `error:` line naming the file, line and column, with exit status 2 and no panic.
+
+use boldcast::core::floor::{ar1_floor, ar1_floor_per_horizon};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bc-cli")).args(args).output().expect("bc-cli runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn exact_floor_text_and_json_match_the_core() {
+    for (rho, h, d) in [("0.9", "1,5", "1"), ("0.7", "1,2,3", "2"), ("-0.5", "4", "3")] {
+        let r: f64 = rho.parse().unwrap();
+        let hs: Vec<usize> = h.split(',').map(|x| x.parse().unwrap()).collect();
+        let dd: usize = d.parse().unwrap();
+        let per = ar1_floor_per_horizon(r, &hs, dd).unwrap();
+        let all = ar1_floor(r, &hs, dd).unwrap();
+        let o = bc(&["floor", "--rho", rho, "--horizons", h, "--d-in", d, "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(j["kind"], "ar1");
+        assert_eq!(j["overall"].as_f64().unwrap(), all);
+        let got: Vec<f64> = j["per_horizon"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(got, per);
+        let o = bc(&["floor", "--rho", rho, "--horizons", h, "--d-in", d]);
+        let text = stdout(&o);
+        assert!(text.contains(&format!("overall: {all:.6}")), "{text}");
+        for (hh, v) in hs.iter().zip(&per) {
+            assert!(text.contains(&format!("horizon {hh}: {v:.6}")), "{text}");
+        }
+    }
+    // The familiar numbers: rho 0.9, horizons 1 and 5, D 1.
+    let text = stdout(&bc(&["floor", "--rho", "0.9"]));
+    assert!(text.contains("horizon 1: 0.190000") && text.contains("overall: 0.420661"), "{text}");
+}
+
+#[test]
+fn floor_argument_errors_are_clean() {
+    let o = bc(&["floor", "--rho", "1.0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).starts_with("error: invalid rho = 1: must lie in (-1, 1)"), "{}", stderr(&o));
+    let o = bc(&["floor", "--rho", "0.9", "--horizons", "0"]);
+    assert!(stderr(&o).contains("invalid horizons = 0"), "{}", stderr(&o));
+    let o = bc(&["floor"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = bc(&["floor", "--rho", "0.9", "--data", "x"]);
+    assert_eq!(o.status.code(), Some(2), "--rho and --data exclude each other");
+}
+
+#[test]
+fn empirical_floor_of_a_long_ar1_dataset_is_near_the_exact_floor() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ds");
+    let o = bc(&[
+        "synth",
+        "--out",
+        out.to_str().unwrap(),
+        "--subjects",
+        "4",
+        "--runs",
+        "2",
+        "--trs",
+        "4000",
+        "--parcels",
+        "3",
+        "--rho",
+        "0.9,0.7,0.5",
+        "--mix",
+        "0.5",
+        "--seed",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
+    let exact = meta["floor"]["overall"].as_f64().unwrap();
+    let o = bc(&["floor", "--data", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(j["kind"], "empirical");
+    assert_eq!((j["runs"].as_u64(), j["parcels"].as_u64()), (Some(8), Some(3)));
+    let emp = j["overall"].as_f64().unwrap();
+    assert!((emp - exact).abs() < 0.02, "empirical {emp} vs exact {exact}");
+    for (p, want) in j["per_parcel"].as_array().unwrap().iter().zip(meta["floor"]["per_parcel"].as_array().unwrap()) {
+        let (e, w) = (p["floor"].as_f64().unwrap(), want.as_f64().unwrap());
+        assert!((e - w).abs() < 0.03, "{p} vs {w}");
+    }
+    assert_eq!(j["per_parcel"][2]["name"], "parcel-002");
+    let text = stdout(&bc(&["floor", "--data", out.to_str().unwrap()]));
+    assert!(text.contains(&format!("overall: {emp:.6}")) && text.contains("parcel-001"), "{text}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// Each bad dataset: the message, exit status 2, no panic, and no file created.
+#[test]
+fn bad_datasets_name_file_line_and_column() {
+    let good = "a\tb\n1\t2\n2\t1\n3\t5\n";
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (
+            vec![("sub-01_run-1_bold.tsv", "a\tb\n1\t2\n3\tn/a\n")],
+            "sub-01_run-1_bold.tsv, line 3, column 2 (b): missing value `n/a`",
+        ),
+        (
+            vec![("sub-01_run-1_bold.tsv", "a\tb\n1\tabc\n")],
+            "sub-01_run-1_bold.tsv, line 2, column 2 (b): `abc` is not a number",
+        ),
+        (
+            vec![("sub-01_run-1_bold.csv", "a,b\n1,2\nNaN,2\n")],
+            "sub-01_run-1_bold.csv, line 3, column 1 (a): non-finite value `NaN`",
+        ),
+        (
+            vec![("sub-01_run-1_bold.tsv", "a\tb\n1\t2\n1\n")],
+            "sub-01_run-1_bold.tsv, line 3: 1 columns, but the header has 2",
+        ),
+        (
+            vec![("sub-01_run-1_bold.tsv", good), ("sub-02_run-1_bold.tsv", "a\tb\tc\n1\t2\t3\n")],
+            "sub-02_run-1_bold.tsv: 3 parcels, but",
+        ),
+        (
+            vec![("sub-01_run-1_bold.tsv", good), ("sub-02_run-1_bold.tsv", "a\tB\n1\t2\n2\t3\n")],
+            "sub-02_run-1_bold.tsv: column 2 is `B`",
+        ),
+        (vec![("bold.tsv", good), ("sub-01_bold.tsv", good)], "no runs found in"),
+        (vec![("sub-01_run-1_bold.npy", "not numpy")], "sub-01_run-1_bold.npy: not a valid .npy file"),
+    ];
+    for (files, msg) in cases {
+        let d = tempfile::tempdir().unwrap();
+        for (n, t) in &files {
+            write(d.path(), n, t);
+        }
+        let before = std::fs::read_dir(d.path()).unwrap().count();
+        let o = bc(&["floor", "--data", d.path().to_str().unwrap()]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.starts_with("error: ") && e.contains(msg), "want {msg:?} in {e}");
+        assert!(!e.contains("panicked"), "{e}");
+        assert!(stdout(&o).is_empty());
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), before);
+    }
+    let o = bc(&["floor", "--data", "/no/such/boldcast/dir"]);
+    assert_eq!(stderr(&o), "error: data directory /no/such/boldcast/dir does not exist\n");
+}
+
+#[test]
+fn ignored_files_and_constant_parcels_are_reported() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "sub-01_run-1_bold.tsv", "a\tb\n1\t5\n2\t5\n4\t5\n3\t5\n");
+    write(d.path(), "sub-02_run-1_bold.tsv", "a\tb\n1\t5\n3\t5\n2\t5\n4\t5\n");
+    write(d.path(), "atlas.tsv", "x\n1\n");
+    let o = bc(&["floor", "--data", d.path().to_str().unwrap(), "--horizons", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("warning: parcel `b` (column 2) has zero variance in 2 run(s)"), "{e}");
+    assert!(e.contains("note: ignored 1 file(s) not named like runs") && e.contains("atlas.tsv"), "{e}");
+    // A constant parcel has no linear predictability: floor 1.
+    let j: serde_json::Value = serde_json::from_str(&stdout(&bc(&[
+        "floor",
+        "--data",
+        d.path().to_str().unwrap(),
+        "--horizons",
+        "1",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(j["per_parcel"][1]["floor"].as_f64(), Some(1.0));
+}

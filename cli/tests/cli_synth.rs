@@ -1,0 +1,207 @@
+//! `bc-cli synth` through the binary: file names, shapes, contents, the floor in synth.json,
+//! and nothing left behind on error.
+
+use boldcast::core::floor::ar1_floor_parcels;
+use boldcast::data::Dataset;
+use boldcast::fixtures::{Layout, Var1Spec};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bc-cli")).args(args).output().expect("bc-cli runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ls(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+fn read_npy(path: &Path) -> (Vec<u64>, Vec<f64>) {
+    let bytes = std::fs::read(path).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    let shape = npy.shape().to_vec();
+    (shape, npy.into_vec::<f64>().unwrap())
+}
+
+#[test]
+fn synth_npy_writes_runs_parcels_and_exact_floor() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ds");
+    let o = bc(&[
+        "synth",
+        "--out",
+        out.to_str().unwrap(),
+        "--subjects",
+        "3",
+        "--runs",
+        "2",
+        "--trs",
+        "40",
+        "--parcels",
+        "5",
+        "--rho",
+        "0.5:0.9",
+        "--seed",
+        "7",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        ls(&out),
+        [
+            "parcels.tsv",
+            "sub-01_run-1_bold.npy",
+            "sub-01_run-2_bold.npy",
+            "sub-02_run-1_bold.npy",
+            "sub-02_run-2_bold.npy",
+            "sub-03_run-1_bold.npy",
+            "sub-03_run-2_bold.npy",
+            "synth.json"
+        ]
+    );
+    let (shape, data) = read_npy(&out.join("sub-02_run-1_bold.npy"));
+    assert_eq!(shape, [40, 5]);
+    assert!(data.iter().all(|v| v.is_finite()) && data.iter().any(|&v| v != 0.0));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
+    assert_eq!(meta["generator"], "ar1");
+    let rhos: Vec<f64> = meta["rho"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(rhos.len(), 5);
+    for (r, want) in rhos.iter().zip([0.5, 0.6, 0.7, 0.8, 0.9]) {
+        assert!((r - want).abs() < 1e-12);
+    }
+    assert_eq!(meta["floor"]["horizons"], serde_json::json!([1, 5]));
+    assert_eq!(meta["floor"]["d_in"], 1);
+    let want = ar1_floor_parcels(&rhos, &[1, 5], 1).unwrap();
+    assert!((meta["floor"]["overall"].as_f64().unwrap() - want).abs() < 1e-15);
+    assert!(meta["floor_note"].as_str().unwrap().contains("1 - rho_p^(2L)"));
+    // parcels.tsv: header and 5 centroids on a circle of radius 50.
+    let parcels = std::fs::read_to_string(out.join("parcels.tsv")).unwrap();
+    let lines: Vec<&str> = parcels.lines().collect();
+    assert_eq!(lines[0], "name\tx\ty\tz");
+    assert_eq!(lines.len(), 6);
+    let c: Vec<f64> = lines[2].split('\t').skip(1).map(|v| v.parse().unwrap()).collect();
+    assert!(((c[0] * c[0] + c[1] * c[1]).sqrt() - 50.0).abs() < 1e-9 && c[2] == 0.0);
+    // The loader reads it back: 6 runs, the centroid adjacency is the ring.
+    let ds = Dataset::load(&out).unwrap();
+    assert_eq!((ds.runs.len(), ds.parcels, ds.runs[0].n_tr), (6, 5, 40));
+    let a = ds.adjacency(3, &[0]).unwrap().unwrap();
+    let mut row = a.row(0).to_vec();
+    row.sort();
+    assert_eq!(row, [0, 1, 4]);
+    // The same seed gives the same bytes.
+    let out2 = d.path().join("ds2");
+    let o = bc(&[
+        "synth",
+        "--out",
+        out2.to_str().unwrap(),
+        "--subjects",
+        "3",
+        "--runs",
+        "2",
+        "--trs",
+        "40",
+        "--parcels",
+        "5",
+        "--rho",
+        "0.5:0.9",
+        "--seed",
+        "7",
+    ]);
+    assert!(o.status.success());
+    for f in ls(&out) {
+        assert_eq!(std::fs::read(out.join(&f)).unwrap(), std::fs::read(out2.join(&f)).unwrap(), "{f}");
+    }
+}
+
+#[test]
+fn synth_tsv_has_a_header_of_parcel_names() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ds");
+    let o = bc(&["synth", "--out", out.to_str().unwrap(), "--format", "tsv", "--trs", "30", "--parcels", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ls(&out).len(), 4 + 2, "4 subjects x 1 run, parcels.tsv, synth.json");
+    let text = std::fs::read_to_string(out.join("sub-04_run-1_bold.tsv")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "parcel-000\tparcel-001\tparcel-002");
+    assert_eq!(lines.len(), 31);
+    assert!(lines[1..].iter().all(|l| l.split('\t').count() == 3 && l.split('\t').all(|v| v.parse::<f64>().is_ok())));
+    let ds = Dataset::load(&out).unwrap();
+    assert_eq!(ds.parcel_names, ["parcel-000", "parcel-001", "parcel-002"]);
+}
+
+#[test]
+fn synth_var1_records_its_lyapunov_floor() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ds");
+    let o = bc(&[
+        "synth",
+        "--out",
+        out.to_str().unwrap(),
+        "--var1",
+        "--parcels",
+        "6",
+        "--k",
+        "3",
+        "--self-coef",
+        "0.5",
+        "--neighbor-coef",
+        "0.4",
+        "--trs",
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
+    assert_eq!(meta["generator"], "var1");
+    let spec = Var1Spec {
+        layout: Layout { subjects: 4, runs: 1, trs: 20, parcels: 6, seed: 0 },
+        self_coef: 0.5,
+        neighbor_coef: 0.4,
+        k: 3,
+    };
+    let f = spec.floor(&[1, 5], 1).unwrap();
+    assert!((meta["floor"]["overall"].as_f64().unwrap() - f.overall).abs() < 1e-15);
+    assert!(meta["spectral_radius_bound"].as_f64().unwrap() < 1.0);
+    let (shape, _) = read_npy(&out.join("sub-01_run-1_bold.npy"));
+    assert_eq!(shape, [20, 6]);
+}
+
+#[test]
+fn synth_errors_leave_nothing_behind() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ds");
+    for (args, msg) in [
+        (vec!["--rho", "1.5"], "invalid rho = 1.5: must lie in (-1, 1)"),
+        (vec!["--rho", "0.9,0.8", "--parcels", "3"], "2 values for 3 parcels"),
+        (vec!["--var1", "--self-coef", "0.8", "--neighbor-coef", "0.3"], "must be below 1"),
+        (vec!["--subjects", "0"], "invalid subjects = 0"),
+    ] {
+        let mut a = vec!["synth", "--out", out.to_str().unwrap()];
+        a.extend(args);
+        let o = bc(&a);
+        assert_eq!(o.status.code(), Some(2));
+        let e = stderr(&o);
+        assert!(e.starts_with("error: ") && e.contains(msg), "{e}");
+        assert!(!e.contains("panicked"), "{e}");
+        assert!(ls(d.path()).is_empty(), "nothing written: {:?}", ls(d.path()));
+    }
+    // An existing non-empty directory is refused and left as it was.
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "x").unwrap();
+    let o = bc(&["synth", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("already exists and is not empty"), "{}", stderr(&o));
+    assert_eq!(ls(&out), ["keep.txt"]);
+    assert_eq!(ls(d.path()), ["ds"]);
+    // An existing empty directory is filled.
+    std::fs::remove_file(out.join("keep.txt")).unwrap();
+    let o = bc(&["synth", "--out", out.to_str().unwrap(), "--trs", "10"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ls(&out).len(), 6);
+}
