@@ -10,8 +10,10 @@
 //! - `seq.rs`: one sequence through the projections, the convolution and the gate, forward and
 //!   backward, in a reusable workspace;
 //! - `scan.rs`: the selective scan itself, forward (optionally keeping every Q-th state) and the
-//!   chunked backward that recomputes each chunk's states from those checkpoints.
+//!   chunked backward that recomputes each chunk's states from those checkpoints;
+//! - `exp.rs`: the exponential of the scan's non-positive exponents (vectorizable in f32).
 
+mod exp;
 mod scan;
 mod seq;
 

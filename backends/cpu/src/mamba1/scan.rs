@@ -3,6 +3,7 @@
 //! state only at the start of every chunk of Q steps, and the backward walks the chunks from
 //! the last, recomputing each chunk's states (and their decays `exp(dt A)`) from its checkpoint.
 
+use super::exp::exp_nonpos_in_place;
 use super::Mamba1Dims;
 use crate::ops::CpuElem;
 
@@ -47,6 +48,10 @@ pub(super) struct Buffers<E> {
     decay: Vec<E>,
     /// The carry `a_{t+1} G_{t+1}`, `(Di, N)`.
     carry: Vec<E>,
+    /// `G_t` of one channel, `(N)`.
+    g_row: Vec<E>,
+    /// `G_t * a_t h_{t-1}` of one channel, `(N)`.
+    q_row: Vec<E>,
 }
 
 impl<E: CpuElem> Buffers<E> {
@@ -54,16 +59,121 @@ impl<E: CpuElem> Buffers<E> {
     pub fn new(dims: Mamba1Dims, time: usize, q: usize) -> Self {
         let s = dims.d_inner * dims.d_state;
         let z = |len: usize| vec![E::zero(); len];
-        Self { ckpt: z(time.div_ceil(q) * s), hs: z(q.min(time) * s), decay: z(q.min(time) * s), carry: z(s) }
+        let chunk = q.min(time) * s;
+        Self {
+            ckpt: z(time.div_ceil(q) * s),
+            hs: z(chunk),
+            decay: z(chunk),
+            carry: z(s),
+            g_row: z(dims.d_state),
+            q_row: z(dims.d_state),
+        }
+    }
+}
+
+/// The decays of one step for every channel, `dec[d, n] = exp(dt[d] A[d, n])`. They are
+/// computed in a pass of their own so that the state update, free of function calls, can be
+/// vectorized, and so that the exponential runs over one contiguous slice.
+#[inline]
+fn decays<E: CpuElem>(a: &[E], dt_row: &[E], n: usize, dec: &mut [E]) {
+    for ((dec_d, a_d), &dtv) in dec.chunks_exact_mut(n).zip(a.chunks_exact(n)).zip(dt_row) {
+        for (e, &av) in dec_d.iter_mut().zip(a_d) {
+            *e = dtv * av;
+        }
+    }
+    // dt >= 0 and A < 0, so every exponent is non-positive and the result cannot overflow.
+    exp_nonpos_in_place(dec);
+}
+
+/// One channel's state update `h = dec h + (dt x) B`, in place. Both the forward and the
+/// backward's recomputation call this very function, so they produce the same bits.
+#[inline]
+fn update<E: CpuElem>(h: &mut [E], dec: &[E], dx: E, bt: &[E]) {
+    let n = h.len();
+    let (dec, bt) = (&dec[..n], &bt[..n]);
+    for j in 0..n {
+        h[j] = dec[j] * h[j] + dx * bt[j];
+    }
+}
+
+/// `sum_j a[j] b[j]` with eight independent partial sums (a fixed order, so deterministic),
+/// which lets the compiler vectorize the reduction.
+#[inline]
+fn dot<E: CpuElem>(a: &[E], b: &[E]) -> E {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [E::zero(); 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let mut tail = E::zero();
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += *x * *y;
+    }
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
+}
+
+/// What one channel's backward step reads (see [`channel_back`]).
+struct StepIn<'a, E> {
+    /// `g_y_t[d]`.
+    gd: E,
+    /// `dt_t[d] x_t[d]`.
+    dx: E,
+    /// `dt_t[d]`.
+    dtv: E,
+    /// `C_t`, `(N)`.
+    ct: &'a [E],
+    /// `h_t[d, :]`.
+    h: &'a [E],
+    /// `h_{t-1}[d, :]`.
+    h_prev: &'a [E],
+    /// `exp(dt_t[d] A[d, :])`.
+    dec: &'a [E],
+}
+
+/// The elementwise part of one channel's backward step: `G = g C + carry`, the contributions
+/// to `g_C`, `g_B` and `g_A`, `G` and `q = G a_t h_{t-1}` for the two reductions that follow,
+/// and the new carry `a_t G`. Every output is a separate `&mut` argument, which tells the
+/// compiler they do not alias, and every slice is cut to `n` first, which removes the bounds
+/// checks: both are needed for the loop to vectorize.
+#[inline]
+fn channel_back<E: CpuElem>(
+    st: StepIn<'_, E>,
+    carry: &mut [E],
+    g_c: &mut [E],
+    g_b: &mut [E],
+    g_a: &mut [f64],
+    g_row: &mut [E],
+    q_row: &mut [E],
+) {
+    let n = carry.len();
+    let (ct, h, h_prev, dec) = (&st.ct[..n], &st.h[..n], &st.h_prev[..n], &st.dec[..n]);
+    let (g_c, g_b, g_a, g_row, q_row) = (&mut g_c[..n], &mut g_b[..n], &mut g_a[..n], &mut g_row[..n], &mut q_row[..n]);
+    for j in 0..n {
+        let gg = st.gd * ct[j] + carry[j];
+        g_c[j] += st.gd * h[j];
+        g_b[j] += gg * st.dx;
+        let qv = gg * (dec[j] * h_prev[j]);
+        g_a[j] += (qv * st.dtv).f64();
+        g_row[j] = gg;
+        q_row[j] = qv;
+        carry[j] = dec[j] * gg;
     }
 }
 
 /// Runs the scan from a zero state over all steps, writing `y` `(T, Di)`. With
 /// `Some((ckpt, q))`, the state before step `c q` is copied to chunk `c` of `ckpt` first.
-///
-/// The update `h = exp(dt A) h + (dt x) B` is written exactly as in [`backward`]'s
-/// recomputation, so the recomputed states are bit-identical to the ones this produced.
-pub(super) fn forward<E: CpuElem>(io: &Inputs<'_, E>, h: &mut [E], y: &mut [E], mut ckpt: Option<(&mut [E], usize)>) {
+/// `dec` is scratch for one step's decays, `(Di, N)`.
+pub(super) fn forward<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    h: &mut [E],
+    dec: &mut [E],
+    y: &mut [E],
+    mut ckpt: Option<(&mut [E], usize)>,
+) {
     let Mamba1Dims { d_inner: di, d_state: n, dt_rank: r, .. } = io.dims;
     let w = io.dims.w_dbc();
     let s = di * n;
@@ -76,17 +186,12 @@ pub(super) fn forward<E: CpuElem>(io: &Inputs<'_, E>, h: &mut [E], y: &mut [E], 
             }
         }
         let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
+        let (dt_row, x_row) = (&io.dt[t * di..(t + 1) * di], &io.xs[t * di..(t + 1) * di]);
+        decays(io.a, dt_row, n, dec);
         for d in 0..di {
-            let (dtv, xv) = (io.dt[t * di + d], io.xs[t * di + d]);
-            let dx = dtv * xv;
-            let (a_row, h_row) = (&io.a[d * n..(d + 1) * n], &mut h[d * n..(d + 1) * n]);
-            let mut acc = E::zero();
-            for ((hv, &av), (&bv, &cv)) in h_row.iter_mut().zip(a_row).zip(bt.iter().zip(ct)) {
-                // dt >= 0 and A < 0, so the exponent is never positive and cannot overflow.
-                *hv = (dtv * av).exp() * *hv + dx * bv;
-                acc += cv * *hv;
-            }
-            y[t * di + d] = acc + io.d_skip[d] * xv;
+            let h_d = &mut h[d * n..(d + 1) * n];
+            update(h_d, &dec[d * n..(d + 1) * n], dt_row[d] * x_row[d], bt);
+            y[t * di + d] = dot(ct, h_d) + io.d_skip[d] * x_row[d];
         }
     }
 }
@@ -96,14 +201,15 @@ pub(super) fn forward<E: CpuElem>(io: &Inputs<'_, E>, h: &mut [E], y: &mut [E], 
 ///
 /// Walking `t = T-1 .. 0` with the carry `R_t = a_{t+1} G_{t+1}`:
 /// `G_t = g_t C_t + R_t`, then `R_{t-1} = a_t G_t`. The decay-weighted previous state that the
-/// A and dt gradients need, `a_t h_{t-1}`, is formed from the stored chunk states directly,
-/// the same product the forward computed, so no cancellation as in `h_t - dt B x` occurs.
+/// A and dt gradients need, `ht = a_t h_{t-1}`, is formed from the stored chunk states
+/// directly, the same product the forward computed, so the cancellation of `h_t - dt B x`
+/// cannot occur. With `q = G ht`: `g_dt = x sum_n G B + sum_n A q` and `g_A += dt q`.
 pub(super) fn backward<E: CpuElem>(io: &Inputs<'_, E>, g_y: &[E], q: usize, buf: &mut Buffers<E>, out: Grads<'_, E>) {
     let Mamba1Dims { d_inner: di, d_state: n, dt_rank: r, .. } = io.dims;
     let w = io.dims.w_dbc();
     let s = di * n;
     let t_len = g_y.len() / di;
-    let Buffers { ckpt, hs, decay, carry } = buf;
+    let Buffers { ckpt, hs, decay, carry, g_row, q_row } = buf;
     carry.fill(E::zero());
     for c in (0..t_len.div_ceil(q)).rev() {
         let (t0, t1) = (c * q, (c * q + q).min(t_len));
@@ -112,19 +218,14 @@ pub(super) fn backward<E: CpuElem>(io: &Inputs<'_, E>, g_y: &[E], q: usize, buf:
         for t in t0..t1 {
             let i = t - t0;
             let (done, rest) = hs.split_at_mut(i * s);
-            let prev = if i == 0 { h0 } else { &done[(i - 1) * s..] };
-            let (cur, dec) = (&mut rest[..s], &mut decay[i * s..(i + 1) * s]);
+            let cur = &mut rest[..s];
+            cur.copy_from_slice(if i == 0 { h0 } else { &done[(i - 1) * s..] });
+            let dec = &mut decay[i * s..(i + 1) * s];
             let bt = &io.dbc[t * w + r..][..n];
+            let (dt_row, x_row) = (&io.dt[t * di..(t + 1) * di], &io.xs[t * di..(t + 1) * di]);
+            decays(io.a, dt_row, n, dec);
             for d in 0..di {
-                let dtv = io.dt[t * di + d];
-                let dx = dtv * io.xs[t * di + d];
-                let rows = (d * n)..(d + 1) * n;
-                let it = cur[rows.clone()].iter_mut().zip(&mut dec[rows.clone()]).zip(&prev[rows.clone()]);
-                for (((hv, dv), &hp), (&av, &bv)) in it.zip(io.a[rows].iter().zip(bt)) {
-                    let e = (dtv * av).exp();
-                    *dv = e;
-                    *hv = e * hp + dx * bv;
-                }
+                update(&mut cur[d * n..(d + 1) * n], &dec[d * n..(d + 1) * n], dt_row[d] * x_row[d], bt);
             }
         }
         // Walk the chunk back.
@@ -134,29 +235,21 @@ pub(super) fn backward<E: CpuElem>(io: &Inputs<'_, E>, g_y: &[E], q: usize, buf:
             let prev = if i == 0 { h0 } else { &hs[(i - 1) * s..i * s] };
             let dec = &decay[i * s..(i + 1) * s];
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
-            let g_row = &mut out.g_dbc[t * w + r..][..2 * n];
-            g_row.fill(E::zero());
-            let (g_b, g_c) = g_row.split_at_mut(n);
+            let g_bc = &mut out.g_dbc[t * w + r..][..2 * n];
+            g_bc.fill(E::zero());
+            let (g_b, g_c) = g_bc.split_at_mut(n);
             for d in 0..di {
                 let gd = g_y[t * di + d];
                 let (dtv, xv) = (io.dt[t * di + d], io.xs[t * di + d]);
                 let dx = dtv * xv;
                 let rows = (d * n)..(d + 1) * n;
-                let (a_row, cr, g_a) = (&io.a[rows.clone()], &mut carry[rows.clone()], &mut out.g_a[rows.clone()]);
-                let (h_row, p_row, e_row) = (&h_t[rows.clone()], &prev[rows.clone()], &dec[rows]);
-                let (mut s_gb, mut s_dt) = (E::zero(), E::zero());
-                for j in 0..n {
-                    let gg = gd * ct[j] + cr[j];
-                    g_c[j] += gd * h_row[j];
-                    g_b[j] += gg * dx;
-                    s_gb += gg * bt[j];
-                    let ht = e_row[j] * p_row[j];
-                    s_dt += gg * (bt[j] * xv + a_row[j] * ht);
-                    g_a[j] += (gg * dtv * ht).f64();
-                    cr[j] = e_row[j] * gg;
-                }
+                let (cr, g_a) = (&mut carry[rows.clone()], &mut out.g_a[rows.clone()]);
+                let (h_d, p_d, e_d) = (&h_t[rows.clone()], &prev[rows.clone()], &dec[rows.clone()]);
+                let st = StepIn { gd, dx, dtv, ct, h: h_d, h_prev: p_d, dec: e_d };
+                channel_back(st, cr, g_c, g_b, g_a, g_row, q_row);
+                let s_gb = dot(g_row, bt);
                 out.g_xs[t * di + d] = io.d_skip[d] * gd + dtv * s_gb;
-                out.g_dt[t * di + d] = s_dt;
+                out.g_dt[t * di + d] = xv * s_gb + dot(q_row, &io.a[rows]);
                 out.g_d[d] += (gd * xv).f64();
             }
         }

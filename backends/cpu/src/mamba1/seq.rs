@@ -30,6 +30,8 @@ pub(super) struct Workspace<E> {
     gated: Vec<E>,
     /// The scan's state while walking forward, `(Di, N)`.
     h: Vec<E>,
+    /// One step's decays `exp(dt A)` in the forward scan, `(Di, N)`.
+    dec: Vec<E>,
     /// The backward's buffers; `None` in a forward-only workspace.
     bw: Option<Backward<E>>,
     /// The gathered output gradient, `(T, M)` (empty in a forward-only workspace).
@@ -84,6 +86,7 @@ impl<E: CpuElem> Workspace<E> {
             y: z(time * di),
             gated: z(time * di),
             h: z(di * dims.d_state),
+            dec: z(di * dims.d_state),
             g_out: if bw.is_some() { z(time * m) } else { Vec::new() },
             bw,
         }
@@ -153,7 +156,7 @@ pub(super) fn forward<E: CpuElem>(
 ) {
     project(dims, p, ws);
     let io = scan::Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xs: &ws.xs, dbc: &ws.dbc };
-    scan::forward(&io, &mut ws.h, &mut ws.y, None);
+    scan::forward(&io, &mut ws.h, &mut ws.dec, &mut ws.y, None);
     gate(dims, ws);
     let t_len = ws.time(dims);
     linear::forward(&ws.gated, t_len, dims.d_inner, &p.out_proj, None, dims.d_model, out);
@@ -177,7 +180,7 @@ pub(super) fn backward<E: CpuElem>(
     let mut bw = ws.bw.take().expect("mamba1: backward needs a backward workspace");
     {
         let io = scan::Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xs: &ws.xs, dbc: &ws.dbc };
-        scan::forward(&io, &mut ws.h, &mut ws.y, Some((&mut bw.scan.ckpt, bw.q)));
+        scan::forward(&io, &mut ws.h, &mut ws.dec, &mut ws.y, Some((&mut bw.scan.ckpt, bw.q)));
     }
     gate(dims, ws);
     let g = &mut bw.grads;
