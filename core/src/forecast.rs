@@ -18,12 +18,15 @@ pub fn build_forecast_targets<E: Elem, B: Dim, T: Dim, P: Dim, H: Dim, D: Dim>(
 ) -> Result<Forecasts<E, B, usize, P, H, D>> {
     let s = tokens.shape();
     let h_dim: H = crate::shape::convert_dim("horizons", horizons.len())?;
+    if horizons.is_empty() {
+        return Err(Error::config("horizons", "[]", "at least one horizon is needed"));
+    }
     if let Some(&h) = horizons.iter().find(|&&h| h == 0) {
         return Err(Error::config("horizons", h, "must be at least 1"));
     }
     let hmax = horizons.iter().copied().max().unwrap_or(0);
     let t = s.time.size();
-    if horizons.is_empty() || t <= hmax {
+    if t <= hmax {
         return Err(Error::config("tokens.time", t, "must exceed the largest horizon"));
     }
     let tv = t - hmax;
@@ -59,6 +62,12 @@ fn check<E: Elem, B: Dim, T1: Dim, T2: Dim, P: Dim, H: Dim, D: Dim>(
         if want != got {
             return Err(Error::shape(what, want, got));
         }
+    }
+    // An empty target would make the mean 0 / 0 = NaN, reported later as a non-finite loss.
+    let axes = [("target.batch", b.batch.size()), ("target.time", b.time.size()), ("target.parcels", b.parcels.size())];
+    let axes = axes.into_iter().chain([("target.horizons", b.horizons.size()), ("target.d_in", b.d_in.size())]);
+    if let Some((what, _)) = axes.into_iter().find(|&(_, n)| n == 0) {
+        return Err(Error::shape(what, 1, 0));
     }
     if a.time.size() < b.time.size() {
         return Err(Error::shape("pred.time (at least T_valid)", b.time.size(), a.time.size()));

@@ -383,6 +383,19 @@ fn runtime_shape_mismatches_are_shape_errors_not_panics() {
     assert!(matches!(build_forecast_targets::<f64, _, _, _, usize, _>(&tokens, &[8]), Err(Error::Config { .. })));
     assert!(matches!(build_forecast_targets::<f64, _, _, _, usize, _>(&tokens, &[0, 1]), Err(Error::Config { .. })));
     assert!(build_forecast_targets::<f64, _, _, _, usize, _>(&tokens, &[7]).is_ok());
+    // An empty target (no valid step, no parcel, ...) is a shape error, not a NaN loss.
+    for (shape, what) in [
+        (ForecastShape::new(2, 0, 3, 2, 2), "target.time"),
+        (ForecastShape::new(2, 4, 0, 2, 2), "target.parcels"),
+        (ForecastShape::new(2, 4, 3, 0, 2), "target.horizons"),
+    ] {
+        let empty = HostTensor::<_, f64>::zeros(shape);
+        let pred = HostTensor::<_, f64>::zeros(ForecastShape { time: 8, ..shape });
+        assert_eq!(shape_error(forecasting_loss(&pred, &empty).unwrap_err()), what);
+    }
+    // No horizon at all names the horizons, not the time axis.
+    let (field, value) = config_error(build_forecast_targets::<f64, _, _, _, usize, _>(&tokens, &[]).unwrap_err());
+    assert_eq!((field.as_str(), value.as_str()), ("horizons", "[]"));
 }
 
 // ---------------------------------------------------------------------------------------------
