@@ -11,7 +11,7 @@ use crate::ops::act::{silu, softplus};
 use crate::ops::linear::{linear, matmul_t, rows_of};
 use crate::ops::rows::{select_col, select_row, take_cols, take_rows};
 use crate::ops::tape::{absorb, dup};
-use crate::ops::{Mat, Vector};
+use crate::ops::{Cube, Mat, Vector};
 use boldcast_core::Elem;
 use dfdx::prelude::*;
 
@@ -69,20 +69,15 @@ pub fn mamba1<E: Dtype + Elem, D: Device<E>, T: Tape<E, D>>(
     let dt = softplus(linear(dr, p.dt_w, p.dt_b));
     let a = p.a_log.exp().negate();
 
-    // 6. Scan over time; dA = exp(dt A) and dB x = dt x Bc for every step at once.
-    let sh3 = (ts, di, n);
+    // 6. Scan over time, one step at a time: dA_t = exp(dt_t A) and dB_t x_t = dt_t x_t Bc_t
+    // are formed per step, so no (T, S, Di, N) tensor exists besides the states themselves.
     let (dt, dt2) = dup(dt);
     let (x, x2) = dup(x);
-    let da = (dt.broadcast_like::<(usize, usize, usize), Axis<2>>(&sh3)
-        * a.broadcast_like::<(usize, usize, usize), Axis<0>>(&sh3))
-    .exp()
-    .reshape_like(&(time, seqs * di * n));
-    let dbx = ((dt2 * x2).broadcast_like::<(usize, usize, usize), Axis<2>>(&sh3)
-        * bc.broadcast_like::<(usize, usize, usize), Axis<1>>(&sh3))
-    .reshape_like(&(time, seqs * di * n));
-    let hs = scan(da, dbx);
-    let hs = hs.reshape_like(&sh3);
-    let y = (hs * cc.broadcast_like::<(usize, usize, usize), Axis<1>>(&sh3)).sum::<(usize, usize), Axis<2>>();
+    let per_step = |m: Mat<E, D, T>| -> Mat<E, D, T> {
+        let w = m.shape().1;
+        m.reshape_like(&(time, seqs * w))
+    };
+    let y = scan(per_step(dt), per_step(dt2 * x2), a, per_step(bc), per_step(cc), (seqs, di, n));
     let y = y + x * rows_of(p.d, ts);
 
     // 7. out = (y * silu(z)) W_out^T.
@@ -117,19 +112,57 @@ fn causal_conv<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     absorb(absorb(acc, xp_tape), w_tape)
 }
 
-/// `h_t = dA_t * h_{t-1} + dBx_t` from `h_{-1} = 0`, for `dA`, `dBx` of shape `(T, X)`:
-/// returns every `h_t` as `(T, X)`.
-fn scan<E: Dtype, D: Device<E>, T: Tape<E, D>>(da: Mat<E, D, T>, dbx: Mat<E, D, T>) -> Mat<E, D, T> {
-    let time = da.shape().0;
-    let (da, da_tape) = da.split_tape();
-    let (dbx, dbx_tape) = dbx.split_tape();
-    let mut hs = Vec::with_capacity(time);
-    let mut h: Vector<E, D, T> = select_row(dbx.retaped::<T>(), 0);
-    for t in 1..time {
-        let (prev, keep) = dup(h);
-        hs.push(keep);
-        h = select_row(da.retaped::<T>(), t) * prev + select_row(dbx.retaped::<T>(), t);
+/// The selective scan: with `dt`, `dtx = dt * x` as `(T, S * Di)`, `bc`, `cc` as
+/// `(T, S * N)` and `a (Di, N)`, runs `h_t = exp(dt_t A) * h_{t-1} + dtx_t Bc_t` from
+/// `h_{-1} = 0` over states `(S, Di, N)` and returns `y_t = h_t Cc_t` as `(T * S, Di)`.
+fn scan<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+    dt: Mat<E, D, T>,
+    dtx: Mat<E, D, T>,
+    a: Mat<E, D, T>,
+    bc: Mat<E, D, T>,
+    cc: Mat<E, D, T>,
+    (seqs, di, n): (usize, usize, usize),
+) -> Mat<E, D, T> {
+    let time = dt.shape().0;
+    let sh3 = (seqs, di, n);
+    let (dt, dt_tape) = dt.split_tape();
+    let (dtx, dtx_tape) = dtx.split_tape();
+    let (a, a_tape) = a.split_tape();
+    let (bc, bc_tape) = bc.split_tape();
+    let (cc, cc_tape) = cc.split_tape();
+    let step = |m: &Mat<E, D, NoneTape>, t: usize, w: usize| -> Mat<E, D, T> {
+        select_row(m.retaped::<T>(), t).reshape_like(&(seqs, w))
+    };
+    let mut ys = Vec::with_capacity(time);
+    let mut h: Option<Cube<E, D, T>> = None;
+    for t in 0..time {
+        let dbx = step(&dtx, t, di).broadcast_like::<(usize, usize, usize), Axis<2>>(&sh3)
+            * step(&bc, t, n).broadcast_like::<(usize, usize, usize), Axis<1>>(&sh3);
+        let next = match h {
+            None => dbx,
+            Some(prev) => {
+                let da = (step(&dt, t, di).broadcast_like::<(usize, usize, usize), Axis<2>>(&sh3)
+                    * a.retaped::<T>().broadcast_like::<(usize, usize, usize), Axis<0>>(&sh3))
+                .exp();
+                da * prev + dbx
+            }
+        };
+        let (next, keep) = dup(next);
+        // y_t[s, d] = sum_n h_t[s, d, n] Cc_t[s, n]: a batched matrix-vector product, which
+        // keeps no (S, Di, N) temporary (nor its gradient) on the tape.
+        let c = step(&cc, t, n).reshape_like(&(seqs, n, 1));
+        ys.push(keep.matmul(c).reshape_like(&(seqs, di)));
+        h = Some(next);
     }
-    hs.push(h);
-    absorb(absorb(hs.stack(), da_tape), dbx_tape)
+    let y = ys.stack().reshape_like(&(time * seqs, di));
+    let y = absorb(absorb(absorb(y, dt_tape), dtx_tape), a_tape);
+    let y = absorb(absorb(y, bc_tape), cc_tape);
+    // The last state carries the recurrence's tape: it joins the output's.
+    match h {
+        Some(last) => {
+            let (_, tape) = last.split_tape();
+            absorb(y, tape)
+        }
+        None => y,
+    }
 }

@@ -21,5 +21,7 @@ use dfdx::tensor::Tensor;
 pub type Mat<E, D, T> = Tensor<(usize, usize), E, D, T>;
 /// A runtime-sized vector on device `D` with tape `T`.
 pub type Vector<E, D, T> = Tensor<(usize,), E, D, T>;
+/// A runtime-sized 3-D tensor on device `D` with tape `T`.
+pub type Cube<E, D, T> = Tensor<(usize, usize, usize), E, D, T>;
 /// A device index vector (`usize` entries) for `gather`/`select`.
 pub type Index<D> = Tensor<(usize,), usize, D>;
