@@ -503,6 +503,37 @@ mod tests {
     }
 
     #[test]
+    fn a_torch_state_dict_loads_unchanged_and_survives_our_round_trip() {
+        // Written by `safetensors.torch.save_file` in the golden generator.
+        let torch = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/golden/tiny/weights.safetensors");
+        assert!(torch.is_file(), "golden weights missing: {}", torch.display());
+        let f = SafetensorsFile::open(&torch).unwrap();
+        let cfg: serde_json::Value = serde_json::from_str(&f.metadata().unwrap()["config"]).unwrap();
+        assert_eq!(cfg["name"], "tiny");
+        let ts = load_safetensors::<f32>(&torch).unwrap();
+        // 2 + 2 layers x (2 + 9 mamba + 10 knn) + 4 = 48 tensors, with the shapes of MODEL.md.
+        assert_eq!(ts.len(), 48);
+        let bias = ts.iter().find(|t| t.name == "layers.0.mamba.mamba.conv1d.bias").unwrap();
+        assert_eq!(bias.shape, vec![32]);
+        // Raw bytes of one tensor equal the loaded values bit for bit.
+        let raw = SafeTensors::deserialize(&f.bytes).unwrap();
+        let view = raw.tensor("head.weight").unwrap();
+        let bits: Vec<u32> =
+            view.data().chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let head = ts.iter().find(|t| t.name == "head.weight").unwrap();
+        assert_eq!(head.data.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), bits);
+        // Re-saved by us and read back: identical, metadata kept.
+        let dir = TempDir::new("torch");
+        let ours = dir.0.join("w.safetensors");
+        save_safetensors(&ours, &ts, f.metadata()).unwrap();
+        let back = load_safetensors::<f32>(&ours).unwrap();
+        for t in &ts {
+            assert_eq!(&by_name(&back, &t.name), t);
+        }
+        assert_eq!(SafetensorsFile::open(&ours).unwrap().metadata(), f.metadata());
+    }
+
+    #[test]
     fn spec_order_reorders_and_checks() {
         let cfg = boldcast_core::ModelConfig {
             temporal: boldcast_core::Temporal::Mamba,
