@@ -87,16 +87,44 @@ pub(super) struct Grads<'a, E> {
 pub(super) struct Buffers<E> {
     /// The states `S_t` of the chunk being walked back, for one head: `(Q, Pd, N)`.
     states: Vec<E>,
-    /// The carry `R = a_{t+1} G_{t+1}` of every head, `(nheads, Pd, N)`.
+    /// `G` of the step walked last, per head, `(nheads, Pd, N)`: the carry before its decay.
     carry: Vec<E>,
+    /// The decay `a_{t+1}` still owed to each head's carry (`R = a_{t+1} G_{t+1}` is formed
+    /// inside the next step's loop instead of in a pass of its own), `(nheads)`.
+    owed: Vec<E>,
+    /// Per-column partial sums of `<G, S_{t-1}>`, `(N)`: independent accumulators keep the
+    /// step's inner loop free of a serial reduction, so it vectorizes.
+    qacc: Vec<E>,
 }
 
 impl<E: CpuElem> Buffers<E> {
     /// Buffers for sequences of `time` steps checkpointed every `dims.chunk_size` steps.
     pub fn new(dims: Mamba2Dims, time: usize) -> Self {
         let s = dims.headdim * dims.d_state;
-        Self { states: vec![E::zero(); dims.chunk_size.min(time) * s], carry: vec![E::zero(); dims.nheads * s] }
+        let z = |len: usize| vec![E::zero(); len];
+        Self {
+            states: z(dims.chunk_size.min(time) * s),
+            carry: z(dims.nheads * s),
+            owed: z(dims.nheads),
+            qacc: z(dims.d_state),
+        }
     }
+}
+
+/// `sum_j a_j b_j` with four independent accumulators (a fixed order, so deterministic; the
+/// short dot products of a step would otherwise be one serial dependency chain).
+#[inline]
+fn dot<E: CpuElem>(a: &[E], b: &[E]) -> E {
+    let mut acc = [E::zero(); 4];
+    let (ac, bc) = (a.chunks_exact(4), b.chunks_exact(4));
+    let (ar, br) = (ac.remainder(), bc.remainder());
+    for (x, y) in ac.zip(bc) {
+        for l in 0..4 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let tail: E = ar.iter().zip(br).map(|(&x, &y)| x * y).sum();
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 /// The backward of the scan, given `g_y` `(T, Di)` (the gradient of the scan output before the
@@ -113,10 +141,12 @@ pub(super) fn backward<E: CpuElem>(
 ) {
     let Mamba2Dims { d_inner: di, d_state: n, nheads, headdim: pd, chunk_size: q, .. } = io.dims;
     let (time, cd, sz) = (io.time(), io.dims.conv_dim(), pd * n);
+    let Buffers { states, carry, owed, qacc } = bufs;
     // B and C gradients are sums over heads, so they start from zero; the x columns are
     // overwritten below, zeroing them too keeps the whole buffer well defined.
     out.g_xbc.fill(E::zero());
-    bufs.carry.fill(E::zero());
+    carry.fill(E::zero());
+    owed.fill(E::zero());
     for k in (0..time.div_ceil(q)).rev() {
         let (c0, c1) = (k * q, ((k + 1) * q).min(time));
         for h in 0..nheads {
@@ -124,21 +154,21 @@ pub(super) fn backward<E: CpuElem>(
             // Recompute the chunk's states S_{c0} .. S_{c1-1} from the entry state.
             for t in c0..c1 {
                 let i = t - c0;
-                let (done, rest) = bufs.states.split_at_mut(i * sz);
+                let (done, rest) = states.split_at_mut(i * sz);
                 let cur = &mut rest[..sz];
                 cur.copy_from_slice(if i == 0 { entry } else { &done[(i - 1) * sz..] });
                 let (x, b, _) = io.step(t, h);
                 let dtv = io.dt[t * nheads + h];
                 advance(cur, (dtv * io.a[h]).exp(), dtv, x, b);
             }
-            let r = &mut bufs.carry[h * sz..][..sz];
+            let r = &mut carry[h * sz..][..sz];
             let (ah, dh) = (io.a[h], io.d_skip[h]);
             let (mut ga, mut gd) = (0.0f64, 0.0f64);
             for t in (c0..c1).rev() {
                 let i = t - c0;
-                let st = &bufs.states[i * sz..][..sz];
-                // a_t S_{t-1} (= S_t - dt x B^T, computed without the cancellation).
-                let prev = if i == 0 { entry } else { &bufs.states[(i - 1) * sz..][..sz] };
+                let st = &states[i * sz..][..sz];
+                // S_{t-1}; a_t S_{t-1} (= S_t - dt x B^T) avoids the cancellation of the difference.
+                let prev = if i == 0 { entry } else { &states[(i - 1) * sz..][..sz] };
                 let (x, b, c) = io.step(t, h);
                 let dtv = io.dt[t * nheads + h];
                 let decay = (dtv * ah).exp();
@@ -147,30 +177,35 @@ pub(super) fn backward<E: CpuElem>(
                 let (gx_all, gbc) = row.split_at_mut(di);
                 let (gb, gc) = gbc.split_at_mut(n);
                 let gx = &mut gx_all[h * pd..(h + 1) * pd];
-                let (mut qf, mut xu, mut gyx) = (E::zero(), E::zero(), E::zero());
+                let a_next = owed[h];
+                qacc.fill(E::zero());
+                let (mut xu, mut gyx) = (E::zero(), E::zero());
                 for p in 0..pd {
                     let (gyp, xp) = (gy[p], x[p]);
+                    let dxp = dtv * xp;
                     let (rp, sp, pp) = (&mut r[p * n..][..n], &st[p * n..][..n], &prev[p * n..][..n]);
-                    let mut up = E::zero();
-                    for j in 0..n {
-                        // G = R + g_y C^T, in place of R.
-                        let g = rp[j] + gyp * c[j];
-                        rp[j] = g;
-                        up += g * b[j];
-                        gc[j] += sp[j] * gyp;
-                        gb[j] += dtv * g * xp;
-                        qf += g * (decay * pp[j]);
+                    // Zipped slices of one length: no bounds checks, so the loop vectorizes.
+                    let cols = rp.iter_mut().zip(c).zip(sp.iter().zip(pp));
+                    for (((rj, &cj), (&sj, &pj)), (gcj, (gbj, qj))) in
+                        cols.zip(gc.iter_mut().zip(gb.iter_mut().zip(qacc.iter_mut())))
+                    {
+                        // G = a_{t+1} G_{t+1} + g_y C^T, in place of the carry.
+                        let g = a_next * *rj + gyp * cj;
+                        *rj = g;
+                        *gcj += sj * gyp;
+                        *gbj += dxp * g;
+                        *qj += g * pj;
                     }
+                    let up = dot(rp, b);
                     gx[p] = dh * gyp + dtv * up;
                     xu += xp * up;
                     gyx += gyp * xp;
                 }
+                let qf = decay * qacc.iter().copied().sum::<E>();
                 out.g_dt[t * nheads + h] = xu + ah * qf;
                 ga += (dtv * qf).f64();
                 gd += gyx.f64();
-                for v in r.iter_mut() {
-                    *v *= decay;
-                }
+                owed[h] = decay;
             }
             out.g_a[h] += ga;
             out.g_d[h] += gd;

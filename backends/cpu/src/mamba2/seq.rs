@@ -6,7 +6,7 @@
 use super::scan::{self, Inputs};
 use super::ssd;
 use super::{Mamba2Dims, Mamba2Params};
-use crate::ops::act::{silu, silu_grad, softplus, softplus_grad};
+use crate::ops::act::{sigmoid, softplus, softplus_grad};
 use crate::ops::gemm::{gemm, Mat};
 use crate::ops::{linear, CpuElem};
 
@@ -21,6 +21,8 @@ pub(super) struct Workspace<E> {
     zx: Vec<E>,
     /// The convolution's output before the SiLU, `(T, Di + 2N)` (kept for `silu'`).
     c: Vec<E>,
+    /// `sigmoid(c)`, `(T, Di + 2N)`: kept so the backward's `silu'(c)` costs no exponential.
+    sig_c: Vec<E>,
     /// `x | B | C = silu(c)`, `(T, Di + 2N)`.
     xbc: Vec<E>,
     /// `dtr + dt_bias`, the softplus argument, `(T, nheads)`.
@@ -29,6 +31,10 @@ pub(super) struct Workspace<E> {
     dt: Vec<E>,
     /// The scan output `y` before the gate, `(T, Di)`.
     y: Vec<E>,
+    /// `sigmoid(z)` of the gate, `(T, Di)`, kept for the backward likewise.
+    sig_z: Vec<E>,
+    /// The conv weights tap-major, `(K, Di + 2N)`.
+    conv_wt: Vec<E>,
     /// The RMSNorm output `o`, `(T, Di)`; in the backward it becomes `g_o`, then `g_y`.
     o: Vec<E>,
     /// `1 / sqrt(mean(v^2) + eps)` per step, `(T)`.
@@ -55,6 +61,9 @@ struct Backward<E> {
     g_xbc: Vec<E>,
     /// Gradient of `dt`, `(T, nheads)`.
     g_dt: Vec<E>,
+    /// One sequence's conv weight gradient, tap-major `(K, Di + 2N)`, then its bias gradient
+    /// `(Di + 2N)`.
+    g_convt: Vec<E>,
     /// One sequence's `out_proj` gradient `(M, Di)`, added to the f64 partial afterwards.
     g_wout: Vec<E>,
     /// One sequence's `in_proj` gradient `(2 Di + 2N + nheads, M)`, likewise.
@@ -73,6 +82,7 @@ impl<E: CpuElem> Workspace<E> {
             g_zx: z(time * w),
             g_xbc: z(time * cd),
             g_dt: z(time * nheads),
+            g_convt: z((dims.d_conv + 1) * cd),
             g_wout: z(m * di),
             g_win: z(w * m),
         });
@@ -80,10 +90,13 @@ impl<E: CpuElem> Workspace<E> {
             us: z(time * m),
             zx: z(time * w),
             c: z(time * cd),
+            sig_c: z(time * cd),
             xbc: z(time * cd),
             pre: z(time * nheads),
             dt: z(time * nheads),
             y: z(time * di),
+            sig_z: z(time * di),
+            conv_wt: z(dims.d_conv * cd),
             o: z(time * di),
             rinv: z(time),
             state: z(pd * n),
@@ -102,18 +115,28 @@ fn forward_core<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, a: &[E], ws: 
     let (w, cd) = (dims.proj_dim(), dims.conv_dim());
     let time = ws.us.len() / m;
     linear::forward(&ws.us, time, m, &p.in_proj, None, w, &mut ws.zx);
+    // A tap-major copy `(K, Di + 2N)` of the conv weights, so the loops over channels below run
+    // over contiguous memory (and vectorize).
+    for (ch, taps) in p.conv_w.chunks_exact(k).enumerate() {
+        for (j, &wv) in taps.iter().enumerate() {
+            ws.conv_wt[j * cd + ch] = wv;
+        }
+    }
     // Causal depthwise convolution with zero history: c[t] = b + sum_j w[j] xBC[t - K + 1 + j].
     for t in 0..time {
         let crow = &mut ws.c[t * cd..(t + 1) * cd];
         crow.copy_from_slice(&p.conv_b);
         for j in (k - 1).saturating_sub(t)..k {
             let src = &ws.zx[(t + j + 1 - k) * w + di..][..cd];
-            for (ch, (cv, &xv)) in crow.iter_mut().zip(src).enumerate() {
-                *cv += p.conv_w[ch * k + j] * xv;
+            for ((cv, &xv), &wv) in crow.iter_mut().zip(src).zip(&ws.conv_wt[j * cd..(j + 1) * cd]) {
+                *cv += wv * xv;
             }
         }
-        for (xo, &cv) in ws.xbc[t * cd..(t + 1) * cd].iter_mut().zip(crow.iter()) {
-            *xo = silu(cv);
+        let (xrow, srow) = (&mut ws.xbc[t * cd..(t + 1) * cd], &mut ws.sig_c[t * cd..(t + 1) * cd]);
+        for ((xo, so), &cv) in xrow.iter_mut().zip(srow.iter_mut()).zip(crow.iter()) {
+            // silu(c) = c sigmoid(c), as `act::silu`.
+            *so = sigmoid(cv);
+            *xo = cv * *so;
         }
         for h in 0..nheads {
             let pre = ws.zx[t * w + di + cd + h] + p.dt_bias[h];
@@ -132,9 +155,11 @@ fn forward_core<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, a: &[E], ws: 
     for t in 0..time {
         let (y, z) = (&ws.y[t * di..(t + 1) * di], &ws.zx[t * w..t * w + di]);
         let o = &mut ws.o[t * di..(t + 1) * di];
+        let sz = &mut ws.sig_z[t * di..(t + 1) * di];
         let mut ss = E::zero();
         for i in 0..di {
-            let v = y[i] * silu(z[i]);
+            sz[i] = sigmoid(z[i]);
+            let v = y[i] * (z[i] * sz[i]);
             o[i] = v;
             ss += v * v;
         }
@@ -158,6 +183,13 @@ pub(super) fn forward<E: CpuElem>(
     forward_core(dims, p, a, ws, chunked);
     let time = ws.us.len() / dims.d_model;
     linear::forward(&ws.o, time, dims.d_inner, &p.out_proj, None, dims.d_model, out);
+}
+
+/// `silu'(x) = s (1 + x (1 - s))` from a stored `s = sigmoid(x)` (the formula of
+/// `act::silu_grad`, without recomputing the exponential).
+#[inline]
+fn silu_grad_from<E: CpuElem>(x: E, s: E) -> E {
+    s * (E::one() + x * (E::one() - s))
 }
 
 /// Adds an `E` gradient into the block's f64 partial.
@@ -198,19 +230,20 @@ pub(super) fn backward<E: CpuElem>(
         let r = ws.rinv[t];
         let (y, z) = (&ws.y[t * di..(t + 1) * di], &ws.zx[t * w..t * w + di]);
         let go = &mut ws.o[t * di..(t + 1) * di];
+        let sig = &ws.sig_z[t * di..(t + 1) * di];
         let mut c1 = E::zero();
         for i in 0..di {
-            let vr = y[i] * silu(z[i]) * r;
+            let vr = y[i] * (z[i] * sig[i]) * r;
             part.norm_w[i] += (go[i] * vr).f64();
             c1 += vr * p.norm_w[i] * go[i];
         }
         c1 *= inv_di;
         let gz = &mut bw.g_zx[t * w..t * w + di];
         for i in 0..di {
-            let sz = silu(z[i]);
+            let (s, sz) = (sig[i], z[i] * sig[i]);
             let vr = y[i] * sz * r;
             let gv = r * (p.norm_w[i] * go[i] - vr * c1);
-            gz[i] = gv * y[i] * silu_grad(z[i]);
+            gz[i] = gv * y[i] * silu_grad_from(z[i], s);
             go[i] = gv * sz;
         }
     }
@@ -228,26 +261,37 @@ pub(super) fn backward<E: CpuElem>(
             part.dt_bias[h] += g.f64();
         }
         // Through the SiLU after the convolution, in place.
-        for (g, &cv) in bw.g_xbc[t * cd..(t + 1) * cd].iter_mut().zip(&ws.c[t * cd..(t + 1) * cd]) {
-            *g *= silu_grad(cv);
+        let (crow, srow) = (&ws.c[t * cd..(t + 1) * cd], &ws.sig_c[t * cd..(t + 1) * cd]);
+        for ((g, &cv), &s) in bw.g_xbc[t * cd..(t + 1) * cd].iter_mut().zip(crow).zip(srow) {
+            *g *= silu_grad_from(cv, s);
         }
     }
     // The convolution: g_w[ch, j] += g_c[t] xBC[t-K+1+j], g_b += g_c, g_xBC[t-K+1+j] += w g_c.
+    // The weight and bias gradients are summed over this sequence's T steps in `E`, tap-major
+    // (contiguous, vectorizable), then added to the f64 partial once.
+    bw.g_convt.fill(E::zero());
     for t in 0..time {
         let gc = &bw.g_xbc[t * cd..(t + 1) * cd];
-        for (gb, &g) in part.conv_b.iter_mut().zip(gc) {
-            *gb += g.f64();
+        for (gb, &g) in bw.g_convt[k * cd..].iter_mut().zip(gc) {
+            *gb += g;
         }
         for j in (k - 1).saturating_sub(t)..k {
             let s = t + j + 1 - k;
             let src = &ws.zx[s * w + di..][..cd];
             let dst = &mut bw.g_zx[s * w + di..][..cd];
-            for ch in 0..cd {
-                part.conv_w[ch * k + j] += (gc[ch] * src[ch]).f64();
-                dst[ch] += p.conv_w[ch * k + j] * gc[ch];
+            let (wt, gwt) = (&ws.conv_wt[j * cd..(j + 1) * cd], &mut bw.g_convt[j * cd..(j + 1) * cd]);
+            for (((gw, d), (&xv, &wv)), &g) in gwt.iter_mut().zip(dst.iter_mut()).zip(src.iter().zip(wt)).zip(gc) {
+                *gw += g * xv;
+                *d += wv * g;
             }
         }
     }
+    for (ch, taps) in part.conv_w.chunks_exact_mut(k).enumerate() {
+        for (j, gw) in taps.iter_mut().enumerate() {
+            *gw += bw.g_convt[j * cd + ch].f64();
+        }
+    }
+    add_f64(&mut part.conv_b, &bw.g_convt[k * cd..]);
     // zx = u W_in^T.
     bw.g_win.fill(E::zero());
     linear::backward(&ws.us, time, m, &p.in_proj, w, &bw.g_zx, &mut bw.g_win, None, Some((g_u, false)));

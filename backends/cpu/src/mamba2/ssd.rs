@@ -11,9 +11,13 @@
 //! ```
 //!
 //! so each chunk is three matrix products per head (`C B^T` is shared by all heads: one group).
-//! Every exponent is a sum of non-positive terms accumulated directly (never a difference of
-//! two cumulative sums, which would lose precision and could form `inf - inf`), and entries of
-//! the decay matrix above the diagonal are set to 0 rather than masked by multiplication.
+//! The decays `exp(l_{j+1} + .. + l_i)` are running products of the per-step factors
+//! `exp(l_k) <= 1`: only single non-positive exponents are ever exponentiated (never a
+//! difference of two cumulative sums, which loses precision and can form `inf - inf`), the
+//! products underflow gracefully to 0, they round like the sequential recurrence (which
+//! multiplies the same factors), and a chunk costs `L` exponentials per head instead of
+//! `L^2 / 2`. Entries of the decay matrix above the diagonal are set to 0 directly rather than
+//! masked by multiplication.
 
 use super::scan::Inputs;
 use super::Mamba2Dims;
@@ -30,8 +34,8 @@ pub(super) struct Scratch<E> {
     cs: Vec<E>,
     /// `exp(l_{j+1} + .. + l_{L-1}) dt_j B_j`, `(L, N)`.
     wb: Vec<E>,
-    /// The log-decays `dt A` of one head over the chunk, `(L)`.
-    la: Vec<E>,
+    /// The per-step decays `exp(dt A)` of one head over the chunk, `(L)`.
+    decay: Vec<E>,
     /// The running state of every head, `(nheads, Pd, N)`.
     state: Vec<E>,
 }
@@ -42,7 +46,7 @@ impl<E: CpuElem> Scratch<E> {
         let q = dims.chunk_size.min(time).max(1);
         let n = dims.d_state;
         let z = |len: usize| vec![E::zero(); len];
-        Self { cb: z(q * q), m: z(q * q), cs: z(q * n), wb: z(q * n), la: z(q), state: z(dims.d_inner * n) }
+        Self { cb: z(q * q), m: z(q * q), cs: z(q * n), wb: z(q * n), decay: z(q), state: z(dims.d_inner * n) }
     }
 }
 
@@ -68,17 +72,17 @@ pub(super) fn forward<E: CpuElem>(io: &Inputs<'_, E>, sc: &mut Scratch<E>, y: &m
         for h in 0..nheads {
             let dt = |i: usize| io.dt[(c0 + i) * nheads + h];
             for i in 0..l {
-                sc.la[i] = dt(i) * io.a[h];
+                sc.decay[i] = (dt(i) * io.a[h]).exp();
             }
             // M[i, j] = exp(l_{j+1} + .. + l_i) dt_j (C_i . B_j) for j <= i, exactly 0 above.
             for i in 0..l {
                 let mrow = &mut sc.m[i * l..(i + 1) * l];
                 let cbrow = &sc.cb[i * l..(i + 1) * l];
-                let mut seg = E::zero();
+                let mut seg = E::one();
                 mrow[i] = cbrow[i] * dt(i);
                 for j in (0..i).rev() {
-                    seg += sc.la[j + 1];
-                    mrow[j] = cbrow[j] * seg.exp() * dt(j);
+                    seg *= sc.decay[j + 1];
+                    mrow[j] = cbrow[j] * seg * dt(j);
                 }
                 mrow[i + 1..].fill(E::zero());
             }
@@ -88,10 +92,9 @@ pub(super) fn forward<E: CpuElem>(io: &Inputs<'_, E>, sc: &mut Scratch<E>, y: &m
             let s_h = &mut sc.state[h * sz..(h + 1) * sz];
             if k > 0 {
                 // The state entering the chunk, decayed to each step: y += diag(exp(cum)) C S0^T.
-                let mut cum = E::zero();
+                let mut w = E::one();
                 for i in 0..l {
-                    cum += sc.la[i];
-                    let w = cum.exp();
+                    w *= sc.decay[i];
                     for (dst, &cv) in sc.cs[i * n..(i + 1) * n].iter_mut().zip(&rows[i * cd + di + n..][..n]) {
                         *dst = w * cv;
                     }
@@ -107,15 +110,15 @@ pub(super) fn forward<E: CpuElem>(io: &Inputs<'_, E>, sc: &mut Scratch<E>, y: &m
             }
             if !last {
                 // S <- exp(l_0 + .. + l_{L-1}) S + X^T (w B), w_j = exp(l_{j+1} + .. + l_{L-1}) dt_j.
-                let mut rev = E::zero();
+                let mut rev = E::one();
                 for j in (0..l).rev() {
-                    let w = rev.exp() * dt(j);
+                    let w = rev * dt(j);
                     for (dst, &bv) in sc.wb[j * n..(j + 1) * n].iter_mut().zip(&rows[j * cd + di..][..n]) {
                         *dst = w * bv;
                     }
-                    rev += sc.la[j];
+                    rev *= sc.decay[j];
                 }
-                gemm(E::one(), x_mat.t(), Mat::rm(&sc.wb[..l * n], l, n), rev.exp(), s_h, n);
+                gemm(E::one(), x_mat.t(), Mat::rm(&sc.wb[..l * n], l, n), rev, s_h, n);
             }
         }
     }
