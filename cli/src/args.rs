@@ -35,6 +35,17 @@ pub enum Command {
     /// predictor, `1 - acf_p(L)^2` with each run's biased sample autocorrelation averaged over
     /// runs, on the run-wise standardized data; overall and per parcel.
     Floor(FloorArgs),
+    /// Overfit one fixed batch of 4 windows and check that the loss drops by 30 %.
+    ///
+    /// 4 subjects x 1 run x 1 window, batch 4, the same batch every step; AdamW without weight
+    /// decay at the constant `overfit.lr` (1e-3), clipping at `train.grad_clip_norm`,
+    /// `overfit.max_steps` steps (3000 in the default preset `laptop`). Writes into --out
+    /// (default `runs/overfit-<preset>`): `loss_log.jsonl` (one line per step, flushed),
+    /// `summary.json`, `config.resolved.toml` and `figures/overfit_curve.png`. Prints the verdict
+    /// `mean(last 50) <= 0.7 * mean(first 50)`; exit status 1 when it fails. Without --data the
+    /// batch is the synthetic AR(1) fixture (rho 0.9), whose exact floor is printed beside the
+    /// final loss; with --data, the directory must give exactly 4 windows (4 runs).
+    Overfit(OverfitArgs),
 }
 
 /// File format of `synth`.
@@ -122,10 +133,10 @@ pub struct RunArgs {
     /// A TOML configuration overriding the preset (see configs/demo.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Learning rate.
-    #[arg(long)]
+    /// Learning rate (`[overfit]` for overfit, `[train]` otherwise).
+    #[arg(long, allow_hyphen_values = true)]
     pub lr: Option<f64>,
-    /// Optimizer steps.
+    /// Optimizer steps (`[overfit]` for overfit, `[train]` otherwise).
     #[arg(long)]
     pub max_steps: Option<u64>,
     /// Dataset directory (default: the synthetic AR(1) fixture).

@@ -29,6 +29,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Overfit(a) => {
+            // The one place that picks the backend.
+            let rep = bc_cli::overfit::overfit_command(&a, "cpu", boldcast::cpu::CpuModel::<f32>::new)?;
+            Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
     }
 }
 

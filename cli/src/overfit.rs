@@ -178,7 +178,9 @@ impl JsonlLogger {
 
 impl Logger for JsonlLogger {
     fn log_step(&mut self, rec: &StepRecord) -> boldcast::core::error::Result<()> {
-        let line = json!({"step": rec.step, "loss": rec.loss, "lr": rec.lr, "grad_norm": rec.grad_norm}).to_string();
+        // StepRecord serializes its fields in order: step, loss, lr, grad_norm.
+        let line = serde_json::to_string(rec)
+            .map_err(|e| boldcast::core::Error::Backend(format!("{}: {e}", self.path.display())))?;
         self.file
             .write_all(format!("{line}\n").as_bytes())
             .and_then(|_| self.file.flush())
@@ -273,13 +275,20 @@ pub fn run_overfit<M: Model<f32>>(
 /// `bc-cli overfit`: resolves the configuration (default preset `laptop`), builds the batch,
 /// builds the model with `build(model config, adjacency, seed)`, writes
 /// `config.resolved.toml` and runs [`run_overfit`]. Nothing is written before the data and the
-/// model are ready.
-pub fn overfit_command<M, F>(args: &OverfitArgs, build: F) -> Result<OverfitReport, CliError>
+/// model are ready. `backend` names what `build` constructs; a configuration asking for another
+/// backend is an error.
+pub fn overfit_command<M, F>(args: &OverfitArgs, backend: &str, build: F) -> Result<OverfitReport, CliError>
 where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let cfg = RunConfig::resolve(&args.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
+    if cfg.train.backend != backend {
+        return Err(CliError::Msg(format!(
+            "train.backend = {}: the overfit command runs on the {backend} backend only for now",
+            cfg.train.backend
+        )));
+    }
     let preset = cfg.preset.clone().unwrap_or_default();
     let data = overfit_data(&cfg)?;
     for n in &data.notes {

@@ -148,7 +148,7 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
         r.lr = Some(0.05);
         r.max_steps = Some(150);
     });
-    let rep = overfit_command(&a, |c, _, _| Ok(Scale::starting_at(c, 3.0))).unwrap();
+    let rep = overfit_command(&a, "cpu", |c, _, _| Ok(Scale::starting_at(c, 3.0))).unwrap();
     assert_eq!(rep.losses.len(), 150);
     assert!(rep.verdict.passed, "{:?}", rep.verdict);
     // loss_log.jsonl: one line per step with the four keys, the lr constant.
@@ -208,6 +208,7 @@ fn a_flat_loss_fails_the_verdict() {
             r.lr = Some(1e-9);
             r.max_steps = Some(60);
         }),
+        "cpu",
         Scale::new,
     )
     .unwrap();
@@ -237,6 +238,7 @@ fn overfit_on_a_dataset_needs_exactly_four_windows() {
             r.data = Some(data.clone());
             r.max_steps = Some(5);
         }),
+        "cpu",
         Scale::new,
     )
     .unwrap();
@@ -245,16 +247,73 @@ fn overfit_on_a_dataset_needs_exactly_four_windows() {
 
     let three = write_runs(&dir.path().join("three"), 3, 40);
     let out = dir.path().join("run3");
-    let e = overfit_command(&args(&out, |r| r.data = Some(three)), Scale::new).unwrap_err().to_string();
+    let e = overfit_command(&args(&out, |r| r.data = Some(three)), "cpu", Scale::new).unwrap_err().to_string();
     assert!(e.contains("overfit needs exactly 4 windows") && e.contains("gives 3"), "{e}");
     assert!(!out.exists(), "nothing written on error");
 
     let short = write_runs(&dir.path().join("short"), 4, 20);
-    let e = overfit_command(&args(&out, |r| r.data = Some(short)), Scale::new).unwrap_err().to_string();
+    let e = overfit_command(&args(&out, |r| r.data = Some(short)), "cpu", Scale::new).unwrap_err().to_string();
     assert!(e.contains("sub-01_run-1_bold.tsv: 20 TRs, shorter than one window of 32 TRs"), "{e}");
     assert!(!out.exists());
 
-    let e = overfit_command(&args(&out, |r| r.preset = Some("tiny".into())), Scale::new).unwrap_err().to_string();
+    let e =
+        overfit_command(&args(&out, |r| r.preset = Some("tiny".into())), "cpu", Scale::new).unwrap_err().to_string();
     assert!(e.contains("unknown preset `tiny`"), "{e}");
     assert!(!out.exists());
+}
+
+fn bc(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_bc-cli")).args(args).output().expect("bc-cli runs")
+}
+
+/// The wired command on the CPU model: the quick preset's synthetic batch drops well below
+/// 70 % of its start within 150 steps.
+#[test]
+fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = bc(&["overfit", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "150"]);
+    let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{so}\n{se}");
+    assert!(so.contains("verdict: PASS  mean(last 50) = "), "{so}");
+    assert!(so.contains("exact AR(1) floor 0.420661"), "{so}");
+    assert!(so.contains("step     10  loss "), "a line every log_every = 10 steps: {so}");
+    let log = read_log(&out.join("loss_log.jsonl"));
+    assert_eq!(log.len(), 150);
+    let keys: Vec<&String> = log[0].as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 4);
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["passed"], true);
+    let losses: Vec<f64> = log.iter().map(|r| r["loss"].as_f64().unwrap()).collect();
+    let v = boldcast::core::accept::overfit_verdict(&losses).unwrap();
+    assert!((s["mean_last_50"].as_f64().unwrap() - v.last).abs() < 1e-12);
+    assert!(out.join("figures/overfit_curve.png").is_file());
+    assert!(out.join("config.resolved.toml").is_file());
+}
+
+#[test]
+fn overfit_binary_errors_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[overfit]\nsteps = 3\n").unwrap();
+    for (args, msg) in [
+        (
+            vec!["--data", "/no/such/boldcast/dir"],
+            "error: data directory /no/such/boldcast/dir does not exist".to_string(),
+        ),
+        (vec!["--config", cfg.to_str().unwrap()], format!("error: {}: unknown key `overfit.steps`", cfg.display())),
+        (vec!["--lr", "-1"], "error: invalid overfit.lr = -1: must be finite and > 0".to_string()),
+        (vec!["--backend", "dfdx"], "error: train.backend = dfdx".to_string()),
+    ] {
+        let mut a = vec!["overfit", "--preset", "quick", "--out", out.to_str().unwrap()];
+        a.extend(args);
+        let o = bc(&a);
+        let se = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{se}");
+        assert!(se.starts_with(&msg), "want {msg:?} in {se}");
+        assert!(!se.contains("panicked"));
+        assert!(!out.exists(), "nothing written for {a:?}");
+    }
 }
