@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// Exit status: 0 on success, 1 when a check's verdict fails (overfit), 2 on an error (printed
 /// as `error: ...`).
 #[derive(Debug, Parser)]
-#[command(name = "bc-cli", version, about, long_about = None, propagate_version = true)]
+#[command(name = "bc-cli", version, propagate_version = true)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
