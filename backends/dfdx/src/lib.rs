@@ -31,7 +31,7 @@ pub mod ops;
 pub mod optim;
 pub mod params;
 
-pub use device::{cpu_device, cuda_device, DfdxDevice, BACKEND_NAMES};
+pub use device::{cpu_device, cuda_device, cuda_unavailable, DfdxDevice, BACKEND_NAMES, CUDA_BUILT};
 pub use dfdx::tensor::Cpu;
 #[cfg(feature = "cuda")]
 pub use dfdx::tensor::Cuda;

@@ -150,7 +150,7 @@ fn scan<E: Dtype, D: Device<E>, T: Tape<E, D>>(
         let (next, keep) = dup(next);
         // y_t[s, d] = sum_n h_t[s, d, n] Cc_t[s, n]: a batched matrix-vector product, which
         // keeps no (S, Di, N) temporary (nor its gradient) on the tape.
-        let c = step(&cc, t, n).reshape_like(&(seqs, n, 1));
+        let c = step(&cc, t, n).reshape_like(&(seqs, n, Const::<1>));
         ys.push(keep.matmul(c).reshape_like(&(seqs, di)));
         h = Some(next);
     }

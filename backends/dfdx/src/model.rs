@@ -88,6 +88,15 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
         self.adam.moments_host(index)
     }
 
+    /// Replaces the gradient buffers with host tensors named and shaped like the parameters
+    /// (checked as in [`Model::load_state`]; nothing changes on error). For checks of the
+    /// optimizer on a fixed gradient, such as the golden files' `opt.*`.
+    pub fn load_grads(&mut self, grads: &[NamedTensor<E>]) -> Result<(), Error> {
+        let table = ParamTable::upload(&self.dev, self.cfg.param_specs(), grads)?;
+        self.grads = table.tensors;
+        Ok(())
+    }
+
     /// Checks a batch against the model and returns its layout.
     fn layout(&self, tokens: &Tokens<E>) -> Result<RowLayout, Error> {
         self.cfg.check_tokens(&tokens.shape())?;

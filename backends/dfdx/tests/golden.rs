@@ -39,3 +39,55 @@ fn mamba2_is_a_clear_config_error() {
     assert!(matches!(e, boldcast_core::Error::Config { .. }), "{e:?}");
     assert!(e.to_string().contains("model.temporal"), "{e}");
 }
+
+/// `opt.*`: `steps` updates of the initial weights with the fixed gradient `grad.*`, clipped
+/// once by `opt.grad_norm`, run by the device optimizer (tolerance `1e-6 + 1e-5 |b|`).
+fn check_fixed_gradient_updates<E: dfdx::dtypes::Dtype + boldcast_core::Elem>(name: &str) -> f64
+where
+    boldcast_dfdx::Cpu: boldcast_dfdx::DfdxDevice<E>,
+{
+    use boldcast_core::model::NamedTensor;
+    use boldcast_core::{Model, Schedule};
+    let case = Case::load(name);
+    let mut m = common::model::<E, _>(&case, &cpu_device());
+    let grads: Vec<NamedTensor<E>> = case
+        .model
+        .param_specs()
+        .iter()
+        .map(|s| {
+            let g = case.expected(&format!("grad.{}", s.name));
+            NamedTensor {
+                name: s.name.clone(),
+                shape: g.shape.clone(),
+                data: g.data.iter().map(|&v| E::of(v)).collect(),
+            }
+        })
+        .collect();
+    m.load_grads(&grads).unwrap();
+    let norm = m.grad_sq_norm().sqrt();
+    let want_norm = case.expected("opt.grad_norm").data[0];
+    assert!((norm - want_norm).abs() <= 1e-6 * want_norm, "{name}: grad norm {norm}, expected {want_norm}");
+    let f = boldcast_core::optim::clip_factor(want_norm, case.clip().unwrap_or(f64::INFINITY));
+    m.scale_grads(f);
+    let mut opt = boldcast_core::Adam::<E>::new(case.optim()).unwrap();
+    let sched = case.schedule();
+    for s in 0..case.steps() {
+        m.apply_optimizer(&mut opt, sched.lr(s as u64)).unwrap();
+    }
+    let mut worst = 0.0f64;
+    for p in m.state() {
+        let want = &case.expected(&format!("opt.{}", p.name)).data;
+        let got: Vec<f64> = p.data.iter().map(|v| v.f64()).collect();
+        worst = worst.max(common::worst_ratio(&format!("{name}/opt.{}", p.name), &got, want, 1e-6, 1e-5));
+    }
+    eprintln!("{name}: opt.* worst |a-b|/tol = {worst:.4}");
+    worst
+}
+
+#[test]
+fn fixed_gradient_updates_match_pytorch() {
+    for name in ["tiny", "tiny-l2-clip"] {
+        assert!(check_fixed_gradient_updates::<f32>(name) <= 1.0, "{name} f32");
+        assert!(check_fixed_gradient_updates::<f64>(name) <= 1.0, "{name} f64");
+    }
+}
