@@ -21,7 +21,7 @@ pub fn decays(name: &str, shape: &[usize]) -> bool {
 #[serde(rename_all = "snake_case")]
 pub enum OptimizerKind {
     /// Decoupled weight decay, as `torch.optim.AdamW`.
-    #[serde(alias = "adamw")]
+    #[serde(rename = "adamw", alias = "adam_w")]
     AdamW,
     /// Coupled L2 (`g += wd * p` before the moments), as `torch.optim.Adam(weight_decay=wd)`.
     AdamL2,
