@@ -46,6 +46,33 @@ pub enum Command {
     /// batch is the synthetic AR(1) fixture (rho 0.9), whose exact floor is printed beside the
     /// final loss; with --data, the directory must give exactly 4 windows (4 runs).
     Overfit(OverfitArgs),
+    /// Check a backend against a golden case (reference values from PyTorch).
+    ///
+    /// Loads `config.json`, `weights.safetensors`, `inputs.safetensors` and
+    /// `expected.safetensors` from CASE_DIR (the format of `../shared/golden/`, see its
+    /// README), builds the model on the chosen backend with the case's weights, and compares the
+    /// forward (`pred`), `embed`, `target`, `loss`, every `grad.<param>`, the optimizer update
+    /// `opt.*` and the `train.*` loss series of real training steps with the tolerances of
+    /// MODEL.md. Prints, per tensor group, the worst ratio of error to tolerance, then every
+    /// tensor outside it. Exit status 0 only when every tensor is within tolerance, 1 otherwise.
+    Golden(GoldenArgs),
+}
+
+/// The backend that runs the model.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// The pure-Rust CPU backend with hand-written gradients.
+    Cpu,
+}
+
+/// Flags of `bc-cli golden`.
+#[derive(Debug, Args)]
+pub struct GoldenArgs {
+    /// A golden case directory (e.g. ../shared/golden/tiny).
+    pub case_dir: PathBuf,
+    /// The backend to check.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
 }
 
 /// File format of `synth`.

@@ -15,6 +15,9 @@ pub enum CliError {
     /// A fixture parameter is invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast::fixtures::FixtureError),
+    /// A golden case could not be loaded or run.
+    #[error(transparent)]
+    Golden(#[from] boldcast::golden::GoldenError),
     /// The model, optimizer or trainer failed.
     #[error(transparent)]
     Core(#[from] boldcast::core::Error),

@@ -5,6 +5,7 @@
 //! - [`synth`]: `bc-cli synth`, a synthetic dataset written as real datasets are;
 //! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
 //! - [`overfit`]: the single-batch overfit check, generic over [`boldcast::core::Model`];
+//! - [`golden`]: `bc-cli golden`, a backend checked against a PyTorch golden case;
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
 //! - [`fsutil`]: atomic files and directories;
 //! - [`error`]: the error every command returns, printed as `error: ...`.
@@ -14,6 +15,7 @@ pub mod args;
 pub mod error;
 pub mod floor;
 pub mod fsutil;
+pub mod golden;
 pub mod overfit;
 pub mod plot;
 pub mod synth;

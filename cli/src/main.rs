@@ -34,6 +34,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let rep = bc_cli::overfit::overfit_command(&a, "cpu", boldcast::cpu::CpuModel::<f32>::new)?;
             Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Golden(a) => {
+            let report = bc_cli::golden::run(&a)?;
+            println!("{report}");
+            Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
     }
 }
 
