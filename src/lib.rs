@@ -9,6 +9,8 @@ pub use boldcast_fixtures as fixtures;
 
 /// Safetensors checkpoints: atomic save, f32/f64 load by MODEL.md name, i64 tensors.
 pub mod checkpoint;
+/// The backend conformance suite: golden cases and randomized comparisons with the CPU backend.
+pub mod conformance;
 /// The golden-file checker: loads a case, compares a backend and the core's optimizer with it.
 pub mod golden;
 

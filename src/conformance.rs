@@ -1,0 +1,275 @@
+//! The backend conformance suite, written once and run for every backend (the CPU backend,
+//! the dfdx backend, and any backend a user writes against [`boldcast_core::Model`]).
+//!
+//! Two parts:
+//!
+//! - **Golden cases**: every case directory (the shared PyTorch cases in `../shared/golden`
+//!   and this project's `tests/golden-extra`) through [`crate::golden::check_case_dir`]:
+//!   forward, embed, loss, every gradient, the optimizer and a real training-loss series,
+//!   with the tolerances of MODEL.md.
+//! - **Randomized comparison with the CPU backend**: configurations drawn from a seeded RNG
+//!   (temporal mixer, layers, widths, state size, conv width, heads and chunk length, parcels,
+//!   neighbours from 0 to P, `d_in`, horizon sets, sequence lengths). The CPU backend draws
+//!   the weights; the candidate loads them; forward, embed, loss and every gradient must
+//!   agree within `1e-4 + 1e-3 |b|`, one optimizer step must move every parameter alike, and
+//!   a few real training steps must give the same loss series.
+//!
+//! A backend runs both with the [`conformance_tests!`](crate::conformance_tests) macro in a
+//! test file (see ARCHITECTURE.md, "Writing a backend of your own").
+
+use crate::cpu::CpuModel;
+use crate::golden::{check_case_dir, compare_values, Check, Tolerance};
+use boldcast_core::error::Result;
+use boldcast_core::{
+    Adam, Adjacency, Model, ModelConfig, OptimConfig, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::path::{Path, PathBuf};
+
+/// Builds a backend's model from a configuration and an adjacency (weights are loaded after).
+pub trait Build<M>: Fn(ModelConfig, Option<Adjacency>) -> Result<M> {}
+impl<M, F: Fn(ModelConfig, Option<Adjacency>) -> Result<M>> Build<M> for F {}
+
+/// The golden case directories below each root that hold a `config.json`, sorted. Panics,
+/// naming the path, when a root is missing: the suite must fail, not skip.
+pub fn golden_case_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in roots {
+        assert!(root.is_dir(), "golden directory missing: {} (the suite fails rather than skips)", root.display());
+        let cases = crate::golden::case_dirs(root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+        assert!(!cases.is_empty(), "no golden case (a folder with config.json) in {}", root.display());
+        out.extend(cases);
+    }
+    out
+}
+
+/// Runs every golden case whose temporal mixer is in `temporals` and returns the reports;
+/// panics with every failing report printed.
+pub fn assert_golden_cases<M: Model<f32>>(build: &impl Build<M>, temporals: &[Temporal], roots: &[PathBuf]) {
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for dir in golden_case_dirs(roots) {
+        let case = crate::golden::GoldenCase::load(&dir).unwrap_or_else(|e| panic!("{e}"));
+        if !temporals.contains(&case.model_config().temporal) {
+            continue;
+        }
+        ran += 1;
+        match check_case_dir(&dir, build) {
+            Ok(r) if r.passed() => {}
+            Ok(r) => failures.push(r.to_string()),
+            Err(e) => failures.push(format!("{}: {e}", dir.display())),
+        }
+    }
+    assert!(ran > 0, "no golden case uses one of the temporal mixers {temporals:?}");
+    assert!(failures.is_empty(), "{} golden case(s) failed:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// One randomized configuration: model sizes, adjacency and a batch shape.
+#[derive(Clone, Debug)]
+pub struct RandomCase {
+    /// The model configuration.
+    pub model: ModelConfig,
+    /// The adjacency (`None` when `k_neighbors == 0`).
+    pub adjacency: Option<Adjacency>,
+    /// The batch shape.
+    pub tokens: TokenShape,
+    /// The AR(1) coefficient of the tokens.
+    pub rho: f64,
+}
+
+/// Draws case `i` of the stream seeded by `seed`, with a temporal mixer from `temporals`.
+pub fn random_case(seed: u64, i: u64, temporals: &[Temporal]) -> RandomCase {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    let temporal = temporals[rng.random_range(0..temporals.len())];
+    let d_model = [4, 8, 12, 16][rng.random_range(0..4)];
+    let expand = rng.random_range(1..=2);
+    let d_inner = d_model * expand;
+    let divisors: Vec<usize> = (1..=d_inner).filter(|h| d_inner % h == 0 && *h >= 2).collect();
+    let headdim = divisors[rng.random_range(0..divisors.len())];
+    let mut horizons: Vec<usize> = (1..=5).filter(|_| rng.random_bool(0.4)).collect();
+    if horizons.is_empty() {
+        horizons.push(rng.random_range(1..=5));
+    }
+    let parcels = rng.random_range(1..=5);
+    let k = rng.random_range(0..=parcels);
+    let model = ModelConfig {
+        temporal,
+        d_in: rng.random_range(1..=3),
+        d_model,
+        n_layers: rng.random_range(0..=2),
+        d_state: rng.random_range(1..=4),
+        expand,
+        d_conv: rng.random_range(1..=4),
+        headdim,
+        chunk_size: rng.random_range(1..=8),
+        k_neighbors: k,
+        horizons,
+    };
+    let time = model.max_horizon() + rng.random_range(1..=12);
+    let tokens = TokenShape::new(rng.random_range(1..=3), time, parcels, model.d_in);
+    let adjacency = (k > 0).then(|| Adjacency::ring(parcels, k).expect("a ring with k <= P is valid"));
+    RandomCase { model, adjacency, tokens, rho: rng.random_range(-0.95..0.95) }
+}
+
+fn widen(xs: &[f32]) -> Vec<f64> {
+    xs.iter().map(|&x| x as f64).collect()
+}
+
+/// Compares `candidate` with the CPU backend on one random case: forward, embed, loss,
+/// gradients, one optimizer step, and three training steps' losses and norms.
+pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>, seed: u64) -> Result<Vec<Check>> {
+    let tol = Tolerance::FORWARD;
+    let mut reference = CpuModel::<f32>::new(case.model.clone(), case.adjacency.clone(), seed)?;
+    let mut candidate = build(case.model.clone(), case.adjacency.clone())?;
+    candidate.load_state(&reference.state())?;
+    let tokens: Tokens<f32> = crate::fixtures::ar1_tokens(case.tokens, case.rho, seed.wrapping_add(1));
+    let mut checks = Vec::new();
+
+    let (a, b) = (candidate.forward(&tokens)?, reference.forward(&tokens)?);
+    checks.push(compare_values(
+        "pred",
+        "pred",
+        &a.shape().dims(),
+        &widen(a.data()),
+        &b.shape().dims(),
+        &widen(b.data()),
+        tol,
+    ));
+    let (a, b) = (candidate.embed(&tokens)?, reference.embed(&tokens)?);
+    checks.push(compare_values(
+        "embed",
+        "embed",
+        &a.shape().dims(),
+        &widen(a.data()),
+        &b.shape().dims(),
+        &widen(b.data()),
+        tol,
+    ));
+    let (la, lb) = (candidate.loss_and_grads(&tokens)?, reference.loss_and_grads(&tokens)?);
+    checks.push(compare_values("loss", "loss", &[1], &[la], &[1], &[lb], tol));
+    let (ga, gb) = (candidate.grads(), reference.grads());
+    for g in &gb {
+        let name = format!("grad.{}", g.name);
+        match ga.iter().find(|x| x.name == g.name) {
+            Some(x) => {
+                checks.push(compare_values("grad", &name, &x.shape, &widen(&x.data), &g.shape, &widen(&g.data), tol))
+            }
+            None => checks.push(compare_values("grad", &name, &[0], &[], &g.shape, &widen(&g.data), tol)),
+        }
+    }
+
+    // One AdamW step with decay: where the gradient is clearly non-zero, Adam's first update
+    // is lr * g / (|g| + eps), insensitive to the gradients' f32 differences, so the new
+    // parameters must agree to the optimizer tolerance plus 1e-3 of the step. Entries whose
+    // gradient is within a few gradient tolerances of zero are left out: there the sign of
+    // a rounding-level gradient decides the direction of a full step.
+    let (lr, cfg) = (1e-2, OptimConfig::adamw(0.1, (0.9, 0.95)));
+    candidate.apply_optimizer(&mut Adam::new(cfg.clone())?, lr)?;
+    reference.apply_optimizer(&mut Adam::new(cfg)?, lr)?;
+    let (sa, sb) = (candidate.state(), reference.state());
+    let step_tol = Tolerance { abs: Tolerance::OPTIMIZER.abs + 1e-3 * lr, rel: Tolerance::OPTIMIZER.rel };
+    for (t, g) in sb.iter().zip(&gb) {
+        let Some(x) = sa.iter().find(|x| x.name == t.name) else {
+            checks.push(compare_values(
+                "opt",
+                &format!("opt.{}", t.name),
+                &[0],
+                &[],
+                &t.shape,
+                &widen(&t.data),
+                step_tol,
+            ));
+            continue;
+        };
+        let keep: Vec<usize> = (0..t.data.len()).filter(|&i| g.data[i].abs() > 1e-3).collect();
+        let pick = |d: &[f32]| keep.iter().map(|&i| d[i] as f64).collect::<Vec<_>>();
+        let n = keep.len();
+        checks.push(compare_values(
+            "opt",
+            &format!("opt.{}", t.name),
+            &[n],
+            &pick(&x.data),
+            &[n],
+            &pick(&t.data),
+            step_tol,
+        ));
+    }
+
+    // Three real training steps from the stepped weights, through the core's trainer.
+    let series = |m: &mut dyn FnMut(&Tokens<f32>) -> Result<StepRecord>| -> Result<Vec<StepRecord>> {
+        (0..3).map(|_| m(&tokens)).collect()
+    };
+    let sched = boldcast_core::ScheduleConfig::Constant { lr: 1e-3 };
+    let opt = || Adam::<f32>::new(OptimConfig::adam_l2(0.01, (0.9, 0.999)));
+    let mut ta = Trainer::new(candidate, opt()?, sched.clone(), (), Some(0.5));
+    let mut tb = Trainer::new(reference, opt()?, sched, (), Some(0.5));
+    let ra = series(&mut |t| ta.step(t))?;
+    let rb = series(&mut |t| tb.step(t))?;
+    for (name, f) in
+        [("train.loss", (|r: &StepRecord| r.loss) as fn(&StepRecord) -> f64), ("train.grad_norm", |r| r.grad_norm)]
+    {
+        let (xa, xb): (Vec<f64>, Vec<f64>) = (ra.iter().map(f).collect(), rb.iter().map(f).collect());
+        checks.push(compare_values(name, name, &[xa.len()], &xa, &[xb.len()], &xb, tol));
+    }
+    Ok(checks)
+}
+
+/// Runs `n` random cases against the CPU backend; panics listing every failing check with the
+/// case that produced it.
+pub fn assert_random_vs_cpu<M: Model<f32>>(build: &impl Build<M>, temporals: &[Temporal], n: u64, seed: u64) {
+    let mut failures = Vec::new();
+    for i in 0..n {
+        let case = random_case(seed, i, temporals);
+        match compare_with_cpu(&case, build, seed.wrapping_add(i)) {
+            Ok(checks) => {
+                for c in checks.iter().filter(|c| !c.passed()) {
+                    failures.push(format!(
+                        "case {i} ({:?}, tokens {:?}): {} ratio {:.3e} at [{}]: got {:.6e}, cpu {:.6e}{}",
+                        case.model,
+                        case.tokens,
+                        c.tensor,
+                        c.worst_ratio,
+                        c.worst_index,
+                        c.got,
+                        c.want,
+                        c.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("case {i} ({:?}): {e}", case.model)),
+        }
+    }
+    assert!(failures.is_empty(), "{} conformance failure(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The golden roots of this repository: `<root>/../shared/golden` and
+/// `<root>/tests/golden-extra`, for a crate whose manifest is at `root`.
+pub fn default_golden_roots(root: &Path) -> Vec<PathBuf> {
+    vec![root.join("../shared/golden"), root.join("tests/golden-extra")]
+}
+
+/// Expands to the conformance tests of one backend.
+///
+/// ```ignore
+/// boldcast::conformance_tests! {
+///     build = |cfg, adj| my_backend::MyModel::new(cfg, adj),
+///     temporals = [boldcast::core::Temporal::Mamba, boldcast::core::Temporal::Mamba2],
+///     golden = boldcast::conformance::default_golden_roots(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+///     random_cases = 16,
+/// }
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    (build = $build:expr, temporals = [$($t:expr),+ $(,)?], golden = $roots:expr, random_cases = $n:expr $(,)?) => {
+        #[test]
+        fn conformance_golden_cases() {
+            $crate::conformance::assert_golden_cases(&$build, &[$($t),+], &$roots);
+        }
+
+        #[test]
+        fn conformance_random_configs_match_the_cpu_backend() {
+            $crate::conformance::assert_random_vs_cpu(&$build, &[$($t),+], $n, 0xB01D_CA57);
+        }
+    };
+}
