@@ -127,6 +127,28 @@ mod tests {
     }
 
     #[test]
+    fn rules_follow_the_spec_for_mamba2() {
+        // d_inner 256, 32 heads of 8, conv channels 256 + 2 * 16 = 288.
+        let c = ModelConfig { temporal: boldcast_core::Temporal::Mamba2, headdim: 8, ..ModelConfig::boldcast_demo() };
+        let specs = c.param_specs();
+        let rule = |n: &str| rule_for(specs.iter().find(|s| s.name == n).unwrap(), &specs).unwrap();
+        let mm = |s: &str| format!("layers.1.mamba.mamba.{s}");
+        assert_eq!(rule(&mm("dt_bias")), Rule::DtBias);
+        assert_eq!(rule(&mm("conv1d.weight")), Rule::Uniform(0.5));
+        assert_eq!(rule(&mm("conv1d.bias")), Rule::Uniform(0.5));
+        assert_eq!(rule(&mm("in_proj.weight")), Rule::Uniform(1.0 / 128f64.sqrt()));
+        assert_eq!(rule(&mm("A_log")), Rule::ALog);
+        assert_eq!(rule(&mm("D")), Rule::Const(1.0));
+        assert_eq!(rule(&mm("norm.weight")), Rule::Const(1.0));
+        assert_eq!(rule(&mm("out_proj.weight")), Rule::Uniform(1.0 / 256f64.sqrt()));
+        // A_log over the heads: ln(h + 1).
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut a = vec![0.0f64; 32];
+        fill(Rule::ALog, &[32], &mut rng, &mut a);
+        assert!(a.iter().enumerate().all(|(h, &v)| v == (h as f64 + 1.0).ln()));
+    }
+
+    #[test]
     fn dt_bias_is_the_inverse_softplus_of_a_dt_in_range() {
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let mut v = vec![0.0f64; 1000];

@@ -3,25 +3,31 @@
 //! dictionary.
 //!
 //! ```text
-//! tokens (B,T,P,D) -> embed_proj -> n_layers x [ x += Mamba1(LayerNorm(x))   per parcel over time
+//! tokens (B,T,P,D) -> embed_proj -> n_layers x [ x += Temporal(LayerNorm(x))  per parcel over time
 //!                                                x += KnnAttention(x)       per (b, t) over parcels ]
 //!                  -> final_norm (= embed) -> head -> (B,T,P,H,D)
 //! ```
+//!
+//! The temporal mixer is the config's `temporal`: Mamba-1 (`"mamba"`, [`crate::mamba1`]) or
+//! Mamba-2 / SSD (`"mamba2"`, [`crate::mamba2`]). Both have the same entry points (zeros,
+//! tensors in state-dict order, forward, backward), so the model holds one `Mixer` per layer
+//! and the layer loop does not know which it is: each operation dispatches with one `match`.
 //!
 //! Memory (per-layer recomputation): the backward needs, per layer, only the activation that
 //! enters the layer and the one between its temporal and spatial halves (both `(B,T,P,M)`),
 //! plus the final one; everything inside a layer (the LayerNorm outputs, the mixer's scan
 //! states, the attention's q/k/v and weights) is recomputed in the backward, layer by layer,
 //! and freed as soon as that layer is done. The mixer recomputes its own internals
-//! ([`crate::mamba1::backward`]); the attention recomputes per `(b, t)` group
-//! ([`crate::knn::backward`]). Keeping the middle activation costs one `(B,T,P,M)` tensor per
-//! layer and saves a second Mamba forward per layer in the backward.
+//! ([`crate::mamba1::backward`], [`crate::mamba2::backward`]); the attention recomputes per
+//! `(b, t)` group ([`crate::knn::backward`]). Keeping the middle activation costs one
+//! `(B,T,P,M)` tensor per layer and saves a second mixer forward per layer in the backward.
 //!
 //! Determinism: every parallel reduction uses the fixed block partitions of [`crate::par`]
-//! (and the mixer's own), so a result does not depend on the thread count beyond that.
+//! (and the mixers' own), so a result does not depend on the thread count beyond that.
 
 use crate::knn::{self, KnnParams};
 use crate::mamba1::{self, Mamba1Dims, Mamba1Params};
+use crate::mamba2::{self, Mamba2Dims, Mamba2Params};
 use crate::ops::{layernorm, CpuElem};
 use crate::{init, par};
 use boldcast_core::model::{check_state, NamedTensor};
@@ -30,6 +36,83 @@ use boldcast_core::{
     ParamSpec, Temporal, Tokens,
 };
 
+/// The sizes of the configured temporal mixer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum MixerDims {
+    Mamba1(Mamba1Dims),
+    Mamba2(Mamba2Dims),
+}
+
+/// One layer's temporal-mixer parameters (or gradients): `layers.{i}.mamba.mamba.*`.
+#[derive(Clone, Debug)]
+enum Mixer<E> {
+    Mamba1(Mamba1Params<E>),
+    Mamba2(Mamba2Params<E>),
+}
+
+impl MixerDims {
+    fn from_config(cfg: &ModelConfig) -> Self {
+        match cfg.temporal {
+            Temporal::Mamba => Self::Mamba1(Mamba1Dims::from_config(cfg)),
+            Temporal::Mamba2 => Self::Mamba2(Mamba2Dims::from_config(cfg)),
+        }
+    }
+
+    /// `y = mixer(u)` over every parcel's sequence of the `(B, T, P, M)` activation `u`.
+    fn forward<E: CpuElem>(self, p: &Mixer<E>, u: &[E], b: usize, t: usize, np: usize, y: &mut [E]) {
+        match (self, p) {
+            (Self::Mamba1(d), Mixer::Mamba1(p)) => mamba1::forward(d, p, u, b, t, np, y),
+            (Self::Mamba2(d), Mixer::Mamba2(p)) => mamba2::forward(d, p, u, b, t, np, y),
+            _ => unreachable!("every layer holds the mixer of the model's dims"),
+        }
+    }
+
+    /// Overwrites `g_u` and accumulates the parameter gradients into `g` (the mixers' contract).
+    #[allow(clippy::too_many_arguments)]
+    fn backward<E: CpuElem>(
+        self,
+        p: &Mixer<E>,
+        u: &[E],
+        b: usize,
+        t: usize,
+        np: usize,
+        g_y: &[E],
+        g_u: &mut [E],
+        g: &mut Mixer<E>,
+    ) {
+        match (self, p, g) {
+            (Self::Mamba1(d), Mixer::Mamba1(p), Mixer::Mamba1(g)) => mamba1::backward(d, p, u, b, t, np, g_y, g_u, g),
+            (Self::Mamba2(d), Mixer::Mamba2(p), Mixer::Mamba2(g)) => mamba2::backward(d, p, u, b, t, np, g_y, g_u, g),
+            _ => unreachable!("every layer holds the mixer of the model's dims"),
+        }
+    }
+}
+
+impl<E: CpuElem> Mixer<E> {
+    fn zeros(dims: MixerDims) -> Self {
+        match dims {
+            MixerDims::Mamba1(d) => Self::Mamba1(Mamba1Params::zeros(d)),
+            MixerDims::Mamba2(d) => Self::Mamba2(Mamba2Params::zeros(d)),
+        }
+    }
+
+    /// `(suffix after "layers.{i}.mamba.mamba.", tensor)` in [`ModelConfig::param_specs`] order.
+    fn tensors(&self) -> Vec<(&'static str, &[E])> {
+        match self {
+            Self::Mamba1(p) => p.tensors().into(),
+            Self::Mamba2(p) => p.tensors().into(),
+        }
+    }
+
+    /// The mutable counterpart of [`Mixer::tensors`], same order.
+    fn tensors_mut(&mut self) -> Vec<(&'static str, &mut [E])> {
+        match self {
+            Self::Mamba1(p) => p.tensors_mut().into(),
+            Self::Mamba2(p) => p.tensors_mut().into(),
+        }
+    }
+}
+
 /// One layer's parameters (or gradients).
 #[derive(Clone, Debug)]
 struct LayerParams<E> {
@@ -37,7 +120,7 @@ struct LayerParams<E> {
     norm_w: Vec<E>,
     norm_b: Vec<E>,
     /// `layers.{i}.mamba.mamba.*`.
-    mamba: Mamba1Params<E>,
+    mamba: Mixer<E>,
     /// `layers.{i}.knn.*`, absent when `k_neighbors == 0`.
     knn: Option<KnnParams<E>>,
 }
@@ -55,7 +138,7 @@ struct Params<E> {
 }
 
 impl<E: CpuElem> Params<E> {
-    fn zeros(cfg: &ModelConfig, dims: Mamba1Dims) -> Self {
+    fn zeros(cfg: &ModelConfig, dims: MixerDims) -> Self {
         let (m, hd) = (cfg.d_model, cfg.n_horizons() * cfg.d_in);
         let z = |n: usize| vec![E::zero(); n];
         Self {
@@ -65,7 +148,7 @@ impl<E: CpuElem> Params<E> {
                 .map(|_| LayerParams {
                     norm_w: z(m),
                     norm_b: z(m),
-                    mamba: Mamba1Params::zeros(dims),
+                    mamba: Mixer::zeros(dims),
                     knn: (cfg.k_neighbors > 0).then(|| KnnParams::zeros(m)),
                 })
                 .collect(),
@@ -116,14 +199,14 @@ struct Trace<E> {
 
 /// The BOLDcast model on the CPU, generic over `f32` (training) and `f64` (gradient checks).
 ///
-/// Built with [`CpuModel::new`]; used through [`Model`]. Only `temporal = "mamba"` is
-/// implemented; Mamba-2 is rejected with an [`Error::Config`] naming `model.temporal`.
+/// Built with [`CpuModel::new`]; used through [`Model`]. Either temporal mixer
+/// (`"mamba"` or `"mamba2"`).
 #[derive(Clone, Debug)]
 pub struct CpuModel<E: CpuElem> {
     cfg: ModelConfig,
     adj: Option<Adjacency>,
     specs: Vec<ParamSpec>,
-    dims: Mamba1Dims,
+    dims: MixerDims,
     params: Params<E>,
     grads: Params<E>,
 }
@@ -132,18 +215,11 @@ impl<E: CpuElem> CpuModel<E> {
     /// A model with every parameter drawn from `ChaCha8Rng::seed_from_u64(seed)` as MODEL.md,
     /// "Initialization" (see [`crate::init`]); the same seed gives the same model.
     ///
-    /// Errors (each naming the value): an invalid `cfg` ([`ModelConfig::validate`]);
-    /// `temporal = "mamba2"` (not implemented here yet); `k_neighbors > 0` without an
+    /// Errors (each naming the value): an invalid `cfg` ([`ModelConfig::validate`], which
+    /// also checks that `headdim` divides `d_inner` for Mamba-2); `k_neighbors > 0` without an
     /// adjacency or with one of another `k`; an adjacency with `k_neighbors == 0`.
     pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
         cfg.validate()?;
-        if cfg.temporal != Temporal::Mamba {
-            return Err(Error::config(
-                "model.temporal",
-                cfg.temporal.as_str(),
-                "the CPU backend implements only \"mamba\" (Mamba-1) so far",
-            ));
-        }
         match (&adjacency, cfg.k_neighbors) {
             (None, 0) => {}
             (Some(a), 0) => {
@@ -161,9 +237,19 @@ impl<E: CpuElem> CpuModel<E> {
             }
             _ => {}
         }
-        let dims = Mamba1Dims::from_config(&cfg);
+        let dims = MixerDims::from_config(&cfg);
         let specs = cfg.param_specs();
         let mut params = Params::zeros(&cfg, dims);
+        // The mixers' own names must line up with the spec names, not just their sizes.
+        for (i, l) in params.layers.iter().enumerate() {
+            let prefix = format!("layers.{i}.mamba.mamba.");
+            let names = specs.iter().filter_map(|s| s.name.strip_prefix(prefix.as_str()));
+            let suffixes: Vec<&str> = l.mamba.tensors().into_iter().map(|(n, _)| n).collect();
+            if !names.clone().eq(suffixes.iter().copied()) {
+                let reason = format!("mixer tensors {suffixes:?}, specs {:?}", names.collect::<Vec<_>>());
+                return Err(Error::Param { name: prefix, reason });
+            }
+        }
         {
             let slices = params.slices_mut();
             // The names come from param_specs, the buffers from the structs: they must agree.
@@ -213,7 +299,7 @@ impl<E: CpuElem> CpuModel<E> {
                 tr.inputs.push(x.clone());
             }
             layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
-            mamba1::forward(self.dims, &l.mamba, &u, b, t, p, &mut y);
+            self.dims.forward(&l.mamba, &u, b, t, p, &mut y);
             add_into(&mut x, &y);
             if let (Some(kp), Some(adj)) = (&l.knn, &self.adj) {
                 if keep {
@@ -343,11 +429,11 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
                 knn::backward(m, adj, kp, &x_mid, b * t, &g, &mut g_mid, kg);
                 g = g_mid;
             }
-            // x_mid = x_in + mamba(LN(x_in)): g_in = g_mid + LN'(mamba'(g_mid)).
+            // x_mid = x_in + mixer(LN(x_in)): g_in = g_mid + LN'(mixer'(g_mid)).
             let x_in = tr.inputs.pop().expect("one input activation per layer");
             debug_assert_eq!(tr.inputs.len(), li);
             layernorm::forward(&x_in, rows, m, &l.norm_w, &l.norm_b, &mut u);
-            mamba1::backward(self.dims, &l.mamba, &u, b, t, p, &g, &mut g_u, &mut lg.mamba);
+            self.dims.backward(&l.mamba, &u, b, t, p, &g, &mut g_u, &mut lg.mamba);
             layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, &mut g, &mut lg.norm_w, &mut lg.norm_b);
         }
         par::linear_backward(tokens.data(), rows, d, &prm.embed_w, m, &g, &mut grd.embed_w, &mut grd.embed_b, None);

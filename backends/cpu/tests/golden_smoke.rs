@@ -1,4 +1,5 @@
-//! The PyTorch golden cases `tiny` and `tiny-l2-clip` (MODEL.md, "Golden files") against
+//! The PyTorch golden cases `tiny`, `tiny-l2-clip` (Mamba-1) and `tiny-mamba2` (Mamba-2, chunk
+//! boundaries inside the sequence) (MODEL.md, "Golden files") against
 //! [`CpuModel<f32>`]: forward (`pred`, `embed`, `target`, `loss`), every `grad.*`, and the
 //! `train.*` series of real training steps through the core trainer, each within
 //! `1e-4 + 1e-3 |b|`. The files are read from `<workspace>/../shared/golden`; when they are
@@ -61,17 +62,23 @@ fn load(case: &str) -> Case {
     let dir = golden_dir(case);
     let cfg: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     let u = |k: &str| cfg[k].as_u64().unwrap_or_else(|| panic!("config.json: {k}")) as usize;
-    assert_eq!(cfg["temporal"], "mamba", "this smoke test covers Mamba-1 cases only");
+    let temporal = match cfg["temporal"].as_str() {
+        Some("mamba") => Temporal::Mamba,
+        Some("mamba2") => Temporal::Mamba2,
+        t => panic!("config.json: temporal {t:?}"),
+    };
+    // headdim and chunk_size only mean something for Mamba-2; absent, the config defaults.
+    let or_default = |k: &str, d: usize| cfg.get(k).map_or(d, |v| v.as_u64().unwrap() as usize);
     let mc = ModelConfig {
-        temporal: Temporal::Mamba,
+        temporal,
         d_in: u("d_in"),
         d_model: u("d_model"),
         n_layers: u("n_layers"),
         d_state: u("d_state"),
         expand: u("expand"),
         d_conv: u("d_conv"),
-        headdim: 64,
-        chunk_size: 64,
+        headdim: or_default("headdim", 64),
+        chunk_size: or_default("chunk_size", 64),
         k_neighbors: u("k_neighbors"),
         horizons: cfg["horizons"].as_array().unwrap().iter().map(|h| h.as_u64().unwrap() as usize).collect(),
     };
@@ -163,6 +170,16 @@ fn run(case: &str) {
     for (name, r) in report.iter().take(5) {
         println!("  {name}: {r:.4}");
     }
+    let group = |pre: &str| report.iter().filter(|(n, _)| n.starts_with(pre)).map(|x| x.1).fold(0.0f64, f64::max);
+    println!(
+        "  worst per group: pred {:.4}, embed {:.4}, target {:.4}, loss {:.4}, grad.* {:.4}, train.* {:.4}",
+        group("pred"),
+        group("embed"),
+        group("target"),
+        group("loss"),
+        group("grad."),
+        group("train.")
+    );
 }
 
 #[test]
@@ -173,4 +190,9 @@ fn golden_tiny() {
 #[test]
 fn golden_tiny_l2_clip() {
     run("tiny-l2-clip");
+}
+
+#[test]
+fn golden_tiny_mamba2() {
+    run("tiny-mamba2");
 }

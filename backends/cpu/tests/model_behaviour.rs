@@ -1,6 +1,7 @@
 //! Behaviour of [`CpuModel`] beyond its gradients: seeded initialization, validation errors
 //! that name the offending value, the state dictionary, output shapes, determinism across
-//! runs and thread counts, the public demo's parameter count, and the Mamba-2 rejection.
+//! runs and thread counts, the public demo's parameter count; for Mamba-2 the same where it
+//! differs (initialization, names and count, determinism, state round trip, weight decay).
 
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::OptimConfig;
@@ -26,6 +27,12 @@ fn small_cfg() -> ModelConfig {
     }
 }
 
+/// A Mamba-2 counterpart of [`small_cfg`]: 4 heads of 4, chunks of 5 (so T = 40 has 8 and
+/// T = 12 a partial one).
+fn small_mamba2_cfg() -> ModelConfig {
+    ModelConfig { temporal: Temporal::Mamba2, headdim: 4, chunk_size: 5, ..small_cfg() }
+}
+
 fn model<E: boldcast_cpu::ops::CpuElem>(cfg: &ModelConfig, parcels: usize, seed: u64) -> CpuModel<E> {
     let adj = (cfg.k_neighbors > 0).then(|| Adjacency::ring(parcels, cfg.k_neighbors).unwrap());
     CpuModel::new(cfg.clone(), adj, seed).unwrap()
@@ -43,19 +50,20 @@ fn err_text(e: Error) -> String {
 
 #[test]
 fn same_seed_same_model_and_different_seed_different_model() {
-    let c = small_cfg();
-    let (a, b, d) = (model::<f32>(&c, 5, 7), model::<f32>(&c, 5, 7), model::<f32>(&c, 5, 8));
-    assert_eq!(a.state(), b.state());
-    // Every randomly drawn tensor differs between seeds; the constant ones (norms, A_log, D) agree.
-    for (x, y) in a.state().iter().zip(d.state()) {
-        let random = !(x.name.contains("norm.") || x.name.ends_with("A_log") || x.name.ends_with(".D"));
-        assert_eq!(x.data != y.data, random, "{}", x.name);
-    }
-    // f32 and f64 models of one seed hold the same draws up to rounding.
-    let w = model::<f64>(&c, 5, 7);
-    for (x, y) in a.state().iter().zip(w.state()) {
-        for (&u, &v) in x.data.iter().zip(&y.data) {
-            assert_eq!(u, v as f32, "{}", x.name);
+    for c in [small_cfg(), small_mamba2_cfg()] {
+        let (a, b, d) = (model::<f32>(&c, 5, 7), model::<f32>(&c, 5, 7), model::<f32>(&c, 5, 8));
+        assert_eq!(a.state(), b.state());
+        // Every randomly drawn tensor differs between seeds; the constant ones (norms, A_log, D) agree.
+        for (x, y) in a.state().iter().zip(d.state()) {
+            let random = !(x.name.contains("norm.") || x.name.ends_with("A_log") || x.name.ends_with(".D"));
+            assert_eq!(x.data != y.data, random, "{}", x.name);
+        }
+        // f32 and f64 models of one seed hold the same draws up to rounding.
+        let w = model::<f64>(&c, 5, 7);
+        for (x, y) in a.state().iter().zip(w.state()) {
+            for (&u, &v) in x.data.iter().zip(&y.data) {
+                assert_eq!(u, v as f32, "{}", x.name);
+            }
         }
     }
 }
@@ -108,6 +116,70 @@ fn initialization_follows_the_spec() {
     }
 }
 
+/// softplus(bias) = dt in [1e-3, 1e-1], spread log-uniformly over it (mean ln dt near ln 1e-2,
+/// within `tol`).
+fn assert_dt_bias(name: &str, bias: &[f64], tol: f64) {
+    let dts: Vec<f64> = bias.iter().map(|&b| softplus(b)).collect();
+    assert!(dts.iter().all(|&dt| (1e-3 * (1.0 - 1e-9)..=1e-1 * (1.0 + 1e-9)).contains(&dt)), "{name}: {dts:?}");
+    let mean_log = dts.iter().map(|d| d.ln()).sum::<f64>() / dts.len() as f64;
+    assert!((mean_log - (1e-2f64).ln()).abs() < tol, "{name}: mean ln dt {mean_log}");
+}
+
+#[test]
+fn mamba2_initialization_follows_the_spec() {
+    // 64 heads of 2 per layer, so the per-head draws are enough to test their spread.
+    let c = ModelConfig {
+        temporal: Temporal::Mamba2,
+        d_model: 64,
+        d_state: 16,
+        expand: 2,
+        d_conv: 4,
+        headdim: 2,
+        chunk_size: 16,
+        ..ModelConfig::boldcast_demo()
+    };
+    let (m, di, nh, k) = (c.d_model, c.d_inner(), c.nheads(), c.d_conv);
+    assert_eq!(nh, 64);
+    let model = model::<f64>(&c, 12, 3);
+    let mut seen = 0;
+    for t in model.state() {
+        let name = t.name.as_str();
+        let Some(suffix) = name.split_once(".mamba.mamba.").map(|x| x.1) else { continue };
+        seen += 1;
+        let bound = |fan_in: usize| 1.0 / (fan_in as f64).sqrt();
+        match suffix {
+            "A_log" => {
+                assert_eq!(t.shape, vec![nh]);
+                for (h, &v) in t.data.iter().enumerate() {
+                    assert_eq!(v, (h as f64 + 1.0).ln(), "{name}[{h}]");
+                }
+            }
+            "D" => assert!(t.shape == vec![nh] && t.data.iter().all(|&v| v == 1.0), "{name}"),
+            "norm.weight" => assert!(t.shape == vec![di] && t.data.iter().all(|&v| v == 1.0), "{name}"),
+            "dt_bias" => {
+                assert_eq!(t.shape, vec![nh]);
+                assert_dt_bias(name, &t.data, 0.6);
+            }
+            _ => {
+                let (shape, fan_in) = match suffix {
+                    "conv1d.weight" => (vec![di + 2 * c.d_state, 1, k], k),
+                    "conv1d.bias" => (vec![di + 2 * c.d_state], k),
+                    "in_proj.weight" => (vec![2 * di + 2 * c.d_state + nh, m], m),
+                    "out_proj.weight" => (vec![m, di], di),
+                    other => panic!("unexpected Mamba-2 tensor {other}"),
+                };
+                assert_eq!(t.shape, shape, "{name}");
+                let b = bound(fan_in);
+                let max = t.data.iter().fold(0.0f64, |a, &v| a.max(v.abs()));
+                assert!(max <= b && max > 0.9 * b, "{name}: |w| up to {max} for bound {b}");
+                let mean = t.data.iter().sum::<f64>() / t.data.len() as f64;
+                assert!(mean.abs() < 0.25 * b, "{name}: mean {mean}");
+            }
+        }
+    }
+    assert_eq!(seen, 8 * c.n_layers);
+}
+
 #[test]
 fn invalid_configurations_name_the_value() {
     let mut c = small_cfg();
@@ -153,16 +225,94 @@ fn invalid_configurations_name_the_value() {
 }
 
 #[test]
-fn mamba2_is_rejected_clearly() {
-    let mut c = small_cfg();
-    c.temporal = Temporal::Mamba2;
-    c.headdim = 4;
-    match CpuModel::<f32>::new(c, Some(Adjacency::ring(5, 3).unwrap()), 0) {
-        Err(Error::Config { field, value, .. }) => {
-            assert_eq!(field, "model.temporal");
-            assert_eq!(value, "mamba2");
+fn mamba2_builds_with_the_spec_names_shapes_and_count() {
+    let c = small_mamba2_cfg();
+    let m = model::<f32>(&c, 5, 0);
+    let specs = c.param_specs();
+    for tensors in [m.state(), m.grads()] {
+        assert_eq!(tensors.len(), specs.len());
+        for (t, s) in tensors.iter().zip(&specs) {
+            assert_eq!((&t.name, &t.shape), (&s.name, &s.shape));
+            assert_eq!(t.data.len(), s.numel(), "{}", t.name);
         }
-        other => panic!("expected a config error naming model.temporal, got {other:?}"),
+    }
+    assert_eq!(m.param_specs(), &specs[..]);
+    let n: usize = m.state().iter().map(|t| t.data.len()).sum();
+    assert_eq!(n, c.n_params());
+    // Per layer: 2 LayerNorm + 8 Mamba-2 + 10 attention tensors; no Mamba-1 names.
+    assert_eq!(specs.len(), 2 + 2 * 20 + 4);
+    assert!(specs.iter().all(|s| !s.name.contains("x_proj") && !s.name.contains("dt_proj")));
+    // By hand (M 8, Di 16, N 4, K 3, 4 heads, conv channels 24, in_proj rows 2*16 + 2*4 + 4 = 44):
+    // embed 8 + 8; per layer norm 16, dt_bias 4, conv 72 + 24, in_proj 352, A_log 4, D 4,
+    // gated norm 16, out_proj 128, attention 16 + 4 * 72 = 924; final norm 16; head 16 + 2.
+    assert_eq!(n, 16 + 2 * 924 + 16 + 18);
+
+    // The mixer's own constraint is still checked: headdim must divide d_inner = 16.
+    let c = ModelConfig { headdim: 5, ..small_mamba2_cfg() };
+    let e = err_text(CpuModel::<f32>::new(c, Some(Adjacency::ring(5, 3).unwrap()), 0).unwrap_err());
+    assert!(e.contains("model.headdim") && e.contains("= 5"), "{e}");
+}
+
+#[test]
+fn mamba2_state_round_trips_and_rejects_mamba1_dictionaries() {
+    let c = small_mamba2_cfg();
+    let a = model::<f64>(&c, 5, 1);
+    let mut b = model::<f64>(&c, 5, 2);
+    assert_ne!(a.state(), b.state());
+    let mut shuffled = a.state();
+    shuffled.reverse();
+    b.load_state(&shuffled).unwrap();
+    assert_eq!(b.state(), a.state());
+    let x = tokens::<f64>(2, 12, 5, 1, 4);
+    assert_eq!(a.forward(&x).unwrap().data(), b.forward(&x).unwrap().data());
+    assert_eq!(a.loss(&x).unwrap().to_bits(), b.loss(&x).unwrap().to_bits());
+
+    // A Mamba-1 dictionary of the same sizes does not fit (other names, other shapes): the
+    // error names a mixer tensor, and nothing changes.
+    let before = b.state();
+    let e = err_text(b.load_state(&model::<f64>(&small_cfg(), 5, 1).state()).unwrap_err());
+    assert!(e.contains(".mamba.mamba."), "{e}");
+    assert_eq!(b.state(), before);
+}
+
+#[test]
+fn mamba2_weight_decay_applies_to_the_2d_tensors_except_a_log() {
+    let c = small_mamba2_cfg();
+    let specs = c.param_specs();
+    let decaying: Vec<&str> = specs.iter().filter(|s| s.decays()).map(|s| s.name.as_str()).collect();
+    let mut want = vec!["embed_proj.weight"];
+    let names: Vec<String> = (0..c.n_layers)
+        .flat_map(|i| {
+            let mut v: Vec<String> = ["conv1d.weight", "in_proj.weight", "out_proj.weight"]
+                .iter()
+                .map(|s| format!("layers.{i}.mamba.mamba.{s}"))
+                .collect();
+            v.extend(["q", "kproj", "v", "out"].iter().map(|s| format!("layers.{i}.knn.{s}.weight")));
+            v
+        })
+        .collect();
+    want.extend(names.iter().map(String::as_str));
+    want.push("head.weight");
+    assert_eq!(decaying, want);
+    for s in &specs {
+        if s.name.ends_with("A_log") || s.name.ends_with(".D") || s.name.ends_with("dt_bias") {
+            assert!(!s.decays(), "{}", s.name);
+        }
+    }
+
+    // And the optimizer sees the same split: with zero gradients an AdamW step moves exactly the
+    // decaying tensors, each by the factor 1 - lr * wd.
+    use boldcast_core::Adam;
+    let mut m = model::<f64>(&c, 5, 3);
+    m.scale_grads(0.0);
+    let before = m.state();
+    let mut opt = Adam::new(OptimConfig::adamw(0.5, (0.9, 0.999))).unwrap();
+    m.apply_optimizer(&mut opt, 0.1).unwrap();
+    for (a, b) in m.state().iter().zip(&before) {
+        let factor = if want.contains(&a.name.as_str()) { 1.0 - 0.1 * 0.5 } else { 1.0 };
+        for (&x, &y) in a.data.iter().zip(&b.data) {
+            assert!((x - factor * y).abs() <= 1e-15 * y.abs(), "{}: {y} -> {x}", a.name);
+        }
     }
 }
 
@@ -225,10 +375,10 @@ fn public_demo_shape_has_732930_parameters() {
 }
 
 /// Loss and gradients of one batch with the model's work on a pool of `threads` threads.
-fn run_with_threads(threads: usize) -> (f64, Vec<NamedTensor<f32>>, Vec<f32>) {
+fn run_with_threads(cfg: &ModelConfig, threads: usize) -> (f64, Vec<NamedTensor<f32>>, Vec<f32>) {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     pool.install(|| {
-        let mut m = model::<f32>(&small_cfg(), 8, 5);
+        let mut m = model::<f32>(cfg, 8, 5);
         // 2 * 40 * 8 = 640 rows: several blocks in every parallel reduction.
         let x = tokens::<f32>(2, 40, 8, 1, 9);
         let loss = m.loss_and_grads(&x).unwrap();
@@ -238,22 +388,26 @@ fn run_with_threads(threads: usize) -> (f64, Vec<NamedTensor<f32>>, Vec<f32>) {
 
 #[test]
 fn thread_counts_agree_and_runs_repeat_exactly() {
-    let (l1, g1, p1) = run_with_threads(1);
-    let (l2, g2, p2) = run_with_threads(2);
-    let (l2b, g2b, p2b) = run_with_threads(2);
-    assert_eq!((l2.to_bits(), &g2, &p2), (l2b.to_bits(), &g2b, &p2b), "two runs on 2 threads differ");
-    assert!((l1 - l2).abs() <= 1e-6 * l1.abs(), "loss {l1} vs {l2}");
-    for (a, b) in g1.iter().zip(&g2) {
-        let scale = a.data.iter().fold(0.0f32, |s, v| s.max(v.abs())).max(1e-6);
-        for (&x, &y) in a.data.iter().zip(&b.data) {
-            assert!((x - y).abs() <= 1e-5 * scale, "{}: {x} vs {y}", a.name);
+    for cfg in [small_cfg(), small_mamba2_cfg()] {
+        let (l1, g1, p1) = run_with_threads(&cfg, 1);
+        let (l2, g2, p2) = run_with_threads(&cfg, 2);
+        let (l2b, g2b, p2b) = run_with_threads(&cfg, 2);
+        let what = cfg.temporal.as_str();
+        assert_eq!((l2.to_bits(), &g2, &p2), (l2b.to_bits(), &g2b, &p2b), "{what}: two runs on 2 threads differ");
+        assert!((l1 - l2).abs() <= 1e-6 * l1.abs(), "{what}: loss {l1} vs {l2}");
+        for (a, b) in g1.iter().zip(&g2) {
+            let scale = a.data.iter().fold(0.0f32, |s, v| s.max(v.abs())).max(1e-6);
+            for (&x, &y) in a.data.iter().zip(&b.data) {
+                assert!((x - y).abs() <= 1e-5 * scale, "{what}: {}: {x} vs {y}", a.name);
+            }
         }
+        for (&x, &y) in p1.iter().zip(&p2) {
+            assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "{what}: pred {x} vs {y}");
+        }
+        // The block partitions do not depend on the thread count, so in fact nothing differs.
+        let same = l1.to_bits() == l2.to_bits() && g1 == g2 && p1 == p2;
+        println!("{what}: 1 vs 2 threads bit-identical: {same}");
     }
-    for (&x, &y) in p1.iter().zip(&p2) {
-        assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "pred {x} vs {y}");
-    }
-    // The block partitions do not depend on the thread count, so in fact nothing differs.
-    println!("1 vs 2 threads bit-identical: {}", l1.to_bits() == l2.to_bits() && g1 == g2 && p1 == p2);
 }
 
 /// Records what the model hands to the optimizer.
@@ -322,13 +476,15 @@ fn gradients_overwrite_scale_and_feed_the_optimizer_in_order() {
 #[test]
 fn a_few_adam_steps_lower_the_loss() {
     use boldcast_core::{Adam, ScheduleConfig, Trainer};
-    let m = model::<f32>(&small_cfg(), 5, 6);
-    let x = tokens::<f32>(2, 12, 5, 1, 5);
-    let opt = Adam::new(OptimConfig::adamw(0.0, (0.9, 0.999))).unwrap();
-    let mut tr = Trainer::new(m, opt, ScheduleConfig::Constant { lr: 3e-3 }, Vec::new(), Some(1.0));
-    for _ in 0..30 {
-        tr.step(&x).unwrap();
+    for cfg in [small_cfg(), small_mamba2_cfg()] {
+        let m = model::<f32>(&cfg, 5, 6);
+        let x = tokens::<f32>(2, 12, 5, 1, 5);
+        let opt = Adam::new(OptimConfig::adamw(0.0, (0.9, 0.999))).unwrap();
+        let mut tr = Trainer::new(m, opt, ScheduleConfig::Constant { lr: 3e-3 }, Vec::new(), Some(1.0));
+        for _ in 0..30 {
+            tr.step(&x).unwrap();
+        }
+        let (first, last) = (tr.logger[0].loss, tr.logger.last().unwrap().loss);
+        assert!(last < 0.9 * first, "{}: loss {first} -> {last}", cfg.temporal.as_str());
     }
-    let (first, last) = (tr.logger[0].loss, tr.logger.last().unwrap().loss);
-    assert!(last < 0.9 * first, "loss {first} -> {last}");
 }
