@@ -1,0 +1,80 @@
+//! `bc-cli golden` as a user runs it: every shared golden case and every extra case passes
+//! with exit status 0 and a line per tensor group; a case whose expected forecast is perturbed
+//! fails with exit status 1 naming the tensor; a missing directory is an error (status 2).
+
+use boldcast::checkpoint::{load_safetensors, save_safetensors};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bc-cli"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cases() -> Vec<PathBuf> {
+    let shared = root().join("../shared/golden");
+    assert!(
+        shared.is_dir(),
+        "the shared golden files are missing: {} (they must sit beside the checkout)",
+        shared.display()
+    );
+    let mut dirs = Vec::new();
+    for base in [shared, root().join("tests/golden-extra")] {
+        for e in std::fs::read_dir(&base).unwrap() {
+            let p = e.unwrap().path();
+            if p.join("config.json").is_file() {
+                dirs.push(p);
+            }
+        }
+    }
+    dirs.sort();
+    assert!(dirs.len() >= 6, "expected the 3 shared and 3 extra cases, found {dirs:?}");
+    dirs
+}
+
+#[test]
+fn every_case_passes_on_the_cpu_backend() {
+    for dir in cases() {
+        let out = bc().arg("golden").arg(&dir).args(["--backend", "cpu"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}:\n{text}{}", dir.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains(": PASS"), "{text}");
+        for group in ["pred", "embed", "loss", "grad", "opt", "train.loss", "train.grad_norm"] {
+            assert!(text.lines().any(|l| l.trim_start().starts_with(group)), "no `{group}` line:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn a_perturbed_case_fails_naming_the_tensor() {
+    let src = root().join("../shared/golden/tiny");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("tiny-perturbed");
+    std::fs::create_dir(&dir).unwrap();
+    for f in ["config.json", "weights.safetensors", "inputs.safetensors"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    // Shift one forecast value by far more than its tolerance (1e-4 + 1e-3 |b|).
+    let mut expected = load_safetensors::<f64>(src.join("expected.safetensors")).unwrap();
+    let pred = expected.iter_mut().find(|t| t.name == "pred").unwrap();
+    pred.data[7] += 0.01;
+    save_safetensors(dir.join("expected.safetensors"), &expected, None).unwrap();
+
+    let out = bc().arg("golden").arg(&dir).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(": FAIL"), "{text}");
+    assert!(text.contains("pred (pred): ratio"), "the failing tensor is named:\n{text}");
+    assert!(text.contains("1 of "), "only pred fails:\n{text}");
+}
+
+#[test]
+fn a_missing_directory_is_an_error() {
+    let out = bc().args(["golden", "/nonexistent/case"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error:") && err.contains("/nonexistent/case"), "{err}");
+}

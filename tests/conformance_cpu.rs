@@ -1,0 +1,13 @@
+//! The conformance suite on the CPU backend. Its golden part checks the hand-written
+//! gradients against PyTorch on every case; its random part compares a model with a second
+//! instance loaded through `state`/`load_state` (the CPU backend is the suite's reference).
+
+use boldcast::core::Temporal;
+use boldcast::cpu::CpuModel;
+
+boldcast::conformance_tests! {
+    build = |cfg, adj| CpuModel::<f32>::new(cfg, adj, 1),
+    temporals = [Temporal::Mamba, Temporal::Mamba2],
+    golden = boldcast::conformance::default_golden_roots(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+    random_cases = 8,
+}
