@@ -6,7 +6,7 @@
 
 mod common;
 
-use boldcast::core::{Error, Model, Temporal};
+use boldcast::core::Model;
 use boldcast::cpu::CpuModel;
 use boldcast::golden::{check_case_dir, check_model, Report};
 
@@ -26,24 +26,14 @@ fn every_golden_case_passes_on_the_cpu_backend() {
                 }
                 checked.push(case.name());
             }
-            // The one accepted refusal: a temporal mixer the CPU backend does not build yet.
-            // It must be refused up front by name, and only for a non-Mamba-1 case; once the
-            // backend builds it, the case is checked here with no change to this test.
-            Err(boldcast::golden::GoldenError::Model { during: "building the model", source })
-                if case.model_config().temporal != Temporal::Mamba =>
-            {
-                assert!(
-                    matches!(&source, Error::Config { field, .. } if field == "model.temporal"),
-                    "{}: unexpected build error {source}",
-                    case.name()
-                );
-                println!("golden case `{}`: NOT CHECKED on the CPU backend: {source}", case.name());
-            }
             Err(e) => panic!("golden case {}: {e}", dir.display()),
         }
     }
-    // Both Mamba-1 cases (AdamW with kNN attention; d_in 2 with Adam-L2 and clipping) ran.
-    assert!(checked.iter().any(|n| n == "tiny") && checked.iter().any(|n| n == "tiny-l2-clip"), "{checked:?}");
+    // Every case ran: both Mamba-1 cases (AdamW with kNN attention; d_in 2 with Adam-L2 and
+    // clipping) and the Mamba-2 case.
+    for name in ["tiny", "tiny-l2-clip", "tiny-mamba2"] {
+        assert!(checked.iter().any(|n| n == name), "{name} not checked: {checked:?}");
+    }
 }
 
 #[test]
