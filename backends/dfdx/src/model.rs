@@ -165,6 +165,29 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
     }
 }
 
+impl<E: Dtype + Elem> DfdxModel<E, Cpu>
+where
+    Cpu: DfdxDevice<E>,
+{
+    /// [`DfdxModel::new`] on a fresh [`Cpu`] device: the `(config, adjacency, seed)`
+    /// constructor shape the command line's backend switch takes (`--backend dfdx-cpu`).
+    pub fn new_cpu(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
+        Self::new(cfg, adjacency, seed, crate::device::cpu_device())
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<E: Dtype + Elem> DfdxModel<E, dfdx::tensor::Cuda>
+where
+    dfdx::tensor::Cuda: DfdxDevice<E>,
+{
+    /// [`DfdxModel::new`] on CUDA device 0 (`--backend dfdx-cuda`); no usable GPU is an
+    /// [`Error::Backend`] (see [`crate::cuda_device`]).
+    pub fn new_cuda(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
+        Self::new(cfg, adjacency, seed, crate::device::cuda_device(0)?)
+    }
+}
+
 /// The Adam arithmetic of this backend runs on the device: [`Model::apply_optimizer`] reads
 /// only the hyperparameters from the given optimizer ([`Optimizer::config`]) and calls its
 /// [`Optimizer::begin_step`] once per step (so its step count stays meaningful); the moments

@@ -104,3 +104,17 @@ fn gradients_are_overwritten_and_parameters_untouched() {
     assert_eq!(f.shape().horizons, 2);
     assert_eq!(f.shape().time, 6);
 }
+
+#[test]
+fn cpu_constructor_and_cuda_requests() {
+    let a = DfdxModel::<f32, Cpu>::new_cpu(cfg(), Some(Adjacency::ring(3, 2).unwrap()), 7).unwrap();
+    assert_eq!(a.state(), model(7).state());
+    assert_eq!(boldcast_dfdx::BACKEND_NAMES, ["dfdx-cpu", "dfdx-cuda"]);
+    #[cfg(not(feature = "cuda"))]
+    {
+        assert!(!boldcast_dfdx::CUDA_BUILT);
+        let e = boldcast_dfdx::cuda_device(0).unwrap_err();
+        assert!(matches!(e, Error::Backend(_)));
+        assert!(e.to_string().contains("--features cuda"), "{e}");
+    }
+}
