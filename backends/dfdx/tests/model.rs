@@ -112,7 +112,7 @@ fn cpu_constructor_and_cuda_requests() {
     assert_eq!(boldcast_dfdx::BACKEND_NAMES, ["dfdx-cpu", "dfdx-cuda"]);
     #[cfg(not(feature = "cuda"))]
     {
-        assert!(!boldcast_dfdx::CUDA_BUILT);
+        const { assert!(!boldcast_dfdx::CUDA_BUILT) };
         let e = boldcast_dfdx::cuda_device(0).unwrap_err();
         assert!(matches!(e, Error::Backend(_)));
         assert!(e.to_string().contains("--features cuda"), "{e}");
