@@ -4,8 +4,11 @@
 //!
 //! dfdx 0.13 has no conv1d and no cumsum: the causal depthwise convolution is a sum of `K`
 //! row-shifted copies of the input (zero rows prepended, then one gather per tap), and the
-//! selective scan runs sequentially over time, one `select` of the step's decay and input per
-//! step, the states stacked back for the readout.
+//! selective scan runs sequentially over time: per step it `select`s that step's `dt`,
+//! `dt * x`, `Bc` and `Cc`, forms `exp(dt A)` and `dt x Bc` for that step only, updates the
+//! `(S, Di, N)` state and reads it out with a batched matrix-vector product; the per-step
+//! outputs are stacked. The tape still keeps every state (and dfdx keeps every gradient
+//! until the backward pass ends), so memory grows as `T * S * Di * N` per layer.
 
 use crate::ops::act::{silu, softplus};
 use crate::ops::linear::{linear, matmul_t, rows_of};
