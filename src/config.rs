@@ -107,8 +107,20 @@ pub struct DataConfig {
     /// Directory of runs (see [`crate::data`]); absent: the synthetic AR(1) fixture below.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
-    /// Subjects held out for validation by `train` (the last ones in sorted order).
+    /// Subjects held out for validation by `train` (the last ones in sorted order), used when
+    /// neither `subjects_train`/`subjects_heldout` nor `heldout_fraction` is set.
     pub val_subjects: usize,
+    /// Subject labels to train on (`"01"` or `"sub-01"`); empty: every subject not held out.
+    #[serde(default)]
+    pub subjects_train: Vec<String>,
+    /// Subject labels held out for validation; empty: decided by `subjects_train`,
+    /// `heldout_fraction` or `val_subjects`, in that order. A subject in both lists is an error.
+    #[serde(default)]
+    pub subjects_heldout: Vec<String>,
+    /// Without explicit lists: hold out this fraction of the subjects (rounded, at least one,
+    /// at least one left for training), drawn with `train.seed`; 0 falls back to `val_subjects`.
+    #[serde(default)]
+    pub heldout_fraction: f64,
     /// The synthetic dataset used without `dir`.
     pub synthetic: SyntheticConfig,
 }
@@ -181,8 +193,16 @@ pub struct TrainConfig {
     pub batch_size: usize,
     /// Print a line every this many steps.
     pub log_every: u64,
-    /// Evaluate on the held-out subjects every this many steps.
-    pub eval_every: u64,
+    /// Validate on the held-out subjects every this many steps (also after step 0 and at the
+    /// end). `eval_every`, its former name, is accepted as an alias in a `--config` file.
+    pub val_every: u64,
+    /// Early stopping: stop after this many validations in a row without an improvement of at
+    /// least `min_delta` over the best so far; 0 disables early stopping.
+    pub patience: u64,
+    /// The smallest decrease of the validation loss that counts as an improvement.
+    pub min_delta: f64,
+    /// Write a checkpoint every this many steps (and always at the end of a run).
+    pub ckpt_every: u64,
     /// Shuffle the windows every epoch.
     pub shuffle: bool,
     /// Output directory; absent: `runs/<command>-<preset>`.
@@ -285,8 +305,26 @@ fn schema() -> toml::Table {
     }
     if let Some(toml::Value::Table(d)) = t.get_mut("train") {
         d.insert("out".into(), toml::Value::String(String::new()));
+        d.insert("eval_every".into(), toml::Value::Integer(0));
     }
     t
+}
+
+/// Renames the aliases of a `--config` file to their current keys (`train.eval_every` ->
+/// `train.val_every`); both spellings at once is an error.
+fn rename_aliases(origin: &str, user: &mut toml::Table) -> Result<(), ConfigError> {
+    if let Some(toml::Value::Table(t)) = user.get_mut("train") {
+        if let Some(v) = t.remove("eval_every") {
+            if t.contains_key("val_every") {
+                return Err(ConfigError::Parse {
+                    origin: origin.into(),
+                    message: "`train.eval_every` is an alias of `train.val_every`: give only one of them".into(),
+                });
+            }
+            t.insert("val_every".into(), v);
+        }
+    }
+    Ok(())
 }
 
 /// The allowed spellings of the string-valued keys that name a choice.
@@ -408,6 +446,7 @@ impl RunConfig {
                 let schema = schema();
                 check_keys(&origin, &t, &schema, "")?;
                 normalize(&mut t, &schema);
+                rename_aliases(&origin, &mut t)?;
                 Some((origin, t))
             }
             None => None,
@@ -511,13 +550,38 @@ impl RunConfig {
         for (f, v) in [
             ("train.max_steps", t.max_steps),
             ("train.log_every", t.log_every),
-            ("train.eval_every", t.eval_every),
+            ("train.val_every", t.val_every),
+            ("train.ckpt_every", t.ckpt_every),
             ("overfit.max_steps", self.overfit.max_steps),
             ("train.batch_size", t.batch_size as u64),
         ] {
             if v == 0 {
                 return Err(invalid(f, v, "must be at least 1"));
             }
+        }
+        if !(t.min_delta.is_finite() && t.min_delta >= 0.0) {
+            return Err(invalid("train.min_delta", t.min_delta, "must be finite and >= 0"));
+        }
+        let d = &self.data;
+        if !(d.heldout_fraction.is_finite() && (0.0..1.0).contains(&d.heldout_fraction)) {
+            return Err(invalid("data.heldout_fraction", d.heldout_fraction, "must be in [0, 1)"));
+        }
+        for (field, list) in
+            [("data.subjects_train", &d.subjects_train), ("data.subjects_heldout", &d.subjects_heldout)]
+        {
+            for (i, a) in list.iter().enumerate() {
+                if list[..i].contains(a) {
+                    return Err(invalid(field, format!("{list:?}"), format!("subject `{a}` is listed twice")));
+                }
+            }
+        }
+        let bare = |s: &String| s.strip_prefix("sub-").unwrap_or(s).to_string();
+        if let Some(both) = d.subjects_train.iter().find(|a| d.subjects_heldout.iter().any(|b| bare(a) == bare(b))) {
+            return Err(invalid(
+                "data.subjects_heldout",
+                format!("{:?}", d.subjects_heldout),
+                format!("subject `{both}` is also in data.subjects_train: a subject is either trained on or held out"),
+            ));
         }
         if t.schedule == ScheduleKind::Cosine && t.warmup_steps == 0 {
             return Err(invalid("train.warmup_steps", 0, "the cosine schedule needs at least 1 warm-up step"));
@@ -661,7 +725,8 @@ mod tests {
                 if let toml::Value::Table(keys) = v {
                     let have = t[sec].as_table().unwrap();
                     for k in keys.keys() {
-                        assert!(have.contains_key(k) || k == "dir" || k == "out", "{name}: missing {sec}.{k}");
+                        let optional = ["dir", "out", "eval_every"].contains(&k.as_str());
+                        assert!(have.contains_key(k) || optional, "{name}: missing {sec}.{k}");
                     }
                 }
             }
@@ -679,6 +744,8 @@ mod tests {
                 }
             );
             assert_eq!((c.max_norm(), c.train.log_every), (Some(1.0), 10));
+            assert!(c.data.subjects_train.is_empty() && c.data.subjects_heldout.is_empty());
+            assert_eq!((c.data.heldout_fraction, c.train.ckpt_every), (0.0, c.train.val_every));
         }
         let q = RunConfig::preset("quick").unwrap();
         assert_eq!((q.window.window, q.data.synthetic.parcels, q.model.d_model, q.model.n_layers), (32, 4, 8, 1));
@@ -786,5 +853,32 @@ mod tests {
         assert_eq!(again, c);
         let names: Vec<_> = std::fs::read_dir(d.path().join("sub")).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+    }
+
+    #[test]
+    fn training_keys_validate_and_eval_every_is_an_alias() {
+        let c = with_file("[train]\neval_every = 7\n").unwrap();
+        assert_eq!(c.train.val_every, 7);
+        let e = with_file("[train]\neval_every = 7\nval_every = 8\n").unwrap_err().to_string();
+        assert!(e.contains("alias of `train.val_every`"), "{e}");
+        let c = with_file("[train]\npatience = 3\nmin_delta = 0.01\nckpt_every = 50\n").unwrap();
+        assert_eq!((c.train.patience, c.train.min_delta, c.train.ckpt_every), (3, 0.01, 50));
+        let c = with_file("[data]\nsubjects_train = [\"01\", \"02\"]\nsubjects_heldout = [\"sub-03\"]\n").unwrap();
+        assert_eq!((c.data.subjects_train.len(), c.data.subjects_heldout[0].as_str()), (2, "sub-03"));
+        let e = with_file("[data]\nsubjects_train = [\"01\", \"02\"]\nsubjects_heldout = [\"sub-02\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid data.subjects_heldout") && !e.contains("`01`"), "{e}");
+        assert!(e.contains("subject `02` is also in data.subjects_train"), "{e}");
+        let e = with_file("[data]\nsubjects_heldout = [\"03\", \"03\"]\n").unwrap_err().to_string();
+        assert!(e.contains("data.subjects_heldout") && e.contains("listed twice"), "{e}");
+        let e = with_file("[data]\nheldout_fraction = 1.5\n").unwrap_err().to_string();
+        assert_eq!(e, "invalid data.heldout_fraction = 1.5: must be in [0, 1)");
+        let e = with_file("[train]\nckpt_every = 0\n").unwrap_err().to_string();
+        assert_eq!(e, "invalid train.ckpt_every = 0: must be at least 1");
+        let e = with_file("[train]\nmin_delta = -1\n").unwrap_err().to_string();
+        assert_eq!(e, "invalid train.min_delta = -1: must be finite and >= 0");
+        let e = with_file("[data]\nsubjects_train = [1]\n").unwrap_err().to_string();
+        assert!(e.contains("run.toml"), "{e}");
     }
 }
