@@ -56,6 +56,18 @@ pub enum Command {
     /// MODEL.md. Prints, per tensor group, the worst ratio of error to tolerance, then every
     /// tensor outside it. Exit status 0 only when every tensor is within tolerance, 1 otherwise.
     Golden(GoldenArgs),
+    /// Train on subject-level splits with validation, early stopping, checkpoints and resume.
+    ///
+    /// Without --data, on the synthetic AR(1) fixture of `[data.synthetic]` (held-out subjects
+    /// included). Defaults (every preset): AdamW, lr 3e-4, weight decay 0.05, betas (0.9, 0.95),
+    /// warm-up then cosine, clip 1.0, batch 4, horizons 1 and 5. Validates every `val_every`
+    /// steps (loss, per-horizon loss, floor, val/train ratio), keeps the best weights in
+    /// `best.safetensors`, stops early after `patience` validations without improvement, and
+    /// checkpoints every `ckpt_every` steps into `checkpoints/step-NNNNNN/` (model, optimizer
+    /// moments, state). Writes `loss_log.jsonl`, `summary.json`, `config.resolved.toml` and
+    /// `figures/loss_curves.png`, and prints the verdict `mean(last 3 val) <= 0.7 * mean(first 3
+    /// val)`; exit status 1 when it fails, 2 on an error (a non-finite loss included).
+    Train(TrainArgs),
 }
 
 /// The backend that runs the model.
@@ -223,4 +235,65 @@ pub struct OverfitArgs {
     /// The configuration layers.
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// Flags of `bc-cli train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The configuration layers.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Continue the run in DIR from its newest checkpoint, with the configuration stored there
+    /// (no other configuration flag may be given).
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    /// Stop cleanly after N steps of this invocation, with a checkpoint (as a job time limit
+    /// would); the schedule still follows max_steps. Continue with --resume.
+    #[arg(long, value_name = "N")]
+    pub stop_after: Option<u64>,
+    /// Subjects to train on: `01,02,sub-03` or `@FILE` (labels separated by whitespace, commas
+    /// or newlines). Sets data.subjects_train.
+    #[arg(long, value_name = "LIST|@FILE")]
+    pub subjects_train: Option<String>,
+    /// Subjects held out for validation: `04,05` or `@FILE`. Sets data.subjects_heldout.
+    #[arg(long, value_name = "LIST|@FILE")]
+    pub subjects_heldout: Option<String>,
+    /// Hold out this fraction of the subjects, drawn with train.seed (without explicit lists).
+    #[arg(long)]
+    pub heldout_fraction: Option<f64>,
+    /// Validate every N steps (train.val_every).
+    #[arg(long, value_name = "N")]
+    pub val_every: Option<u64>,
+    /// Checkpoint every N steps (train.ckpt_every).
+    #[arg(long, value_name = "N")]
+    pub ckpt_every: Option<u64>,
+    /// Early-stopping patience in validations; 0 disables (train.patience).
+    #[arg(long, value_name = "N")]
+    pub patience: Option<u64>,
+    /// Smallest improvement of the validation loss that resets the patience (train.min_delta).
+    #[arg(long)]
+    pub min_delta: Option<f64>,
+}
+
+impl TrainArgs {
+    /// Whether any flag that changes the configuration is given (not allowed with --resume).
+    pub fn changes_config(&self) -> bool {
+        let r = &self.run;
+        r.preset.is_some()
+            || r.config.is_some()
+            || r.lr.is_some()
+            || r.max_steps.is_some()
+            || r.data.is_some()
+            || r.out.is_some()
+            || r.backend.is_some()
+            || r.seed.is_some()
+            || r.temporal.is_some()
+            || self.subjects_train.is_some()
+            || self.subjects_heldout.is_some()
+            || self.heldout_fraction.is_some()
+            || self.val_every.is_some()
+            || self.ckpt_every.is_some()
+            || self.patience.is_some()
+            || self.min_delta.is_some()
+    }
 }

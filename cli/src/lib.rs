@@ -6,18 +6,25 @@
 //! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
 //! - [`overfit`]: the single-batch overfit check, generic over [`boldcast::core::Model`];
 //! - [`golden`]: `bc-cli golden`, a backend checked against a PyTorch golden case;
+//! - [`train`]: `bc-cli train`, a training run with validation, early stopping and resume, with
+//!   [`split`] (subject-level splits), [`checkpointing`] (atomic checkpoint directories) and
+//!   [`runlog`] (the JSON-lines log shared with `overfit`);
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
 //! - [`fsutil`]: atomic files and directories;
 //! - [`error`]: the error every command returns, printed as `error: ...`.
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod checkpointing;
 pub mod error;
 pub mod floor;
 pub mod fsutil;
 pub mod golden;
 pub mod overfit;
 pub mod plot;
+pub mod runlog;
+pub mod split;
 pub mod synth;
+pub mod train;
 
 pub use error::CliError;

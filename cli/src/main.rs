@@ -34,6 +34,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let rep = bc_cli::overfit::overfit_command(&a, "cpu", boldcast::cpu::CpuModel::<f32>::new)?;
             Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Train(a) => {
+            let (cfg, req) = bc_cli::train::resolve_train_args(&a)?;
+            // The one place that picks the backend.
+            let rep = bc_cli::train::train_command(cfg, &req, "cpu", boldcast::cpu::CpuModel::<f32>::new)?;
+            Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
             println!("{report}");

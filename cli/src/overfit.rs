@@ -17,15 +17,13 @@ use crate::error::CliError;
 use crate::fsutil::write_atomic;
 use boldcast::config::{Purpose, RunConfig, DEFAULT_PRESET};
 use boldcast::core::accept::{overfit_verdict, Verdict};
-use boldcast::core::{
-    Adam, Adjacency, Logger, Model, ModelConfig, OptimConfig, ScheduleConfig, StepRecord, Tokens, Trainer,
-};
+use boldcast::core::{Adam, Adjacency, Model, ModelConfig, OptimConfig, ScheduleConfig, Tokens, Trainer};
 use boldcast::data::{Dataset, WindowSpec};
 use boldcast::fixtures::{circle_centroids, Ar1Spec, Layout};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 
 /// Windows in the overfit batch.
 pub const OVERFIT_WINDOWS: usize = 4;
@@ -157,54 +155,7 @@ pub struct OverfitReport {
     pub out: PathBuf,
 }
 
-/// Appends one JSON line per step to `loss_log.jsonl`, flushed per line, keeps the losses, and
-/// prints every `log_every` steps (through the progress bar when there is one).
-pub struct JsonlLogger {
-    file: std::fs::File,
-    path: PathBuf,
-    /// Every loss so far.
-    pub losses: Vec<f64>,
-    log_every: u64,
-    bar: Option<ProgressBar>,
-}
-
-impl JsonlLogger {
-    /// Creates (truncates) the log at `path`.
-    pub fn create(path: &Path, log_every: u64, bar: Option<ProgressBar>) -> Result<Self, CliError> {
-        let file = std::fs::File::create(path).map_err(CliError::io(path))?;
-        Ok(Self { file, path: path.to_path_buf(), losses: Vec::new(), log_every: log_every.max(1), bar })
-    }
-}
-
-impl Logger for JsonlLogger {
-    fn log_step(&mut self, rec: &StepRecord) -> boldcast::core::error::Result<()> {
-        // StepRecord serializes its fields in order: step, loss, lr, grad_norm.
-        let line = serde_json::to_string(rec)
-            .map_err(|e| boldcast::core::Error::Backend(format!("{}: {e}", self.path.display())))?;
-        self.file
-            .write_all(format!("{line}\n").as_bytes())
-            .and_then(|_| self.file.flush())
-            .map_err(|e| boldcast::core::Error::Backend(format!("{}: {e}", self.path.display())))?;
-        self.losses.push(rec.loss);
-        if rec.step == 0 || (rec.step + 1).is_multiple_of(self.log_every) {
-            let msg = format!(
-                "step {:>6}  loss {:.6}  lr {:.3e}  grad_norm {:.4}",
-                rec.step + 1,
-                rec.loss,
-                rec.lr,
-                rec.grad_norm
-            );
-            match &self.bar {
-                Some(b) => b.println(msg),
-                None => println!("{msg}"),
-            }
-        }
-        if let Some(b) = &self.bar {
-            b.inc(1);
-        }
-        Ok(())
-    }
-}
+pub use crate::runlog::JsonlLogger;
 
 /// Trains `model` on `batch` for `opts.max_steps` steps and writes the log, figure and summary
 /// into `opts.out`; prints the final loss beside the floor and the verdict line.

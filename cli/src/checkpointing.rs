@@ -1,0 +1,360 @@
+//! Training checkpoints: one directory per checkpoint, made visible only when complete.
+//!
+//! ```text
+//! <out>/checkpoints/step-000200/model.safetensors      the MODEL.md names only (PyTorch-loadable)
+//!                              /optimizer.safetensors  m.<name>, v.<name>: AdamW's moments
+//!                              /state.json             TrainState: step, optimizer t, epoch,
+//!                                                      position, RNG, validation tracking,
+//!                                                      log length, resolved config and its hash
+//! <out>/checkpoints/latest                             "step-000200": the newest complete one
+//! ```
+//!
+//! A checkpoint is written into `checkpoints/.step-000200.tmp`, every file synced, the
+//! directory synced, then renamed to `step-000200`; only then is `latest` replaced (temporary
+//! file, sync, rename). A process killed at any moment therefore leaves `latest` pointing at a
+//! complete checkpoint: the previous one, or the new one. The last [`KEEP`] checkpoints are
+//! kept; leftovers of a killed write are removed by the next write.
+//!
+//! `model.safetensors` carries `__metadata__` that PyTorch ignores: `format`, `step`, the
+//! resolved `config` (TOML) and the `adjacency` (JSON `{"parcels","k","indices"}` or `null`),
+//! so [`crate::eval`] can rebuild the model from the file alone.
+//!
+//! **Test hook**: with the environment variable [`PAUSE_HOOK_ENV`] set to a step number, the
+//! write of that step's checkpoint prints `test hook: paused in the checkpoint write of step N`
+//! on standard error after `model.safetensors` is in the temporary directory, and sleeps for
+//! ten minutes, so a test can SIGKILL the process in the middle of a checkpoint write. It has
+//! no other effect and is meant for tests only.
+
+use crate::error::CliError;
+use boldcast::checkpoint::{save_safetensors, SafetensorsFile};
+use boldcast::core::model::NamedTensor;
+use boldcast::core::optim::Moments;
+use boldcast::core::{Adjacency, ParamSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The checkpoints' directory under the output directory.
+pub const CKPT_DIR: &str = "checkpoints";
+/// The pointer file naming the newest complete checkpoint.
+pub const LATEST: &str = "latest";
+/// Checkpoints kept.
+pub const KEEP: usize = 2;
+/// The test hook's environment variable (see the module documentation).
+pub const PAUSE_HOOK_ENV: &str = "BOLDCAST_TEST_PAUSE_IN_CKPT_WRITE";
+/// `state.json`'s `format`.
+pub const STATE_FORMAT: &str = "boldcast-train-state-v1";
+
+/// The position of the data-order generator (ChaCha8, see [`crate::train::epoch_order`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RngState {
+    /// `"ChaCha8Rng"`.
+    pub algorithm: String,
+    /// `seed_from_u64` seed (`train.seed`).
+    pub seed: u64,
+    /// The stream: [`crate::train::ORDER_STREAM_BASE`] + epoch.
+    pub stream: u64,
+    /// `get_word_pos()` after the epoch's order was drawn (decimal; a 68-bit number).
+    pub word_pos: String,
+}
+
+/// What validation has seen so far: enough to continue early stopping, the best weights and
+/// the overfitting ratio exactly where an uninterrupted run would be.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ValState {
+    /// `(step, val_loss)` of every validation.
+    pub history: Vec<(u64, f64)>,
+    /// The best validation loss and its step (what `best.safetensors` holds).
+    pub best: Option<(u64, f64)>,
+    /// The loss that the next validation must beat by `min_delta` to count as an improvement.
+    pub patience_ref: Option<f64>,
+    /// Validations in a row without such an improvement.
+    pub bad_validations: u64,
+    /// Training losses since the last validation (the denominator of `val_over_train`).
+    pub train_losses_since_val: Vec<f64>,
+}
+
+/// `state.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// [`STATE_FORMAT`].
+    pub format: String,
+    /// Optimizer steps done; the next step to run.
+    pub step: u64,
+    /// `train.max_steps` (the schedule's length).
+    pub max_steps: u64,
+    /// The optimizer's `t` (bias-correction step count).
+    pub optimizer_t: u64,
+    /// The learning rate of the next step (the schedule's position is `step`).
+    pub next_lr: f64,
+    /// The epoch of the next step.
+    pub epoch: u64,
+    /// The batch of the next step within its epoch.
+    pub position_in_epoch: u64,
+    /// Batches per epoch (`floor(train windows / batch_size)`).
+    pub batches_per_epoch: u64,
+    /// Training windows.
+    pub train_windows: u64,
+    /// The data-order generator.
+    pub rng: RngState,
+    /// Validation tracking.
+    pub val: ValState,
+    /// Bytes of `loss_log.jsonl` when the checkpoint was written (a resume truncates to it).
+    pub log_bytes: u64,
+    /// Why the run ended, when this is its final checkpoint (`max_steps`, `early_stopping`).
+    pub finished: Option<String>,
+    /// FNV-1a 64 of `config`, hex.
+    pub config_hash: String,
+    /// The resolved configuration, TOML.
+    pub config: String,
+}
+
+/// FNV-1a 64-bit hash of `text`, as 16 hex digits (stable across Rust versions).
+pub fn config_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The adjacency as the JSON of the metadata.
+pub fn adjacency_json(a: Option<&Adjacency>) -> String {
+    match a {
+        Some(a) => serde_json::json!({"parcels": a.parcels(), "k": a.k(), "indices": a.indices()}).to_string(),
+        None => "null".into(),
+    }
+}
+
+/// The adjacency from the metadata's JSON.
+pub fn adjacency_from_json(origin: &Path, text: &str) -> Result<Option<Adjacency>, CliError> {
+    let bad = |why: String| CliError::Msg(format!("{}: metadata `adjacency`: {why}", origin.display()));
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    if v.is_null() {
+        return Ok(None);
+    }
+    let p = v["parcels"].as_u64().ok_or_else(|| bad("no `parcels`".into()))? as usize;
+    let k = v["k"].as_u64().ok_or_else(|| bad("no `k`".into()))? as usize;
+    let idx: Vec<usize> = v["indices"]
+        .as_array()
+        .ok_or_else(|| bad("no `indices`".into()))?
+        .iter()
+        .map(|x| x.as_u64().map(|u| u as usize).ok_or_else(|| bad(format!("index {x} is not a count"))))
+        .collect::<Result<_, _>>()?;
+    Adjacency::new(p, k, idx).map(Some).map_err(|e| bad(e.to_string()))
+}
+
+/// The metadata of a `model.safetensors` (or `best.safetensors`).
+pub fn model_metadata(step: u64, config: &str, adjacency: Option<&Adjacency>) -> HashMap<String, String> {
+    [
+        ("format".to_string(), "boldcast".to_string()),
+        ("step".to_string(), step.to_string()),
+        ("config".to_string(), config.to_string()),
+        ("adjacency".to_string(), adjacency_json(adjacency)),
+    ]
+    .into()
+}
+
+/// The name of a step's checkpoint directory.
+pub fn step_dir_name(step: u64) -> String {
+    format!("step-{step:06}")
+}
+
+fn parse_step_dir(name: &str) -> Option<u64> {
+    name.strip_prefix("step-").and_then(|s| s.parse().ok())
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+fn ckpt_err(e: boldcast::checkpoint::CheckpointError) -> CliError {
+    CliError::Msg(e.to_string())
+}
+
+/// Everything a checkpoint holds, ready to write.
+pub struct CheckpointData<'a> {
+    /// The parameters in state-dict order.
+    pub params: Vec<NamedTensor<f32>>,
+    /// The optimizer's moments, by parameter index.
+    pub moments: &'a [Moments<f32>],
+    /// The parameter specs (names by index).
+    pub specs: &'a [ParamSpec],
+    /// The adjacency the model was built with.
+    pub adjacency: Option<&'a Adjacency>,
+    /// `state.json`.
+    pub state: &'a TrainState,
+}
+
+/// Writes the checkpoint of `data.state.step` under `out/checkpoints` (see the module
+/// documentation for the order of operations), points `latest` at it and prunes to [`KEEP`].
+/// Returns the checkpoint directory.
+pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf, CliError> {
+    let ck = out.join(CKPT_DIR);
+    std::fs::create_dir_all(&ck).map_err(CliError::io(&ck))?;
+    remove_leftovers(&ck)?;
+    let step = data.state.step;
+    let name = step_dir_name(step);
+    let tmp = ck.join(format!(".{name}.tmp"));
+    std::fs::create_dir(&tmp).map_err(CliError::io(&tmp))?;
+    let meta = model_metadata(step, &data.state.config, data.adjacency);
+    save_safetensors(tmp.join("model.safetensors"), &data.params, Some(meta)).map_err(ckpt_err)?;
+    if std::env::var(PAUSE_HOOK_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(step) {
+        eprintln!("test hook: paused in the checkpoint write of step {step}");
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    }
+    let mut opt = Vec::with_capacity(2 * data.moments.len());
+    for (i, m) in data.moments.iter().enumerate() {
+        let spec = data.specs.get(i).ok_or_else(|| {
+            CliError::Msg(format!("optimizer state for parameter {i}, but the model has {}", data.specs.len()))
+        })?;
+        if m.m.is_empty() {
+            continue;
+        }
+        opt.push(NamedTensor { name: format!("m.{}", spec.name), shape: spec.shape.clone(), data: m.m.clone() });
+        opt.push(NamedTensor { name: format!("v.{}", spec.name), shape: spec.shape.clone(), data: m.v.clone() });
+    }
+    let opt_meta: HashMap<String, String> = [("t".to_string(), data.state.optimizer_t.to_string())].into();
+    save_safetensors(tmp.join("optimizer.safetensors"), &opt, Some(opt_meta)).map_err(ckpt_err)?;
+    let state_path = tmp.join("state.json");
+    let text = serde_json::to_string_pretty(data.state).expect("state serializes") + "\n";
+    crate::fsutil::write_atomic(&state_path, text.as_bytes()).map_err(CliError::io(&state_path))?;
+    sync_dir(&tmp);
+    let dest = ck.join(&name);
+    if dest.exists() {
+        // A stale checkpoint of this step from a run killed before `latest` named it.
+        std::fs::remove_dir_all(&dest).map_err(CliError::io(&dest))?;
+    }
+    std::fs::rename(&tmp, &dest).map_err(CliError::io(&dest))?;
+    sync_dir(&ck);
+    let latest = ck.join(LATEST);
+    crate::fsutil::write_atomic(&latest, format!("{name}\n").as_bytes()).map_err(CliError::io(&latest))?;
+    sync_dir(&ck);
+    prune(&ck, step)?;
+    Ok(dest)
+}
+
+fn remove_leftovers(ck: &Path) -> Result<(), CliError> {
+    for e in std::fs::read_dir(ck).map_err(CliError::io(ck))? {
+        let e = e.map_err(CliError::io(ck))?;
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with(".step-") && n.contains(".tmp") {
+            let p = e.path();
+            std::fs::remove_dir_all(&p).map_err(CliError::io(&p))?;
+        }
+    }
+    Ok(())
+}
+
+/// Checkpoint directories `(step, path)` under `ck`, by step.
+fn step_dirs(ck: &Path) -> Result<Vec<(u64, PathBuf)>, CliError> {
+    let mut v = Vec::new();
+    if !ck.is_dir() {
+        return Ok(v);
+    }
+    for e in std::fs::read_dir(ck).map_err(CliError::io(ck))? {
+        let e = e.map_err(CliError::io(ck))?;
+        if let Some(s) = parse_step_dir(&e.file_name().to_string_lossy()) {
+            if e.path().is_dir() {
+                v.push((s, e.path()));
+            }
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// Keeps the [`KEEP`] newest checkpoints up to `latest`; removes older ones and stale ones
+/// after it (left by a killed run).
+fn prune(ck: &Path, latest: u64) -> Result<(), CliError> {
+    let dirs = step_dirs(ck)?;
+    let kept: Vec<u64> = dirs.iter().filter(|(s, _)| *s <= latest).rev().take(KEEP).map(|(s, _)| *s).collect();
+    for (s, p) in dirs {
+        if !kept.contains(&s) {
+            std::fs::remove_dir_all(&p).map_err(CliError::io(&p))?;
+        }
+    }
+    Ok(())
+}
+
+/// The newest complete checkpoint of a run directory: the one `latest` names, else (no or a
+/// dangling pointer) the highest-numbered step directory; `None` when there is none.
+pub fn latest_checkpoint(out: &Path) -> Result<Option<PathBuf>, CliError> {
+    let ck = out.join(CKPT_DIR);
+    let pointer = ck.join(LATEST);
+    if let Ok(text) = std::fs::read_to_string(&pointer) {
+        let d = ck.join(text.trim());
+        if parse_step_dir(text.trim()).is_some() && d.join("state.json").is_file() {
+            return Ok(Some(d));
+        }
+    }
+    Ok(step_dirs(&ck)?.into_iter().rev().map(|(_, p)| p).find(|p| p.join("state.json").is_file()))
+}
+
+/// A checkpoint read back.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// `state.json`.
+    pub state: TrainState,
+    /// The parameters (file order; `load_state` matches by name).
+    pub params: Vec<NamedTensor<f32>>,
+    /// The moments by parameter index (empty where the file has none).
+    pub moments: Vec<Moments<f32>>,
+    /// The adjacency recorded in `model.safetensors`.
+    pub adjacency: Option<Adjacency>,
+}
+
+/// Reads the checkpoint directory `dir` for a model with parameters `specs`.
+pub fn load_checkpoint(dir: &Path, specs: &[ParamSpec]) -> Result<Loaded, CliError> {
+    let sp = dir.join("state.json");
+    let text = std::fs::read_to_string(&sp).map_err(CliError::io(&sp))?;
+    let state: TrainState = serde_json::from_str(&text)
+        .map_err(|e| CliError::Msg(format!("{}: not a training state: {e}", sp.display())))?;
+    if state.format != STATE_FORMAT {
+        return Err(CliError::Msg(format!("{}: format `{}`, expected `{STATE_FORMAT}`", sp.display(), state.format)));
+    }
+    if config_hash(&state.config) != state.config_hash {
+        return Err(CliError::Msg(format!(
+            "{}: config_hash {} does not match its config ({}): the file was altered",
+            sp.display(),
+            state.config_hash,
+            config_hash(&state.config)
+        )));
+    }
+    let mp = dir.join("model.safetensors");
+    let mf = SafetensorsFile::open(&mp).map_err(ckpt_err)?;
+    let params = mf.all::<f32>().map_err(ckpt_err)?;
+    let adjacency = match mf.metadata().and_then(|m| m.get("adjacency").cloned()) {
+        Some(t) => adjacency_from_json(&mp, &t)?,
+        None => return Err(CliError::Msg(format!("{}: no `adjacency` in the metadata", mp.display()))),
+    };
+    let op = dir.join("optimizer.safetensors");
+    let of = SafetensorsFile::open(&op).map_err(ckpt_err)?;
+    let mut moments = Vec::with_capacity(specs.len());
+    for s in specs {
+        let (mn, vn) = (format!("m.{}", s.name), format!("v.{}", s.name));
+        if !of.contains(&mn) {
+            moments.push(Moments::default());
+            continue;
+        }
+        let (m, v) = (of.tensor::<f32>(&mn).map_err(ckpt_err)?, of.tensor::<f32>(&vn).map_err(ckpt_err)?);
+        for t in [&m, &v] {
+            if t.shape != s.shape {
+                return Err(CliError::Msg(format!(
+                    "{}: tensor `{}` has shape {:?}, the model needs {:?}",
+                    op.display(),
+                    t.name,
+                    t.shape,
+                    s.shape
+                )));
+            }
+        }
+        moments.push(Moments { m: m.data, v: v.data });
+    }
+    Ok(Loaded { dir: dir.to_path_buf(), state, params, moments, adjacency })
+}
