@@ -91,3 +91,13 @@ fn fixed_gradient_updates_match_pytorch() {
         assert!(check_fixed_gradient_updates::<f64>(name) <= 1.0, "{name} f64");
     }
 }
+
+#[test]
+fn extra_mamba_cases_match_pytorch() {
+    // The repository's own cases made with the shared generator: n_layers 0 with d_in 3, and a
+    // deep model without the spatial attention (k = 0) trained with Adam-L2.
+    let extra = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden-extra");
+    for case in ["flat-d3", "deep-k0"] {
+        assert_all_pass(case, &common::check_case_at::<f32, _>(&extra.join(case), cpu_device()));
+    }
+}

@@ -64,7 +64,14 @@ pub struct Case {
 
 impl Case {
     pub fn load(name: &str) -> Case {
-        let dir = golden_root().join(name);
+        Self::load_dir(&golden_root().join(name))
+    }
+
+    /// A case from any directory in the golden format.
+    pub fn load_dir(dir: &Path) -> Case {
+        assert!(dir.join("config.json").is_file(), "no golden case at {}", dir.display());
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let name = name.as_str();
         let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
         let json: Value = serde_json::from_str(&text).expect("config.json is JSON");
         let u = |k: &str| json[k].as_u64().unwrap_or_else(|| panic!("{name}: config key {k}")) as usize;
@@ -188,7 +195,14 @@ fn f64s<E: Elem>(v: &[E]) -> Vec<f64> {
 
 /// Checks one case in element type `E` on device `dev`; returns the worst ratio per item for the report.
 pub fn check_case<E: Dtype + Elem, D: DfdxDevice<E>>(name: &str, dev: D) -> Vec<(String, f64)> {
-    let case = Case::load(name);
+    check_case_at(&golden_root().join(name), dev)
+}
+
+/// [`check_case`] for a case directory anywhere.
+pub fn check_case_at<E: Dtype + Elem, D: DfdxDevice<E>>(dir: &Path, dev: D) -> Vec<(String, f64)> {
+    let case = Case::load_dir(dir);
+    let name = case.name.clone();
+    let name = name.as_str();
     let tokens = case.tokens::<E>();
     let mut m = model::<E, D>(&case, &dev);
     let mut ratios = Vec::new();
