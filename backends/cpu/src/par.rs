@@ -6,6 +6,9 @@
 
 use crate::ops::{linear, CpuElem};
 use rayon::prelude::*;
+use std::any::Any;
+use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::ops::Range;
 
 /// At most this many blocks per call: enough to keep 16 cores busy, few enough that the
@@ -50,6 +53,12 @@ where
     parts.into_par_iter().map(|(r, o)| f(r, o)).collect()
 }
 
+/// Worker threads of the pool the parallel code runs on (rayon's global pool:
+/// `RAYON_NUM_THREADS`, or the number of CPUs).
+pub fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
 /// Adds `parts` into `acc` one after the other, in order (the deterministic reduction).
 pub fn add_in_order<E: boldcast_core::Elem>(acc: &mut [E], parts: &[Vec<E>]) {
     for p in parts {
@@ -58,6 +67,70 @@ pub fn add_in_order<E: boldcast_core::Elem>(acc: &mut [E], parts: &[Vec<E>]) {
             *a += x;
         }
     }
+}
+
+/// Write access to one slice shared by parallel blocks that each write their own, disjoint set
+/// of positions (each mixer sequence owns the `(b, p)` rows of a `(B, T, P, M)` tensor, which
+/// are interleaved with the other sequences' rows, so the slice cannot be split into
+/// contiguous parts). Bounds are checked; disjointness is the caller's promise.
+pub struct DisjointWriter<'a, E> {
+    ptr: *mut E,
+    len: usize,
+    _borrow: PhantomData<&'a mut [E]>,
+}
+
+// SAFETY: the writer only hands out writes of `E: Send` values; callers promise (see `write`)
+// that concurrent writes never overlap, so sharing it between threads is a set of disjoint
+// `&mut` accesses.
+unsafe impl<E: Send> Sync for DisjointWriter<'_, E> {}
+// SAFETY: as above.
+unsafe impl<E: Send> Send for DisjointWriter<'_, E> {}
+
+impl<'a, E: Copy> DisjointWriter<'a, E> {
+    /// Takes the slice for the writer's lifetime.
+    pub fn new(s: &'a mut [E]) -> Self {
+        Self { ptr: s.as_mut_ptr(), len: s.len(), _borrow: PhantomData }
+    }
+
+    /// Copies `src` to `offset..offset + src.len()`; panics when that is out of bounds.
+    ///
+    /// # Safety
+    /// No other thread may write any position of that range while the writer lives.
+    pub unsafe fn write(&self, offset: usize, src: &[E]) {
+        assert!(offset <= self.len && src.len() <= self.len - offset, "DisjointWriter: write out of bounds");
+        // SAFETY: in bounds (checked above), `src` cannot alias the exclusively borrowed
+        // destination, and the caller promises no concurrent write to this range.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) }
+    }
+}
+
+thread_local! {
+    /// One cached scratch object per thread ([`with_scratch`]).
+    static SCRATCH: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's cached scratch of type `W` when there is one for which
+/// `fits` holds, else with `make()`; the scratch is kept for the thread's next call. Blocks run
+/// on rayon's long-lived threads, so the buffers of a training step's many calls (every layer,
+/// every step) are allocated once per thread instead of once per block and call.
+pub fn with_scratch<W: Any, R>(fits: impl Fn(&W) -> bool, make: impl FnOnce() -> W, f: impl FnOnce(&mut W) -> R) -> R {
+    let cached = SCRATCH.with(|c| {
+        let mut c = c.borrow_mut();
+        let i = c.iter().position(|b| b.downcast_ref::<W>().is_some_and(&fits))?;
+        Some(c.swap_remove(i))
+    });
+    let mut w = match cached {
+        Some(b) => *b.downcast::<W>().expect("found by type"),
+        None => make(),
+    };
+    let r = f(&mut w);
+    SCRATCH.with(|c| {
+        let mut c = c.borrow_mut();
+        // Keep one object per type: the newest replaces an older, differently sized one.
+        c.retain(|b| !b.is::<W>());
+        c.push(Box::new(w));
+    });
+    r
 }
 
 /// Rows per block of a parallel linear layer at least.

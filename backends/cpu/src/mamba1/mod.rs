@@ -9,15 +9,14 @@
 //!   the `B * P` sequences into blocks with deterministic reduction of the gradient partials;
 //! - `seq.rs`: one sequence through the projections, the convolution and the gate, forward and
 //!   backward, in a reusable workspace;
-//! - `scan.rs`: the selective scan itself, forward (optionally keeping every Q-th state) and the
-//!   chunked backward that recomputes each chunk's states from those checkpoints;
-//! - `exp.rs`: the exponential of the scan's non-positive exponents (vectorizable in f32).
+//! - `scan.rs`: the selective scan itself, forward, a pass keeping every Q-th state, and the
+//!   chunked backward that recomputes each chunk's states from those checkpoints.
 
-mod exp;
 mod scan;
 mod seq;
 
 use crate::ops::CpuElem;
+use crate::par;
 use rayon::prelude::*;
 
 /// Sizes of one Mamba-1 mixer.
@@ -165,23 +164,19 @@ impl Layout {
         }
     }
 
-    /// Writes the per-block outputs (each `(sequences of the block, T, M)`) back into the
-    /// `(B, T, P, M)` tensor `dst`, in parallel over the batch (each batch element is one
-    /// contiguous, disjoint slice of `dst`).
-    fn scatter<E: Copy + Send + Sync>(&self, blocks: &[(usize, usize)], outs: &[Vec<E>], dst: &mut [E]) {
-        let per_b = self.time * self.parcels * self.m;
-        let seq_len = self.time * self.m;
-        dst.par_chunks_mut(per_b).enumerate().for_each(|(b, chunk)| {
-            for p in 0..self.parcels {
-                let s = b * self.parcels + p;
-                let k = blocks.partition_point(|&(s0, _)| s0 <= s) - 1;
-                let src = &outs[k][(s - blocks[k].0) * seq_len..][..seq_len];
-                for t in 0..self.time {
-                    let o = (t * self.parcels + p) * self.m;
-                    chunk[o..o + self.m].copy_from_slice(&src[t * self.m..(t + 1) * self.m]);
-                }
-            }
-        });
+    /// Writes the `(T, M)` rows `src` of sequence `s` to their places in the `(B, T, P, M)`
+    /// tensor behind `dst`.
+    ///
+    /// # Safety
+    /// No other thread may write sequence `s`'s rows meanwhile (each sequence belongs to one
+    /// block, and each block to one thread).
+    unsafe fn scatter_seq<E: Copy>(&self, src: &[E], s: usize, dst: &par::DisjointWriter<'_, E>) {
+        let (b, p) = (s / self.parcels, s % self.parcels);
+        for t in 0..self.time {
+            let o = ((b * self.time + t) * self.parcels + p) * self.m;
+            // SAFETY: the rows of sequence `s` are written by this call only (caller's promise).
+            unsafe { dst.write(o, &src[t * self.m..(t + 1) * self.m]) };
+        }
     }
 }
 
@@ -198,6 +193,22 @@ fn blocks(n_seq: usize) -> Vec<(usize, usize)> {
     (0..nb).map(|k| (k * n_seq / nb, (k + 1) * n_seq / nb)).collect()
 }
 
+/// Bytes of states and decays one thread may hold for a sequence's backward: with them all
+/// kept (one chunk), the backward needs no checkpoint pass, which saves one exponential per
+/// state element; past this, the scan is chunked.
+const SCAN_BYTES: usize = 8 << 20;
+
+/// The backward's chunk length: the whole sequence (one chunk, no checkpoint pass) when its
+/// states and decays fit in [`SCAN_BYTES`], else [`chunk_len`]. The memory is per thread (one
+/// sequence at a time), not per batch, so it does not grow with `B * P`.
+fn scan_chunk(dims: Mamba1Dims, time: usize, elem: usize) -> usize {
+    if 2 * time * dims.d_inner * dims.d_state * elem <= SCAN_BYTES {
+        time.max(1)
+    } else {
+        chunk_len(time)
+    }
+}
+
 /// The scan's chunk length Q for sequences of length `time`: about `sqrt(T)` minimizes the
 /// `T / Q` checkpoints plus the `2 Q` recomputed states and decays held in the backward.
 fn chunk_len(time: usize) -> usize {
@@ -211,6 +222,31 @@ fn chunk_len(time: usize) -> usize {
 /// `A = -exp(A_log)`, computed once per call rather than per sequence.
 fn decay_rates<E: CpuElem>(a_log: &[E]) -> Vec<E> {
     a_log.iter().map(|&v| -v.exp()).collect()
+}
+
+/// Per-call values shared by every sequence, in the layouts the kernels want.
+pub(crate) struct Prepared<E> {
+    /// `A = -exp(A_log)` transposed, `(N, Di)` (the scan's channel-minor layout).
+    at: Vec<E>,
+    /// `conv1d.weight` transposed, `(K, Di)` (one contiguous row per tap).
+    conv_t: Vec<E>,
+}
+
+impl<E: CpuElem> Prepared<E> {
+    fn new(dims: Mamba1Dims, p: &Mamba1Params<E>, a: &[E]) -> Self {
+        let (di, n, k) = (dims.d_inner, dims.d_state, dims.d_conv);
+        let mut at = vec![E::zero(); di * n];
+        let mut conv_t = vec![E::zero(); di * k];
+        for d in 0..di {
+            for j in 0..n {
+                at[j * di + d] = a[d * n + j];
+            }
+            for j in 0..k {
+                conv_t[j * di + d] = p.conv_w[d * k + j];
+            }
+        }
+        Self { at, conv_t }
+    }
 }
 
 /// Checks every size and returns the layout, or `None` when there is nothing to compute.
@@ -251,23 +287,22 @@ pub fn forward<E: CpuElem>(
         return;
     };
     let a = decay_rates(&p.a_log);
+    let pr = Prepared::new(dims, p, &a);
     let bl = blocks(batch * parcels);
-    let seq_len = time * dims.d_model;
-    let outs: Vec<Vec<E>> = bl
-        .par_iter()
-        .map(|&(s0, s1)| {
-            // One workspace per block: every buffer is sized once here and reused by each
-            // sequence of the block.
-            let mut ws = seq::Workspace::new(dims, time, None);
-            let mut out = vec![E::zero(); (s1 - s0) * seq_len];
-            for (s, o) in (s0..s1).zip(out.chunks_exact_mut(seq_len)) {
+    let dst = par::DisjointWriter::new(y);
+    bl.par_iter().for_each(|&(s0, s1)| {
+        // The thread's cached workspace, reused by every sequence of the block.
+        seq::with_workspace(dims, time, None, |ws: &mut seq::Workspace<E>| {
+            for s in s0..s1 {
                 lay.gather(u, s, &mut ws.us);
-                seq::forward(dims, p, &a, &mut ws, o);
+                let mut out = std::mem::take(&mut ws.out);
+                seq::forward(dims, p, &pr, ws, &mut out);
+                // SAFETY: sequence `s` belongs to this block only.
+                unsafe { lay.scatter_seq(&out, s, &dst) };
+                ws.out = out;
             }
-            out
         })
-        .collect();
-    lay.scatter(&bl, &outs, y);
+    });
 }
 
 /// Backward of `forward`: given u (the same input) and g_y (B,T,P,M), writes g_u (B,T,P,M,
@@ -275,8 +310,9 @@ pub fn forward<E: CpuElem>(
 /// internally (nothing is cached between forward and backward; the model relies on this to bound
 /// memory).
 ///
-/// The scan keeps its state only every Q ≈ sqrt(T) steps and recomputes each chunk's states
-/// on the way back (BACKWARD.md, "Memory"). Each block of sequences accumulates its own
+/// One sequence at a time per thread: its scan states and decays are all kept while they fit
+/// in a few MiB ([`scan_chunk`]); longer sequences keep the state only every Q ≈ sqrt(T) steps
+/// and recompute each chunk's states on the way back (BACKWARD.md, "Memory"). Each block of sequences accumulates its own
 /// gradient partial in f64; the partials are summed in block order over a split that depends
 /// on `B * P` only, so the result is bit-identical from run to run and for any thread count.
 #[allow(clippy::too_many_arguments)]
@@ -291,7 +327,8 @@ pub fn backward<E: CpuElem>(
     g_u: &mut [E],
     grads: &mut Mamba1Params<E>,
 ) {
-    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, chunk_len(time));
+    let q = scan_chunk(dims, time, std::mem::size_of::<E>());
+    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, q);
 }
 
 /// [`backward`] with an explicit chunk length `q` (the tests compare several).
@@ -315,26 +352,29 @@ fn backward_q<E: CpuElem>(
     };
     assert!(q > 0, "mamba1: the chunk length must be positive");
     let a = decay_rates(&p.a_log);
+    let pr = Prepared::new(dims, p, &a);
     let bl = blocks(batch * parcels);
-    let seq_len = time * dims.d_model;
-    let results: Vec<(Vec<E>, Mamba1Params<f64>)> = bl
+    let dst = par::DisjointWriter::new(g_u);
+    let parts: Vec<Mamba1Params<f64>> = bl
         .par_iter()
         .map(|&(s0, s1)| {
-            let mut ws = seq::Workspace::new(dims, time, Some(q));
             // The block's partial, in f64 so that summing many sequences loses nothing. Its
             // `a_log` holds the gradient with respect to A (not A_log) until the final reduction.
             let mut part = Mamba1Params::<f64>::zeros(dims);
-            let mut g_out = vec![E::zero(); (s1 - s0) * seq_len];
-            for (s, gu) in (s0..s1).zip(g_out.chunks_exact_mut(seq_len)) {
-                lay.gather(u, s, &mut ws.us);
-                lay.gather(g_y, s, &mut ws.g_out);
-                seq::backward(dims, p, &a, &mut ws, gu, &mut part);
-            }
-            (g_out, part)
+            seq::with_workspace(dims, time, Some(q), |ws: &mut seq::Workspace<E>| {
+                for s in s0..s1 {
+                    lay.gather(u, s, &mut ws.us);
+                    lay.gather(g_y, s, &mut ws.g_out);
+                    let mut gu = std::mem::take(&mut ws.out);
+                    seq::backward(dims, p, &pr, ws, &mut gu, &mut part);
+                    // SAFETY: sequence `s` belongs to this block only.
+                    unsafe { lay.scatter_seq(&gu, s, &dst) };
+                    ws.out = gu;
+                }
+            });
+            part
         })
         .collect();
-    let (outs, parts): (Vec<Vec<E>>, Vec<Mamba1Params<f64>>) = results.into_iter().unzip();
-    lay.scatter(&bl, &outs, g_u);
     reduce(parts, &a, grads);
 }
 

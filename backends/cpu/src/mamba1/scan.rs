@@ -1,256 +1,228 @@
 //! The Mamba-1 selective scan of one sequence (MODEL.md step 6) and its backward
-//! (BACKWARD.md, "Mamba-1 selective scan"), checkpointed as in "Memory": the forward keeps the
-//! state only at the start of every chunk of Q steps, and the backward walks the chunks from
-//! the last, recomputing each chunk's states (and their decays `exp(dt A)`) from its checkpoint.
+//! (BACKWARD.md, "Mamba-1 selective scan"), checkpointed as in "Memory": a first pass keeps
+//! the state only at the start of every chunk of Q steps, and the backward walks the chunks
+//! from the last, recomputing each chunk's states (and their decays `exp(dt A)`) from its
+//! checkpoint.
+//!
+//! Layout: the state is held channel-minor, `h[n, d]` (`(N, Di)`), and `A` transposed to match,
+//! so that every inner loop runs over the `Di` channels of one state index: contiguous,
+//! independent lanes, no horizontal sums except the two dot products per state index that the
+//! `B` and `C` gradients need (written with fixed lane accumulators). The exponential is inlined
+//! ([`CpuElem::exp_nonpos`]) and every kernel is compiled for the best vector width
+//! ([`crate::multiversion`]), so the scan runs at the machine's vector width.
+//!
+//! Bit-exactness: the state update `h = exp(dt A) h + (dt x) B` is the same expression in the
+//! plain forward, the checkpoint pass and the chunk recomputation, so the recomputed states are
+//! the forward's states exactly, and the gradients do not depend on the chunk length.
 
-use super::exp::exp_nonpos_in_place;
-use super::Mamba1Dims;
+use crate::multiversion;
+use crate::ops::simd::dot;
 use crate::ops::CpuElem;
 
-/// What the scan reads, all row-major over the T steps of one sequence.
+/// What the scan reads, row-major over the T steps of one sequence.
 pub(super) struct Inputs<'a, E> {
-    /// The mixer's sizes.
-    pub dims: Mamba1Dims,
-    /// `A = -exp(A_log)`, `(Di, N)`.
-    pub a: &'a [E],
+    /// Di.
+    pub di: usize,
+    /// N.
+    pub n: usize,
+    /// Offset of `B` in a `dbc` row (the time-step rank R); `C` follows at `r + n`.
+    pub r: usize,
+    /// Row width of `dbc` (`R + 2N`).
+    pub w: usize,
+    /// `A = -exp(A_log)` transposed, `(N, Di)`.
+    pub at: &'a [E],
     /// The skip weights `D`, `(Di)`.
     pub d_skip: &'a [E],
     /// Time steps, `(T, Di)`, all `>= 0`.
     pub dt: &'a [E],
     /// The scan's input `x`, `(T, Di)`.
     pub xs: &'a [E],
+    /// `dt * x`, `(T, Di)`.
+    pub dx: &'a [E],
     /// `[dr | B | C]`, `(T, R + 2N)`.
     pub dbc: &'a [E],
 }
 
-/// Where the backward writes.
-pub(super) struct Grads<'a, E> {
-    /// Gradient of `x` through the scan (`D g + dt sum_n G B`), `(T, Di)`, overwritten.
-    pub g_xs: &'a mut [E],
-    /// Gradient of `dt`, `(T, Di)`, overwritten.
-    pub g_dt: &'a mut [E],
-    /// Gradient of `[dr | B | C]`: the B and C columns are overwritten, dr is left alone.
-    pub g_dbc: &'a mut [E],
-    /// Gradient with respect to A (not A_log), `(Di, N)`, accumulated in f64.
-    pub g_a: &'a mut [f64],
-    /// Gradient of `D`, `(Di)`, accumulated in f64.
-    pub g_d: &'a mut [f64],
-}
-
-/// The backward's scratch, sized once per workspace: `ceil(T / Q)` checkpoints plus one
-/// chunk's `Q` states and decays plus the carry, instead of all `T` states.
-pub(super) struct Buffers<E> {
-    /// The state before the first step of each chunk, `(ceil(T / Q), Di, N)`.
-    pub ckpt: Vec<E>,
-    /// The states `h_t` of the chunk being walked back, `(Q, Di, N)`.
-    hs: Vec<E>,
-    /// Their decays `exp(dt_t A)`, `(Q, Di, N)`.
-    decay: Vec<E>,
-    /// The carry `a_{t+1} G_{t+1}`, `(Di, N)`.
-    carry: Vec<E>,
-    /// `G_t` of one channel, `(N)`.
-    g_row: Vec<E>,
-    /// `G_t * a_t h_{t-1}` of one channel, `(N)`.
-    q_row: Vec<E>,
-}
-
-impl<E: CpuElem> Buffers<E> {
-    /// Buffers for sequences of `time` steps checkpointed every `q` steps.
-    pub fn new(dims: Mamba1Dims, time: usize, q: usize) -> Self {
-        let s = dims.d_inner * dims.d_state;
-        let z = |len: usize| vec![E::zero(); len];
-        let chunk = q.min(time) * s;
-        Self {
-            ckpt: z(time.div_ceil(q) * s),
-            hs: z(chunk),
-            decay: z(chunk),
-            carry: z(s),
-            g_row: z(dims.d_state),
-            q_row: z(dims.d_state),
-        }
+impl<E: CpuElem> Inputs<'_, E> {
+    /// Number of steps.
+    pub fn time(&self) -> usize {
+        self.dt.len() / self.di
     }
 }
 
-/// The decays of one step for every channel, `dec[d, n] = exp(dt[d] A[d, n])`. They are
-/// computed in a pass of their own so that the state update, free of function calls, can be
-/// vectorized, and so that the exponential runs over one contiguous slice.
-#[inline]
-fn decays<E: CpuElem>(a: &[E], dt_row: &[E], n: usize, dec: &mut [E]) {
-    for ((dec_d, a_d), &dtv) in dec.chunks_exact_mut(n).zip(a.chunks_exact(n)).zip(dt_row) {
-        for (e, &av) in dec_d.iter_mut().zip(a_d) {
-            *e = dtv * av;
-        }
-    }
-    // dt >= 0 and A < 0, so every exponent is non-positive and the result cannot overflow.
-    exp_nonpos_in_place(dec);
-}
-
-/// One channel's state update `h = dec h + (dt x) B`, in place. Both the forward and the
-/// backward's recomputation call this very function, so they produce the same bits.
-#[inline]
-fn update<E: CpuElem>(h: &mut [E], dec: &[E], dx: E, bt: &[E]) {
-    let n = h.len();
-    let (dec, bt) = (&dec[..n], &bt[..n]);
-    for j in 0..n {
-        h[j] = dec[j] * h[j] + dx * bt[j];
-    }
-}
-
-/// `sum_j a[j] b[j]` with eight independent partial sums (a fixed order, so deterministic),
-/// which lets the compiler vectorize the reduction.
-#[inline]
-fn dot<E: CpuElem>(a: &[E], b: &[E]) -> E {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [E::zero(); 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let mut tail = E::zero();
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        tail += *x * *y;
-    }
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
-}
-
-/// What one channel's backward step reads (see [`channel_back`]).
-struct StepIn<'a, E> {
-    /// `g_y_t[d]`.
-    gd: E,
-    /// `dt_t[d] x_t[d]`.
-    dx: E,
-    /// `dt_t[d]`.
-    dtv: E,
-    /// `C_t`, `(N)`.
-    ct: &'a [E],
-    /// `h_t[d, :]`.
-    h: &'a [E],
-    /// `h_{t-1}[d, :]`.
-    h_prev: &'a [E],
-    /// `exp(dt_t[d] A[d, :])`.
-    dec: &'a [E],
-}
-
-/// The elementwise part of one channel's backward step: `G = g C + carry`, the contributions
-/// to `g_C`, `g_B` and `g_A`, `G` and `q = G a_t h_{t-1}` for the two reductions that follow,
-/// and the new carry `a_t G`. Every output is a separate `&mut` argument, which tells the
-/// compiler they do not alias, and every slice is cut to `n` first, which removes the bounds
-/// checks: both are needed for the loop to vectorize.
-#[inline]
-fn channel_back<E: CpuElem>(
-    st: StepIn<'_, E>,
-    carry: &mut [E],
-    g_c: &mut [E],
-    g_b: &mut [E],
-    g_a: &mut [f64],
-    g_row: &mut [E],
-    q_row: &mut [E],
-) {
-    let n = carry.len();
-    let (ct, h, h_prev, dec) = (&st.ct[..n], &st.h[..n], &st.h_prev[..n], &st.dec[..n]);
-    let (g_c, g_b, g_a, g_row, q_row) = (&mut g_c[..n], &mut g_b[..n], &mut g_a[..n], &mut g_row[..n], &mut q_row[..n]);
-    for j in 0..n {
-        let gg = st.gd * ct[j] + carry[j];
-        g_c[j] += st.gd * h[j];
-        g_b[j] += gg * st.dx;
-        let qv = gg * (dec[j] * h_prev[j]);
-        g_a[j] += (qv * st.dtv).f64();
-        g_row[j] = gg;
-        q_row[j] = qv;
-        carry[j] = dec[j] * gg;
-    }
-}
-
-/// Runs the scan from a zero state over all steps, writing `y` `(T, Di)`. With
-/// `Some((ckpt, q))`, the state before step `c q` is copied to chunk `c` of `ckpt` first.
-/// `dec` is scratch for one step's decays, `(Di, N)`.
-pub(super) fn forward<E: CpuElem>(
-    io: &Inputs<'_, E>,
-    h: &mut [E],
-    dec: &mut [E],
-    y: &mut [E],
-    mut ckpt: Option<(&mut [E], usize)>,
-) {
-    let Mamba1Dims { d_inner: di, d_state: n, dt_rank: r, .. } = io.dims;
-    let w = io.dims.w_dbc();
-    let s = di * n;
-    h.fill(E::zero());
-    for t in 0..y.len() / di {
-        if let Some((ck, q)) = ckpt.as_mut() {
-            if t % *q == 0 {
-                let c = t / *q;
-                ck[c * s..(c + 1) * s].copy_from_slice(h);
+multiversion! {
+    /// The scan from a zero state over all steps, gated: `out[t] = (C_t h_t + D x_t) * gate[t]`
+    /// `(T, Di)`. `h` is scratch, `(N, Di)`.
+    pub(super) fn forward_gated<E: CpuElem>(io: &Inputs<'_, E>, gate: &[E], h: &mut [E], out: &mut [E]) {
+        let (di, n, r, w) = (io.di, io.n, io.r, io.w);
+        h.fill(E::zero());
+        for t in 0..io.time() {
+            let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
+            let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
+            let y = &mut out[t * di..][..di];
+            for d in 0..di {
+                y[d] = io.d_skip[d] * xs[d];
+            }
+            for j in 0..n {
+                let (a, hj) = (&io.at[j * di..][..di], &mut h[j * di..][..di]);
+                let (bn, cn) = (bt[j], ct[j]);
+                for d in 0..di {
+                    let v = (dt[d] * a[d]).exp_nonpos() * hj[d] + dx[d] * bn;
+                    hj[d] = v;
+                    y[d] += cn * v;
+                }
+            }
+            let g = &gate[t * di..][..di];
+            for d in 0..di {
+                y[d] *= g[d];
             }
         }
-        let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
-        let (dt_row, x_row) = (&io.dt[t * di..(t + 1) * di], &io.xs[t * di..(t + 1) * di]);
-        decays(io.a, dt_row, n, dec);
-        for d in 0..di {
-            let h_d = &mut h[d * n..(d + 1) * n];
-            update(h_d, &dec[d * n..(d + 1) * n], dt_row[d] * x_row[d], bt);
-            y[t * di + d] = dot(ct, h_d) + io.d_skip[d] * x_row[d];
+    }
+}
+
+multiversion! {
+    /// The states only, from zero over all steps: the state before step `c q` is copied to
+    /// chunk `c` of `ckpt` (`(ceil(T / q), N, Di)`). `h` is scratch, `(N, Di)`.
+    pub(super) fn checkpoints<E: CpuElem>(io: &Inputs<'_, E>, q: usize, h: &mut [E], ckpt: &mut [E]) {
+        let (di, n, r, w) = (io.di, io.n, io.r, io.w);
+        let s = di * n;
+        h.fill(E::zero());
+        for t in 0..io.time() {
+            if t % q == 0 {
+                ckpt[(t / q) * s..][..s].copy_from_slice(h);
+            }
+            let (dt, dx) = (&io.dt[t * di..][..di], &io.dx[t * di..][..di]);
+            let bt = &io.dbc[t * w + r..][..n];
+            for j in 0..n {
+                let (a, hj) = (&io.at[j * di..][..di], &mut h[j * di..][..di]);
+                let bn = bt[j];
+                for d in 0..di {
+                    hj[d] = (dt[d] * a[d]).exp_nonpos() * hj[d] + dx[d] * bn;
+                }
+            }
         }
     }
 }
 
-/// The scan's backward for the scan-output gradient `g_y` `(T, Di)`, from the checkpoints that
-/// [`forward`] left in `buf.ckpt` with the same `q`.
-///
-/// Walking `t = T-1 .. 0` with the carry `R_t = a_{t+1} G_{t+1}`:
-/// `G_t = g_t C_t + R_t`, then `R_{t-1} = a_t G_t`. The decay-weighted previous state that the
-/// A and dt gradients need, `ht = a_t h_{t-1}`, is formed from the stored chunk states
-/// directly, the same product the forward computed, so the cancellation of `h_t - dt B x`
-/// cannot occur. With `q = G ht`: `g_dt = x sum_n G B + sum_n A q` and `g_A += dt q`.
-pub(super) fn backward<E: CpuElem>(io: &Inputs<'_, E>, g_y: &[E], q: usize, buf: &mut Buffers<E>, out: Grads<'_, E>) {
-    let Mamba1Dims { d_inner: di, d_state: n, dt_rank: r, .. } = io.dims;
-    let w = io.dims.w_dbc();
-    let s = di * n;
-    let t_len = g_y.len() / di;
-    let Buffers { ckpt, hs, decay, carry, g_row, q_row } = buf;
-    carry.fill(E::zero());
-    for c in (0..t_len.div_ceil(q)).rev() {
-        let (t0, t1) = (c * q, (c * q + q).min(t_len));
-        let h0 = &ckpt[c * s..(c + 1) * s];
-        // Recompute the chunk's states and decays from its checkpoint.
+multiversion! {
+    /// Recomputes steps `t0..t1` from the state `h0` before `t0`: the states into `hs`, the
+    /// decays into `decs` (both `(t1 - t0, N, Di)`), and the scan output
+    /// `y[t] = C_t h_t + D x_t` into rows `t0..t1` of `y` `(T, Di)`.
+    pub(super) fn chunk_forward<E: CpuElem>(
+        io: &Inputs<'_, E>,
+        t0: usize,
+        t1: usize,
+        h0: &[E],
+        hs: &mut [E],
+        decs: &mut [E],
+        y: &mut [E],
+    ) {
+        let (di, n, r, w) = (io.di, io.n, io.r, io.w);
+        let s = di * n;
         for t in t0..t1 {
             let i = t - t0;
             let (done, rest) = hs.split_at_mut(i * s);
             let cur = &mut rest[..s];
-            cur.copy_from_slice(if i == 0 { h0 } else { &done[(i - 1) * s..] });
-            let dec = &mut decay[i * s..(i + 1) * s];
-            let bt = &io.dbc[t * w + r..][..n];
-            let (dt_row, x_row) = (&io.dt[t * di..(t + 1) * di], &io.xs[t * di..(t + 1) * di]);
-            decays(io.a, dt_row, n, dec);
+            let prev = if i == 0 { &h0[..s] } else { &done[(i - 1) * s..][..s] };
+            let dec = &mut decs[i * s..][..s];
+            let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
+            let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
+            let yr = &mut y[t * di..][..di];
             for d in 0..di {
-                update(&mut cur[d * n..(d + 1) * n], &dec[d * n..(d + 1) * n], dt_row[d] * x_row[d], bt);
+                yr[d] = io.d_skip[d] * xs[d];
+            }
+            for j in 0..n {
+                let a = &io.at[j * di..][..di];
+                let (pj, hj, ej) = (&prev[j * di..][..di], &mut cur[j * di..][..di], &mut dec[j * di..][..di]);
+                let (bn, cn) = (bt[j], ct[j]);
+                for d in 0..di {
+                    let e = (dt[d] * a[d]).exp_nonpos();
+                    let v = e * pj[d] + dx[d] * bn;
+                    ej[d] = e;
+                    hj[d] = v;
+                    yr[d] += cn * v;
+                }
             }
         }
-        // Walk the chunk back.
-        for t in (t0..t1).rev() {
+    }
+}
+
+/// The backward's running state and outputs for one sequence.
+pub(super) struct Back<'a, E> {
+    /// The carry `a_{t+1} G_{t+1}`, `(N, Di)`; zero before the last step.
+    pub carry: &'a mut [E],
+    /// Scratch: `G_t` of one state index, `(Di)`.
+    pub grow: &'a mut [E],
+    /// Scratch: `sum_n G B` per channel, `(Di)`.
+    pub gxs_row: &'a mut [E],
+    /// Scratch: `sum_n A q` per channel, `(Di)`.
+    pub gdt_row: &'a mut [E],
+    /// Gradient of `x` through the scan (`D g + dt sum_n G B`), `(T, Di)`, overwritten per step.
+    pub g_xs: &'a mut [E],
+    /// Gradient of `dt`, `(T, Di)`, overwritten per step.
+    pub g_dt: &'a mut [E],
+    /// Gradient of `[dr | B | C]`: the B and C columns are overwritten, dr is left alone.
+    pub g_dbc: &'a mut [E],
+    /// Gradient with respect to `A` (not `A_log`), transposed `(N, Di)`, accumulated.
+    pub g_a: &'a mut [E],
+    /// Gradient of `D`, `(Di)`, accumulated.
+    pub g_d: &'a mut [E],
+}
+
+multiversion! {
+    /// Walks steps `t1 - 1` down to `lo` of the chunk that starts at `t0` (`t0 <= lo < t1`),
+    /// whose states and decays [`chunk_forward`] left in `hs` and `decs` (`h0` is the state
+    /// before `t0`), for the scan-output gradient `g_y` `(T, Di)`:
+    /// `G_t = g_t C_t + carry`, then `carry = a_t G_t`; with `q = G a_t h_{t-1}`,
+    /// `g_x = D g + dt sum_n G B`, `g_dt = x sum_n G B + sum_n A q`, `g_A += dt q`,
+    /// `g_B = sum_d G dt x`, `g_C = sum_d g h`, `g_D += g x`.
+    pub(super) fn back_steps<E: CpuElem>(
+        io: &Inputs<'_, E>,
+        t0: usize,
+        lo: usize,
+        t1: usize,
+        h0: &[E],
+        hs: &[E],
+        decs: &[E],
+        g_y: &[E],
+        b: &mut Back<'_, E>,
+    ) {
+        let (di, n, r, w) = (io.di, io.n, io.r, io.w);
+        let s = di * n;
+        for t in (lo..t1).rev() {
             let i = t - t0;
-            let h_t = &hs[i * s..(i + 1) * s];
-            let prev = if i == 0 { h0 } else { &hs[(i - 1) * s..i * s] };
-            let dec = &decay[i * s..(i + 1) * s];
+            let (h_t, dec) = (&hs[i * s..][..s], &decs[i * s..][..s]);
+            let prev = if i == 0 { &h0[..s] } else { &hs[(i - 1) * s..][..s] };
+            let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
-            let g_bc = &mut out.g_dbc[t * w + r..][..2 * n];
-            g_bc.fill(E::zero());
-            let (g_b, g_c) = g_bc.split_at_mut(n);
+            let g = &g_y[t * di..][..di];
+            let (gxs, gdt, grow) = (&mut b.gxs_row[..di], &mut b.gdt_row[..di], &mut b.grow[..di]);
+            gxs.fill(E::zero());
+            gdt.fill(E::zero());
+            let g_bc = &mut b.g_dbc[t * w + r..][..2 * n];
+            for j in 0..n {
+                let (bn, cn) = (bt[j], ct[j]);
+                let rows = j * di..(j + 1) * di;
+                let (a, hj, pj, ej) = (&io.at[rows.clone()], &h_t[rows.clone()], &prev[rows.clone()], &dec[rows.clone()]);
+                let (cr, ga) = (&mut b.carry[rows.clone()], &mut b.g_a[rows]);
+                for d in 0..di {
+                    let gg = g[d] * cn + cr[d];
+                    grow[d] = gg;
+                    gxs[d] += gg * bn;
+                    let qv = gg * (ej[d] * pj[d]);
+                    gdt[d] += qv * a[d];
+                    ga[d] += qv * dt[d];
+                    cr[d] = ej[d] * gg;
+                }
+                g_bc[n + j] = dot(g, hj);
+                g_bc[j] = dot(grow, dx);
+            }
+            let (g_xs, g_dt) = (&mut b.g_xs[t * di..][..di], &mut b.g_dt[t * di..][..di]);
+            let g_d = &mut b.g_d[..di];
             for d in 0..di {
-                let gd = g_y[t * di + d];
-                let (dtv, xv) = (io.dt[t * di + d], io.xs[t * di + d]);
-                let dx = dtv * xv;
-                let rows = (d * n)..(d + 1) * n;
-                let (cr, g_a) = (&mut carry[rows.clone()], &mut out.g_a[rows.clone()]);
-                let (h_d, p_d, e_d) = (&h_t[rows.clone()], &prev[rows.clone()], &dec[rows.clone()]);
-                let st = StepIn { gd, dx, dtv, ct, h: h_d, h_prev: p_d, dec: e_d };
-                channel_back(st, cr, g_c, g_b, g_a, g_row, q_row);
-                let s_gb = dot(g_row, bt);
-                out.g_xs[t * di + d] = io.d_skip[d] * gd + dtv * s_gb;
-                out.g_dt[t * di + d] = xv * s_gb + dot(q_row, &io.a[rows]);
-                out.g_d[d] += (gd * xv).f64();
+                g_xs[d] = io.d_skip[d] * g[d] + dt[d] * gxs[d];
+                g_dt[d] = xs[d] * gxs[d] + gdt[d];
+                g_d[d] += g[d] * xs[d];
             }
         }
     }

@@ -1,10 +1,16 @@
 //! One sequence `u[T, M]` through the Mamba-1 mixer: the projections, the causal depthwise
 //! convolution, the time steps and the gate around the scan, forward and backward, all in a
 //! [`Workspace`] that is allocated once per block of sequences and reused.
+//!
+//! The projections are matrix products over the sequence's contiguous `(T, width)` rows; every
+//! elementwise pass (convolution, SiLU, softplus, gate) is a small kernel compiled for the
+//! machine's vector width ([`crate::multiversion`]) that stores the logistic values the
+//! backward needs (`sigmoid(c)`, `sigmoid(pre)`, `sigmoid(z)`), so the backward evaluates no
+//! exponential of its own outside the scan.
 
-use super::scan;
-use super::{Mamba1Dims, Mamba1Params};
-use crate::ops::act::{silu, silu_grad, softplus, softplus_grad};
+use super::scan::{self, Back, Inputs};
+use super::{Mamba1Dims, Mamba1Params, Prepared};
+use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
 use crate::ops::{linear, CpuElem};
 
@@ -14,35 +20,65 @@ pub(super) struct Workspace<E> {
     pub us: Vec<E>,
     /// `[x | z] = u W_in^T`, `(T, 2 Di)`.
     xz: Vec<E>,
-    /// The convolution's output before the SiLU, `(T, Di)` (kept for `silu'` in the backward).
+    /// The convolution's output before the SiLU, `(T, Di)`.
     c: Vec<E>,
+    /// `sigmoid(c)`, `(T, Di)`.
+    sig_c: Vec<E>,
     /// `x = silu(c)`, `(T, Di)`.
     xs: Vec<E>,
     /// `[dr | B | C] = x W_x^T`, `(T, R + 2N)`.
     dbc: Vec<E>,
-    /// `dr W_dt^T + dt_b`, the softplus argument, `(T, Di)`.
-    pre: Vec<E>,
-    /// `dt = softplus(pre)`, `(T, Di)`.
+    /// `dt = softplus(dr W_dt^T + dt_b)`, `(T, Di)`.
     dt: Vec<E>,
-    /// The scan output `y` before the gate, `(T, Di)`.
+    /// `softplus'` of the same argument, `(T, Di)`.
+    sig_pre: Vec<E>,
+    /// `dt * x`, `(T, Di)`.
+    dx: Vec<E>,
+    /// `sigmoid(z)`, `(T, Di)`.
+    sig_z: Vec<E>,
+    /// The gate `silu(z)`, `(T, Di)`.
+    gate: Vec<E>,
+    /// The scan output before the gate (backward only), `(T, Di)`.
     y: Vec<E>,
-    /// `y * silu(z)`, `(T, Di)`; in the backward it becomes `g_y` of the scan in place.
+    /// `y * silu(z)`, `(T, Di)`.
     gated: Vec<E>,
-    /// The scan's state while walking forward, `(Di, N)`.
+    /// The scan's state while walking forward, `(N, Di)`.
     h: Vec<E>,
-    /// One step's decays `exp(dt A)` in the forward scan, `(Di, N)`.
-    dec: Vec<E>,
     /// The backward's buffers; `None` in a forward-only workspace.
     bw: Option<Backward<E>>,
     /// The gathered output gradient, `(T, M)` (empty in a forward-only workspace).
     pub g_out: Vec<E>,
+    /// The sequence's output (or input gradient), `(T, M)`, before it is scattered.
+    pub out: Vec<E>,
+    /// What the workspace was sized for: `(dims, T)`.
+    sized: (Mamba1Dims, usize),
+}
+
+/// Runs `f` with this thread's cached workspace when it fits `dims`, `time` and (for a
+/// backward) the chunk length `q`, else with a new one that is then cached instead.
+pub(super) fn with_workspace<E: CpuElem, R>(
+    dims: Mamba1Dims,
+    time: usize,
+    q: Option<usize>,
+    f: impl FnOnce(&mut Workspace<E>) -> R,
+) -> R {
+    let fits = |w: &Workspace<E>| {
+        w.sized == (dims, time)
+            && match (q, &w.bw) {
+                (None, _) => true,
+                (Some(q), Some(bw)) => bw.q == q,
+                (Some(_), None) => false,
+            }
+    };
+    crate::par::with_scratch(fits, || Workspace::new(dims, time, q), f)
 }
 
 /// The buffers only the backward needs.
 struct Backward<E> {
     /// Chunk length of the checkpointed scan.
     q: usize,
-    /// The gradient of the gated product, then (in place) of the scan output, `(T, Di)`.
+    /// The gradient of the gated product, then (in place, chunk by chunk) of the scan output,
+    /// `(T, Di)`.
     g_gated: Vec<E>,
     /// Gradients of `x` (first half) and `z` (second half) from in_proj, `(T, 2 Di)`.
     g_xz: Vec<E>,
@@ -52,19 +88,42 @@ struct Backward<E> {
     g_dt: Vec<E>,
     /// Gradient of `[dr | B | C]`, `(T, R + 2N)`.
     g_dbc: Vec<E>,
-    /// The scan's own buffers (checkpoints, one chunk's states and decays, the carry).
-    scan: scan::Buffers<E>,
+    /// The state before the first step of each chunk, `(ceil(T / Q), N, Di)`.
+    ckpt: Vec<E>,
+    /// The states of the chunk being walked back, `(Q, N, Di)`.
+    hs: Vec<E>,
+    /// Their decays `exp(dt A)`, `(Q, N, Di)`.
+    decs: Vec<E>,
+    /// The scan's carry, `(N, Di)`.
+    carry: Vec<E>,
+    /// The scan's per-step scratch rows, `(Di)` each.
+    grow: Vec<E>,
+    gxs_row: Vec<E>,
+    gdt_row: Vec<E>,
+    /// Gradient with respect to `A`, transposed `(N, Di)`, summed over at most [`FLUSH`] steps
+    /// before it is added to the block's f64 partial.
+    g_a: Vec<E>,
+    /// Gradient of `D`, `(Di)`, likewise.
+    g_d: Vec<E>,
+    /// The convolution weights' gradient, transposed `(K, Di)`.
+    g_conv_t: Vec<E>,
     /// This sequence's gradient partial in `E`; added to the block's f64 partial per sequence.
     grads: Mamba1Params<E>,
 }
+
+/// The scan's `A` and `D` gradients are summed in `E` over the steps of one block of this many
+/// (counted from `t = 0`, so the grouping does not depend on the chunk length) and then added
+/// to the f64 partial: short sums in f32, long ones in f64 (BACKWARD.md, "Memory").
+const FLUSH: usize = 32;
 
 impl<E: CpuElem> Workspace<E> {
     /// A workspace for sequences of `time` steps; with `Some(q)`, also the backward's buffers
     /// for a scan checkpointed every `q` steps.
     pub fn new(dims: Mamba1Dims, time: usize, q: Option<usize>) -> Self {
-        let Mamba1Dims { d_model: m, d_inner: di, .. } = dims;
+        let Mamba1Dims { d_model: m, d_inner: di, d_state: n, d_conv: k, .. } = dims;
         let z = |len: usize| vec![E::zero(); len];
         let w = dims.w_dbc();
+        let s = di * n;
         let bw = q.map(|q| Backward {
             q,
             g_gated: z(time * di),
@@ -72,22 +131,36 @@ impl<E: CpuElem> Workspace<E> {
             g_xs: z(time * di),
             g_dt: z(time * di),
             g_dbc: z(time * w),
-            scan: scan::Buffers::new(dims, time, q),
+            ckpt: z(time.div_ceil(q) * s),
+            hs: z(q.min(time) * s),
+            decs: z(q.min(time) * s),
+            carry: z(s),
+            grow: z(di),
+            gxs_row: z(di),
+            gdt_row: z(di),
+            g_a: z(s),
+            g_d: z(di),
+            g_conv_t: z(k * di),
             grads: Mamba1Params::zeros(dims),
         });
         Self {
             us: z(time * m),
             xz: z(time * 2 * di),
             c: z(time * di),
+            sig_c: z(time * di),
             xs: z(time * di),
             dbc: z(time * w),
-            pre: z(time * di),
             dt: z(time * di),
-            y: z(time * di),
+            sig_pre: z(time * di),
+            dx: z(time * di),
+            sig_z: z(time * di),
+            gate: z(time * di),
+            y: if bw.is_some() { z(time * di) } else { Vec::new() },
             gated: z(time * di),
-            h: z(di * dims.d_state),
-            dec: z(di * dims.d_state),
+            h: z(s),
             g_out: if bw.is_some() { z(time * m) } else { Vec::new() },
+            out: z(time * m),
+            sized: (dims, time),
             bw,
         }
     }
@@ -96,138 +169,289 @@ impl<E: CpuElem> Workspace<E> {
     fn time(&self, dims: Mamba1Dims) -> usize {
         self.us.len() / dims.d_model
     }
+
+    /// The scan's inputs (valid after [`project`]).
+    fn inputs<'a>(&'a self, dims: Mamba1Dims, pr: &'a Prepared<E>, p: &'a Mamba1Params<E>) -> Inputs<'a, E> {
+        Inputs {
+            di: dims.d_inner,
+            n: dims.d_state,
+            r: dims.dt_rank,
+            w: dims.w_dbc(),
+            at: &pr.at,
+            d_skip: &p.d,
+            dt: &self.dt,
+            xs: &self.xs,
+            dx: &self.dx,
+            dbc: &self.dbc,
+        }
+    }
 }
 
-/// Steps 1 to 4 of MODEL.md for the sequence in `ws.us`: `[x | z]`, the convolution and its
-/// SiLU, `[dr | B | C]`, and the time steps `dt`.
-fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, ws: &mut Workspace<E>) {
-    let Mamba1Dims { d_model: m, d_inner: di, dt_rank: r, d_conv: k, .. } = dims;
-    let (t_len, w) = (ws.time(dims), dims.w_dbc());
-    linear::forward(&ws.us, t_len, m, &p.in_proj, None, 2 * di, &mut ws.xz);
-    // Causal depthwise convolution with zero history: tap j of step t reads x at t - (K-1) + j,
-    // and taps that would read before the start are skipped (they multiply zeros).
-    for t in 0..t_len {
-        let c_row = &mut ws.c[t * di..(t + 1) * di];
-        c_row.copy_from_slice(&p.conv_b);
-        for j in (k - 1).saturating_sub(t)..k {
-            let src = &ws.xz[(t + j + 1 - k) * 2 * di..][..di];
-            for ((cv, &xv), w_d) in c_row.iter_mut().zip(src).zip(p.conv_w.chunks_exact(k)) {
-                *cv += w_d[j] * xv;
+multiversion! {
+    /// Causal depthwise convolution with zero history over the `x` half of `xz` `(T, 2 Di)`:
+    /// `c[t] = b + sum_j w_j * x[t - (K-1) + j]`, taps in order, taps before the start skipped
+    /// (they multiply zeros). `wt` is the weight transposed, `(K, Di)`.
+    fn conv_forward<E: CpuElem>(xz: &[E], di: usize, k: usize, wt: &[E], bias: &[E], c: &mut [E]) {
+        for t in 0..c.len() / di {
+            let cr = &mut c[t * di..][..di];
+            cr.copy_from_slice(&bias[..di]);
+            for j in (k - 1).saturating_sub(t)..k {
+                let (src, wj) = (&xz[(t + j + 1 - k) * 2 * di..][..di], &wt[j * di..][..di]);
+                for d in 0..di {
+                    cr[d] += wj[d] * src[d];
+                }
             }
         }
     }
-    for (x, &c) in ws.xs.iter_mut().zip(&ws.c) {
-        *x = silu(c);
+}
+
+multiversion! {
+    /// Backward of [`conv_forward`] (BACKWARD.md, "Small pieces") for `gc` `(T, Di)`:
+    /// `g_wt[j] += sum_t gc[t] x[t - (K-1) + j]`, `g_b += sum_t gc[t]`, and the `x` half of
+    /// `g_xz` overwritten with `g_x[s] = sum_j w_j gc[s + K - 1 - j]` (steps past the end
+    /// dropped).
+    fn conv_backward<E: CpuElem>(
+        xz: &[E],
+        gc: &[E],
+        di: usize,
+        k: usize,
+        wt: &[E],
+        g_wt: &mut [E],
+        g_b: &mut [E],
+        g_xz: &mut [E],
+    ) {
+        let t_len = gc.len() / di;
+        let g_b = &mut g_b[..di];
+        for t in 0..t_len {
+            let gr = &gc[t * di..][..di];
+            for d in 0..di {
+                g_b[d] += gr[d];
+            }
+            for j in (k - 1).saturating_sub(t)..k {
+                let (xr, gw) = (&xz[(t + j + 1 - k) * 2 * di..][..di], &mut g_wt[j * di..][..di]);
+                for d in 0..di {
+                    gw[d] += gr[d] * xr[d];
+                }
+            }
+        }
+        for s in 0..t_len {
+            let gx = &mut g_xz[s * 2 * di..][..di];
+            gx.fill(E::zero());
+            for j in (s + k).saturating_sub(t_len)..k {
+                let (gr, wj) = (&gc[(s + k - 1 - j) * di..][..di], &wt[j * di..][..di]);
+                for d in 0..di {
+                    gx[d] += wj[d] * gr[d];
+                }
+            }
+        }
     }
+}
+
+multiversion! {
+    /// `sig = sigmoid(c)`, `xs = c * sig` (SiLU), elementwise.
+    fn silu_forward<E: CpuElem>(c: &[E], sig: &mut [E], xs: &mut [E]) {
+        let len = c.len();
+        let (sig, xs) = (&mut sig[..len], &mut xs[..len]);
+        for i in 0..len {
+            let s = c[i].sigmoid();
+            sig[i] = s;
+            xs[i] = c[i] * s;
+        }
+    }
+}
+
+multiversion! {
+    /// `g *= silu'(c) = s (1 + c (1 - s))` with `s = sigmoid(c)` as stored.
+    fn silu_backward<E: CpuElem>(g: &mut [E], c: &[E], sig: &[E]) {
+        let len = g.len();
+        let (c, sig) = (&c[..len], &sig[..len]);
+        for i in 0..len {
+            let s = sig[i];
+            g[i] *= s * (E::one() + c[i] * (E::one() - s));
+        }
+    }
+}
+
+multiversion! {
+    /// Turns `dt` `(T, Di)` from `dr W_dt^T` into `softplus(dr W_dt^T + b)` in place, storing
+    /// its derivative in `sig` and `dt * x` in `dx`.
+    fn time_steps<E: CpuElem>(dt: &mut [E], bias: &[E], xs: &[E], sig: &mut [E], dx: &mut [E]) {
+        let di = bias.len();
+        for t in 0..dt.len() / di {
+            let (row, x) = (&mut dt[t * di..][..di], &xs[t * di..][..di]);
+            let (sr, dr) = (&mut sig[t * di..][..di], &mut dx[t * di..][..di]);
+            for d in 0..di {
+                let (sp, sg) = (row[d] + bias[d]).softplus_and_grad();
+                row[d] = sp;
+                sr[d] = sg;
+                dr[d] = sp * x[d];
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// The gate from the `z` half of `xz` `(T, 2 Di)`: `sig = sigmoid(z)`, `gate = z * sig`.
+    fn gate_forward<E: CpuElem>(xz: &[E], di: usize, sig: &mut [E], gate: &mut [E]) {
+        for t in 0..gate.len() / di {
+            let z = &xz[t * 2 * di + di..][..di];
+            let (sr, gr) = (&mut sig[t * di..][..di], &mut gate[t * di..][..di]);
+            for d in 0..di {
+                let s = z[d].sigmoid();
+                sr[d] = s;
+                gr[d] = z[d] * s;
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// Rows `t0..t1` of the gate's backward: `gated = y gate` (kept for out_proj's weight
+    /// gradient), `g_z = g y silu'(z)` into the `z` half of `g_xz`, and `g *= gate` in place
+    /// (the gated product's gradient becomes the scan output's).
+    fn gate_backward<E: CpuElem>(
+        t0: usize,
+        t1: usize,
+        di: usize,
+        xz: &[E],
+        y: &[E],
+        sig: &[E],
+        gate: &[E],
+        gated: &mut [E],
+        g: &mut [E],
+        g_xz: &mut [E],
+    ) {
+        for t in t0..t1 {
+            let (z, gz) = (&xz[t * 2 * di + di..][..di], &mut g_xz[t * 2 * di + di..][..di]);
+            let (yr, sr, gr) = (&y[t * di..][..di], &sig[t * di..][..di], &gate[t * di..][..di]);
+            let (out, gg) = (&mut gated[t * di..][..di], &mut g[t * di..][..di]);
+            for d in 0..di {
+                let s = sr[d];
+                out[d] = yr[d] * gr[d];
+                gz[d] = gg[d] * yr[d] * (s * (E::one() + z[d] * (E::one() - s)));
+                gg[d] *= gr[d];
+            }
+        }
+    }
+}
+
+/// Steps 1 to 4 of MODEL.md for the sequence in `ws.us`, and the gate `silu(z)`.
+fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, pr: &Prepared<E>, ws: &mut Workspace<E>) {
+    let Mamba1Dims { d_model: m, d_inner: di, dt_rank: r, d_conv: k, .. } = dims;
+    let (t_len, w) = (ws.time(dims), dims.w_dbc());
+    linear::forward(&ws.us, t_len, m, &p.in_proj, None, 2 * di, &mut ws.xz);
+    conv_forward(&ws.xz, di, k, &pr.conv_t, &p.conv_b, &mut ws.c);
+    silu_forward(&ws.c, &mut ws.sig_c, &mut ws.xs);
     linear::forward(&ws.xs, t_len, di, &p.x_proj, None, w, &mut ws.dbc);
     // dt_proj reads the first R columns of each `dbc` row in place (row stride R + 2N).
     let dr = Mat { data: &ws.dbc, rows: t_len, cols: r, rs: w, cs: 1 };
-    gemm(E::one(), dr, Mat::rm(&p.dt_proj_w, di, r).t(), E::zero(), &mut ws.pre, di);
-    for row in ws.pre.chunks_exact_mut(di) {
-        for (v, &b) in row.iter_mut().zip(&p.dt_proj_b) {
-            *v += b;
-        }
-    }
-    for (d, &v) in ws.dt.iter_mut().zip(&ws.pre) {
-        *d = softplus(v);
-    }
+    gemm(E::one(), dr, Mat::rm(&p.dt_proj_w, di, r).t(), E::zero(), &mut ws.dt, di);
+    time_steps(&mut ws.dt, &p.dt_proj_b, &ws.xs, &mut ws.sig_pre, &mut ws.dx);
+    gate_forward(&ws.xz, di, &mut ws.sig_z, &mut ws.gate);
 }
 
-/// `gated = y * silu(z)`.
-fn gate<E: CpuElem>(dims: Mamba1Dims, ws: &mut Workspace<E>) {
-    let di = dims.d_inner;
-    for ((g_row, y_row), xz_row) in
-        ws.gated.chunks_exact_mut(di).zip(ws.y.chunks_exact(di)).zip(ws.xz.chunks_exact(2 * di))
-    {
-        for ((g, &y), &z) in g_row.iter_mut().zip(y_row).zip(&xz_row[di..]) {
-            *g = y * silu(z);
-        }
-    }
-}
-
-/// The mixer's output for the sequence in `ws.us`, written to `out` `(T, M)`. `a` is
-/// `-exp(A_log)`.
+/// The mixer's output for the sequence in `ws.us`, written to `out` `(T, M)`.
 pub(super) fn forward<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<E>,
-    a: &[E],
+    pr: &Prepared<E>,
     ws: &mut Workspace<E>,
     out: &mut [E],
 ) {
-    project(dims, p, ws);
-    let io = scan::Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xs: &ws.xs, dbc: &ws.dbc };
-    scan::forward(&io, &mut ws.h, &mut ws.dec, &mut ws.y, None);
-    gate(dims, ws);
+    project(dims, p, pr, ws);
+    let mut gated = std::mem::take(&mut ws.gated);
+    let mut h = std::mem::take(&mut ws.h);
+    scan::forward_gated(&ws.inputs(dims, pr, p), &ws.gate, &mut h, &mut gated);
     let t_len = ws.time(dims);
-    linear::forward(&ws.gated, t_len, dims.d_inner, &p.out_proj, None, dims.d_model, out);
+    linear::forward(&gated, t_len, dims.d_inner, &p.out_proj, None, dims.d_model, out);
+    (ws.gated, ws.h) = (gated, h);
 }
 
 /// The backward of [`forward`] for the sequence in `ws.us` with output gradient `ws.g_out`:
 /// writes the input gradient to `g_u` `(T, M)` and adds the parameter gradients to the block
 /// partial `part` (whose `a_log` collects the gradient with respect to A).
+///
+/// Order: the projections are recomputed; `g_gated = g_out W_out` needs no scan; a pass over
+/// the states leaves every Q-th one; then each chunk, from the last, recomputes its states and
+/// scan output, applies the gate's backward to its rows, and is walked back. out_proj's weight
+/// gradient, which needs every gated row, follows.
 pub(super) fn backward<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<E>,
-    a: &[E],
+    pr: &Prepared<E>,
     ws: &mut Workspace<E>,
     g_u: &mut [E],
     part: &mut Mamba1Params<f64>,
 ) {
-    let Mamba1Dims { d_model: m, d_inner: di, dt_rank: r, d_conv: k, .. } = dims;
+    let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
     let (t_len, w) = (ws.time(dims), dims.w_dbc());
-    // Recompute the forward; the scan keeps every Q-th state for the chunked backward.
-    project(dims, p, ws);
+    project(dims, p, pr, ws);
     let mut bw = ws.bw.take().expect("mamba1: backward needs a backward workspace");
-    {
-        let io = scan::Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xs: &ws.xs, dbc: &ws.dbc };
-        scan::forward(&io, &mut ws.h, &mut ws.dec, &mut ws.y, Some((&mut bw.scan.ckpt, bw.q)));
-    }
-    gate(dims, ws);
+    let (mut y, mut gated, mut h) =
+        (std::mem::take(&mut ws.y), std::mem::take(&mut ws.gated), std::mem::take(&mut ws.h));
     let g = &mut bw.grads;
     for (_, t) in g.tensors_mut() {
         t.fill(E::zero());
     }
+    bw.g_conv_t.fill(E::zero());
 
-    // out = gated W_out^T.
-    linear::backward(
-        &ws.gated,
-        t_len,
-        di,
-        &p.out_proj,
-        m,
-        &ws.g_out,
-        &mut g.out_proj,
-        None,
-        Some((&mut bw.g_gated, false)),
-    );
+    // out = gated W_out^T: the input gradient first (it does not need the scan).
+    gemm(E::one(), Mat::rm(&ws.g_out, t_len, m), Mat::rm(&p.out_proj, m, di), E::zero(), &mut bw.g_gated, di);
 
-    // gated = y * silu(z): g_z = g_gated * y * silu'(z), and g_gated becomes g_y in place.
-    for t in 0..t_len {
-        let (xz_row, gxz_row) = (&ws.xz[t * 2 * di..][..2 * di], &mut bw.g_xz[t * 2 * di..][..2 * di]);
-        let (y_row, gg_row) = (&ws.y[t * di..][..di], &mut bw.g_gated[t * di..][..di]);
-        for d in 0..di {
-            let z = xz_row[di + d];
-            gxz_row[di + d] = gg_row[d] * y_row[d] * silu_grad(z);
-            gg_row[d] *= silu(z);
+    {
+        let io = ws.inputs(dims, pr, p);
+        let q = bw.q;
+        if q >= t_len {
+            // One chunk: its only checkpoint is the zero state, no pass needed.
+            bw.ckpt[..di * n].fill(E::zero());
+        } else {
+            scan::checkpoints(&io, q, &mut h, &mut bw.ckpt);
+        }
+        bw.carry.fill(E::zero());
+        bw.g_a.fill(E::zero());
+        bw.g_d.fill(E::zero());
+        let s = di * n;
+        for c in (0..t_len.div_ceil(q)).rev() {
+            let (t0, t1) = (c * q, (c * q + q).min(t_len));
+            let h0 = &bw.ckpt[c * s..(c + 1) * s];
+            scan::chunk_forward(&io, t0, t1, h0, &mut bw.hs, &mut bw.decs, &mut y);
+            gate_backward(t0, t1, di, &ws.xz, &y, &ws.sig_z, &ws.gate, &mut gated, &mut bw.g_gated, &mut bw.g_xz);
+            let mut hi = t1;
+            while hi > t0 {
+                let lo = t0.max((hi - 1) / FLUSH * FLUSH);
+                let mut back = Back {
+                    carry: &mut bw.carry,
+                    grow: &mut bw.grow,
+                    gxs_row: &mut bw.gxs_row,
+                    gdt_row: &mut bw.gdt_row,
+                    g_xs: &mut bw.g_xs,
+                    g_dt: &mut bw.g_dt,
+                    g_dbc: &mut bw.g_dbc,
+                    g_a: &mut bw.g_a,
+                    g_d: &mut bw.g_d,
+                };
+                scan::back_steps(&io, t0, lo, hi, h0, &bw.hs, &bw.decs, &bw.g_gated, &mut back);
+                if lo % FLUSH == 0 {
+                    for j in 0..n {
+                        for d in 0..di {
+                            part.a_log[d * n + j] += bw.g_a[j * di + d].f64();
+                        }
+                    }
+                    for (acc, &v) in part.d.iter_mut().zip(&bw.g_d) {
+                        *acc += v.f64();
+                    }
+                    bw.g_a.fill(E::zero());
+                    bw.g_d.fill(E::zero());
+                }
+                hi = lo;
+            }
         }
     }
-
-    // The scan: g_x (its direct part), g_dt, g_B and g_C, and A and D straight into `part`.
-    {
-        let io = scan::Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xs: &ws.xs, dbc: &ws.dbc };
-        let out = scan::Grads {
-            g_xs: &mut bw.g_xs,
-            g_dt: &mut bw.g_dt,
-            g_dbc: &mut bw.g_dbc,
-            g_a: &mut part.a_log,
-            g_d: &mut part.d,
-        };
-        scan::backward(&io, &bw.g_gated, bw.q, &mut bw.scan, out);
-    }
+    gemm(E::one(), Mat::rm(&ws.g_out, t_len, m).t(), Mat::rm(&gated, t_len, di), E::one(), &mut g.out_proj, di);
 
     // dt = softplus(pre), pre = dr W_dt^T + dt_b; g_dt becomes g_pre in place.
-    for (gd, &v) in bw.g_dt.iter_mut().zip(&ws.pre) {
-        *gd *= softplus_grad(v);
+    for (gd, &s) in bw.g_dt.iter_mut().zip(&ws.sig_pre) {
+        *gd *= s;
     }
     let dr = Mat { data: &ws.dbc, rows: t_len, cols: r, rs: w, cs: 1 };
     gemm(E::one(), Mat::rm(&bw.g_dt, t_len, di).t(), dr, E::one(), &mut g.dt_proj_w, r);
@@ -242,33 +466,12 @@ pub(super) fn backward<E: CpuElem>(
     // [dr | B | C] = x W_x^T; the scan's direct g_x is accumulated onto.
     linear::backward(&ws.xs, t_len, di, &p.x_proj, w, &bw.g_dbc, &mut g.x_proj, None, Some((&mut bw.g_xs, true)));
 
-    // x = silu(c): g_xs becomes g_c in place.
-    for (gx, &c) in bw.g_xs.iter_mut().zip(&ws.c) {
-        *gx *= silu_grad(c);
-    }
-
-    // The convolution (BACKWARD.md, "Small pieces"): step t's tap j read x at s = t - (K-1) + j.
-    for t in 0..t_len {
-        let gc_row = &bw.g_xs[t * di..][..di];
-        for (gb, &gc) in g.conv_b.iter_mut().zip(gc_row) {
-            *gb += gc;
-        }
-        for j in (k - 1).saturating_sub(t)..k {
-            let x_row = &ws.xz[(t + j + 1 - k) * 2 * di..][..di];
-            for ((gw_d, &gc), &xv) in g.conv_w.chunks_exact_mut(k).zip(gc_row).zip(x_row) {
-                gw_d[j] += gc * xv;
-            }
-        }
-    }
-    for s in 0..t_len {
-        let gx_row = &mut bw.g_xz[s * 2 * di..][..di];
-        gx_row.fill(E::zero());
-        // Step t = s + K - 1 - j used x at s through tap j; steps past the end do not exist.
-        for j in (s + k).saturating_sub(t_len)..k {
-            let gc_row = &bw.g_xs[(s + k - 1 - j) * di..][..di];
-            for ((gx, &gc), w_d) in gx_row.iter_mut().zip(gc_row).zip(p.conv_w.chunks_exact(k)) {
-                *gx += w_d[j] * gc;
-            }
+    // x = silu(c): g_xs becomes g_c in place; then the convolution.
+    silu_backward(&mut bw.g_xs, &ws.c, &ws.sig_c);
+    conv_backward(&ws.xz, &bw.g_xs, di, k, &pr.conv_t, &mut bw.g_conv_t, &mut g.conv_b, &mut bw.g_xz);
+    for d in 0..di {
+        for j in 0..k {
+            g.conv_w[d * k + j] = bw.g_conv_t[j * di + d];
         }
     }
 
@@ -284,5 +487,6 @@ pub(super) fn backward<E: CpuElem>(
             *x += y.f64();
         }
     }
+    (ws.y, ws.gated, ws.h) = (y, gated, h);
     ws.bw = Some(bw);
 }

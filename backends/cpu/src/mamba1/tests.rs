@@ -61,6 +61,16 @@ fn blocks_partition_the_sequences() {
 }
 
 #[test]
+fn one_chunk_while_the_states_fit_then_square_root_chunks() {
+    let dims = Mamba1Dims { d_model: 128, d_inner: 256, d_state: 16, dt_rank: 8, d_conv: 4 };
+    // 2 * 256 * 256 * 16 * 4 bytes = 8 MiB: exactly the budget.
+    assert_eq!(scan_chunk(dims, 256, 4), 256);
+    assert_eq!(scan_chunk(dims, 257, 4), 17);
+    assert_eq!(scan_chunk(dims, 256, 8), 16);
+    assert_eq!(scan_chunk(dims, 0, 4), 1);
+}
+
+#[test]
 fn chunk_length_is_the_ceiling_square_root() {
     let want = [(0, 1), (1, 1), (2, 2), (4, 2), (5, 3), (16, 4), (17, 5), (256, 16), (257, 17)];
     for (t, q) in want {

@@ -80,9 +80,43 @@ pub fn gemm<E: CpuElem>(alpha: E, a: Mat<'_, E>, b: Mat<'_, E>, beta: E, c: &mut
     }
 }
 
+/// Single-precision matrix-product speed in GFLOP/s on the current rayon pool, the figure
+/// the model's products are compared with: `C = A B` for square `size x size` matrices through
+/// [`gemm`] (so `matrixmultiply`, as every product of this crate), the rows of `C` split into
+/// one contiguous block per rayon thread and run in parallel. The best of `reps` timed
+/// products after one untimed one.
+pub fn peak_gflops(size: usize, reps: usize) -> f64 {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads().max(1);
+    let a: Vec<f32> = (0..size * size).map(|i| ((i * 7 + 3) % 17) as f32 * 0.05 - 0.4).collect();
+    let b: Vec<f32> = (0..size * size).map(|i| ((i * 5 + 1) % 13) as f32 * 0.07 - 0.4).collect();
+    let mut c = vec![0f32; size * size];
+    let rows_per = size.div_ceil(threads).max(1);
+    let run = |c: &mut [f32]| {
+        c.par_chunks_mut(rows_per * size).enumerate().for_each(|(i, cb)| {
+            let rows = cb.len() / size;
+            let a_rows = &a[i * rows_per * size..][..rows * size];
+            gemm(1.0, Mat::rm(a_rows, rows, size), Mat::rm(&b, size, size), 0.0, cb, size);
+        });
+    };
+    run(&mut c);
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t0 = std::time::Instant::now();
+        run(&mut c);
+        best = best.min(t0.elapsed().as_secs_f64());
+    }
+    2.0 * (size as f64).powi(3) / best / 1e9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_is_positive() {
+        assert!(peak_gflops(64, 1) > 0.0);
+    }
 
     #[test]
     fn matches_naive_product_with_transposes() {

@@ -6,8 +6,8 @@
 //! The `*_rows` functions are serial (for callers that already run per block); [`forward`]
 //! and [`backward`] split the rows over rayon with the fixed partition of [`crate::par`].
 
-use super::CpuElem;
-use crate::par;
+use super::{simd, CpuElem};
+use crate::{multiversion, par};
 
 /// The epsilon added to the variance.
 pub const EPS: f64 = 1e-5;
@@ -16,12 +16,13 @@ pub const EPS: f64 = 1e-5;
 const MIN_ROWS: usize = 128;
 
 /// Mean and `r = (var + eps)^-1/2` of one row (two passes: the variance of BOLD embeddings
-/// can be small next to their mean, where `E[x^2] - E[x]^2` cancels).
-#[inline]
+/// can be small next to their mean, where `E[x^2] - E[x]^2` cancels). The sums use fixed lane
+/// accumulators ([`simd::sum_map`]), so they vectorize and do not depend on the vector width.
+#[inline(always)]
 fn stats<E: CpuElem>(row: &[E]) -> (E, E) {
     let m = E::of(row.len() as f64);
-    let mean = row.iter().copied().sum::<E>() / m;
-    let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<E>() / m;
+    let mean = simd::sum_map(row, |v| v) / m;
+    let var = simd::sum_map(row, |v| (v - mean) * (v - mean)) / m;
     (mean, (var + E::of(EPS)).sqrt().recip())
 }
 
@@ -29,10 +30,18 @@ fn stats<E: CpuElem>(row: &[E]) -> (E, E) {
 pub fn forward_rows<E: CpuElem>(x: &[E], rows: usize, m: usize, w: &[E], b: &[E], y: &mut [E]) {
     assert!(x.len() == rows * m && y.len() == rows * m, "layernorm: buffers are not {rows}x{m}");
     assert!(w.len() == m && b.len() == m, "layernorm: affine parameters are not of width {m}");
-    for (xr, yr) in x.chunks_exact(m).zip(y.chunks_exact_mut(m)) {
-        let (mean, r) = stats(xr);
-        for i in 0..m {
-            yr[i] = (xr[i] - mean) * r * w[i] + b[i];
+    forward_kernel(x, m, w, b, y);
+}
+
+multiversion! {
+    fn forward_kernel<E: CpuElem>(x: &[E], m: usize, w: &[E], b: &[E], y: &mut [E]) {
+        let (w, b) = (&w[..m], &b[..m]);
+        for (xr, yr) in x.chunks_exact(m).zip(y.chunks_exact_mut(m)) {
+            let (mean, r) = stats(xr);
+            let yr = &mut yr[..m];
+            for i in 0..m {
+                yr[i] = (xr[i] - mean) * r * w[i] + b[i];
+            }
         }
     }
 }
@@ -52,22 +61,29 @@ pub fn backward_rows<E: CpuElem>(
 ) {
     assert!(x.len() == rows * m && g_y.len() == rows * m && g_x.len() == rows * m, "layernorm: not {rows}x{m}");
     assert!(w.len() == m && g_w.len() == m && g_b.len() == m, "layernorm: parameters are not of width {m}");
-    let inv_m = E::of(1.0 / m as f64);
-    for ((xr, gyr), gxr) in x.chunks_exact(m).zip(g_y.chunks_exact(m)).zip(g_x.chunks_exact_mut(m)) {
-        let (mean, r) = stats(xr);
-        let (mut sa, mut saxh) = (E::zero(), E::zero());
-        for i in 0..m {
-            let xh = (xr[i] - mean) * r;
-            let a = gyr[i] * w[i];
-            g_w[i] += gyr[i] * xh;
-            g_b[i] += gyr[i];
-            sa += a;
-            saxh += a * xh;
-        }
-        let (ma, maxh) = (sa * inv_m, saxh * inv_m);
-        for i in 0..m {
-            let xh = (xr[i] - mean) * r;
-            gxr[i] += r * (gyr[i] * w[i] - ma - xh * maxh);
+    backward_kernel(x, m, w, g_y, g_x, g_w, g_b);
+}
+
+multiversion! {
+    fn backward_kernel<E: CpuElem>(x: &[E], m: usize, w: &[E], g_y: &[E], g_x: &mut [E], g_w: &mut [E], g_b: &mut [E]) {
+        let inv_m = E::of(1.0 / m as f64);
+        let (w, g_w, g_b) = (&w[..m], &mut g_w[..m], &mut g_b[..m]);
+        for ((xr, gyr), gxr) in x.chunks_exact(m).zip(g_y.chunks_exact(m)).zip(g_x.chunks_exact_mut(m)) {
+            let (mean, r) = stats(xr);
+            let (gyr, gxr) = (&gyr[..m], &mut gxr[..m]);
+            for i in 0..m {
+                let xh = (xr[i] - mean) * r;
+                g_w[i] += gyr[i] * xh;
+                g_b[i] += gyr[i];
+            }
+            // a = g_y w; sums of a and of a xh.
+            let sa = simd::sum_zip(gyr, w, |g, wv| g * wv);
+            let saxh = simd::sum_zip3(gyr, w, xr, |g, wv, xv| g * wv * ((xv - mean) * r));
+            let (ma, maxh) = (sa * inv_m, saxh * inv_m);
+            for i in 0..m {
+                let xh = (xr[i] - mean) * r;
+                gxr[i] += r * (gyr[i] * w[i] - ma - xh * maxh);
+            }
         }
     }
 }

@@ -2,15 +2,25 @@
 //! LayerNorm.
 
 pub mod act;
+pub mod fastmath;
 pub mod gemm;
 pub mod layernorm;
 pub mod linear;
+pub mod simd;
 
 use boldcast_core::Elem;
 
 /// The element types the CPU backend computes in (`f32`, `f64`): [`Elem`] plus a matrix
-/// product.
+/// product and the per-element functions of the hot loops. In `f32` those are the vectorizable
+/// versions of [`fastmath`]; in `f64` the library functions of [`act`] (the reference).
 pub trait CpuElem: Elem {
+    /// `exp(x)` for `x <= 0` (the scan's decays).
+    fn exp_nonpos(self) -> Self;
+    /// The logistic function.
+    fn sigmoid(self) -> Self;
+    /// Softplus with threshold 20 and its derivative, `(softplus(v), softplus'(v))`.
+    fn softplus_and_grad(self) -> (Self, Self);
+
     /// `C = alpha A B + beta C` for row/column strides as in `matrixmultiply`; see
     /// [`gemm::gemm`] for the safe entry point.
     ///
@@ -37,6 +47,18 @@ pub trait CpuElem: Elem {
 }
 
 impl CpuElem for f32 {
+    #[inline(always)]
+    fn exp_nonpos(self) -> Self {
+        fastmath::exp_nonpos(self)
+    }
+    #[inline(always)]
+    fn sigmoid(self) -> Self {
+        fastmath::sigmoid(self)
+    }
+    #[inline(always)]
+    fn softplus_and_grad(self) -> (Self, Self) {
+        fastmath::softplus_and_grad(self)
+    }
     unsafe fn gemm_raw(
         m: usize,
         k: usize,
@@ -58,6 +80,18 @@ impl CpuElem for f32 {
 }
 
 impl CpuElem for f64 {
+    #[inline(always)]
+    fn exp_nonpos(self) -> Self {
+        self.exp()
+    }
+    #[inline(always)]
+    fn sigmoid(self) -> Self {
+        act::sigmoid(self)
+    }
+    #[inline(always)]
+    fn softplus_and_grad(self) -> (Self, Self) {
+        (act::softplus(self), act::softplus_grad(self))
+    }
     unsafe fn gemm_raw(
         m: usize,
         k: usize,

@@ -1,0 +1,173 @@
+//! Run-time choice of the vector instruction set for the hot elementwise kernels.
+//!
+//! The crate is built for the baseline x86-64 target (SSE2), which would leave 4-lane vectors
+//! on machines with 8 or 16 lanes. [`multiversion!`](crate::multiversion) compiles a kernel
+//! three times (AVX-512, AVX2 + FMA, baseline) and calls the best one the CPU supports,
+//! detected once per process.
+//!
+//! The choice never changes a result: Rust does not contract `a * b + c` into a fused
+//! multiply-add, and every kernel fixes its own order of additions (lane accumulators written
+//! out in the source), so the three builds compute the same operations in the same order and
+//! give the same bits. `BOLDCAST_SIMD=baseline|avx2|avx512` overrides the detection (to compare
+//! the builds; a level the CPU lacks falls back to the best one it has).
+
+use std::sync::OnceLock;
+
+/// The instruction sets a kernel can be compiled for, best last.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// The target's baseline (SSE2 on x86-64, or any other architecture).
+    Baseline,
+    /// AVX2 with FMA (8 f32 lanes).
+    Avx2,
+    /// AVX-512 F and VL (16 f32 lanes).
+    Avx512,
+}
+
+fn detect() -> Level {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Level::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Level::Avx2;
+        }
+    }
+    Level::Baseline
+}
+
+/// The level the kernels run at: the best the CPU supports, or lower when `BOLDCAST_SIMD`
+/// asks for it. Detected on first use, then fixed for the process.
+pub fn level() -> Level {
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        let best = detect();
+        let asked = match std::env::var("BOLDCAST_SIMD").as_deref() {
+            Ok("baseline") => Level::Baseline,
+            Ok("avx2") => Level::Avx2,
+            _ => Level::Avx512,
+        };
+        best.min(asked)
+    })
+}
+
+/// Defines `fn $name<E: CpuElem>(args)` that runs its body compiled for the best available
+/// [`Level`]. The body is an `#[inline(always)]` inner function, instantiated inside one
+/// `#[target_feature]` wrapper per level, so everything it inlines is compiled for that level.
+/// Arguments are plain identifiers with their types; there is no return value (kernels write
+/// into `&mut` slices).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! multiversion {
+    ($(#[$m:meta])* $vis:vis fn $name:ident<$E:ident: CpuElem>($($a:ident: $t:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        #[allow(clippy::too_many_arguments)]
+        $vis fn $name<$E: $crate::ops::CpuElem>($($a: $t),*) {
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            fn imp<$E: $crate::ops::CpuElem>($($a: $t),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                use $crate::ops::simd::{level, Level};
+                #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn v512<$E: $crate::ops::CpuElem>($($a: $t),*) { imp::<$E>($($a),*) }
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn v256<$E: $crate::ops::CpuElem>($($a: $t),*) { imp::<$E>($($a),*) }
+                match level() {
+                    // SAFETY: `level` returns a level only when the CPU supports its features.
+                    Level::Avx512 => return unsafe { v512::<$E>($($a),*) },
+                    // SAFETY: as above.
+                    Level::Avx2 => return unsafe { v256::<$E>($($a),*) },
+                    Level::Baseline => {}
+                }
+            }
+            imp::<$E>($($a),*)
+        }
+    };
+}
+
+/// Lanes of the reductions' accumulators: 16 f32 fill one AVX-512 register (two AVX2 ones).
+pub const LANES: usize = 16;
+
+/// Combines the lane accumulators pairwise (a fixed tree) and adds the tail.
+#[inline(always)]
+fn fold_lanes<E: crate::ops::CpuElem>(mut acc: [E; LANES], tail: E) -> E {
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for k in 0..width {
+            let v = acc[k + width];
+            acc[k] += v;
+        }
+    }
+    acc[0] + tail
+}
+
+/// `sum_i f(a[i], b[i])` over the shorter length, with [`LANES`] independent partial sums
+/// combined pairwise: a fixed order (deterministic, the same for every vector width) that the
+/// compiler can vectorize, which it may not do with one running sum (floating-point addition
+/// does not reassociate).
+#[inline(always)]
+pub fn sum_zip<E: crate::ops::CpuElem>(a: &[E], b: &[E], f: impl Fn(E, E) -> E) -> E {
+    let n = a.len().min(b.len());
+    let (ca, cb) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES));
+    let mut tail = E::zero();
+    for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += f(x, y);
+    }
+    let mut acc = [E::zero(); LANES];
+    for (x, y) in ca.zip(cb) {
+        for k in 0..LANES {
+            acc[k] += f(x[k], y[k]);
+        }
+    }
+    fold_lanes(acc, tail)
+}
+
+/// `sum_i f(a[i], b[i], c[i])` over the shortest length, as [`sum_zip`].
+#[inline(always)]
+pub fn sum_zip3<E: crate::ops::CpuElem>(a: &[E], b: &[E], c: &[E], f: impl Fn(E, E, E) -> E) -> E {
+    let n = a.len().min(b.len()).min(c.len());
+    let (ca, cb, cc) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES), c[..n].chunks_exact(LANES));
+    let mut tail = E::zero();
+    for ((&x, &y), &z) in ca.remainder().iter().zip(cb.remainder()).zip(cc.remainder()) {
+        tail += f(x, y, z);
+    }
+    let mut acc = [E::zero(); LANES];
+    for ((x, y), z) in ca.zip(cb).zip(cc) {
+        for k in 0..LANES {
+            acc[k] += f(x[k], y[k], z[k]);
+        }
+    }
+    fold_lanes(acc, tail)
+}
+
+/// `sum_i f(a[i])`, as [`sum_zip`].
+#[inline(always)]
+pub fn sum_map<E: crate::ops::CpuElem>(a: &[E], f: impl Fn(E) -> E) -> E {
+    let ca = a.chunks_exact(LANES);
+    let mut tail = E::zero();
+    for &x in ca.remainder() {
+        tail += f(x);
+    }
+    let mut acc = [E::zero(); LANES];
+    for x in ca {
+        for k in 0..LANES {
+            acc[k] += f(x[k]);
+        }
+    }
+    fold_lanes(acc, tail)
+}
+
+/// `sum_j a[j] b[j]` over the shorter length, as [`sum_zip`].
+#[inline(always)]
+pub fn dot<E: crate::ops::CpuElem>(a: &[E], b: &[E]) -> E {
+    sum_zip(a, b, |x, y| x * y)
+}
