@@ -421,7 +421,7 @@ pub fn run_training<M: Model<f32>>(
             data.floor.overall,
             hz.join(", "),
             ratio.map_or("-".to_string(), |r| format!("{r:.3}")),
-            if val.bad_validations > 0 {
+            if val.bad_validations > 0 && t.patience > 0 {
                 format!("  (no improvement {}/{})", val.bad_validations, t.patience)
             } else {
                 String::new()
