@@ -487,6 +487,20 @@ pub fn run_training<M: Model<f32>>(
                 None
             };
             if k % t.ckpt_every == 0 || reason.is_some() {
+                let params = trainer.model.state();
+                // A checkpoint never holds non-finite weights: the last good one stays `latest`.
+                if let Some(bad) = params.iter().find(|p| p.data.iter().any(|x| !x.is_finite())) {
+                    trainer.logger.write_value(&json!({
+                        "event": "stopped", "reason": "non_finite", "step": k, "what": "parameters",
+                        "tensor": bad.name,
+                        "last_checkpoint": last_ckpt.as_ref().map(|p| p.display().to_string()),
+                    }))?;
+                    return Err(CliError::Msg(format!(
+                        "non-finite parameter `{}` after step {k}: training stopped; the last good checkpoint is {}",
+                        bad.name,
+                        last_ckpt.as_ref().map_or("none".to_string(), |p| p.display().to_string())
+                    )));
+                }
                 trainer.logger.sync()?;
                 let (ne, np) = (k / bpe, k % bpe);
                 let rng = if order.as_ref().is_some_and(|(e, _, _)| *e == ne) {
@@ -512,7 +526,7 @@ pub fn run_training<M: Model<f32>>(
                     config: config_text.clone(),
                 };
                 let data_ck = CheckpointData {
-                    params: trainer.model.state(),
+                    params,
                     moments: trainer.optimizer.moments(),
                     specs: &specs,
                     adjacency: data.adjacency.as_ref(),
