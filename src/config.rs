@@ -580,7 +580,10 @@ impl RunConfig {
             return Err(invalid(
                 "data.subjects_heldout",
                 format!("{:?}", d.subjects_heldout),
-                format!("subject `{both}` is also in data.subjects_train: a subject is either trained on or held out"),
+                format!(
+                    "subject `sub-{}` is also in data.subjects_train: a subject is either trained on or held out",
+                    bare(both)
+                ),
             ));
         }
         if t.schedule == ScheduleKind::Cosine && t.warmup_steps == 0 {
@@ -869,7 +872,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("invalid data.subjects_heldout") && !e.contains("`01`"), "{e}");
-        assert!(e.contains("subject `02` is also in data.subjects_train"), "{e}");
+        assert!(e.contains("subject `sub-02` is also in data.subjects_train"), "{e}");
         let e = with_file("[data]\nsubjects_heldout = [\"03\", \"03\"]\n").unwrap_err().to_string();
         assert!(e.contains("data.subjects_heldout") && e.contains("listed twice"), "{e}");
         let e = with_file("[data]\nheldout_fraction = 1.5\n").unwrap_err().to_string();
