@@ -97,6 +97,20 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
         Ok(())
     }
 
+    /// The device optimizer's step count and moments, copied to the host in the core's
+    /// format (as [`boldcast_core::Adam::moments`]), for optimizer checkpoints.
+    pub fn optimizer_state(&self) -> (u64, Vec<boldcast_core::optim::Moments<E>>) {
+        self.adam.export(self.params.tensors.len())
+    }
+
+    /// Restores the device optimizer from [`DfdxModel::optimizer_state`] output (or a host
+    /// [`boldcast_core::Adam`]'s `steps()` and `moments()`, padded with empty entries):
+    /// resuming a run. Nothing changes on error.
+    pub fn restore_optimizer(&mut self, t: u64, moments: &[boldcast_core::optim::Moments<E>]) -> Result<(), Error> {
+        let specs = self.params.specs().to_vec();
+        self.adam.restore(&self.dev, &specs, t, moments)
+    }
+
     /// Checks a batch against the model and returns its layout.
     fn layout(&self, tokens: &Tokens<E>) -> Result<RowLayout, Error> {
         self.cfg.check_tokens(&tokens.shape())?;

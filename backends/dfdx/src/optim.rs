@@ -9,7 +9,7 @@
 //! optimizer, so a step matches it to rounding.
 
 use crate::ops::Vector;
-use boldcast_core::optim::{decays, OptimConfig, OptimizerKind};
+use boldcast_core::optim::{decays, Moments as HostMoments, OptimConfig, OptimizerKind};
 use boldcast_core::{Elem, ParamSpec};
 use dfdx::prelude::*;
 
@@ -38,6 +38,57 @@ impl<E: Dtype + Elem, D: Device<E>> DeviceAdam<E, D> {
     /// The moments `(m, v)` of tensor `i` on the host, `None` before its first update.
     pub fn moments_host(&self, i: usize) -> Option<(Vec<E>, Vec<E>)> {
         self.moments.get(i)?.as_ref().map(|(m, v)| (m.as_vec(), v.as_vec()))
+    }
+
+    /// The step count and every tensor's moments on the host, in the core's format
+    /// ([`boldcast_core::optim::Moments`], empty vectors for a tensor never updated), as
+    /// [`boldcast_core::Adam::moments`] gives them: for optimizer checkpoints.
+    pub fn export(&self, n_tensors: usize) -> (u64, Vec<HostMoments<E>>) {
+        let moments = (0..n_tensors)
+            .map(|i| match self.moments_host(i) {
+                Some((m, v)) => HostMoments { m, v },
+                None => HostMoments::default(),
+            })
+            .collect();
+        (self.t, moments)
+    }
+
+    /// Restores the step count and moments (as [`DeviceAdam::export`] gives them; an empty
+    /// entry means "not updated yet"). Every non-empty entry must have `numel` values of its
+    /// tensor, or nothing changes and the error names the tensor.
+    pub fn restore(
+        &mut self,
+        dev: &D,
+        specs: &[ParamSpec],
+        t: u64,
+        moments: &[HostMoments<E>],
+    ) -> Result<(), boldcast_core::Error> {
+        if moments.len() != specs.len() {
+            return Err(boldcast_core::Error::shape("optimizer moments (tensors)", specs.len(), moments.len()));
+        }
+        let mut out = Vec::with_capacity(specs.len());
+        for (s, mo) in specs.iter().zip(moments) {
+            if mo.m.is_empty() && mo.v.is_empty() {
+                out.push(None);
+                continue;
+            }
+            if mo.m.len() != s.numel() || mo.v.len() != s.numel() {
+                return Err(boldcast_core::Error::Param {
+                    name: s.name.clone(),
+                    reason: format!(
+                        "optimizer moments of {} and {} values, the tensor has {}",
+                        mo.m.len(),
+                        mo.v.len(),
+                        s.numel()
+                    ),
+                });
+            }
+            let n = s.numel();
+            out.push(Some((dev.tensor_from_vec(mo.m.clone(), (n,)), dev.tensor_from_vec(mo.v.clone(), (n,)))));
+        }
+        self.moments = out;
+        self.t = t;
+        Ok(())
     }
 
     /// One step: `t += 1`, then every parameter updated in place with its gradient.
