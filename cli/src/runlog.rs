@@ -119,9 +119,12 @@ impl Logger for JsonlLogger {
     }
 }
 
+/// `(step, loss)` points of a curve.
+pub type Curve = Vec<(u64, f64)>;
+
 /// The records of a log file: `(step, loss)` of every step line and `(step, val_loss)` of
 /// every validation line, in file order (for the loss-curve figure).
-pub fn read_curves(path: &Path) -> Result<(Vec<(u64, f64)>, Vec<(u64, f64)>), CliError> {
+pub fn read_curves(path: &Path) -> Result<(Curve, Curve), CliError> {
     let text = std::fs::read_to_string(path).map_err(CliError::io(path))?;
     let (mut train, mut val) = (Vec::new(), Vec::new());
     for (i, line) in text.lines().enumerate() {
