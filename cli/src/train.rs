@@ -589,6 +589,14 @@ fn finish(r: &TrainReport, cfg: &RunConfig, data: &TrainData, log_path: &Path) -
             "train_windows": data.train_windows.len(),
             "val_windows": data.val_windows.len(),
         },
+        "parameters": cfg.model_config().n_params(),
+        "decaying_tensors": cfg
+            .model_config()
+            .param_specs()
+            .iter()
+            .filter(|s| boldcast::core::optim::decays(&s.name, &s.shape))
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>(),
         "steps": r.steps,
         "max_steps": cfg.train.max_steps,
         "stop_reason": r.reason.as_str(),
@@ -663,7 +671,8 @@ where
         Some(dir) => {
             let ckdir = ck::latest_checkpoint(dir)?.ok_or_else(|| {
                 CliError::Msg(format!(
-                    "--resume {}: no checkpoint in {}/{}",
+                    "--resume {}: no checkpoint in {}/{} (a run killed before its first checkpoint starts again in \
+                     an empty directory)",
                     dir.display(),
                     dir.display(),
                     ck::CKPT_DIR
