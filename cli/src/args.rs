@@ -68,6 +68,36 @@ pub enum Command {
     /// `figures/loss_curves.png`, and prints the verdict `mean(last 3 val) <= 0.7 * mean(first 3
     /// val)`; exit status 1 when it fails, 2 on an error (a non-finite loss included).
     Train(TrainArgs),
+    /// Time full training steps and print one JSON line with the speed and memory.
+    ///
+    /// Builds the preset's model on the backend and one fixed batch of synthetic AR(1) tokens of
+    /// the preset's shape (`train.batch_size` windows x `window.window` x
+    /// `data.synthetic.parcels`), runs --warmup untimed steps, then times --steps training
+    /// steps (forward, backward, clipping, optimizer) one by one. Prints `backend`, `preset`,
+    /// `threads`, `median_step_s`, `min_step_s`, `tokens_per_s` (B*T*P per step),
+    /// `flops_per_step` (the model-FLOP formula in BENCHMARKS.md), `gflops`, `peak_gflops`
+    /// (single-precision products of 2048 x 2048 matrices with the same library on the same
+    /// threads, measured in the same run), `fraction_of_peak`, `peak_rss_bytes` (VmHWM) and
+    /// `rss_bytes_per_token`. Threads: RAYON_NUM_THREADS, else one per CPU.
+    Bench(BenchArgs),
+}
+
+/// Flags of `bc-cli bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The preset whose model and batch shape are timed (laptop, quick, cpu-demo,
+    /// boldcast-demo).
+    #[arg(long, default_value = "cpu-demo")]
+    pub preset: String,
+    /// The backend to time.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
+    /// Timed steps (the median and minimum are reported).
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// Untimed steps before them (buffers, caches, page faults).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
 }
 
 /// The backend that runs the model.

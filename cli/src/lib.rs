@@ -9,12 +9,14 @@
 //! - [`train`]: `bc-cli train`, a training run with validation, early stopping and resume, with
 //!   [`split`] (subject-level splits), [`checkpointing`] (atomic checkpoint directories) and
 //!   [`runlog`] (the JSON-lines log shared with `overfit`);
+//! - [`bench`]: `bc-cli bench`, timed training steps against the measured matrix-product peak;
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
 //! - [`fsutil`]: atomic files and directories;
 //! - [`error`]: the error every command returns, printed as `error: ...`.
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod bench;
 pub mod checkpointing;
 pub mod error;
 pub mod floor;

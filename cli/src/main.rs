@@ -40,6 +40,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let rep = bc_cli::train::train_command(cfg, &req, "cpu", boldcast::cpu::CpuModel::<f32>::new)?;
             Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Bench(a) => {
+            let rep = bc_cli::bench::run(&a)?;
+            println!("{}", serde_json::to_string(&rep).expect("JSON serializes"));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
             println!("{report}");

@@ -1,0 +1,229 @@
+//! `bc-cli bench`: the speed of full training steps, as one JSON line.
+//!
+//! A step is what `train` runs per batch: forward, loss, backward, global-norm clipping and the
+//! optimizer update ([`boldcast::core::Trainer::step`]), with the preset's optimizer, schedule
+//! and clipping, on one fixed batch of synthetic AR(1) tokens of the preset's shape
+//! (`train.batch_size` windows of `window.window / d_in` tokens and `data.synthetic.parcels`
+//! parcels, ring adjacency). After `warmup` untimed steps, `steps` steps are timed one by one.
+//!
+//! Reported beside the times:
+//! - `flops_per_step`: the model FLOPs of one step by [`flops_per_step`] (the formula is
+//!   documented there and in BENCHMARKS.md; recomputation is not counted);
+//! - `peak_gflops`: single-precision matrix-product speed measured in the same run with the
+//!   same library (`matrixmultiply`) on the same threads
+//!   ([`boldcast::cpu::ops::gemm::peak_gflops`]: 2048 x 2048 products, rows split over the
+//!   threads, best of 3);
+//! - `peak_rss_bytes`: the process's resident-set high-water mark (`VmHWM` of
+//!   `/proc/self/status`), and that divided by the tokens of a step.
+
+use crate::args::{Backend, BenchArgs};
+use crate::error::CliError;
+use boldcast::config::RunConfig;
+use boldcast::core::{Adam, Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens, Trainer};
+use boldcast::cpu::ops::gemm::peak_gflops;
+use serde::Serialize;
+use std::time::Instant;
+
+/// What `bench` prints (one JSON object).
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// The backend (`"cpu"`).
+    pub backend: String,
+    /// The preset whose shape and model were timed.
+    pub preset: String,
+    /// Worker threads (rayon's pool: `RAYON_NUM_THREADS` or the CPU count).
+    pub threads: usize,
+    /// Timed steps.
+    pub steps: usize,
+    /// Untimed warm-up steps before them.
+    pub warmup: usize,
+    /// `(B, T, P)` of the batch.
+    pub batch: usize,
+    /// Tokens per window.
+    pub time: usize,
+    /// Parcels.
+    pub parcels: usize,
+    /// Median wall time of one step, seconds.
+    pub median_step_s: f64,
+    /// Fastest step, seconds.
+    pub min_step_s: f64,
+    /// `B * T * P / median_step_s`.
+    pub tokens_per_s: f64,
+    /// Model FLOPs of one training step ([`flops_per_step`]).
+    pub flops_per_step: f64,
+    /// `flops_per_step / median_step_s / 1e9`.
+    pub gflops: f64,
+    /// Measured matrix-product peak on the same threads ([`peak_gflops`], 2048 x 2048).
+    pub peak_gflops: f64,
+    /// `gflops / peak_gflops`.
+    pub fraction_of_peak: f64,
+    /// Peak resident set of the process, bytes (None where `/proc` is missing).
+    pub peak_rss_bytes: Option<u64>,
+    /// `peak_rss_bytes / (B * T * P)`.
+    pub rss_bytes_per_token: Option<f64>,
+    /// The loss of the last timed step (a sanity check: finite, near 1 at the start).
+    pub last_loss: f64,
+}
+
+/// Model FLOPs of one training step on `B * T * P` tokens, counted per token from MODEL.md
+/// (a multiply and an add are two FLOPs; a transcendental function counts as one):
+///
+/// ```text
+/// embed            2 D M
+/// per layer
+///   LayerNorm      8 M                                   (twice with attention)
+///   Mamba-1        2 M (2 Di) + 2 K Di + 2 Di (R + 2N) + 2 R Di          in, conv, x, dt proj
+///                  + 7 Di N + 2 Di                       scan (exp(dt A), a h + (dt x) B, C h) + D x
+///                  + 4 Di + 2 Di M                       SiLU, softplus, gate; out_proj
+///   Mamba-2        2 M (2 Di + 2N + nh) + 2 K (Di + 2N)  in_proj, conv
+///                  + 7 Di N + 2 Di + 6 Di + 2 Di M       scan, D x, gate and RMSNorm, out_proj
+///   kNN attention  4 (2 M M) + 4 k M + 3 k              q, k, v, out; scores and weighted sum; softmax
+/// final LayerNorm  8 M
+/// head             2 M H D
+/// ```
+///
+/// The forward total `F` is tripled for the step (the backward of a product costs two
+/// products; the scan's backward is counted as twice its forward too), as in the usual
+/// model-FLOPs accounting: work the backend repeats to save memory (the recomputed scan and
+/// activations) is not counted, so `gflops` is useful work per second.
+pub fn flops_per_step(cfg: &ModelConfig, batch: usize, time: usize, parcels: usize) -> f64 {
+    let (d, m, n, k) = (cfg.d_in as f64, cfg.d_model as f64, cfg.d_state as f64, cfg.d_conv as f64);
+    let (di, r, h) = (cfg.d_inner() as f64, cfg.dt_rank() as f64, cfg.n_horizons() as f64);
+    let mixer = match cfg.temporal {
+        Temporal::Mamba => {
+            2.0 * m * 2.0 * di
+                + 2.0 * k * di
+                + 2.0 * di * (r + 2.0 * n)
+                + 2.0 * r * di
+                + 7.0 * di * n
+                + 2.0 * di
+                + 4.0 * di
+                + 2.0 * di * m
+        }
+        Temporal::Mamba2 => {
+            let nh = cfg.nheads() as f64;
+            2.0 * m * (2.0 * di + 2.0 * n + nh)
+                + 2.0 * k * (di + 2.0 * n)
+                + 7.0 * di * n
+                + 2.0 * di
+                + 6.0 * di
+                + 2.0 * di * m
+        }
+    };
+    let kn = cfg.k_neighbors as f64;
+    let attention = if cfg.k_neighbors > 0 { 8.0 * m + 8.0 * m * m + 4.0 * kn * m + 3.0 * kn } else { 0.0 };
+    let layer = 8.0 * m + mixer + attention;
+    let forward = 2.0 * d * m + cfg.n_layers as f64 * layer + 8.0 * m + 2.0 * m * h * d;
+    3.0 * forward * (batch * time * parcels) as f64
+}
+
+/// The resident-set high-water mark of this process in bytes (`VmHWM`), if `/proc` has it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Times `steps` training steps of the model `make` builds for `cfg`, after `warmup` steps.
+pub fn bench_model<M: Model<f32>>(
+    cfg: &RunConfig,
+    preset: &str,
+    backend: &str,
+    steps: usize,
+    warmup: usize,
+    make: impl FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+) -> Result<BenchReport, CliError> {
+    let mc = cfg.model_config();
+    let (batch, parcels) = (cfg.train.batch_size, cfg.data.synthetic.parcels);
+    let time = cfg.window.window / mc.d_in.max(1);
+    let adjacency = if mc.k_neighbors > 0 { Some(Adjacency::ring(parcels, mc.k_neighbors)?) } else { None };
+    let tokens: Tokens<f32> =
+        boldcast::fixtures::ar1_tokens(TokenShape::new(batch, time, parcels, mc.d_in), 0.9, cfg.train.seed);
+    let model = make(mc.clone(), adjacency, cfg.train.seed)?;
+    let mut trainer =
+        Trainer::new(model, Adam::<f32>::new(cfg.optim_config())?, cfg.schedule_config(), (), cfg.max_norm());
+    for _ in 0..warmup {
+        trainer.step(&tokens)?;
+    }
+    let mut times = Vec::with_capacity(steps);
+    let mut last_loss = f64::NAN;
+    for _ in 0..steps.max(1) {
+        let t0 = Instant::now();
+        let rec = trainer.step(&tokens)?;
+        times.push(t0.elapsed().as_secs_f64());
+        last_loss = rec.loss;
+    }
+    drop(trainer);
+    times.sort_by(f64::total_cmp);
+    let median = if times.len() % 2 == 1 {
+        times[times.len() / 2]
+    } else {
+        0.5 * (times[times.len() / 2 - 1] + times[times.len() / 2])
+    };
+    let ntok = (batch * time * parcels) as f64;
+    let flops = flops_per_step(&mc, batch, time, parcels);
+    let rss = peak_rss_bytes();
+    // Measured after the steps, so the product's buffers do not raise the step's RSS figure.
+    let peak = peak_gflops(2048, 3);
+    let gflops = flops / median / 1e9;
+    Ok(BenchReport {
+        backend: backend.to_string(),
+        preset: preset.to_string(),
+        threads: boldcast::cpu::par::threads(),
+        steps: times.len(),
+        warmup,
+        batch,
+        time,
+        parcels,
+        median_step_s: median,
+        min_step_s: times[0],
+        tokens_per_s: ntok / median,
+        flops_per_step: flops,
+        gflops,
+        peak_gflops: peak,
+        fraction_of_peak: gflops / peak,
+        peak_rss_bytes: rss,
+        rss_bytes_per_token: rss.map(|r| r as f64 / ntok),
+        last_loss,
+    })
+}
+
+/// `bc-cli bench`: resolves the preset and runs [`bench_model`] on the chosen backend.
+pub fn run(args: &BenchArgs) -> Result<BenchReport, CliError> {
+    let cfg = RunConfig::preset(&args.preset)?;
+    match args.backend {
+        Backend::Cpu => {
+            bench_model(&cfg, &args.preset, "cpu", args.steps, args.warmup, boldcast::cpu::CpuModel::<f32>::new)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flop_model_of_the_demo_shape() {
+        // cpu-demo: M 64, Di 128, N 16, R 4, K 4, k 8, 2 layers, H 2, D 1.
+        let cfg = RunConfig::preset("cpu-demo").unwrap().model_config();
+        let per_token = flops_per_step(&cfg, 1, 1, 1) / 3.0;
+        let (m, di, n, r, k, kn) = (64.0, 128.0, 16.0, 4.0, 4.0, 8.0);
+        let mixer = 2.0 * m * 2.0 * di
+            + 2.0 * k * di
+            + 2.0 * di * (r + 2.0 * n)
+            + 2.0 * r * di
+            + 7.0 * di * n
+            + 6.0 * di
+            + 2.0 * di * m;
+        let attn = 8.0 * m + 8.0 * m * m + 4.0 * kn * m + 3.0 * kn;
+        let want = 2.0 * m + 2.0 * (8.0 * m + mixer + attn) + 8.0 * m + 2.0 * m * 2.0;
+        assert!((per_token - want).abs() < 1e-9 * want, "{per_token} vs {want}");
+        assert_eq!(flops_per_step(&cfg, 4, 256, 64), 3.0 * want * 65536.0);
+    }
+
+    #[test]
+    fn rss_is_measured() {
+        assert!(peak_rss_bytes().is_some_and(|b| b > 0));
+    }
+}
