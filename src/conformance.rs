@@ -251,7 +251,7 @@ pub fn default_golden_roots(root: &Path) -> Vec<PathBuf> {
 
 /// Expands to the conformance tests of one backend.
 ///
-/// ```ignore
+/// ```text
 /// boldcast::conformance_tests! {
 ///     build = |cfg, adj| my_backend::MyModel::new(cfg, adj),
 ///     temporals = [boldcast::core::Temporal::Mamba, boldcast::core::Temporal::Mamba2],
