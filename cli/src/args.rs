@@ -80,6 +80,14 @@ pub enum Command {
     /// threads, measured in the same run), `fraction_of_peak`, `peak_rss_bytes` (VmHWM) and
     /// `rss_bytes_per_token`. Threads: RAYON_NUM_THREADS, else one per CPU.
     Bench(BenchArgs),
+    /// Evaluate a checkpoint on the held-out windows beside baselines and the floor.
+    ///
+    /// Per-horizon MSE of the model, of predicting zero, repeating the last token, the window
+    /// mean up to t, and a per-parcel AR(1) fitted by least squares on the training runs, with
+    /// the empirical floor `1 - acf(L)^2` of the held-out runs (and the exact floor for the
+    /// synthetic fixture). The configuration, split and adjacency come from the checkpoint's
+    /// metadata. Prints a table, or JSON with --json.
+    Eval(EvalArgs),
 }
 
 /// Flags of `bc-cli bench`.
@@ -326,4 +334,22 @@ impl TrainArgs {
             || self.patience.is_some()
             || self.min_delta.is_some()
     }
+}
+
+/// Flags of `bc-cli eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
+    /// best.safetensors, else its newest checkpoint).
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Dataset directory (default: the configuration's, else its synthetic fixture).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }

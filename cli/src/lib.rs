@@ -10,6 +10,7 @@
 //!   [`split`] (subject-level splits), [`checkpointing`] (atomic checkpoint directories) and
 //!   [`runlog`] (the JSON-lines log shared with `overfit`);
 //! - [`bench`]: `bc-cli bench`, timed training steps against the measured matrix-product peak;
+//! - [`eval`]: `bc-cli eval`, a checkpoint's per-horizon MSE beside baselines and the floor;
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
 //! - [`fsutil`]: atomic files and directories;
 //! - [`error`]: the error every command returns, printed as `error: ...`.
@@ -19,6 +20,7 @@ pub mod args;
 pub mod bench;
 pub mod checkpointing;
 pub mod error;
+pub mod eval;
 pub mod floor;
 pub mod fsutil;
 pub mod golden;

@@ -45,6 +45,16 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             println!("{}", serde_json::to_string(&rep).expect("JSON serializes"));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Eval(a) => {
+            let req = bc_cli::eval::EvalRequest { checkpoint: a.checkpoint, data: a.data, config: a.config };
+            let rep = bc_cli::eval::eval_command(&req, boldcast::cpu::CpuModel::<f32>::new)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
+            } else {
+                print!("{}", rep.table());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
             println!("{report}");
