@@ -2,15 +2,18 @@
 //! (MODEL.md, "Spatial mixer"), forward and hand-written backward (BACKWARD.md,
 //! "k-nearest-neighbour attention").
 //!
-//! Everything in the block (its LayerNorm, the q/k/v/out projections, the attention) acts on
-//! one `(b, t)` slice of `P` rows at a time, so both directions run per `(b, t)` group: the
-//! groups are split into the fixed blocks of [`crate::par`], each block keeps `O(P M)`
-//! scratch and its own partial weight gradients, and the partials are reduced in block order.
+//! The attention acts on one `(b, t)` slice of `P` rows at a time (the LayerNorm and the
+//! projections act on rows): the groups are split into the fixed blocks of [`crate::par`],
+//! each block walks its groups in sub-batches of up to [`SUB_ROWS`] contiguous rows (the
+//! LayerNorm, the stacked q/k/v product and the out product run once per sub-batch as matrix
+//! products, the attention per group), keeps cached per-thread scratch and its own partial
+//! weight gradients, and the partials are reduced in block order.
 //! The scatter-adds of the backward (`g_v[a(p, j)] += ...`, `g_kk[a(p, j)] += ...`) stay inside
 //! one `(b, t)` group, which a single thread owns: no races, and no activations of the whole
 //! batch are kept (the backward recomputes the group's forward).
 
-use crate::ops::{layernorm, linear, CpuElem};
+use crate::multiversion;
+use crate::ops::{layernorm, linear, simd, CpuElem};
 use crate::par;
 use boldcast_core::Adjacency;
 
@@ -104,60 +107,171 @@ impl<E: CpuElem> KnnParams<E> {
 /// `(b, t)` groups per parallel block at least (a group is already `P x M` of work).
 const MIN_GROUPS: usize = 4;
 
-/// Per-group scratch: the recomputed activations (`P x M`, `w` is `P x k`).
-struct Scratch<E> {
-    h: Vec<E>,
-    q: Vec<E>,
-    kk: Vec<E>,
-    v: Vec<E>,
+/// Rows (`groups x P`) of one sub-batch at most: the projections of a sub-batch run as one
+/// matrix product each, over contiguous rows, instead of one small product per group.
+const SUB_ROWS: usize = 1024;
+
+/// The q, k and v projections stacked into one `(3M, M)` weight and `(3M)` bias, so that one
+/// product gives every row's `[q | k | v]`.
+struct Stacked<E> {
     w: Vec<E>,
+    b: Vec<E>,
+}
+
+impl<E: CpuElem> Stacked<E> {
+    fn new(prm: &KnnParams<E>) -> Self {
+        Self { w: [&prm.q_w[..], &prm.k_w, &prm.v_w].concat(), b: [&prm.q_b[..], &prm.k_b, &prm.v_b].concat() }
+    }
+}
+
+/// A sub-batch's scratch: the recomputed activations and, for the backward, their gradients.
+/// Cached per thread ([`par::with_scratch`]) and sized for [`SUB_ROWS`] rows (or one group).
+struct Scratch<E> {
+    /// `(P, M, k)` it was sized for, and its row capacity.
+    sized: (usize, usize, usize, usize),
+    /// `LayerNorm(x)`, `(rows, M)`.
+    h: Vec<E>,
+    /// `[q | k | v]`, `(rows, 3M)`.
+    qkv: Vec<E>,
+    /// Attention weights, `(rows, k)`.
+    w: Vec<E>,
+    /// The weighted values before the out projection, `(rows, M)`.
     att: Vec<E>,
+    /// Gradient of `att`, `(rows, M)`.
+    g_att: Vec<E>,
+    /// Gradient of `[q | k | v]`, `(rows, 3M)`.
+    g_qkv: Vec<E>,
+    /// Gradient of `h`, `(rows, M)`.
+    g_h: Vec<E>,
+    /// One row's `g_w`, `(k)`.
+    g_w: Vec<E>,
 }
 
 impl<E: CpuElem> Scratch<E> {
-    fn new(p: usize, m: usize, k: usize) -> Self {
-        let z = || vec![E::zero(); p * m];
-        Self { h: z(), q: z(), kk: z(), v: z(), w: vec![E::zero(); p * k], att: z() }
+    fn new(p: usize, m: usize, k: usize, rows: usize) -> Self {
+        let z = |n: usize| vec![E::zero(); n];
+        Self {
+            sized: (p, m, k, rows),
+            h: z(rows * m),
+            qkv: z(rows * 3 * m),
+            w: z(rows * k),
+            att: z(rows * m),
+            g_att: z(rows * m),
+            g_qkv: z(rows * 3 * m),
+            g_h: z(rows * m),
+            g_w: z(k),
+        }
     }
 
-    /// The forward of one `(b, t)` group `x` (`P x M`) up to `att` (before the out projection).
-    fn forward(&mut self, adj: &Adjacency, prm: &KnnParams<E>, x: &[E], m: usize) {
+    /// Groups per sub-batch for `P` parcels.
+    fn groups_per_sub(p: usize) -> usize {
+        (SUB_ROWS / p.max(1)).max(1)
+    }
+
+    /// Runs `f` with this thread's cached scratch for `(P, M, k)`.
+    fn with<R>(p: usize, m: usize, k: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        let rows = Self::groups_per_sub(p) * p;
+        par::with_scratch(|s: &Self| s.sized == (p, m, k, rows), || Self::new(p, m, k, rows), f)
+    }
+
+    /// The forward of `ng` consecutive `(b, t)` groups `x` (`ng P x M`) up to `att` (before
+    /// the out projection).
+    fn forward(&mut self, adj: &Adjacency, prm: &KnnParams<E>, st: &Stacked<E>, x: &[E], ng: usize, m: usize) {
         let (np, k) = (adj.parcels(), adj.k());
-        layernorm::forward_rows(x, np, m, &prm.norm_w, &prm.norm_b, &mut self.h);
-        linear::forward(&self.h, np, m, &prm.q_w, Some(&prm.q_b), m, &mut self.q);
-        linear::forward(&self.h, np, m, &prm.k_w, Some(&prm.k_b), m, &mut self.kk);
-        linear::forward(&self.h, np, m, &prm.v_w, Some(&prm.v_b), m, &mut self.v);
+        let rows = ng * np;
+        let (h, qkv) = (&mut self.h[..rows * m], &mut self.qkv[..rows * 3 * m]);
+        layernorm::forward_rows(x, rows, m, &prm.norm_w, &prm.norm_b, h);
+        linear::forward(h, rows, m, &st.w, Some(&st.b), 3 * m, qkv);
         let sc = E::of(1.0 / (m as f64).sqrt());
-        for p in 0..np {
+        for g in 0..ng {
+            let base = g * np;
+            attend(
+                adj,
+                m,
+                k,
+                sc,
+                &self.qkv[base * 3 * m..][..np * 3 * m],
+                &mut self.w[base * k..][..np * k],
+                &mut self.att[base * m..][..np * m],
+            );
+        }
+    }
+}
+
+multiversion! {
+    /// The attention of one group: `qkv` `(P, 3M)` rows `[q | k | v]`; writes the softmax
+    /// weights `w` `(P, k)` and `att[p] = sum_j w[p, j] v[a(p, j)]` `(P, M)`.
+    fn attend<E: CpuElem>(adj: &Adjacency, m: usize, k: usize, sc: E, qkv: &[E], w: &mut [E], att: &mut [E]) {
+        for p in 0..adj.parcels() {
             let row = adj.row(p);
-            let qp = &self.q[p * m..(p + 1) * m];
-            let w = &mut self.w[p * k..(p + 1) * k];
+            let qp = &qkv[p * 3 * m..][..m];
+            let wp = &mut w[p * k..][..k];
             for (j, &a) in row.iter().enumerate() {
-                w[j] = dot(qp, &self.kk[a * m..(a + 1) * m]) * sc;
+                wp[j] = simd::dot(qp, &qkv[a * 3 * m + m..][..m]) * sc;
             }
-            // Softmax with the row maximum subtracted, so exp never overflows.
-            let mx = w.iter().copied().fold(E::neg_infinity(), E::max);
+            // Softmax with the row maximum subtracted, so every exponent is non-positive.
+            let mx = wp.iter().copied().fold(E::neg_infinity(), E::max);
             let mut s = E::zero();
-            for v in w.iter_mut() {
-                *v = (*v - mx).exp();
+            for v in wp.iter_mut() {
+                *v = (*v - mx).exp_nonpos();
                 s += *v;
             }
-            let att = &mut self.att[p * m..(p + 1) * m];
-            att.fill(E::zero());
+            let ap = &mut att[p * m..][..m];
+            ap.fill(E::zero());
             for (j, &a) in row.iter().enumerate() {
-                w[j] /= s;
-                let va = &self.v[a * m..(a + 1) * m];
-                for (o, &vv) in att.iter_mut().zip(va) {
-                    *o += w[j] * vv;
+                wp[j] /= s;
+                let (wj, va) = (wp[j], &qkv[a * 3 * m + 2 * m..][..m]);
+                for i in 0..m {
+                    ap[i] += wj * va[i];
                 }
             }
         }
     }
 }
 
-#[inline]
-fn dot<E: CpuElem>(a: &[E], b: &[E]) -> E {
-    a.iter().zip(b).fold(E::zero(), |s, (&x, &y)| s + x * y)
+multiversion! {
+    /// The attention's backward for one group (BACKWARD.md): from `g_att` `(P, M)`, the
+    /// stored weights `w` and `[q | k | v]`, overwrites `g_qkv` `(P, 3M)` with
+    /// `[g_q | g_k | g_v]`; the scatter-adds to neighbours stay inside the group.
+    fn attend_backward<E: CpuElem>(
+        adj: &Adjacency,
+        m: usize,
+        k: usize,
+        sc: E,
+        qkv: &[E],
+        w: &[E],
+        g_att: &[E],
+        g_w: &mut [E],
+        g_qkv: &mut [E],
+    ) {
+        g_qkv.fill(E::zero());
+        for p in 0..adj.parcels() {
+            let row = adj.row(p);
+            let wp = &w[p * k..][..k];
+            let ga = &g_att[p * m..][..m];
+            // g_w[p, j] = <g_att[p], v[a(p, j)]>;  g_v[a(p, j)] += w[p, j] g_att[p].
+            for (j, &a) in row.iter().enumerate() {
+                g_w[j] = simd::dot(ga, &qkv[a * 3 * m + 2 * m..][..m]);
+                let gv = &mut g_qkv[a * 3 * m + 2 * m..][..m];
+                for i in 0..m {
+                    gv[i] += wp[j] * ga[i];
+                }
+            }
+            // Softmax backward, then the scaled dot products.
+            let wg = simd::dot(wp, &g_w[..k]);
+            for (j, &a) in row.iter().enumerate() {
+                let gs = wp[j] * (g_w[j] - wg) * sc;
+                for i in 0..m {
+                    let kv = qkv[a * 3 * m + m + i];
+                    g_qkv[p * 3 * m + i] += gs * kv;
+                }
+                for i in 0..m {
+                    let qv = qkv[p * 3 * m + i];
+                    g_qkv[a * 3 * m + m + i] += gs * qv;
+                }
+            }
+        }
+    }
 }
 
 fn check(adj: &Adjacency, m: usize, n: usize, groups: usize, what: &str) {
@@ -169,13 +283,22 @@ fn check(adj: &Adjacency, m: usize, n: usize, groups: usize, what: &str) {
 pub fn forward<E: CpuElem>(m: usize, adj: &Adjacency, prm: &KnnParams<E>, x: &[E], groups: usize, out: &mut [E]) {
     check(adj, m, x.len(), groups, "x");
     check(adj, m, out.len(), groups, "out");
-    let g = adj.parcels() * m;
+    let (np, k) = (adj.parcels(), adj.k());
+    let g = np * m;
+    let st = Stacked::new(prm);
     par::map_blocks(groups, MIN_GROUPS, out, g, |r, ob| {
-        let mut s = Scratch::new(adj.parcels(), m, adj.k());
-        for (gi, o) in r.zip(ob.chunks_exact_mut(g)) {
-            s.forward(adj, prm, &x[gi * g..(gi + 1) * g], m);
-            linear::forward(&s.att, adj.parcels(), m, &prm.out_w, Some(&prm.out_b), m, o);
-        }
+        Scratch::with(np, m, k, |s| {
+            let sub = Scratch::<E>::groups_per_sub(np);
+            let mut g0 = r.start;
+            while g0 < r.end {
+                let ng = sub.min(r.end - g0);
+                let rows = ng * np;
+                s.forward(adj, prm, &st, &x[g0 * g..][..ng * g], ng, m);
+                let o = &mut ob[(g0 - r.start) * g..][..ng * g];
+                linear::forward(&s.att[..rows * m], rows, m, &prm.out_w, Some(&prm.out_b), m, o);
+                g0 += ng;
+            }
+        })
     });
 }
 
@@ -199,61 +322,78 @@ pub fn backward<E: CpuElem>(
     let (np, k) = (adj.parcels(), adj.k());
     let g = np * m;
     let sc = E::of(1.0 / (m as f64).sqrt());
+    let st = Stacked::new(prm);
     let parts = par::map_blocks(groups, MIN_GROUPS, g_x, g, |r, gxb| {
-        let mut s = Scratch::new(np, m, k);
         let mut pg = KnnParams::zeros(m);
-        let z = || vec![E::zero(); g];
-        let (mut g_att, mut g_q, mut g_k, mut g_v, mut g_h) = (z(), z(), z(), z(), z());
-        let mut g_w = vec![E::zero(); k];
-        for (gi, gx) in r.zip(gxb.chunks_exact_mut(g)) {
-            let xs = &x[gi * g..(gi + 1) * g];
-            let go = &g_out[gi * g..(gi + 1) * g];
-            s.forward(adj, prm, xs, m);
-            // out = att Wo^T + bo.
-            linear::backward(
-                &s.att,
-                np,
-                m,
-                &prm.out_w,
-                m,
-                go,
-                &mut pg.out_w,
-                Some(&mut pg.out_b),
-                Some((&mut g_att, false)),
-            );
-            g_q.fill(E::zero());
-            g_k.fill(E::zero());
-            g_v.fill(E::zero());
-            for p in 0..np {
-                let row = adj.row(p);
-                let w = &s.w[p * k..(p + 1) * k];
-                let ga = &g_att[p * m..(p + 1) * m];
-                // g_w[p, j] = <g_att[p], v[a(p, j)]>;  g_v[a(p, j)] += w[p, j] g_att[p].
-                for (j, &a) in row.iter().enumerate() {
-                    g_w[j] = dot(ga, &s.v[a * m..(a + 1) * m]);
-                    for (o, &gg) in g_v[a * m..(a + 1) * m].iter_mut().zip(ga) {
-                        *o += w[j] * gg;
-                    }
+        // The stacked projections' gradients, split into q, k, v at the end of the block.
+        let (mut g_wqkv, mut g_bqkv) = (vec![E::zero(); 3 * m * m], vec![E::zero(); 3 * m]);
+        Scratch::with(np, m, k, |s| {
+            let sub = Scratch::<E>::groups_per_sub(np);
+            let mut g0 = r.start;
+            while g0 < r.end {
+                let ng = sub.min(r.end - g0);
+                let rows = ng * np;
+                let xs = &x[g0 * g..][..ng * g];
+                let go = &g_out[g0 * g..][..ng * g];
+                s.forward(adj, prm, &st, xs, ng, m);
+                // out = att Wo^T + bo.
+                linear::backward(
+                    &s.att[..rows * m],
+                    rows,
+                    m,
+                    &prm.out_w,
+                    m,
+                    go,
+                    &mut pg.out_w,
+                    Some(&mut pg.out_b),
+                    Some((&mut s.g_att[..rows * m], false)),
+                );
+                for gi in 0..ng {
+                    let b = gi * np;
+                    attend_backward(
+                        adj,
+                        m,
+                        k,
+                        sc,
+                        &s.qkv[b * 3 * m..][..np * 3 * m],
+                        &s.w[b * k..][..np * k],
+                        &s.g_att[b * m..][..np * m],
+                        &mut s.g_w,
+                        &mut s.g_qkv[b * 3 * m..][..np * 3 * m],
+                    );
                 }
-                // Softmax backward, then the scaled dot products.
-                let wg = dot(w, &g_w);
-                let qp = &s.q[p * m..(p + 1) * m];
-                for (j, &a) in row.iter().enumerate() {
-                    let gs = w[j] * (g_w[j] - wg) * sc;
-                    let ka = &s.kk[a * m..(a + 1) * m];
-                    for (o, &kv) in g_q[p * m..(p + 1) * m].iter_mut().zip(ka) {
-                        *o += gs * kv;
-                    }
-                    for (o, &qv) in g_k[a * m..(a + 1) * m].iter_mut().zip(qp) {
-                        *o += gs * qv;
-                    }
-                }
+                // [q | k | v] = h W^T + b: g_h = g_qkv W, and the stacked weight gradients.
+                linear::backward(
+                    &s.h[..rows * m],
+                    rows,
+                    m,
+                    &st.w,
+                    3 * m,
+                    &s.g_qkv[..rows * 3 * m],
+                    &mut g_wqkv,
+                    Some(&mut g_bqkv),
+                    Some((&mut s.g_h[..rows * m], false)),
+                );
+                let gx = &mut gxb[(g0 - r.start) * g..][..ng * g];
+                layernorm::backward_rows(
+                    xs,
+                    rows,
+                    m,
+                    &prm.norm_w,
+                    &s.g_h[..rows * m],
+                    gx,
+                    &mut pg.norm_w,
+                    &mut pg.norm_b,
+                );
+                g0 += ng;
             }
-            // g_h = g_q Wq + g_kk Wk + g_v Wv (and the projections' weight gradients).
-            linear::backward(&s.h, np, m, &prm.q_w, m, &g_q, &mut pg.q_w, Some(&mut pg.q_b), Some((&mut g_h, false)));
-            linear::backward(&s.h, np, m, &prm.k_w, m, &g_k, &mut pg.k_w, Some(&mut pg.k_b), Some((&mut g_h, true)));
-            linear::backward(&s.h, np, m, &prm.v_w, m, &g_v, &mut pg.v_w, Some(&mut pg.v_b), Some((&mut g_h, true)));
-            layernorm::backward_rows(xs, np, m, &prm.norm_w, &g_h, gx, &mut pg.norm_w, &mut pg.norm_b);
+        });
+        let mm = m * m;
+        for (dst, src) in [&mut pg.q_w, &mut pg.k_w, &mut pg.v_w].into_iter().zip(g_wqkv.chunks_exact(mm)) {
+            dst.copy_from_slice(src);
+        }
+        for (dst, src) in [&mut pg.q_b, &mut pg.k_b, &mut pg.v_b].into_iter().zip(g_bqkv.chunks_exact(m)) {
+            dst.copy_from_slice(src);
         }
         pg
     });
@@ -336,12 +476,15 @@ mod tests {
         let adj = Adjacency::ring(np, 1).unwrap();
         let prm = params(&mut rng, m);
         let x = rand_vec(&mut rng, np * m, 1.0);
-        let mut s = Scratch::new(np, m, 1);
-        s.forward(&adj, &prm, &x, m);
-        assert_eq!(s.att, s.v);
+        let st = Stacked::new(&prm);
+        let mut s = Scratch::new(np, m, 1, np);
+        s.forward(&adj, &prm, &st, &x, 1, m);
+        for p in 0..np {
+            assert_eq!(&s.att[p * m..(p + 1) * m], &s.qkv[p * 3 * m + 2 * m..][..m]);
+        }
         let adj = Adjacency::ring(np, 3).unwrap();
-        let mut s = Scratch::new(np, m, 3);
-        s.forward(&adj, &prm, &x, m);
+        let mut s = Scratch::new(np, m, 3, np);
+        s.forward(&adj, &prm, &st, &x, 1, m);
         for r in s.w.chunks(3) {
             assert!((r.iter().sum::<f64>() - 1.0).abs() < 1e-14);
         }
