@@ -323,6 +323,7 @@ pub fn run_training<M: Model<f32>>(
         pb
     });
     let mut adam = Adam::<f32>::new(cfg.optim_config())?;
+    let finished = resume.as_ref().and_then(|l| l.state.finished.clone());
     let (logger, mut val, start) = match resume {
         Some(l) => {
             if l.state.config_hash != hash {
@@ -435,7 +436,14 @@ pub fn run_training<M: Model<f32>>(
         last_val = Some(lv);
     }
     let mut order: Option<(u64, Vec<usize>, RngState)> = None;
-    let reason = if start >= t.max_steps {
+    let reason = if let Some(r) = finished {
+        // Killed after its final checkpoint but before the summary: only the end is redone.
+        match r.as_str() {
+            "max_steps" => StopReason::MaxSteps,
+            "early_stopping" => StopReason::EarlyStopping,
+            other => return Err(CliError::Msg(format!("the final checkpoint's reason `{other}` is unknown"))),
+        }
+    } else if start >= t.max_steps {
         return Err(CliError::Msg(format!("the run in {} already finished at step {start}", out.display())));
     } else {
         loop {
@@ -567,6 +575,10 @@ pub fn run_training<M: Model<f32>>(
         );
         return Ok(report);
     }
+    let mut report = report;
+    if report.last_val.is_none() {
+        report.last_val = Some(validate(&trainer.model, data, &data.val_windows, b)?);
+    }
     finish(&report, cfg, data, &log_path)?;
     Ok(report)
 }
@@ -685,7 +697,7 @@ where
             let cfg: RunConfig = toml::from_str(&state.config)
                 .map_err(|e| CliError::Msg(format!("{}: the stored configuration: {e}", sp.display())))?;
             cfg.validate()?;
-            if let Some(r) = &state.finished {
+            if let (Some(r), true) = (&state.finished, dir.join("summary.json").is_file()) {
                 return Err(CliError::Msg(format!(
                     "--resume {}: the run already finished ({r}) at step {}",
                     dir.display(),

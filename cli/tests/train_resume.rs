@@ -117,4 +117,14 @@ fn sigkill_during_a_checkpoint_write_keeps_the_previous_one_and_resume_equals_th
     assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
     assert!(!tmp.exists(), "the leftover of the killed write is removed");
     assert_same_run(&a, &c);
+
+    // Killed after the final checkpoint, before the summary: resume redoes only the end.
+    let fin = c.join("checkpoints/step-000060");
+    let bytes = state(&fin)["log_bytes"].as_u64().unwrap() as usize;
+    let log = std::fs::read(c.join("loss_log.jsonl")).unwrap();
+    std::fs::write(c.join("loss_log.jsonl"), &log[..bytes]).unwrap();
+    std::fs::remove_file(c.join("summary.json")).unwrap();
+    let o = run(&["train", "--resume", c.to_str().unwrap()]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
+    assert_same_run(&a, &c);
 }
