@@ -61,6 +61,9 @@ pub struct BenchReport {
     pub peak_rss_bytes: Option<u64>,
     /// `peak_rss_bytes / (B * T * P)`.
     pub rss_bytes_per_token: Option<f64>,
+    /// CPU time (user + system, every thread) of the process per timed step, seconds: with the
+    /// machine shared, `cpu_s_per_step / threads` is a steadier speed figure than wall time.
+    pub cpu_s_per_step: Option<f64>,
     /// The loss of the last timed step (a sanity check: finite, near 1 at the start).
     pub last_loss: f64,
 }
@@ -125,6 +128,17 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// CPU time (user + system) of this process so far in seconds, from `/proc/self/stat` (fields
+/// 14 and 15, in the kernel's fixed 100 Hz user ticks).
+pub fn process_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let (u, k): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
+    Some((u + k) / 100.0)
+}
+
 /// Times `steps` training steps of the model `make` builds for `cfg`, after `warmup` steps.
 pub fn bench_model<M: Model<f32>>(
     cfg: &RunConfig,
@@ -148,12 +162,14 @@ pub fn bench_model<M: Model<f32>>(
     }
     let mut times = Vec::with_capacity(steps);
     let mut last_loss = f64::NAN;
+    let cpu0 = process_cpu_s();
     for _ in 0..steps.max(1) {
         let t0 = Instant::now();
         let rec = trainer.step(&tokens)?;
         times.push(t0.elapsed().as_secs_f64());
         last_loss = rec.loss;
     }
+    let cpu = process_cpu_s().zip(cpu0).map(|(b, a)| (b - a) / times.len() as f64);
     drop(trainer);
     times.sort_by(f64::total_cmp);
     let median = if times.len() % 2 == 1 {
@@ -185,6 +201,7 @@ pub fn bench_model<M: Model<f32>>(
         fraction_of_peak: gflops / peak,
         peak_rss_bytes: rss,
         rss_bytes_per_token: rss.map(|r| r as f64 / ntok),
+        cpu_s_per_step: cpu,
         last_loss,
     })
 }
@@ -223,7 +240,8 @@ mod tests {
     }
 
     #[test]
-    fn rss_is_measured() {
+    fn rss_and_cpu_time_are_measured() {
         assert!(peak_rss_bytes().is_some_and(|b| b > 0));
+        assert!(process_cpu_s().is_some_and(|s| s >= 0.0));
     }
 }

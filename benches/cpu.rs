@@ -1,0 +1,120 @@
+//! Criterion benches of the CPU backend (`cargo bench --bench cpu`), every name prefixed with
+//! the backend, `cpu/`:
+//! - `cpu/mamba1_forward`, `cpu/mamba1_backward`: the Mamba-1 mixer (projections,
+//!   convolution, selective scan, gate) over 16 sequences of 256 steps at the `cpu-demo`
+//!   layer size (d_model 64, d_inner 128, d_state 16);
+//! - `cpu/knn_forward`, `cpu/knn_backward`: the k-nearest-neighbour attention over 64 time
+//!   steps of 64 parcels, k 8, d_model 64 (`cpu-demo`);
+//! - `cpu/train_step_quick`: one full training step (forward, backward, clipping, AdamW) of
+//!   the `quick` preset on its batch shape.
+//!
+//! Threads: rayon's global pool (`RAYON_NUM_THREADS`, else one per CPU). Sample counts are
+//! small so that the whole file runs in about a minute. The full-step figures of the larger
+//! presets come from `bc-cli bench` (BENCHMARKS.md).
+
+use boldcast::config::RunConfig;
+use boldcast::core::{Adam, Adjacency, ModelConfig, TokenShape, Tokens, Trainer};
+use boldcast::cpu::knn::{self, KnnParams};
+use boldcast::cpu::mamba1::{self, Mamba1Dims, Mamba1Params};
+use boldcast::cpu::CpuModel;
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Deterministic values in `[-scale, scale)` (an LCG: enough for timing).
+fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2862933555777941757).wrapping_add(3037000493);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+fn demo_config() -> ModelConfig {
+    RunConfig::preset("cpu-demo").expect("the cpu-demo preset exists").model_config()
+}
+
+fn mamba1_params(dims: Mamba1Dims) -> Mamba1Params<f32> {
+    let mut p = Mamba1Params::zeros(dims);
+    for (i, (name, t)) in p.tensors_mut().into_iter().enumerate() {
+        match name {
+            "A_log" => {
+                for (j, v) in t.iter_mut().enumerate() {
+                    *v = ((j % dims.d_state) as f32 + 1.0).ln();
+                }
+            }
+            "D" => t.fill(1.0),
+            // dt = softplus(-3 + ...) is about 0.05, as after PyTorch's initialization.
+            "dt_proj.bias" => t.fill(-3.0),
+            _ => t.copy_from_slice(&values(t.len(), i as u64, 0.2)),
+        }
+    }
+    p
+}
+
+fn mixer(c: &mut Criterion) {
+    let dims = Mamba1Dims::from_config(&demo_config());
+    let (batch, time, parcels) = (1, 256, 16);
+    let p = mamba1_params(dims);
+    let len = batch * time * parcels * dims.d_model;
+    let (u, g_y) = (values(len, 11, 1.0), values(len, 12, 1.0));
+    let mut y = vec![0.0; len];
+    let mut g = c.benchmark_group("cpu");
+    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.bench_function("mamba1_forward", |b| {
+        b.iter(|| mamba1::forward(dims, &p, black_box(&u), batch, time, parcels, &mut y))
+    });
+    let mut grads = Mamba1Params::zeros(dims);
+    let mut g_u = vec![0.0; len];
+    g.bench_function("mamba1_backward", |b| {
+        b.iter(|| mamba1::backward(dims, &p, black_box(&u), batch, time, parcels, &g_y, &mut g_u, &mut grads))
+    });
+    g.finish();
+}
+
+fn attention(c: &mut Criterion) {
+    let cfg = demo_config();
+    let (m, parcels, groups) = (cfg.d_model, 64, 64);
+    let adj = Adjacency::ring(parcels, cfg.k_neighbors).expect("a valid ring");
+    let mut prm = KnnParams::zeros(m);
+    for (i, (name, t)) in prm.tensors_mut().into_iter().enumerate() {
+        if name == "norm.weight" {
+            t.fill(1.0);
+        } else {
+            t.copy_from_slice(&values(t.len(), 100 + i as u64, 0.15));
+        }
+    }
+    let len = groups * parcels * m;
+    let (x, g_out) = (values(len, 21, 1.0), values(len, 22, 1.0));
+    let mut out = vec![0.0; len];
+    let mut g = c.benchmark_group("cpu");
+    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.bench_function("knn_forward", |b| b.iter(|| knn::forward(m, &adj, &prm, black_box(&x), groups, &mut out)));
+    let mut grads = KnnParams::zeros(m);
+    let mut g_x = vec![0.0; len];
+    g.bench_function("knn_backward", |b| {
+        b.iter(|| knn::backward(m, &adj, &prm, black_box(&x), groups, &g_out, &mut g_x, &mut grads))
+    });
+    g.finish();
+}
+
+fn train_step(c: &mut Criterion) {
+    let cfg = RunConfig::preset("quick").expect("the quick preset exists");
+    let mc = cfg.model_config();
+    let (batch, parcels) = (cfg.train.batch_size, cfg.data.synthetic.parcels);
+    let time = cfg.window.window / mc.d_in;
+    let adj = (mc.k_neighbors > 0).then(|| Adjacency::ring(parcels, mc.k_neighbors).expect("a valid ring"));
+    let tokens: Tokens<f32> = boldcast::fixtures::ar1_tokens(TokenShape::new(batch, time, parcels, mc.d_in), 0.9, 0);
+    let model = CpuModel::<f32>::new(mc, adj, 0).expect("the quick model builds");
+    let opt = Adam::<f32>::new(cfg.optim_config()).expect("a valid optimizer");
+    let mut trainer = Trainer::new(model, opt, cfg.schedule_config(), (), cfg.max_norm());
+    let mut g = c.benchmark_group("cpu");
+    g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    g.bench_function("train_step_quick", |b| b.iter(|| black_box(trainer.step(&tokens).expect("a finite step")).loss));
+    g.finish();
+}
+
+criterion_group!(benches, mixer, attention, train_step);
+criterion_main!(benches);
