@@ -3,9 +3,12 @@
 //!
 //! Module map (each file has one job):
 //! - [`ops`]: the small pieces shared by the blocks: matrix products ([`ops::gemm`]),
-//!   linear layers ([`ops::linear`]), activations ([`ops::act`]) and LayerNorm
-//!   ([`ops::layernorm`]);
-//! - [`par`]: deterministic data parallelism (fixed blocks, partial sums reduced in order);
+//!   linear layers ([`ops::linear`]), activations ([`ops::act`]), LayerNorm
+//!   ([`ops::layernorm`]), the vectorizable f32 `exp`, sigmoid and softplus
+//!   ([`ops::fastmath`]) and the run-time choice of the vector instruction set for the hot
+//!   kernels, with fixed-order lane reductions ([`ops::simd`]);
+//! - [`par`]: deterministic data parallelism (fixed blocks, partial sums reduced in order),
+//!   disjoint writes from parallel blocks, and per-thread cached scratch;
 //! - [`mamba1`]: the Mamba-1 temporal mixer, forward and backward over every parcel's sequence,
 //!   with a checkpointed scan;
 //! - [`knn`]: the spatial mixer, k-nearest-neighbour attention, forward and backward;

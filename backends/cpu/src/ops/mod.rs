@@ -1,5 +1,5 @@
 //! Building blocks shared by the model's layers: matrix products, linear layers, activations,
-//! LayerNorm.
+//! LayerNorm, the f32 fast transcendental functions, and the run-time vector-width dispatch.
 
 pub mod act;
 pub mod fastmath;
