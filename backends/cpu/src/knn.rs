@@ -145,6 +145,8 @@ struct Scratch<E> {
     g_h: Vec<E>,
     /// One row's `g_w`, `(k)`.
     g_w: Vec<E>,
+    /// One row's `g_q`, `(M)`.
+    g_q: Vec<E>,
 }
 
 impl<E: CpuElem> Scratch<E> {
@@ -160,6 +162,7 @@ impl<E: CpuElem> Scratch<E> {
             g_qkv: z(rows * 3 * m),
             g_h: z(rows * m),
             g_w: z(k),
+            g_q: z(m),
         }
     }
 
@@ -242,6 +245,7 @@ multiversion! {
         w: &[E],
         g_att: &[E],
         g_w: &mut [E],
+        g_q: &mut [E],
         g_qkv: &mut [E],
     ) {
         g_qkv.fill(E::zero());
@@ -257,18 +261,25 @@ multiversion! {
                     gv[i] += wp[j] * ga[i];
                 }
             }
-            // Softmax backward, then the scaled dot products.
+            // Softmax backward, then the scaled dot products: g_q[p] is summed in a row of its
+            // own (so the loops read and write disjoint slices and vectorize).
             let wg = simd::dot(wp, &g_w[..k]);
+            let (gq, qp) = (&mut g_q[..m], &qkv[p * 3 * m..][..m]);
+            gq.fill(E::zero());
             for (j, &a) in row.iter().enumerate() {
                 let gs = wp[j] * (g_w[j] - wg) * sc;
+                let ka = &qkv[a * 3 * m + m..][..m];
                 for i in 0..m {
-                    let kv = qkv[a * 3 * m + m + i];
-                    g_qkv[p * 3 * m + i] += gs * kv;
+                    gq[i] += gs * ka[i];
                 }
+                let gk = &mut g_qkv[a * 3 * m + m..][..m];
                 for i in 0..m {
-                    let qv = qkv[p * 3 * m + i];
-                    g_qkv[a * 3 * m + m + i] += gs * qv;
+                    gk[i] += gs * qp[i];
                 }
+            }
+            let gqp = &mut g_qkv[p * 3 * m..][..m];
+            for i in 0..m {
+                gqp[i] += gq[i];
             }
         }
     }
@@ -359,6 +370,7 @@ pub fn backward<E: CpuElem>(
                         &s.w[b * k..][..np * k],
                         &s.g_att[b * m..][..np * m],
                         &mut s.g_w,
+                        &mut s.g_q,
                         &mut s.g_qkv[b * 3 * m..][..np * 3 * m],
                     );
                 }
