@@ -33,7 +33,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 pub const DEFAULT_PRESET: &str = "laptop";
 
 /// The backends a configuration may name.
-pub const BACKENDS: &[&str] = &["cpu", "dfdx"];
+pub const BACKENDS: &[&str] = &["cpu", "dfdx-cpu", "dfdx-cuda"];
 
 /// What can go wrong resolving a configuration.
 #[derive(Debug, thiserror::Error)]
@@ -808,10 +808,10 @@ mod tests {
         let e = with_file("[model]\nhorizons = [0]\n").unwrap_err().to_string();
         assert!(e.contains("model.horizons"), "{e}");
         let e = with_file("[train]\nbackend = \"tpu\"\n").unwrap_err().to_string();
-        assert!(e.contains("run.toml: `train.backend` = \"tpu\" is not one of cpu, dfdx"), "{e}");
+        assert!(e.contains("run.toml: `train.backend` = \"tpu\" is not one of cpu, dfdx-cpu, dfdx-cuda"), "{e}");
         let o = Overrides { backend: Some("tpu".into()), ..Overrides::default() };
         let e = RunConfig::resolve(&o, "quick", Purpose::Train).unwrap_err().to_string();
-        assert_eq!(e, "invalid train.backend = tpu: must be one of cpu, dfdx");
+        assert_eq!(e, "invalid train.backend = tpu: must be one of cpu, dfdx-cpu, dfdx-cuda");
         let e = with_file("[train]\nbetas = [0.9, 1.5]\n").unwrap_err().to_string();
         assert!(e.contains("train.betas"), "{e}");
     }
@@ -828,7 +828,7 @@ mod tests {
         o.max_steps = Some(9);
         o.data = Some("/data/x".into());
         o.out = Some("out/y".into());
-        o.backend = Some("dfdx".into());
+        o.backend = Some("dfdx-cpu".into());
         o.seed = Some(42);
         o.temporal = Some(Temporal::Mamba2);
         let c = RunConfig::resolve(&o, DEFAULT_PRESET, Purpose::Train).unwrap();
@@ -836,7 +836,7 @@ mod tests {
         assert_eq!((c.train.lr, c.train.max_steps, c.model.d_model, c.window.window), (0.5, 9, 16, 128));
         assert_eq!(c.data.dir.as_deref(), Some(Path::new("/data/x")));
         assert_eq!(c.train.out.as_deref(), Some(Path::new("out/y")));
-        assert_eq!((c.train.backend.as_str(), c.train.seed, c.model.temporal), ("dfdx", 42, Temporal::Mamba2));
+        assert_eq!((c.train.backend.as_str(), c.train.seed, c.model.temporal), ("dfdx-cpu", 42, Temporal::Mamba2));
         // Overfit: --lr and --max-steps go to [overfit]; [train] keeps the file's values.
         let c = RunConfig::resolve(&o, DEFAULT_PRESET, Purpose::Overfit).unwrap();
         assert_eq!((c.overfit.lr, c.overfit.max_steps, c.train.lr, c.train.max_steps), (0.5, 9, 0.01, 7));

@@ -16,7 +16,7 @@
 //! - `peak_rss_bytes`: the process's resident-set high-water mark (`VmHWM` of
 //!   `/proc/self/status`), and that divided by the tokens of a step.
 
-use crate::args::{Backend, BenchArgs};
+use crate::args::BenchArgs;
 use crate::error::CliError;
 use boldcast::config::RunConfig;
 use boldcast::core::{Adam, Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens, Trainer};
@@ -209,10 +209,15 @@ pub fn bench_model<M: Model<f32>>(
 /// `bc-cli bench`: resolves the preset and runs [`bench_model`] on the chosen backend.
 pub fn run(args: &BenchArgs) -> Result<BenchReport, CliError> {
     let cfg = RunConfig::preset(&args.preset)?;
-    match args.backend {
-        Backend::Cpu => {
-            bench_model(&cfg, &args.preset, "cpu", args.steps, args.warmup, boldcast::cpu::CpuModel::<f32>::new)
-        }
+    crate::backend::dispatch(args.backend, Bench(&cfg, args))
+}
+
+struct Bench<'a>(&'a RunConfig, &'a BenchArgs);
+
+impl crate::backend::Job for Bench<'_> {
+    type Output = BenchReport;
+    fn run<M: Model<f32>>(self, name: &str, build: crate::backend::Builder<M>) -> Result<BenchReport, CliError> {
+        bench_model(self.0, &self.1.preset, name, self.1.steps, self.1.warmup, build)
     }
 }
 

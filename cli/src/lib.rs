@@ -1,6 +1,7 @@
 //! The library behind `bc-cli`: argument definitions and one module per command, so the
 //! commands can be tested without spawning the binary.
 //!
+//! - [`backend`]: the one place a backend name becomes a model constructor;
 //! - [`args`]: the clap definitions of every command and its flags;
 //! - [`synth`]: `bc-cli synth`, a synthetic dataset written as real datasets are;
 //! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod backend;
 pub mod bench;
 pub mod checkpointing;
 pub mod error;

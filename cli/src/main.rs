@@ -1,7 +1,11 @@
 //! `bc-cli`: the command-line tool of boldcast. See `bc-cli --help`.
 
-use bc_cli::args::{Cli, Command};
+use bc_cli::args::{Backend, Cli, Command, OverfitArgs};
+use bc_cli::backend::{dispatch, Builder, Job};
+use bc_cli::overfit::{overfit_command, OverfitReport};
 use bc_cli::CliError;
+use boldcast::config::{Purpose, RunConfig, DEFAULT_PRESET};
+use boldcast::core::Model;
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -30,8 +34,8 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Overfit(a) => {
-            // The one place that picks the backend.
-            let rep = bc_cli::overfit::overfit_command(&a, "cpu", boldcast::cpu::CpuModel::<f32>::new)?;
+            let cfg = RunConfig::resolve(&a.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
+            let rep = dispatch(Backend::from_name(&cfg.train.backend)?, Overfit(&a))?;
             Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Train(a) => {
@@ -60,6 +64,15 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             println!("{report}");
             Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+    }
+}
+
+struct Overfit<'a>(&'a OverfitArgs);
+
+impl Job for Overfit<'_> {
+    type Output = OverfitReport;
+    fn run<M: Model<f32>>(self, name: &str, build: Builder<M>) -> Result<OverfitReport, CliError> {
+        overfit_command(self.0, name, build)
     }
 }
 

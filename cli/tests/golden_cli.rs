@@ -78,3 +78,31 @@ fn a_missing_directory_is_an_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("error:") && err.contains("/nonexistent/case"), "{err}");
 }
+
+#[test]
+fn the_dfdx_backend_passes_the_mamba1_cases_and_refuses_what_it_lacks() {
+    let out =
+        bc().args(["golden", "--backend", "dfdx-cpu"]).arg(root().join("../shared/golden/tiny")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(": PASS"), "{text}");
+
+    // Mamba-2 is not on dfdx yet: refused by name, not a wrong answer.
+    let out = bc()
+        .args(["golden", "--backend", "dfdx-cpu"])
+        .arg(root().join("../shared/golden/tiny-mamba2"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("model.temporal"));
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn asking_for_cuda_without_the_feature_is_a_clear_error() {
+    let out =
+        bc().args(["golden", "--backend", "dfdx-cuda"]).arg(root().join("../shared/golden/tiny")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no CUDA support") && err.contains("--features cuda"), "{err}");
+}

@@ -273,6 +273,20 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
     fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<(), Error> {
         opt.config().validate()?;
         opt.begin_step();
+        // The step count is the optimizer's, as with the core's host Adam: a fresh optimizer
+        // (its first step) starts from zero moments even if another optimizer stepped this
+        // model before; any other mismatch means the device moments belong to a different
+        // optimizer run, and using them would silently skew the bias correction.
+        let t = opt.steps();
+        if t == 1 {
+            self.adam = Default::default();
+        } else if self.adam.steps() + 1 != t {
+            return Err(Error::Backend(format!(
+                "optimizer step {t} does not follow the {} steps of the device moments; \
+                 restore them with `restore_optimizer` when resuming",
+                self.adam.steps()
+            )));
+        }
         let cfg = opt.config().clone();
         let specs = self.params.specs().to_vec();
         self.adam.step(&cfg, lr, &specs, &mut self.params.tensors, &self.grads);

@@ -103,7 +103,9 @@ fn optimizer_state_round_trips_for_resuming() {
     bad[0].m.pop();
     assert!(b.restore_optimizer(t, &bad).is_err());
     b.restore_optimizer(t, &moments).unwrap();
-    let mut opt_b = Adam::<f32>::new(cfg).unwrap();
+    // The optimizer's step count is part of the state: the device moments follow it.
+    let mut opt_b = Adam::<f32>::new(cfg.clone()).unwrap();
+    opt_b.restore(t, Vec::new());
     for m in [&mut a, &mut b] {
         m.loss_and_grads(&tokens).unwrap();
     }
@@ -111,4 +113,14 @@ fn optimizer_state_round_trips_for_resuming() {
     b.apply_optimizer(&mut opt_b, 3e-3).unwrap();
     assert_eq!(a.state(), b.state());
     assert_eq!(b.optimizer_steps(), 3);
+    // A fresh optimizer starts from zero moments, as the host Adam would; a step count that
+    // does not follow the device moments is an error, not a silently skewed bias correction.
+    let mut fresh = Adam::<f32>::new(cfg.clone()).unwrap();
+    b.loss_and_grads(&tokens).unwrap();
+    b.apply_optimizer(&mut fresh, 3e-3).unwrap();
+    assert_eq!(b.optimizer_steps(), 1);
+    let mut ahead = Adam::<f32>::new(cfg).unwrap();
+    ahead.restore(7, Vec::new());
+    let err = b.apply_optimizer(&mut ahead, 3e-3).unwrap_err().to_string();
+    assert!(err.contains("optimizer step 8") && err.contains("restore_optimizer"), "{err}");
 }

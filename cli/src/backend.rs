@@ -1,0 +1,59 @@
+//! The one place that turns a backend name into a model constructor. A command that runs on
+//! any backend implements [`Job`] once, generically over the model, and [`dispatch`] calls it
+//! with the chosen backend's constructor.
+
+use crate::args::Backend;
+use crate::CliError;
+use boldcast::core::{Adjacency, Model, ModelConfig};
+
+/// A model constructor: configuration, adjacency, seed.
+pub type Builder<M> = fn(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>;
+
+/// A command that runs on whichever backend is chosen.
+pub trait Job {
+    /// What the command returns.
+    type Output;
+    /// Runs with the backend called `name` (as in `train.backend`), whose models `build` makes.
+    fn run<M: Model<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError>;
+}
+
+impl Backend {
+    /// The backend named as in `train.backend` (`cpu`, `dfdx-cpu`, `dfdx-cuda`).
+    pub fn from_name(name: &str) -> Result<Backend, CliError> {
+        match name {
+            "cpu" => Ok(Backend::Cpu),
+            "dfdx-cpu" => Ok(Backend::DfdxCpu),
+            "dfdx-cuda" => Ok(Backend::DfdxCuda),
+            other => Err(CliError::Msg(format!("unknown backend `{other}`: use cpu, dfdx-cpu or dfdx-cuda"))),
+        }
+    }
+
+    /// The name used in configurations and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::DfdxCpu => "dfdx-cpu",
+            Backend::DfdxCuda => "dfdx-cuda",
+        }
+    }
+}
+
+/// Runs `job` on `backend` (f32 models).
+pub fn dispatch<J: Job>(backend: Backend, job: J) -> Result<J::Output, CliError> {
+    match backend {
+        Backend::Cpu => job.run("cpu", boldcast::cpu::CpuModel::<f32>::new),
+        Backend::DfdxCpu => job.run("dfdx-cpu", boldcast::dfdx::DfdxCpuModel::<f32>::new_cpu),
+        Backend::DfdxCuda => cuda(job),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda<J: Job>(job: J) -> Result<J::Output, CliError> {
+    job.run("dfdx-cuda", boldcast::dfdx::DfdxCudaModel::<f32>::new_cuda)
+}
+
+/// Without the `cuda` feature, asking for the CUDA device is a clear error (never a panic).
+#[cfg(not(feature = "cuda"))]
+fn cuda<J: Job>(_: J) -> Result<J::Output, CliError> {
+    Err(CliError::Core(boldcast::dfdx::cuda_unavailable()))
+}
