@@ -177,9 +177,7 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
     assert_eq!(s["steps"], 150);
     assert_eq!(s["preset"], "quick");
     assert_eq!(s["floor"]["kind"], "exact AR(1) floor");
-    // The figure is a PNG.
-    let png = std::fs::read(out.join("figures/overfit_curve.png")).unwrap();
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_figure(&out.join("figures/overfit_curve.png"));
     // The resolved configuration records the overrides and resolves again to itself.
     let resolved = out.join("config.resolved.toml");
     let text = std::fs::read_to_string(&resolved).unwrap();
@@ -288,8 +286,24 @@ fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
     let losses: Vec<f64> = log.iter().map(|r| r["loss"].as_f64().unwrap()).collect();
     let v = boldcast::core::accept::overfit_verdict(&losses).unwrap();
     assert!((s["mean_last_50"].as_f64().unwrap() - v.last).abs() < 1e-12);
-    assert!(out.join("figures/overfit_curve.png").is_file());
+    assert_figure(&out.join("figures/overfit_curve.png"));
     assert!(out.join("config.resolved.toml").is_file());
+}
+
+/// The figure decodes as a PNG of the plot's size and has drawn content: a background plus
+/// several line colours (the loss curve, the two windowed means, the floor).
+fn assert_figure(path: &std::path::Path) {
+    let bytes = std::fs::read(path).unwrap();
+    assert!(bytes.len() > 2000, "{}: only {} bytes", path.display(), bytes.len());
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (900, 540));
+    let px = info.color_type.samples();
+    let mut colours: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+    colours.sort();
+    colours.dedup();
+    assert!(colours.len() >= 4, "{}: {} distinct colours, the plot looks empty", path.display(), colours.len());
 }
 
 #[test]
@@ -305,7 +319,14 @@ fn overfit_binary_errors_write_nothing() {
         ),
         (vec!["--config", cfg.to_str().unwrap()], format!("error: {}: unknown key `overfit.steps`", cfg.display())),
         (vec!["--lr", "-1"], "error: invalid overfit.lr = -1: must be finite and > 0".to_string()),
-        (vec!["--backend", "dfdx"], "error: train.backend = dfdx".to_string()),
+        (
+            vec!["--backend", "tpu"],
+            "error: invalid train.backend = tpu: must be one of cpu, dfdx-cpu, dfdx-cuda".to_string(),
+        ),
+        (
+            vec!["--backend", "dfdx-cpu", "--temporal", "mamba2"],
+            "error: invalid model.temporal = mamba2: the dfdx backend implements".to_string(),
+        ),
     ] {
         let mut a = vec!["overfit", "--preset", "quick", "--out", out.to_str().unwrap()];
         a.extend(args);
