@@ -181,6 +181,46 @@ pub fn linear_backward<E: CpuElem>(
     }
 }
 
+/// A set of named tensors (a mixer's parameters or gradients), in state-dict order.
+pub trait NamedTensors<T> {
+    /// `(name, values)` per tensor.
+    fn named(&self) -> Vec<(&'static str, &[T])>;
+    /// `(name, values)` per tensor, mutable.
+    fn named_mut(&mut self) -> Vec<(&'static str, &mut [T])>;
+}
+
+/// Sums per-block gradient partials (f64) in block order and adds the total to `grads`,
+/// rounding once to `E`. The mixers accumulate the gradient with respect to `A = -exp(A_log)`
+/// in the `A_log` slot; it becomes the gradient with respect to `A_log` here
+/// (`g_A_log = g_A * A`), after the sum, so the rounding happens once.
+pub fn reduce_mixer_partials<E: CpuElem, P: NamedTensors<f64>, G: NamedTensors<E>>(
+    parts: Vec<P>,
+    a: &[E],
+    grads: &mut G,
+) {
+    let mut parts = parts.into_iter();
+    let Some(mut total) = parts.next() else { return };
+    for part in parts {
+        for ((_, acc), (_, v)) in total.named_mut().into_iter().zip(part.named()) {
+            for (x, &y) in acc.iter_mut().zip(v) {
+                *x += y;
+            }
+        }
+    }
+    for (name, g) in total.named_mut() {
+        if name == "A_log" {
+            for (ga, &av) in g.iter_mut().zip(a) {
+                *ga *= av.f64();
+            }
+        }
+    }
+    for ((_, g), (_, t)) in grads.named_mut().into_iter().zip(total.named()) {
+        for (x, &y) in g.iter_mut().zip(t) {
+            *x += E::of(y);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

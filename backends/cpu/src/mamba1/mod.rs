@@ -375,28 +375,15 @@ fn backward_q<E: CpuElem>(
             part
         })
         .collect();
-    reduce(parts, &a, grads);
+    par::reduce_mixer_partials(parts, &a, grads);
 }
 
-/// Sums the block partials in block order and adds them to `grads`, turning the gradient with
-/// respect to A into one with respect to A_log on the way (`g_A_log = g_A * A`).
-fn reduce<E: CpuElem>(parts: Vec<Mamba1Params<f64>>, a: &[E], grads: &mut Mamba1Params<E>) {
-    let mut parts = parts.into_iter();
-    let Some(mut total) = parts.next() else { return };
-    for part in parts {
-        for ((_, acc), (_, v)) in total.tensors_mut().into_iter().zip(part.tensors()) {
-            for (x, &y) in acc.iter_mut().zip(v) {
-                *x += y;
-            }
-        }
+impl<E: CpuElem> par::NamedTensors<E> for Mamba1Params<E> {
+    fn named(&self) -> Vec<(&'static str, &[E])> {
+        self.tensors().into()
     }
-    for (ga, &av) in total.a_log.iter_mut().zip(a) {
-        *ga *= av.f64();
-    }
-    for ((_, g), (_, t)) in grads.tensors_mut().into_iter().zip(total.tensors()) {
-        for (x, &y) in g.iter_mut().zip(t) {
-            *x += E::of(y);
-        }
+    fn named_mut(&mut self) -> Vec<(&'static str, &mut [E])> {
+        self.tensors_mut().into()
     }
 }
 

@@ -18,6 +18,7 @@ mod seq;
 mod ssd;
 
 use crate::ops::CpuElem;
+use crate::par;
 use rayon::prelude::*;
 
 /// Sizes of one Mamba-2 mixer.
@@ -340,28 +341,15 @@ pub fn backward<E: CpuElem>(
         .collect();
     let (outs, parts): (Vec<Vec<E>>, Vec<Mamba2Params<f64>>) = results.into_iter().unzip();
     lay.scatter(&bl, &outs, g_u);
-    reduce(parts, &a, grads);
+    par::reduce_mixer_partials(parts, &a, grads);
 }
 
-/// Sums the block partials in block order and adds them to `grads`, turning the gradient with
-/// respect to A into one with respect to A_log on the way (`g_A_log = g_A * A`).
-fn reduce<E: CpuElem>(parts: Vec<Mamba2Params<f64>>, a: &[E], grads: &mut Mamba2Params<E>) {
-    let mut parts = parts.into_iter();
-    let Some(mut total) = parts.next() else { return };
-    for part in parts {
-        for ((_, acc), (_, v)) in total.tensors_mut().into_iter().zip(part.tensors()) {
-            for (x, &y) in acc.iter_mut().zip(v) {
-                *x += y;
-            }
-        }
+impl<E: CpuElem> par::NamedTensors<E> for Mamba2Params<E> {
+    fn named(&self) -> Vec<(&'static str, &[E])> {
+        self.tensors().into()
     }
-    for (ga, &av) in total.a_log.iter_mut().zip(a) {
-        *ga *= av.f64();
-    }
-    for ((_, g), (_, t)) in grads.tensors_mut().into_iter().zip(total.tensors()) {
-        for (x, &y) in g.iter_mut().zip(t) {
-            *x += E::of(y);
-        }
+    fn named_mut(&mut self) -> Vec<(&'static str, &mut [E])> {
+        self.tensors_mut().into()
     }
 }
 
