@@ -12,7 +12,9 @@
 //!   neighbours from 0 to P, `d_in`, horizon sets, sequence lengths). The CPU backend draws
 //!   the weights; the candidate loads them; forward, embed, loss and every gradient must
 //!   agree within `1e-4 + 1e-3 |b|`, one optimizer step must move every parameter alike, and
-//!   a few real training steps must give the same loss series.
+//!   a few real training steps must give the same loss series. A fresh model resumed from
+//!   the trained weights and optimizer state ([`boldcast_core::Model::optimizer_state`] or the
+//!   host Adam's) must then take the same step as the one that never stopped.
 //!
 //! A backend runs both with the [`conformance_tests!`](crate::conformance_tests) macro in a
 //! test file (see ARCHITECTURE.md, "Writing a backend of your own").
@@ -21,7 +23,8 @@ use crate::cpu::CpuModel;
 use crate::golden::{check_case_dir, compare_values, Check, Tolerance};
 use boldcast_core::error::Result;
 use boldcast_core::{
-    Adam, Adjacency, Model, ModelConfig, OptimConfig, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
+    Adam, Adjacency, Model, ModelConfig, OptimConfig, Optimizer, Shape, StepRecord, Temporal, TokenShape, Tokens,
+    Trainer,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -117,7 +120,7 @@ fn widen(xs: &[f32]) -> Vec<f64> {
 }
 
 /// Compares `candidate` with the CPU backend on one random case: forward, embed, loss,
-/// gradients, one optimizer step, and three training steps' losses and norms.
+/// gradients, one optimizer step, three training steps' losses and norms, and a resumed step.
 pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>, seed: u64) -> Result<Vec<Check>> {
     let tol = Tolerance::FORWARD;
     let mut reference = CpuModel::<f32>::new(case.model.clone(), case.adjacency.clone(), seed)?;
@@ -211,6 +214,34 @@ pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>,
     {
         let (xa, xb): (Vec<f64>, Vec<f64>) = (ra.iter().map(f).collect(), rb.iter().map(f).collect());
         checks.push(compare_values(name, name, &[xa.len()], &xa, &[xb.len()], &xb, tol));
+    }
+
+    // Resuming: a fresh candidate given the trained weights and the optimizer state (from the
+    // backend when it holds its own moments, else from the host Adam, as a checkpoint takes
+    // them) must take the same next step as the candidate that never stopped.
+    let mut resumed = build(case.model.clone(), case.adjacency.clone())?;
+    resumed.load_state(&ta.model.state())?;
+    let (t, moments) = match ta.model.optimizer_state() {
+        Some(held) => held,
+        None => (ta.optimizer.steps(), ta.optimizer.moments().to_vec()),
+    };
+    resumed.restore_optimizer_state(t, &moments)?;
+    let mut host = opt()?;
+    host.restore(t, moments);
+    let mut tr = Trainer::new(resumed, host, boldcast_core::ScheduleConfig::Constant { lr: 1e-3 }, (), Some(0.5));
+    ta.step(&tokens)?;
+    tr.step(&tokens)?;
+    for (x, y) in tr.model.state().iter().zip(ta.model.state().iter()) {
+        let name = format!("resume.{}", x.name);
+        checks.push(compare_values(
+            "resume",
+            &name,
+            &x.shape,
+            &widen(&x.data),
+            &y.shape,
+            &widen(&y.data),
+            Tolerance::OPTIMIZER,
+        ));
     }
     Ok(checks)
 }

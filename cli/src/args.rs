@@ -226,7 +226,7 @@ pub struct RunArgs {
     /// Output directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Backend: cpu.
+    /// Backend: cpu, dfdx-cpu, or dfdx-cuda (a build with `--features cuda` on a machine with a GPU).
     #[arg(long)]
     pub backend: Option<String>,
     /// Seed of the model's initialization.
@@ -353,6 +353,9 @@ pub struct EvalArgs {
     /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The backend that runs the model (checkpoints load in every backend).
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,

@@ -40,8 +40,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Train(a) => {
             let (cfg, req) = bc_cli::train::resolve_train_args(&a)?;
-            // The one place that picks the backend.
-            let rep = bc_cli::train::train_command(cfg, &req, "cpu", boldcast::cpu::CpuModel::<f32>::new)?;
+            // With --resume the backend is the one stored in the checkpoint's configuration.
+            let prep = bc_cli::train::prepare_train(cfg, &req)?;
+            let backend = Backend::from_name(prep.backend())?;
+            let rep = dispatch(backend, Train(prep, &req))?;
             Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(a) => {
@@ -51,7 +53,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Eval(a) => {
             let req = bc_cli::eval::EvalRequest { checkpoint: a.checkpoint, data: a.data, config: a.config };
-            let rep = bc_cli::eval::eval_command(&req, boldcast::cpu::CpuModel::<f32>::new)?;
+            let rep = dispatch(a.backend, Eval(&req))?;
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
             } else {
@@ -73,6 +75,24 @@ impl Job for Overfit<'_> {
     type Output = OverfitReport;
     fn run<M: Model<f32>>(self, name: &str, build: Builder<M>) -> Result<OverfitReport, CliError> {
         overfit_command(self.0, name, build)
+    }
+}
+
+struct Train<'a>(bc_cli::train::PreparedTrain, &'a bc_cli::train::TrainRequest);
+
+impl Job for Train<'_> {
+    type Output = bc_cli::train::TrainReport;
+    fn run<M: Model<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::train::train_prepared(self.0, self.1, name, build)
+    }
+}
+
+struct Eval<'a>(&'a bc_cli::eval::EvalRequest);
+
+impl Job for Eval<'_> {
+    type Output = bc_cli::eval::EvalReport;
+    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::eval::eval_command(self.0, build)
     }
 }
 

@@ -236,7 +236,7 @@ where
     let cfg = RunConfig::resolve(&args.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
     if cfg.train.backend != backend {
         return Err(CliError::Msg(format!(
-            "train.backend = {}: the overfit command runs on the {backend} backend only for now",
+            "train.backend = {}, but the model would be built on the {backend} backend",
             cfg.train.backend
         )));
     }

@@ -348,7 +348,14 @@ pub fn run_training<M: Model<f32>>(
                 )));
             }
             model.load_state(&l.params)?;
-            adam.restore(l.state.optimizer_t, l.moments);
+            // The moments go where the backend keeps them: on its device when it holds its own
+            // optimizer state (the host Adam then only counts steps), else in the host Adam.
+            if model.optimizer_state().is_some() {
+                model.restore_optimizer_state(l.state.optimizer_t, &l.moments)?;
+                adam.restore(l.state.optimizer_t, Vec::new());
+            } else {
+                adam.restore(l.state.optimizer_t, l.moments);
+            }
             if let Some(pb) = &bar {
                 pb.set_position(l.state.step);
             }
@@ -533,9 +540,10 @@ pub fn run_training<M: Model<f32>>(
                     config_hash: hash.clone(),
                     config: config_text.clone(),
                 };
+                let held = trainer.model.optimizer_state();
                 let data_ck = CheckpointData {
                     params,
-                    moments: trainer.optimizer.moments(),
+                    moments: held.as_ref().map_or(trainer.optimizer.moments(), |(_, m)| m.as_slice()),
                     specs: &specs,
                     adjacency: data.adjacency.as_ref(),
                     state: &state,
@@ -665,10 +673,25 @@ pub struct TrainRequest {
     pub stop_after: Option<u64>,
 }
 
+/// A train run whose configuration, output directory and checkpoint (with `--resume`) are
+/// settled, before the model is built: [`PreparedTrain::backend`] says which backend builds it.
+pub struct PreparedTrain {
+    cfg: RunConfig,
+    out: PathBuf,
+    loaded: Option<Loaded>,
+}
+
+impl PreparedTrain {
+    /// `train.backend` of the run (for `--resume`, the one stored in the checkpoint).
+    pub fn backend(&self) -> &str {
+        &self.cfg.train.backend
+    }
+}
+
 /// `bc-cli train`: a fresh run from a resolved configuration (writes `config.resolved.toml`
 /// into a new or empty output directory), or `--resume DIR` from its newest checkpoint with the
 /// configuration stored there. `build(model config, adjacency, seed)` makes the model on the
-/// backend `backend`.
+/// backend `backend`, which must be the run's `train.backend`.
 pub fn train_command<M, F>(
     cfg: Option<RunConfig>,
     req: &TrainRequest,
@@ -679,6 +702,12 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
+    train_prepared(prepare_train(cfg, req)?, req, backend, build)
+}
+
+/// The first half of [`train_command`]: reads the checkpoint of `--resume` (and its stored
+/// configuration), or checks that a fresh run's output directory is new or empty.
+pub fn prepare_train(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<PreparedTrain, CliError> {
     let (cfg, out, loaded) = match &req.resume {
         Some(dir) => {
             let ckdir = ck::latest_checkpoint(dir)?.ok_or_else(|| {
@@ -723,9 +752,24 @@ where
             (cfg, out, None)
         }
     };
+    Ok(PreparedTrain { cfg, out, loaded })
+}
+
+/// The second half of [`train_command`]: builds the model with `build` on `backend` and runs.
+pub fn train_prepared<M, F>(
+    prep: PreparedTrain,
+    req: &TrainRequest,
+    backend: &str,
+    build: F,
+) -> Result<TrainReport, CliError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+{
+    let PreparedTrain { cfg, out, loaded } = prep;
     if cfg.train.backend != backend {
         return Err(CliError::Msg(format!(
-            "train.backend = {}: the train command runs on the {backend} backend only for now",
+            "train.backend = {}, but the model would be built on the {backend} backend",
             cfg.train.backend
         )));
     }

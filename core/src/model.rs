@@ -4,7 +4,7 @@
 use crate::config::{ModelConfig, ParamSpec};
 use crate::elem::Elem;
 use crate::error::{Error, Result};
-use crate::optim::Optimizer;
+use crate::optim::{Moments, Optimizer};
 use crate::shape::{Dim, ForecastShape};
 use crate::tensor::{Embeddings, Forecasts, Tokens};
 use alloc::string::String;
@@ -75,6 +75,25 @@ pub trait Model<E: Elem> {
 
     /// Replaces every parameter (names and shapes checked first; nothing changes on error).
     fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<()>;
+
+    /// The optimizer state this backend holds itself, copied to the host: the number of steps
+    /// taken and the moments of every parameter in state-dict order (an empty entry for a
+    /// tensor never updated), in the format of [`crate::Adam::moments`].
+    ///
+    /// `None`, the default, means the backend holds none: the host optimizer passed to
+    /// [`Model::apply_optimizer`] owns the moments, and a checkpoint takes them from there.
+    fn optimizer_state(&self) -> Option<(u64, Vec<Moments<E>>)> {
+        None
+    }
+
+    /// Restores backend-held optimizer state from [`Model::optimizer_state`] output (resuming
+    /// a run; a checkpoint written by another backend gives the same format). Nothing changes
+    /// on error. The default, for backends that hold none, accepts anything and does nothing:
+    /// the caller restores its host optimizer as well.
+    fn restore_optimizer_state(&mut self, t: u64, moments: &[Moments<E>]) -> Result<()> {
+        let _ = (t, moments);
+        Ok(())
+    }
 
     /// Forecasts with compile-time dims: checks the runtime result against the types.
     fn forward_typed<B: Dim, T: Dim, P: Dim, H: Dim, D: Dim>(

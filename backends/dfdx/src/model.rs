@@ -97,20 +97,6 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
         Ok(())
     }
 
-    /// The device optimizer's step count and moments, copied to the host in the core's
-    /// format (as [`boldcast_core::Adam::moments`]), for optimizer checkpoints.
-    pub fn optimizer_state(&self) -> (u64, Vec<boldcast_core::optim::Moments<E>>) {
-        self.adam.export(self.params.tensors.len())
-    }
-
-    /// Restores the device optimizer from [`DfdxModel::optimizer_state`] output (or a host
-    /// [`boldcast_core::Adam`]'s `steps()` and `moments()`, padded with empty entries):
-    /// resuming a run. Nothing changes on error.
-    pub fn restore_optimizer(&mut self, t: u64, moments: &[boldcast_core::optim::Moments<E>]) -> Result<(), Error> {
-        let specs = self.params.specs().to_vec();
-        self.adam.restore(&self.dev, &specs, t, moments)
-    }
-
     /// Checks a batch against the model and returns its layout.
     fn layout(&self, tokens: &Tokens<E>) -> Result<RowLayout, Error> {
         self.cfg.check_tokens(&tokens.shape())?;
@@ -283,7 +269,7 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
         } else if self.adam.steps() + 1 != t {
             return Err(Error::Backend(format!(
                 "optimizer step {t} does not follow the {} steps of the device moments; \
-                 restore them with `restore_optimizer` when resuming",
+                 restore them with `restore_optimizer_state` when resuming",
                 self.adam.steps()
             )));
         }
@@ -305,6 +291,18 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
         let table = ParamTable::upload(&self.dev, self.cfg.param_specs(), tensors)?;
         self.params = table;
         Ok(())
+    }
+
+    /// The device Adam's step count and moments, copied to the host in the core's format.
+    fn optimizer_state(&self) -> Option<(u64, Vec<boldcast_core::optim::Moments<E>>)> {
+        Some(self.adam.export(self.params.tensors.len()))
+    }
+
+    /// Uploads the moments (one entry per parameter; an empty entry means "not updated yet")
+    /// and the step count; a host [`boldcast_core::Adam`]'s checkpoint restores the same way.
+    fn restore_optimizer_state(&mut self, t: u64, moments: &[boldcast_core::optim::Moments<E>]) -> Result<(), Error> {
+        let specs = self.params.specs().to_vec();
+        self.adam.restore(&self.dev, &specs, t, moments)
     }
 }
 
