@@ -2,6 +2,9 @@
 //! the golden cases `tiny` and `tiny-l2-clip` on the `Cuda` device, then the median time of a
 //! training step of the `boldcast-demo` model, printed as one JSON line.
 //!
+//! `GPU_CHECK_GOLDEN` names the golden folder (default: `shared/golden` beside the checkout
+//! it was built in) and `GPU_CHECK_CASES` the comma-separated cases.
+//!
 //! Sizes of the timed batch: `GPU_CHECK_BATCH` (default 1), `GPU_CHECK_WINDOW` (256, the
 //! preset's window), `GPU_CHECK_PARCELS` (1024, the preset's parcels), `GPU_CHECK_STEPS` (3
 //! timed steps after one warm-up). If the batch does not fit (the tape keeps every scan state
@@ -85,9 +88,14 @@ fn main() {
     };
     let mut golden = serde_json::Map::new();
     let mut pass = true;
-    for case in ["tiny", "tiny-l2-clip"] {
+    // The golden folder and cases can be named: on the GPU machine the binary runs away from
+    // the checkout it was built in.
+    let root = std::env::var_os("GPU_CHECK_GOLDEN").map(std::path::PathBuf::from).unwrap_or_else(common::golden_root);
+    let cases = std::env::var("GPU_CHECK_CASES").unwrap_or_else(|_| "tiny,tiny-l2-clip".into());
+    for case in cases.split(',').filter(|c| !c.is_empty()) {
         let d = dev.clone();
-        let r = catch_unwind(AssertUnwindSafe(|| common::check_case::<f32, _>(case, d)));
+        let dir = root.join(case);
+        let r = catch_unwind(AssertUnwindSafe(|| common::check_case_at::<f32, _>(&dir, d)));
         match r {
             Ok(ratios) => {
                 let (what, worst) =

@@ -37,17 +37,30 @@ pub fn cuda_unavailable() -> Error {
 }
 
 /// The CUDA device with the given ordinal, or an [`Error::Backend`] saying why there is none
-/// (no driver, no GPU, ordinal out of range). A panic inside cudarc is caught and reported the
-/// same way.
+/// (no driver, no GPU, ordinal out of range). cudarc 0.9 unwraps driver errors while it opens
+/// a device, so a panic inside it is caught and reported the same way, with the driver's error
+/// in the message; the panic hook is silenced meanwhile, so the user sees one clear error
+/// rather than a backtrace.
 #[cfg(feature = "cuda")]
 pub fn cuda_device(ordinal: usize) -> Result<dfdx::tensor::Cuda, Error> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
     let built = std::panic::catch_unwind(|| dfdx::tensor::Cuda::try_build(ordinal, 0));
+    std::panic::set_hook(hook);
     match built {
         Ok(Ok(dev)) => Ok(dev),
         Ok(Err(e)) => Err(Error::Backend(format!("no usable CUDA device {ordinal}: {e:?}"))),
-        Err(_) => Err(Error::Backend(format!(
-            "no usable CUDA device {ordinal}: the CUDA driver could not be initialised (is there an NVIDIA GPU?)"
-        ))),
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown error");
+            Err(Error::Backend(format!(
+                "no usable CUDA device {ordinal}: the CUDA driver could not be initialised (is there an NVIDIA GPU?): \
+                 {why}"
+            )))
+        }
     }
 }
 
