@@ -2,21 +2,10 @@
 //! the empirical floor of a long AR(1) dataset is near the exact one, and every bad dataset is
 //! an `error:` line naming the file, line and column, with exit status 2 and no panic.
 
+mod common;
 use boldcast::core::floor::{ar1_floor, ar1_floor_per_horizon};
+use common::*;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn bc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bc-cli")).args(args).output().expect("bc-cli runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn exact_floor_text_and_json_match_the_core() {
@@ -26,35 +15,35 @@ fn exact_floor_text_and_json_match_the_core() {
         let dd: usize = d.parse().unwrap();
         let per = ar1_floor_per_horizon(r, &hs, dd).unwrap();
         let all = ar1_floor(r, &hs, dd).unwrap();
-        let o = bc(&["floor", "--rho", rho, "--horizons", h, "--d-in", d, "--json"]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let o = run(&["floor", "--rho", rho, "--horizons", h, "--d-in", d, "--json"]);
+        assert!(o.status.success(), "{}", text(&o).1);
+        let j: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
         assert_eq!(j["kind"], "ar1");
         assert_eq!(j["overall"].as_f64().unwrap(), all);
         let got: Vec<f64> = j["per_horizon"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
         assert_eq!(got, per);
-        let o = bc(&["floor", "--rho", rho, "--horizons", h, "--d-in", d]);
-        let text = stdout(&o);
+        let o = run(&["floor", "--rho", rho, "--horizons", h, "--d-in", d]);
+        let text = text(&o).0;
         assert!(text.contains(&format!("overall: {all:.6}")), "{text}");
         for (hh, v) in hs.iter().zip(&per) {
             assert!(text.contains(&format!("horizon {hh}: {v:.6}")), "{text}");
         }
     }
     // The familiar numbers: rho 0.9, horizons 1 and 5, D 1.
-    let text = stdout(&bc(&["floor", "--rho", "0.9"]));
+    let text = stdout(&run(&["floor", "--rho", "0.9"]));
     assert!(text.contains("horizon 1: 0.190000") && text.contains("overall: 0.420661"), "{text}");
 }
 
 #[test]
 fn floor_argument_errors_are_clean() {
-    let o = bc(&["floor", "--rho", "1.0"]);
+    let o = run(&["floor", "--rho", "1.0"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).starts_with("error: invalid rho = 1: must lie in (-1, 1)"), "{}", stderr(&o));
-    let o = bc(&["floor", "--rho", "0.9", "--horizons", "0"]);
-    assert!(stderr(&o).contains("invalid horizons = 0"), "{}", stderr(&o));
-    let o = bc(&["floor"]);
+    assert!(text(&o).1.starts_with("error: invalid rho = 1: must lie in (-1, 1)"), "{}", text(&o).1);
+    let o = run(&["floor", "--rho", "0.9", "--horizons", "0"]);
+    assert!(text(&o).1.contains("invalid horizons = 0"), "{}", text(&o).1);
+    let o = run(&["floor"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = bc(&["floor", "--rho", "0.9", "--data", "x"]);
+    let o = run(&["floor", "--rho", "0.9", "--data", "x"]);
     assert_eq!(o.status.code(), Some(2), "--rho and --data exclude each other");
 }
 
@@ -62,7 +51,7 @@ fn floor_argument_errors_are_clean() {
 fn empirical_floor_of_a_long_ar1_dataset_is_near_the_exact_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = bc(&[
+    let o = run(&[
         "synth",
         "--out",
         out.to_str().unwrap(),
@@ -81,13 +70,13 @@ fn empirical_floor_of_a_long_ar1_dataset_is_near_the_exact_floor() {
         "--seed",
         "3",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.status.success(), "{}", text(&o).1);
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
     let exact = meta["floor"]["overall"].as_f64().unwrap();
-    let o = bc(&["floor", "--data", out.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let o = run(&["floor", "--data", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let j: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
     assert_eq!(j["kind"], "empirical");
     assert_eq!((j["runs"].as_u64(), j["parcels"].as_u64()), (Some(8), Some(3)));
     let emp = j["overall"].as_f64().unwrap();
@@ -97,7 +86,7 @@ fn empirical_floor_of_a_long_ar1_dataset_is_near_the_exact_floor() {
         assert!((e - w).abs() < 0.03, "{p} vs {w}");
     }
     assert_eq!(j["per_parcel"][2]["name"], "parcel-002");
-    let text = stdout(&bc(&["floor", "--data", out.to_str().unwrap()]));
+    let text = stdout(&run(&["floor", "--data", out.to_str().unwrap()]));
     assert!(text.contains(&format!("overall: {emp:.6}")) && text.contains("parcel-001"), "{text}");
 }
 
@@ -143,16 +132,16 @@ fn bad_datasets_name_file_line_and_column() {
             write(d.path(), n, t);
         }
         let before = std::fs::read_dir(d.path()).unwrap().count();
-        let o = bc(&["floor", "--data", d.path().to_str().unwrap()]);
-        let e = stderr(&o);
+        let o = run(&["floor", "--data", d.path().to_str().unwrap()]);
+        let e = text(&o).1;
         assert_eq!(o.status.code(), Some(2), "{e}");
         assert!(e.starts_with("error: ") && e.contains(msg), "want {msg:?} in {e}");
         assert!(!e.contains("panicked"), "{e}");
-        assert!(stdout(&o).is_empty());
+        assert!(text(&o).0.is_empty());
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), before);
     }
-    let o = bc(&["floor", "--data", "/no/such/boldcast/dir"]);
-    assert_eq!(stderr(&o), "error: data directory /no/such/boldcast/dir does not exist\n");
+    let o = run(&["floor", "--data", "/no/such/boldcast/dir"]);
+    assert_eq!(text(&o).1, "error: data directory /no/such/boldcast/dir does not exist\n");
 }
 
 #[test]
@@ -161,13 +150,13 @@ fn ignored_files_and_constant_parcels_are_reported() {
     write(d.path(), "sub-01_run-1_bold.tsv", "a\tb\n1\t5\n2\t5\n4\t5\n3\t5\n");
     write(d.path(), "sub-02_run-1_bold.tsv", "a\tb\n1\t5\n3\t5\n2\t5\n4\t5\n");
     write(d.path(), "atlas.tsv", "x\n1\n");
-    let o = bc(&["floor", "--data", d.path().to_str().unwrap(), "--horizons", "1"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let e = stderr(&o);
+    let o = run(&["floor", "--data", d.path().to_str().unwrap(), "--horizons", "1"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let e = text(&o).1;
     assert!(e.contains("warning: parcel `b` (column 2) has zero variance in 2 run(s)"), "{e}");
     assert!(e.contains("note: ignored 1 file(s) not named like runs") && e.contains("atlas.tsv"), "{e}");
     // A constant parcel has no linear predictability: floor 1.
-    let j: serde_json::Value = serde_json::from_str(&stdout(&bc(&[
+    let j: serde_json::Value = serde_json::from_str(&stdout(&run(&[
         "floor",
         "--data",
         d.path().to_str().unwrap(),

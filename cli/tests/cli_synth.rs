@@ -1,19 +1,12 @@
 //! `bc-cli synth` through the binary: file names, shapes, contents, the floor in synth.json,
 //! and nothing left behind on error.
 
+mod common;
 use boldcast::core::floor::ar1_floor_parcels;
 use boldcast::data::Dataset;
 use boldcast::fixtures::{Layout, Var1Spec};
+use common::*;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn bc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bc-cli")).args(args).output().expect("bc-cli runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn ls(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =
@@ -33,7 +26,7 @@ fn read_npy(path: &Path) -> (Vec<u64>, Vec<f64>) {
 fn synth_npy_writes_runs_parcels_and_exact_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = bc(&[
+    let o = run(&[
         "synth",
         "--out",
         out.to_str().unwrap(),
@@ -50,7 +43,7 @@ fn synth_npy_writes_runs_parcels_and_exact_floor() {
         "--seed",
         "7",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.status.success(), "{}", text(&o).1);
     assert_eq!(
         ls(&out),
         [
@@ -96,7 +89,7 @@ fn synth_npy_writes_runs_parcels_and_exact_floor() {
     assert_eq!(row, [0, 1, 4]);
     // The same seed gives the same bytes.
     let out2 = d.path().join("ds2");
-    let o = bc(&[
+    let o = run(&[
         "synth",
         "--out",
         out2.to_str().unwrap(),
@@ -123,8 +116,8 @@ fn synth_npy_writes_runs_parcels_and_exact_floor() {
 fn synth_tsv_has_a_header_of_parcel_names() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = bc(&["synth", "--out", out.to_str().unwrap(), "--format", "tsv", "--trs", "30", "--parcels", "3"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["synth", "--out", out.to_str().unwrap(), "--format", "tsv", "--trs", "30", "--parcels", "3"]);
+    assert!(o.status.success(), "{}", text(&o).1);
     assert_eq!(ls(&out).len(), 4 + 2, "4 subjects x 1 run, parcels.tsv, synth.json");
     let text = std::fs::read_to_string(out.join("sub-04_run-1_bold.tsv")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -139,7 +132,7 @@ fn synth_tsv_has_a_header_of_parcel_names() {
 fn synth_var1_records_its_lyapunov_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = bc(&[
+    let o = run(&[
         "synth",
         "--out",
         out.to_str().unwrap(),
@@ -155,7 +148,7 @@ fn synth_var1_records_its_lyapunov_floor() {
         "--trs",
         "20",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.status.success(), "{}", text(&o).1);
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
     assert_eq!(meta["generator"], "var1");
@@ -184,9 +177,9 @@ fn synth_errors_leave_nothing_behind() {
     ] {
         let mut a = vec!["synth", "--out", out.to_str().unwrap()];
         a.extend(args);
-        let o = bc(&a);
+        let o = run(&a);
         assert_eq!(o.status.code(), Some(2));
-        let e = stderr(&o);
+        let e = text(&o).1;
         assert!(e.starts_with("error: ") && e.contains(msg), "{e}");
         assert!(!e.contains("panicked"), "{e}");
         assert!(ls(d.path()).is_empty(), "nothing written: {:?}", ls(d.path()));
@@ -194,14 +187,14 @@ fn synth_errors_leave_nothing_behind() {
     // An existing non-empty directory is refused and left as it was.
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("keep.txt"), "x").unwrap();
-    let o = bc(&["synth", "--out", out.to_str().unwrap()]);
+    let o = run(&["synth", "--out", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("already exists and is not empty"), "{}", stderr(&o));
+    assert!(text(&o).1.contains("already exists and is not empty"), "{}", text(&o).1);
     assert_eq!(ls(&out), ["keep.txt"]);
     assert_eq!(ls(d.path()), ["ds"]);
     // An existing empty directory is filled.
     std::fs::remove_file(out.join("keep.txt")).unwrap();
-    let o = bc(&["synth", "--out", out.to_str().unwrap(), "--trs", "10"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["synth", "--out", out.to_str().unwrap(), "--trs", "10"]);
+    assert!(o.status.success(), "{}", text(&o).1);
     assert_eq!(ls(&out).len(), 6);
 }

@@ -1,5 +1,5 @@
-//! Helpers shared by the `train_*` and `eval_*` tests: the binary with a fixed thread count,
-//! and checkpoint readers.
+//! Helpers shared by the binary's tests: the binary with a fixed thread count, its output as
+//! text, and checkpoint readers.
 #![allow(dead_code)]
 
 use boldcast::checkpoint::load_safetensors;
@@ -22,6 +22,16 @@ pub fn run(args: &[&str]) -> Output {
 /// Text of standard output and error.
 pub fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Standard output as text.
+pub fn stdout(o: &Output) -> String {
+    text(o).0
+}
+
+/// Standard error as text.
+pub fn stderr(o: &Output) -> String {
+    text(o).1
 }
 
 /// The tensors of a safetensors file, sorted by name.
