@@ -9,9 +9,9 @@
 #                                cases in target/gpu-check/dist (carry that folder to the GPU).
 #   scripts/gpu-check.sh run     on the GPU machine: finds the CUDA libraries (the toolkit above,
 #                                else PyTorch's nvidia wheels, else the system), runs the golden
-#                                cases `tiny` and `tiny-l2-clip` on the Cuda device and times a
-#                                training step of the `boldcast-demo` model; prints one JSON line
-#                                on stdout and exits non-zero on failure.
+#                                cases `tiny`, `tiny-l2-clip` and `tiny-mamba2` on the Cuda
+#                                device and times a training step of the `boldcast-demo` model;
+#                                prints one JSON line on stdout and exits non-zero on failure.
 #   scripts/gpu-check.sh         both, on a GPU machine that has Rust.
 #
 # Knobs of the run: GPU_CHECK_BATCH / GPU_CHECK_WINDOW / GPU_CHECK_PARCELS / GPU_CHECK_STEPS size

@@ -113,7 +113,7 @@ pub struct BenchArgs {
 pub enum Backend {
     /// The pure-Rust CPU backend with hand-written gradients.
     Cpu,
-    /// The dfdx backend on the CPU (tape-based autodiff; Mamba-1 only for now).
+    /// The dfdx backend on the CPU (tape-based autodiff; both temporal mixers).
     DfdxCpu,
     /// The dfdx backend on an NVIDIA GPU: needs a build with `--features cuda`.
     DfdxCuda,

@@ -80,21 +80,19 @@ fn a_missing_directory_is_an_error() {
 }
 
 #[test]
-fn the_dfdx_backend_passes_the_mamba1_cases_and_refuses_what_it_lacks() {
-    let out =
-        bc().args(["golden", "--backend", "dfdx-cpu"]).arg(root().join("../shared/golden/tiny")).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains(": PASS"), "{text}");
-
-    // Mamba-2 is not on dfdx yet: refused by name, not a wrong answer.
-    let out = bc()
-        .args(["golden", "--backend", "dfdx-cpu"])
-        .arg(root().join("../shared/golden/tiny-mamba2"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("model.temporal"));
+fn every_case_passes_on_the_dfdx_cpu_backend() {
+    // Both mixers: the Mamba-2 cases (`tiny-mamba2`, `mamba2-full-k`) included.
+    let dirs = cases();
+    assert!(dirs.iter().filter(|d| d.to_string_lossy().contains("mamba2")).count() >= 2, "{dirs:?}");
+    for dir in dirs {
+        let out = bc().arg("golden").arg(&dir).args(["--backend", "dfdx-cpu"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}:\n{text}{}", dir.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains(": PASS"), "{text}");
+        for group in ["pred", "embed", "loss", "grad", "opt", "train.loss", "train.grad_norm"] {
+            assert!(text.lines().any(|l| l.trim_start().starts_with(group)), "no `{group}` line:\n{text}");
+        }
+    }
 }
 
 #[cfg(not(feature = "cuda"))]

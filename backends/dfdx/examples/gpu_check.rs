@@ -1,6 +1,6 @@
 //! The GPU check (run by `scripts/gpu-check.sh`; needs the `cuda` feature and an NVIDIA GPU):
-//! the golden cases `tiny` and `tiny-l2-clip` on the `Cuda` device, then the median time of a
-//! training step of the `boldcast-demo` model, printed as one JSON line.
+//! the golden cases `tiny`, `tiny-l2-clip` and `tiny-mamba2` on the `Cuda` device, then the
+//! median time of a training step of the `boldcast-demo` model, printed as one JSON line.
 //!
 //! `GPU_CHECK_GOLDEN` names the golden folder (default: `shared/golden` beside the checkout
 //! it was built in) and `GPU_CHECK_CASES` the comma-separated cases.
@@ -91,7 +91,7 @@ fn main() {
     // The golden folder and cases can be named: on the GPU machine the binary runs away from
     // the checkout it was built in.
     let root = std::env::var_os("GPU_CHECK_GOLDEN").map(std::path::PathBuf::from).unwrap_or_else(common::golden_root);
-    let cases = std::env::var("GPU_CHECK_CASES").unwrap_or_else(|_| "tiny,tiny-l2-clip".into());
+    let cases = std::env::var("GPU_CHECK_CASES").unwrap_or_else(|_| "tiny,tiny-l2-clip,tiny-mamba2".into());
     for case in cases.split(',').filter(|c| !c.is_empty()) {
         let d = dev.clone();
         let dir = root.join(case);

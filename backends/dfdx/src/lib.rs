@@ -28,6 +28,7 @@ pub mod init;
 pub mod knn;
 pub mod layout;
 pub mod mamba1;
+pub mod mamba2;
 pub mod model;
 pub mod ops;
 pub mod optim;

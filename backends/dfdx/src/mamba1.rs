@@ -3,7 +3,7 @@
 //! ([`crate::layout`]): rows `t * S .. (t + 1) * S` are time step `t`.
 //!
 //! dfdx 0.13 has no conv1d and no cumsum: the causal depthwise convolution is a sum of `K`
-//! row-shifted copies of the input (zero rows prepended, then one gather per tap), and the
+//! row-shifted copies of the input ([`crate::ops::conv`]), and the
 //! selective scan runs sequentially over time: per step it `select`s that step's `dt`,
 //! `dt * x`, `Bc` and `Cc`, forms `exp(dt A)` and `dt x Bc` for that step only, updates the
 //! `(S, Di, N)` state and reads it out with a batched matrix-vector product; the per-step
@@ -11,8 +11,9 @@
 //! until the backward pass ends), so memory grows as `T * S * Di * N` per layer.
 
 use crate::ops::act::{silu, softplus};
+use crate::ops::conv::causal_conv;
 use crate::ops::linear::{linear, matmul_t, rows_of};
-use crate::ops::rows::{select_col, select_row, take_cols, take_rows};
+use crate::ops::rows::{select_row, take_cols};
 use crate::ops::tape::{absorb, dup};
 use crate::ops::{Cube, Mat, Vector};
 use boldcast_core::Elem;
@@ -48,7 +49,7 @@ pub fn mamba1<E: Dtype + Elem, D: Device<E>, T: Tape<E, D>>(
     seqs: usize,
 ) -> Mat<E, D, T> {
     let ts = time * seqs;
-    let (di, k) = *p.conv_w.shape();
+    let di = p.conv_w.shape().0;
     let n = p.a_log.shape().1;
     let r = p.dt_w.shape().1;
 
@@ -58,7 +59,7 @@ pub fn mamba1<E: Dtype + Elem, D: Device<E>, T: Tape<E, D>>(
     let z = take_cols(xz2, di, di);
 
     // 2. Causal depthwise conv, then SiLU.
-    let x = silu(causal_conv(x, p.conv_w, p.conv_b, time, seqs, k));
+    let x = silu(causal_conv(x, p.conv_w, p.conv_b, time, seqs));
 
     // 3. [dr | Bc | Cc] = x W_x^T.
     let (x, x_proj_in) = dup(x);
@@ -85,34 +86,6 @@ pub fn mamba1<E: Dtype + Elem, D: Device<E>, T: Tape<E, D>>(
 
     // 7. out = (y * silu(z)) W_out^T.
     matmul_t(y * silu(z), p.out_proj)
-}
-
-/// `c[t] = b + sum_j w[:, j] * x[t - K + 1 + j]` with zero history, on `x (T * S, Di)`.
-fn causal_conv<E: Dtype, D: Device<E>, T: Tape<E, D>>(
-    x: Mat<E, D, T>,
-    w: Mat<E, D, T>,
-    b: Vector<E, D, T>,
-    time: usize,
-    seqs: usize,
-    k: usize,
-) -> Mat<E, D, T> {
-    let (ts, di) = *x.shape();
-    // xp = [K - 1 steps of zeros; x]: tap j at step t reads xp's step t + j.
-    let xp = if k > 1 {
-        let zeros: Mat<E, D, T> = x.device().zeros_like(&((k - 1) * seqs, di)).retaped::<T>();
-        (zeros, x).concat_along(Axis::<0>)
-    } else {
-        x
-    };
-    let (xp, xp_tape) = xp.split_tape();
-    let (w, w_tape) = w.split_tape();
-    let mut acc = rows_of(b, ts);
-    for j in 0..k {
-        let xj = take_rows(xp.retaped::<T>(), j * seqs, time * seqs);
-        let wj = rows_of(select_col(w.retaped::<T>(), j), ts);
-        acc = acc + xj * wj;
-    }
-    absorb(absorb(acc, xp_tape), w_tape)
 }
 
 /// The selective scan: with `dt`, `dtx = dt * x` as `(T, S * Di)`, `bc`, `cc` as

@@ -1,11 +1,12 @@
-//! [`DfdxModel`]: the whole forecaster (embed, layers of Mamba-1 and kNN attention, final
-//! norm, head) on a dfdx device, and its [`Model`] implementation.
+//! [`DfdxModel`]: the whole forecaster (embed, layers of a Mamba-1 or Mamba-2 mixer and kNN
+//! attention, final norm, head) on a dfdx device, and its [`Model`] implementation.
 
 use crate::device::DfdxDevice;
 use crate::init::init_params;
 use crate::knn::{knn_attention, KnnParams};
 use crate::layout::RowLayout;
 use crate::mamba1::{mamba1, Mamba1Params};
+use crate::mamba2::{mamba2, Mamba2Params};
 use crate::ops::layernorm::layer_norm;
 use crate::ops::linear::linear;
 use crate::ops::rows::take_rows;
@@ -34,17 +35,8 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
     /// A model with MODEL.md's initialization drawn from `seed` (this crate's own RNG stream).
     ///
     /// `adjacency` is required exactly when `cfg.k_neighbors > 0`, with `k` columns.
-    /// `temporal = "mamba2"` is not implemented in this backend yet: an [`Error::Config`]
-    /// naming `model.temporal`.
     pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64, device: D) -> Result<Self, Error> {
         cfg.validate()?;
-        if cfg.temporal == Temporal::Mamba2 {
-            return Err(Error::config(
-                "model.temporal",
-                "mamba2",
-                "the dfdx backend implements temporal = \"mamba\" only so far; use --backend cpu for mamba2",
-            ));
-        }
         let adjacency = match (cfg.k_neighbors, adjacency) {
             (0, None) => None,
             (0, Some(_)) => {
@@ -122,18 +114,36 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
             let mm = |s: &str| format!("layers.{i}.mamba.mamba.{s}");
             let (res, inp) = dup(h);
             let u = layer_norm(inp, p.vector(&name("mamba.norm.weight")), p.vector(&name("mamba.norm.bias")));
-            let mp = Mamba1Params {
-                conv_w: p.matrix(&mm("conv1d.weight")),
-                conv_b: p.vector(&mm("conv1d.bias")),
-                in_proj: p.matrix(&mm("in_proj.weight")),
-                x_proj: p.matrix(&mm("x_proj.weight")),
-                dt_w: p.matrix(&mm("dt_proj.weight")),
-                dt_b: p.vector(&mm("dt_proj.bias")),
-                a_log: p.matrix(&mm("A_log")),
-                d: p.vector(&mm("D")),
-                out_proj: p.matrix(&mm("out_proj.weight")),
+            let mixed = match self.cfg.temporal {
+                Temporal::Mamba => {
+                    let mp = Mamba1Params {
+                        conv_w: p.matrix(&mm("conv1d.weight")),
+                        conv_b: p.vector(&mm("conv1d.bias")),
+                        in_proj: p.matrix(&mm("in_proj.weight")),
+                        x_proj: p.matrix(&mm("x_proj.weight")),
+                        dt_w: p.matrix(&mm("dt_proj.weight")),
+                        dt_b: p.vector(&mm("dt_proj.bias")),
+                        a_log: p.matrix(&mm("A_log")),
+                        d: p.vector(&mm("D")),
+                        out_proj: p.matrix(&mm("out_proj.weight")),
+                    };
+                    mamba1(u, mp, l.time, l.seqs())
+                }
+                Temporal::Mamba2 => {
+                    let mp = Mamba2Params {
+                        dt_bias: p.vector(&mm("dt_bias")),
+                        conv_w: p.matrix(&mm("conv1d.weight")),
+                        conv_b: p.vector(&mm("conv1d.bias")),
+                        in_proj: p.matrix(&mm("in_proj.weight")),
+                        a_log: p.vector(&mm("A_log")),
+                        d: p.vector(&mm("D")),
+                        norm_w: p.vector(&mm("norm.weight")),
+                        out_proj: p.matrix(&mm("out_proj.weight")),
+                    };
+                    mamba2(u, mp, self.cfg.chunk_size, l.time, l.seqs())
+                }
             };
-            h = res + mamba1(u, mp, l.time, l.seqs());
+            h = res + mixed;
             if let Some((_, adj)) = &self.adjacency {
                 let lin =
                     |s: &str| (p.matrix(&name(&format!("knn.{s}.weight"))), p.vector(&name(&format!("knn.{s}.bias"))));

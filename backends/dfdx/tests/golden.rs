@@ -3,7 +3,7 @@
 
 mod common;
 
-use boldcast_dfdx::{cpu_device, DfdxModel};
+use boldcast_dfdx::cpu_device;
 use common::{check_case, Case};
 
 fn assert_all_pass(name: &str, ratios: &[(String, f64)]) {
@@ -33,11 +33,14 @@ fn tiny_f64_matches_pytorch() {
 }
 
 #[test]
-fn mamba2_is_a_clear_config_error() {
-    let case = Case::load("tiny-mamba2");
-    let e = DfdxModel::<f32, _>::new(case.model.clone(), case.adjacency.clone(), 0, cpu_device()).err().unwrap();
-    assert!(matches!(e, boldcast_core::Error::Config { .. }), "{e:?}");
-    assert!(e.to_string().contains("model.temporal"), "{e}");
+fn tiny_mamba2_f32_matches_pytorch() {
+    // The Mamba-2 mixer: 24 tokens in chunks of 8, two heads of width 8.
+    assert_all_pass("tiny-mamba2 f32", &check_case::<f32, _>("tiny-mamba2", cpu_device()));
+}
+
+#[test]
+fn tiny_mamba2_f64_matches_pytorch() {
+    assert_all_pass("tiny-mamba2 f64", &check_case::<f64, _>("tiny-mamba2", cpu_device()));
 }
 
 /// `opt.*`: `steps` updates of the initial weights with the fixed gradient `grad.*`, clipped
@@ -86,18 +89,19 @@ where
 
 #[test]
 fn fixed_gradient_updates_match_pytorch() {
-    for name in ["tiny", "tiny-l2-clip"] {
+    for name in ["tiny", "tiny-l2-clip", "tiny-mamba2"] {
         assert!(check_fixed_gradient_updates::<f32>(name) <= 1.0, "{name} f32");
         assert!(check_fixed_gradient_updates::<f64>(name) <= 1.0, "{name} f64");
     }
 }
 
 #[test]
-fn extra_mamba_cases_match_pytorch() {
-    // The repository's own cases made with the shared generator: n_layers 0 with d_in 3, and a
-    // deep model without the spatial attention (k = 0) trained with Adam-L2.
+fn extra_cases_match_pytorch() {
+    // The repository's own cases made with the shared generator: n_layers 0 with d_in 3, a
+    // deep model without the spatial attention (k = 0) trained with Adam-L2, and Mamba-2 with
+    // k = P and 13 tokens in chunks of 5.
     let extra = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden-extra");
-    for case in ["flat-d3", "deep-k0"] {
+    for case in ["flat-d3", "deep-k0", "mamba2-full-k"] {
         assert_all_pass(case, &common::check_case_at::<f32, _>(&extra.join(case), cpu_device()));
     }
 }

@@ -1,13 +1,14 @@
 //! Tape gradients against central finite differences, in f64 on the Cpu device, for entries
 //! of every parameter tensor of a small model with every block (two layers, kNN attention,
-//! d_in 2, three horizons).
+//! d_in 2, three horizons), with either mixer (Mamba-2: four heads, 9 tokens in chunks of 4).
 
 use boldcast_core::model::NamedTensor;
-use boldcast_core::{Adjacency, Model, ModelConfig, TokenShape, Tokens};
+use boldcast_core::{Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens};
 use boldcast_dfdx::{cpu_device, Cpu, DfdxModel};
 
-fn small() -> (DfdxModel<f64, Cpu>, Tokens<f64>) {
+fn small(temporal: Temporal) -> (DfdxModel<f64, Cpu>, Tokens<f64>) {
     let cfg = ModelConfig {
+        temporal,
         d_in: 2,
         d_model: 8,
         n_layers: 2,
@@ -16,7 +17,9 @@ fn small() -> (DfdxModel<f64, Cpu>, Tokens<f64>) {
         d_conv: 3,
         k_neighbors: 3,
         horizons: vec![1, 2, 4],
-        ..ModelConfig::boldcast_demo()
+        // Mamba-2 only: Di = 16 in four heads of 4; 9 tokens in chunks 0..4, 4..8, 8..9.
+        headdim: 4,
+        chunk_size: 4,
     };
     let model = DfdxModel::new(cfg, Some(Adjacency::ring(5, 3).unwrap()), 11, cpu_device()).unwrap();
     let (b, t, p, d) = (2, 9, 5, 2);
@@ -31,9 +34,8 @@ fn with_entry(state: &[NamedTensor<f64>], name: &str, i: usize, delta: f64) -> V
     s
 }
 
-#[test]
-fn every_parameter_matches_finite_differences() {
-    let (mut m, tokens) = small();
+fn every_parameter_matches_finite_differences(temporal: Temporal) {
+    let (mut m, tokens) = small(temporal);
     m.loss_and_grads(&tokens).unwrap();
     let grads = m.grads();
     let state = m.state();
@@ -60,6 +62,16 @@ fn every_parameter_matches_finite_differences() {
         }
     }
     m.load_state(&state).unwrap();
-    eprintln!("{checked} entries checked, worst |fd - tape| / (1e-8 + 1e-5 |g|) = {worst:.3}");
+    eprintln!("{temporal:?}: {checked} entries checked, worst |fd - tape| / (1e-8 + 1e-5 |g|) = {worst:.3}");
     assert!(checked > 60);
+}
+
+#[test]
+fn mamba1_every_parameter_matches_finite_differences() {
+    every_parameter_matches_finite_differences(Temporal::Mamba);
+}
+
+#[test]
+fn mamba2_every_parameter_matches_finite_differences() {
+    every_parameter_matches_finite_differences(Temporal::Mamba2);
 }

@@ -7,9 +7,11 @@
 //!   backward pass in dfdx 0.13 overwrites instead of accumulating);
 //! - [`linear`]: `x W^T + b` with PyTorch-layout weights;
 //! - [`layernorm`]: LayerNorm over the last axis;
-//! - [`act`]: SiLU and softplus.
+//! - [`act`]: SiLU and softplus;
+//! - [`conv`]: the causal depthwise convolution of both mixers.
 
 pub mod act;
+pub mod conv;
 pub mod layernorm;
 pub mod linear;
 pub mod rows;
