@@ -1,7 +1,8 @@
-//! The overfit command through the library, with a small stand-in model (a per-horizon scale
-//! `pred[b, t, p, h, j] = w[h] * tokens[b, t, p, j]`, exact gradients) so the loop, the log,
-//! the figure, the summary, the verdict and the resolved configuration are tested without the
-//! real backend.
+//! The overfit command. Through the library with a small stand-in model (a per-horizon scale
+//! `pred[b, t, p, h, j] = w[h] * tokens[b, t, p, j]`, exact gradients), so the loop, the log,
+//! the figure, the summary, the verdict and the resolved configuration are tested apart from
+//! any backend; then through the binary on the real backends (the quick preset passes on the
+//! CPU backend and with Mamba-2 on dfdx, and bad requests write nothing).
 
 use bc_cli::args::{OverfitArgs, RunArgs};
 use bc_cli::overfit::{overfit_command, overfit_data};
