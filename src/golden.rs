@@ -661,6 +661,12 @@ impl<E: Elem, M: Model<E>> Model<E> for Borrowed<'_, M> {
     fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> boldcast_core::error::Result<()> {
         self.0.load_state(tensors)
     }
+    fn grads_to_flat(&self, flat: &mut Vec<E>) {
+        self.0.grads_to_flat(flat)
+    }
+    fn grads_from_flat(&mut self, flat: &[E]) -> boldcast_core::error::Result<()> {
+        self.0.grads_from_flat(flat)
+    }
 }
 
 /// The checks that need a model, on any backend: `model` must already hold the case's

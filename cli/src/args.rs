@@ -315,6 +315,10 @@ pub struct TrainArgs {
     /// Smallest improvement of the validation loss that resets the patience (train.min_delta).
     #[arg(long)]
     pub min_delta: Option<f64>,
+    /// Windows per optimizer step (train.batch_size); under mpirun/srun the global batch,
+    /// split evenly over the ranks (it must be divisible by their number).
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
 }
 
 impl TrainArgs {
@@ -337,6 +341,7 @@ impl TrainArgs {
             || self.ckpt_every.is_some()
             || self.patience.is_some()
             || self.min_delta.is_some()
+            || self.batch_size.is_some()
     }
 }
 

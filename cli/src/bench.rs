@@ -15,10 +15,19 @@
 //!   threads, best of 3);
 //! - `peak_rss_bytes`: the process's resident-set high-water mark (`VmHWM` of
 //!   `/proc/self/status`), and that divided by the tokens of a step.
+//!
+//! Under `mpirun -np N` (a build with the `mpi` feature), the batch is the global batch: each
+//! rank steps on its `batch / N` windows and the gradients are all-reduced, as in `train`.
+//! The times are of these data-parallel steps; afterwards rank 0 times the same global batch
+//! alone (the other ranks waiting), with its own thread count, and reports
+//! `single_process_step_s`, `speedup` (single / data-parallel step time) and
+//! `scaling_efficiency` (`speedup / N`). Only rank 0 prints.
 
 use crate::args::BenchArgs;
+use crate::distributed::Dist;
 use crate::error::CliError;
 use boldcast::config::RunConfig;
+use boldcast::core::collective::shard_range;
 use boldcast::core::{Adam, Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens, Trainer};
 use boldcast::cpu::ops::gemm::peak_gflops;
 use serde::Serialize;
@@ -66,6 +75,26 @@ pub struct BenchReport {
     pub cpu_s_per_step: Option<f64>,
     /// The loss of the last timed step (a sanity check: finite, near 1 at the start).
     pub last_loss: f64,
+    /// Data-parallel ranks (1 without a launcher); `batch` is the global batch.
+    pub ranks: usize,
+    /// The collective (`single`, `mpi`, `nccl`).
+    pub collective: String,
+    /// With several ranks: the median step time of rank 0 alone on the global batch.
+    pub single_process_step_s: Option<f64>,
+    /// `single_process_step_s / median_step_s`.
+    pub speedup: Option<f64>,
+    /// `speedup / ranks` (1.0 is perfect scaling).
+    pub scaling_efficiency: Option<f64>,
+}
+
+/// The median of `times` (sorted in place).
+fn median(times: &mut [f64]) -> f64 {
+    times.sort_by(f64::total_cmp);
+    if times.len() % 2 == 1 {
+        times[times.len() / 2]
+    } else {
+        0.5 * (times[times.len() / 2 - 1] + times[times.len() / 2])
+    }
 }
 
 /// Model FLOPs of one training step on `B * T * P` tokens, counted per token from MODEL.md
@@ -139,14 +168,16 @@ pub fn process_cpu_s() -> Option<f64> {
     Some((u + k) / 100.0)
 }
 
-/// Times `steps` training steps of the model `make` builds for `cfg`, after `warmup` steps.
+/// Times `steps` training steps of the model `make` builds for `cfg`, after `warmup` steps,
+/// data-parallel over the ranks of `dist` (see the module documentation).
 pub fn bench_model<M: Model<f32>>(
     cfg: &RunConfig,
     preset: &str,
     backend: &str,
     steps: usize,
     warmup: usize,
-    make: impl FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+    make: impl Fn(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+    dist: &Dist,
 ) -> Result<BenchReport, CliError> {
     let mc = cfg.model_config();
     let (batch, parcels) = (cfg.train.batch_size, cfg.data.synthetic.parcels);
@@ -154,34 +185,55 @@ pub fn bench_model<M: Model<f32>>(
     let adjacency = if mc.k_neighbors > 0 { Some(Adjacency::ring(parcels, mc.k_neighbors)?) } else { None };
     let tokens: Tokens<f32> =
         boldcast::fixtures::ar1_tokens(TokenShape::new(batch, time, parcels, mc.d_in), 0.9, cfg.train.seed);
-    let model = make(mc.clone(), adjacency, cfg.train.seed)?;
-    let mut trainer =
-        Trainer::new(model, Adam::<f32>::new(cfg.optim_config())?, cfg.schedule_config(), (), cfg.max_norm());
-    for _ in 0..warmup {
-        trainer.step(&tokens)?;
-    }
-    let mut times = Vec::with_capacity(steps);
-    let mut last_loss = f64::NAN;
-    let cpu0 = process_cpu_s();
-    for _ in 0..steps.max(1) {
-        let t0 = Instant::now();
-        let rec = trainer.step(&tokens)?;
-        times.push(t0.elapsed().as_secs_f64());
-        last_loss = rec.loss;
-    }
-    let cpu = process_cpu_s().zip(cpu0).map(|(b, a)| (b - a) / times.len() as f64);
-    drop(trainer);
-    times.sort_by(f64::total_cmp);
-    let median = if times.len() % 2 == 1 {
-        times[times.len() / 2]
+    // This rank's windows of the global batch (all of it for one process).
+    let shard = shard_range(batch, dist.rank(), dist.size())?;
+    let per = time * parcels * mc.d_in;
+    let mine: Tokens<f32> = Tokens::new(
+        TokenShape::new(shard.len(), time, parcels, mc.d_in),
+        tokens.data()[shard.start * per..shard.end * per].to_vec(),
+    )?;
+    let time_steps = |tokens: &Tokens<f32>, c: Option<&Dist>| -> Result<(Vec<f64>, f64, Option<f64>), CliError> {
+        let model = make(mc.clone(), adjacency.clone(), cfg.train.seed)?;
+        let mut trainer =
+            Trainer::new(model, Adam::<f32>::new(cfg.optim_config())?, cfg.schedule_config(), (), cfg.max_norm());
+        if let Some(d) = c {
+            trainer = trainer.with_collective(d.0.clone());
+        }
+        for _ in 0..warmup {
+            trainer.step(tokens)?;
+        }
+        let mut times = Vec::with_capacity(steps);
+        let mut last_loss = f64::NAN;
+        let cpu0 = process_cpu_s();
+        for _ in 0..steps.max(1) {
+            if let Some(d) = c {
+                // Every rank starts the step together; the step's all-reduce ends it together.
+                d.collective().barrier()?;
+            }
+            let t0 = Instant::now();
+            let rec = trainer.step(tokens)?;
+            times.push(t0.elapsed().as_secs_f64());
+            last_loss = rec.loss;
+        }
+        let cpu = process_cpu_s().zip(cpu0).map(|(b, a)| (b - a) / times.len() as f64);
+        Ok((times, last_loss, cpu))
+    };
+    let (mut times, last_loss, cpu) = time_steps(&mine, Some(dist))?;
+    let median = median(&mut times);
+    let single = if dist.size() > 1 {
+        dist.collective().barrier()?;
+        let single = if dist.is_root() { Some(self::median(&mut time_steps(&tokens, None)?.0)) } else { None };
+        dist.collective().barrier()?;
+        single
     } else {
-        0.5 * (times[times.len() / 2 - 1] + times[times.len() / 2])
+        None
     };
     let ntok = (batch * time * parcels) as f64;
     let flops = flops_per_step(&mc, batch, time, parcels);
     let rss = peak_rss_bytes();
     // Measured after the steps, so the product's buffers do not raise the step's RSS figure.
-    let peak = peak_gflops(2048, 3);
+    // Rank 0 reports; the other ranks leave the cores to it.
+    let peak = if dist.is_root() { peak_gflops(2048, 3) } else { f64::NAN };
     let gflops = flops / median / 1e9;
     Ok(BenchReport {
         backend: backend.to_string(),
@@ -203,21 +255,27 @@ pub fn bench_model<M: Model<f32>>(
         rss_bytes_per_token: rss.map(|r| r as f64 / ntok),
         cpu_s_per_step: cpu,
         last_loss,
+        ranks: dist.size(),
+        collective: dist.0.name().to_string(),
+        single_process_step_s: single,
+        speedup: single.map(|s| s / median),
+        scaling_efficiency: single.map(|s| s / median / dist.size() as f64),
     })
 }
 
-/// `bc-cli bench`: resolves the preset and runs [`bench_model`] on the chosen backend.
-pub fn run(args: &BenchArgs) -> Result<BenchReport, CliError> {
+/// `bc-cli bench`: resolves the preset and runs [`bench_model`] on the chosen backend, over
+/// the ranks of `dist`.
+pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
     let cfg = RunConfig::preset(&args.preset)?;
-    crate::backend::dispatch(args.backend, Bench(&cfg, args))
+    crate::backend::dispatch(args.backend, Bench(&cfg, args, dist))
 }
 
-struct Bench<'a>(&'a RunConfig, &'a BenchArgs);
+struct Bench<'a>(&'a RunConfig, &'a BenchArgs, &'a Dist);
 
 impl crate::backend::Job for Bench<'_> {
     type Output = BenchReport;
     fn run<M: Model<f32>>(self, name: &str, build: crate::backend::Builder<M>) -> Result<BenchReport, CliError> {
-        bench_model(self.0, &self.1.preset, name, self.1.steps, self.1.warmup, build)
+        bench_model(self.0, &self.1.preset, name, self.1.steps, self.1.warmup, build, self.2)
     }
 }
 

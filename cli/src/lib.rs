@@ -10,6 +10,8 @@
 //! - [`train`]: `bc-cli train`, a training run with validation, early stopping and resume, with
 //!   [`split`] (subject-level splits), [`checkpointing`] (atomic checkpoint directories) and
 //!   [`runlog`] (the JSON-lines log shared with `overfit`);
+//! - [`distributed`]: data-parallel `train` and `bench` across the ranks of `mpirun`/`srun`:
+//!   which windows each rank trains on, validation shared between ranks;
 //! - [`bench`]: `bc-cli bench`, timed training steps against the measured matrix-product peak;
 //! - [`eval`]: `bc-cli eval`, a checkpoint's per-horizon MSE beside baselines and the floor;
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
@@ -21,6 +23,7 @@ pub mod args;
 pub mod backend;
 pub mod bench;
 pub mod checkpointing;
+pub mod distributed;
 pub mod error;
 pub mod eval;
 pub mod floor;

@@ -2,6 +2,7 @@
 
 use bc_cli::args::{Backend, Cli, Command, OverfitArgs};
 use bc_cli::backend::{dispatch, Builder, Job};
+use bc_cli::distributed::{abort_on_error, Dist, Transport};
 use bc_cli::overfit::{overfit_command, OverfitReport};
 use bc_cli::CliError;
 use boldcast::config::{Purpose, RunConfig, DEFAULT_PRESET};
@@ -39,16 +40,24 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Train(a) => {
-            let (cfg, req) = bc_cli::train::resolve_train_args(&a)?;
+            let (cfg, mut req) = bc_cli::train::resolve_train_args(&a)?;
+            // NCCL for a fresh run on the CUDA backend; MPI otherwise (a resumed CUDA run too:
+            // its gradients then travel through host buffers).
+            let cuda = cfg.as_ref().is_some_and(|c| c.train.backend == Backend::DfdxCuda.name());
+            req.dist = Dist::from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
             // With --resume the backend is the one stored in the checkpoint's configuration.
-            let prep = bc_cli::train::prepare_train(cfg, &req)?;
+            let prep = abort_on_error(&req.dist, bc_cli::train::prepare_train(cfg, &req))?;
             let backend = Backend::from_name(prep.backend())?;
-            let rep = dispatch(backend, Train(prep, &req))?;
+            let rep = abort_on_error(&req.dist, dispatch(backend, Train(prep, &req)))?;
             Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(a) => {
-            let rep = bc_cli::bench::run(&a)?;
-            println!("{}", serde_json::to_string(&rep).expect("JSON serializes"));
+            let transport = if a.backend == Backend::DfdxCuda { Transport::Nccl } else { Transport::Mpi };
+            let dist = Dist::from_env(transport)?;
+            let rep = abort_on_error(&dist, bc_cli::bench::run(&a, &dist))?;
+            if dist.is_root() {
+                println!("{}", serde_json::to_string(&rep).expect("JSON serializes"));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval(a) => {

@@ -13,9 +13,11 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Appends one JSON line per step to `loss_log.jsonl`, flushed per line, keeps the losses, and
-/// prints every `log_every` steps (through the progress bar when there is one).
+/// prints every `log_every` steps (through the progress bar when there is one). A
+/// [`JsonlLogger::silent`] one (the ranks other than 0 of a data-parallel run) keeps the
+/// losses and writes and prints nothing.
 pub struct JsonlLogger {
-    file: std::fs::File,
+    file: Option<std::fs::File>,
     path: PathBuf,
     bytes: u64,
     /// Every loss logged by this process.
@@ -27,7 +29,7 @@ pub struct JsonlLogger {
 impl JsonlLogger {
     /// Creates (truncates) the log at `path`.
     pub fn create(path: &Path, log_every: u64, bar: Option<ProgressBar>) -> Result<Self, CliError> {
-        let file = std::fs::File::create(path).map_err(CliError::io(path))?;
+        let file = Some(std::fs::File::create(path).map_err(CliError::io(path))?);
         Ok(Self { file, path: path.to_path_buf(), bytes: 0, losses: Vec::new(), log_every: log_every.max(1), bar })
     }
 
@@ -53,8 +55,14 @@ impl JsonlLogger {
             )));
         }
         crate::fsutil::write_atomic(path, &prefix).map_err(CliError::io(path))?;
-        let file = std::fs::OpenOptions::new().append(true).open(path).map_err(CliError::io(path))?;
+        let file = Some(std::fs::OpenOptions::new().append(true).open(path).map_err(CliError::io(path))?);
         Ok(Self { file, path: path.to_path_buf(), bytes, losses: Vec::new(), log_every: log_every.max(1), bar })
+    }
+
+    /// A logger that writes and prints nothing (a data-parallel rank other than 0); `path` is
+    /// only named in messages.
+    pub fn silent(path: &Path) -> Self {
+        Self { file: None, path: path.to_path_buf(), bytes: 0, losses: Vec::new(), log_every: 1, bar: None }
     }
 
     /// Bytes in the log so far.
@@ -69,7 +77,10 @@ impl JsonlLogger {
 
     /// Forces the log to disk (before a checkpoint records its length).
     pub fn sync(&self) -> Result<(), CliError> {
-        self.file.sync_data().map_err(CliError::io(&self.path))
+        match &self.file {
+            Some(f) => f.sync_data().map_err(CliError::io(&self.path)),
+            None => Ok(()),
+        }
     }
 
     /// Appends one line holding `v` (a struct keeps its field order; a `json!` map is sorted).
@@ -80,6 +91,9 @@ impl JsonlLogger {
 
     /// Prints a line, through the progress bar when there is one.
     pub fn println(&self, msg: &str) {
+        if self.file.is_none() {
+            return;
+        }
         match &self.bar {
             Some(b) => b.println(msg),
             None => println!("{msg}"),
@@ -87,8 +101,9 @@ impl JsonlLogger {
     }
 
     fn write_line(&mut self, line: &str) -> std::io::Result<()> {
-        self.file.write_all(line.as_bytes())?;
-        self.file.flush()?;
+        let Some(file) = &mut self.file else { return Ok(()) };
+        file.write_all(line.as_bytes())?;
+        file.flush()?;
         self.bytes += line.len() as u64;
         Ok(())
     }
@@ -102,6 +117,9 @@ impl Logger for JsonlLogger {
         self.write_line(&format!("{line}\n"))
             .map_err(|e| boldcast::core::Error::Backend(format!("{}: {e}", self.path.display())))?;
         self.losses.push(rec.loss);
+        if self.file.is_none() {
+            return Ok(());
+        }
         if rec.step == 0 || (rec.step + 1).is_multiple_of(self.log_every) {
             let msg = format!(
                 "step {:>6}  loss {:.6}  lr {:.3e}  grad_norm {:.4}",

@@ -27,6 +27,11 @@
 //!   (the schedule still follows `max_steps`); `--resume DIR` continues from the newest
 //!   checkpoint and truncates `loss_log.jsonl` to its length, so the resumed run's weights and
 //!   log equal an uninterrupted run's bit for bit on the CPU backend (same thread count).
+//! - Data-parallel (under `mpirun` / `srun`, [`crate::distributed`]): `train.batch_size` is the
+//!   global batch; rank `r` trains on its `batch_size / size` windows of each global batch,
+//!   the loss and gradients are averaged over the ranks before clipping, validation is shared,
+//!   and only rank 0 prints and writes. The log, checkpoints and resume are those of one
+//!   process (the same loss series up to f32 reduction order).
 //! - A non-finite loss or gradient norm stops the run with an error naming the step, after
 //!   the line `{"event":"stopped","reason":"non_finite",...}`; the last checkpoint is untouched.
 //! - At the end: `{"event":"finished","reason":"max_steps"|"early_stopping","step"}`, the
@@ -278,6 +283,8 @@ pub struct RunControl {
     pub stop_after: Option<u64>,
     /// Show a progress bar.
     pub progress: bool,
+    /// The ranks of a data-parallel run (one by default).
+    pub dist: crate::distributed::Dist,
 }
 
 fn mean(xs: &[f64]) -> Option<f64> {
@@ -296,6 +303,8 @@ pub fn run_training<M: Model<f32>>(
     let t = &cfg.train;
     let out = &ctl.out;
     let b = t.batch_size;
+    let dist = &ctl.dist;
+    boldcast::core::collective::shard_range(b, dist.rank(), dist.size())?;
     let n = data.train_windows.len();
     let bpe = (n / b) as u64;
     if bpe == 0 {
@@ -314,8 +323,10 @@ pub fn run_training<M: Model<f32>>(
     let hash = ck::config_hash(&config_text);
     let specs = model.config().param_specs();
     let log_path = out.join("loss_log.jsonl");
-    std::fs::create_dir_all(out.join("figures")).map_err(CliError::io(out))?;
-    let bar = ctl.progress.then(|| {
+    if dist.is_root() {
+        std::fs::create_dir_all(out.join("figures")).map_err(CliError::io(out))?;
+    }
+    let bar = (ctl.progress && dist.is_root()).then(|| {
         let pb = ProgressBar::new(t.max_steps);
         if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} steps  {elapsed} (eta {eta})") {
             pb.set_style(style);
@@ -359,12 +370,19 @@ pub fn run_training<M: Model<f32>>(
             if let Some(pb) = &bar {
                 pb.set_position(l.state.step);
             }
-            let logger = JsonlLogger::open_at(&log_path, l.state.log_bytes, t.log_every, bar.clone())?;
+            let logger = if dist.is_root() {
+                JsonlLogger::open_at(&log_path, l.state.log_bytes, t.log_every, bar.clone())?
+            } else {
+                JsonlLogger::silent(&log_path)
+            };
             (logger, l.state.val, l.state.step)
         }
-        None => (JsonlLogger::create(&log_path, t.log_every, bar.clone())?, ValState::default(), 0),
+        None if dist.is_root() => (JsonlLogger::create(&log_path, t.log_every, bar.clone())?, ValState::default(), 0),
+        None => (JsonlLogger::silent(&log_path), ValState::default(), 0),
     };
-    let mut trainer = Trainer::new(model, adam, cfg.schedule_config(), logger, cfg.max_norm());
+    dist.check_same_params(&model, "the parameters at the start")?;
+    let mut trainer =
+        Trainer::new(model, adam, cfg.schedule_config(), logger, cfg.max_norm()).with_collective(dist.0.clone());
     trainer.set_step_index(start);
     let best_path = out.join("best.safetensors");
     let mut last_val: Option<(f64, Vec<f64>)> = None;
@@ -375,7 +393,7 @@ pub fn run_training<M: Model<f32>>(
                       val: &mut ValState,
                       k: u64|
      -> Result<(bool, (f64, Vec<f64>)), CliError> {
-        let (loss, per) = validate(&trainer.model, data, &data.val_windows, b)?;
+        let (loss, per) = crate::distributed::validate(&trainer.model, data, &data.val_windows, b, dist)?;
         if !loss.is_finite() {
             trainer.logger.write_value(&json!({
                 "event": "stopped", "reason": "non_finite", "step": k, "what": "validation loss",
@@ -389,6 +407,8 @@ pub fn run_training<M: Model<f32>>(
         val.history.push((k, loss));
         if val.best.is_none_or(|(_, bv)| loss < bv) {
             val.best = Some((k, loss));
+        }
+        if val.best == Some((k, loss)) && dist.is_root() {
             let meta = ck::model_metadata(k, &config_text, data.adjacency.as_ref());
             let mut meta = meta;
             meta.insert("val_loss".into(), loss.to_string());
@@ -461,8 +481,8 @@ pub fn run_training<M: Model<f32>>(
                 order = Some((epoch, o, st));
             }
             let o = &order.as_ref().expect("set above").1;
-            let batch: Vec<WindowRef> =
-                o[pos as usize * b..(pos as usize + 1) * b].iter().map(|&i| data.train_windows[i]).collect();
+            let mine = crate::distributed::rank_batch(o, pos as usize, b, dist)?;
+            let batch: Vec<WindowRef> = mine.iter().map(|&i| data.train_windows[i]).collect();
             let tokens = data.ds.tokens::<f32>(&batch, &data.spec)?;
             match trainer.step(&tokens) {
                 Ok(rec) => val.train_losses_since_val.push(rec.loss),
@@ -548,7 +568,11 @@ pub fn run_training<M: Model<f32>>(
                     adjacency: data.adjacency.as_ref(),
                     state: &state,
                 };
-                last_ckpt = Some(ck::write_checkpoint(out, &data_ck)?);
+                // The ranks must still hold the same weights (they took the same steps).
+                dist.check_same_params(&trainer.model, &format!("the parameters after step {k}"))?;
+                if dist.is_root() {
+                    last_ckpt = Some(ck::write_checkpoint(out, &data_ck)?);
+                }
             }
             if let Some(r) = reason {
                 break r;
@@ -574,6 +598,9 @@ pub fn run_training<M: Model<f32>>(
         out: out.clone(),
     };
     if reason == StopReason::StopAfter {
+        if !dist.is_root() {
+            return Ok(report);
+        }
         println!(
             "stopped after {} step(s) of this invocation at step {steps} of {} (--stop-after); continue with \
              `bc-cli train --resume {}`",
@@ -585,9 +612,11 @@ pub fn run_training<M: Model<f32>>(
     }
     let mut report = report;
     if report.last_val.is_none() {
-        report.last_val = Some(validate(&trainer.model, data, &data.val_windows, b)?);
+        report.last_val = Some(crate::distributed::validate(&trainer.model, data, &data.val_windows, b, dist)?);
     }
-    finish(&report, cfg, data, &log_path)?;
+    if dist.is_root() {
+        finish(&report, cfg, data, &log_path)?;
+    }
     Ok(report)
 }
 
@@ -671,6 +700,8 @@ pub struct TrainRequest {
     pub resume: Option<PathBuf>,
     /// `--stop-after N`.
     pub stop_after: Option<u64>,
+    /// The ranks of a data-parallel run (one by default).
+    pub dist: crate::distributed::Dist,
 }
 
 /// A train run whose configuration, output directory and checkpoint (with `--resume`) are
@@ -734,14 +765,20 @@ pub fn prepare_train(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<Prepa
                 )));
             }
             let loaded = ck::load_checkpoint(&ckdir, &cfg.model_config().param_specs())?;
-            println!("resuming from {} (step {} of {})", ckdir.display(), state.step, state.max_steps);
+            if req.dist.is_root() {
+                println!("resuming from {} (step {} of {})", ckdir.display(), state.step, state.max_steps);
+            }
             (cfg, dir.clone(), Some(loaded))
         }
         None => {
             let cfg = cfg.ok_or_else(|| CliError::Msg("train: no configuration".into()))?;
             let preset = cfg.preset.clone().unwrap_or_else(|| DEFAULT_PRESET.into());
             let out = cfg.train.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/train-{preset}")));
-            if out.exists() && std::fs::read_dir(&out).map_err(CliError::io(&out))?.next().is_some() {
+            // Rank 0 alone checks and writes the output directory (the others would see its files).
+            if req.dist.is_root()
+                && out.exists()
+                && std::fs::read_dir(&out).map_err(CliError::io(&out))?.next().is_some()
+            {
                 return Err(CliError::Msg(format!(
                     "output directory {} already exists and is not empty: choose another --out, or continue it \
                      with --resume {}",
@@ -773,22 +810,39 @@ where
             cfg.train.backend
         )));
     }
+    // An indivisible global batch is refused before anything is written.
+    boldcast::core::collective::shard_range(cfg.train.batch_size, req.dist.rank(), req.dist.size())?;
     let data = train_data(&cfg)?;
-    for n in &data.notes {
+    let root = req.dist.is_root();
+    for n in data.notes.iter().filter(|_| root) {
         eprintln!("{n}");
     }
     let model = build(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?;
-    if loaded.is_none() {
+    if loaded.is_none() && root {
         cfg.write_resolved(&out)?;
     }
     let t = &cfg.train;
-    println!(
+    let println = |msg: String| {
+        if root {
+            println!("{msg}");
+        }
+    };
+    if req.dist.size() > 1 {
+        println(format!(
+            "train: data-parallel over {} ranks ({}): global batch {}, {} windows per rank",
+            req.dist.size(),
+            req.dist.0.name(),
+            t.batch_size,
+            t.batch_size / req.dist.size()
+        ));
+    }
+    println(format!(
         "train: preset {}, {} parameters, data {}",
         cfg.preset.as_deref().unwrap_or("?"),
         model.config().n_params(),
         data.source
-    );
-    println!(
+    ));
+    println(format!(
         "train: split by {}: train {:?} ({} windows), held out {:?} ({} windows); window {} stride {}",
         data.split.how,
         data.split.train_subjects,
@@ -797,7 +851,7 @@ where
         data.val_windows.len(),
         data.spec.window,
         data.spec.stride
-    );
+    ));
     let decays: Vec<String> = model
         .config()
         .param_specs()
@@ -805,7 +859,7 @@ where
         .filter(|s| boldcast::core::optim::decays(&s.name, &s.shape))
         .map(|s| s.name.clone())
         .collect();
-    println!(
+    println(format!(
         "train: {:?} lr {} wd {} betas {:?}, {:?} schedule (warm-up {}, {} steps), clip {}, batch {}, val every {}, \
          patience {} (min_delta {}), checkpoint every {}; decaying tensors: {}",
         t.optimizer,
@@ -822,9 +876,13 @@ where
         t.min_delta,
         t.ckpt_every,
         decays.join(", ")
-    );
-    let ctl =
-        RunControl { out, stop_after: req.stop_after, progress: std::io::IsTerminal::is_terminal(&std::io::stdout()) };
+    ));
+    let ctl = RunControl {
+        out,
+        stop_after: req.stop_after,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        dist: req.dist.clone(),
+    };
     run_training(model, &data, &cfg, &ctl, loaded)
 }
 
@@ -832,7 +890,7 @@ where
 /// layers plus the split and loop flags, validated; `None` with `--resume` (the checkpoint's
 /// configuration is used, and a configuration flag beside it is an error).
 pub fn resolve_train_args(a: &crate::args::TrainArgs) -> Result<(Option<RunConfig>, TrainRequest), CliError> {
-    let req = TrainRequest { resume: a.resume.clone(), stop_after: a.stop_after };
+    let req = TrainRequest { resume: a.resume.clone(), stop_after: a.stop_after, ..TrainRequest::default() };
     if a.stop_after == Some(0) {
         return Err(CliError::Msg("--stop-after 0: must be at least 1".into()));
     }
@@ -867,6 +925,9 @@ pub fn resolve_train_args(a: &crate::args::TrainArgs) -> Result<(Option<RunConfi
     }
     if let Some(v) = a.min_delta {
         cfg.train.min_delta = v;
+    }
+    if let Some(v) = a.batch_size {
+        cfg.train.batch_size = v;
     }
     cfg.validate()?;
     Ok((Some(cfg), req))

@@ -15,6 +15,8 @@
 //! - [`optim`]: AdamW, Adam with coupled L2, the weight-decay groups, global-norm clipping;
 //! - [`schedule`]: constant and warm-up + cosine learning rates;
 //! - [`trainer`]: the backend-generic training step and the [`Logger`] trait;
+//! - [`collective`]: data-parallel training: the [`Collective`] of the ranks of a run, the
+//!   single-process one, sharding of the global batch and the averaging of gradients;
 //! - [`accept`]: the acceptance rules of the training-loop decisions.
 //!
 //! It must never depend on a backend (dfdx, CUDA, threads, files): backends depend on it.
@@ -25,6 +27,7 @@ extern crate alloc;
 
 pub mod accept;
 pub mod adjacency;
+pub mod collective;
 pub mod config;
 pub mod elem;
 pub mod error;
@@ -38,6 +41,7 @@ pub mod tensor;
 pub mod trainer;
 
 pub use adjacency::Adjacency;
+pub use collective::{Collective, SingleProcess};
 pub use config::{ModelConfig, ParamSpec, Temporal};
 pub use elem::Elem;
 pub use error::Error;

@@ -40,6 +40,11 @@ pub struct NamedTensor<E> {
 /// - Shape mismatches between the data and the model are [`Error`]s, never panics.
 /// - The adjacency (`(P, k)`, self first) is fixed when the model is built; the number of
 ///   parcels of the data must match it.
+/// - Data-parallel training ([`crate::collective`]) averages the gradients over the ranks
+///   between `loss_and_grads` and `grad_sq_norm` through [`Model::grads_to_flat`] and
+///   [`Model::grads_from_flat`]: one flat host buffer of every gradient entry in state-dict
+///   order. `grads_to_flat` has a default (through [`Model::grads`]); a backend that can train
+///   data-parallel implements `grads_from_flat`, whose default is an error.
 pub trait Model<E: Elem> {
     /// The sizes the model was built with.
     fn config(&self) -> &ModelConfig;
@@ -93,6 +98,26 @@ pub trait Model<E: Elem> {
     fn restore_optimizer_state(&mut self, t: u64, moments: &[Moments<E>]) -> Result<()> {
         let _ = (t, moments);
         Ok(())
+    }
+
+    /// Every gradient entry in state-dict order (the tensors of [`Model::grads`], each
+    /// row-major, one after the other) into `flat`, which is cleared first. The default goes
+    /// through [`Model::grads`]; a backend may override it to skip that copy.
+    fn grads_to_flat(&self, flat: &mut Vec<E>) {
+        flat.clear();
+        for t in self.grads() {
+            flat.extend_from_slice(&t.data);
+        }
+    }
+
+    /// Overwrites every gradient entry from `flat`, laid out as [`Model::grads_to_flat`] lays
+    /// it out (a wrong length is an [`Error::Shape`] naming `gradients` and changes nothing).
+    /// Data-parallel training needs it; the default refuses.
+    fn grads_from_flat(&mut self, flat: &[E]) -> Result<()> {
+        let _ = flat;
+        Err(Error::Backend(
+            "this backend does not implement Model::grads_from_flat, so it cannot train data-parallel".into(),
+        ))
     }
 
     /// Forecasts with compile-time dims: checks the runtime result against the types.

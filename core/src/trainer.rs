@@ -1,11 +1,14 @@
 //! The backend-generic training step (MODEL.md, "one step") and the [`Logger`] it reports to.
 
+use crate::collective::{all_reduce_grads, Collective};
 use crate::elem::Elem;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::optim::{clip_factor, Optimizer};
 use crate::schedule::Schedule;
 use crate::tensor::Tokens;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
 use core::marker::PhantomData;
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +50,11 @@ impl Logger for alloc::vec::Vec<StepRecord> {
 /// Drives a [`Model`] with an [`Optimizer`] and a [`Schedule`]: forward, loss, stop on a
 /// non-finite loss naming the step, backward, global-norm clipping, update with `lr(step)`,
 /// `step += 1`, one [`StepRecord`] to the [`Logger`].
+///
+/// With a [`Collective`] of more than one rank ([`Trainer::with_collective`]), each rank
+/// passes its shard of the global batch to [`Trainer::step`]; after the backward the loss and
+/// the gradients are averaged over the ranks (see [`crate::collective`]), so the norm, the
+/// clipping, the update and the record are those of the global batch, identical on every rank.
 pub struct Trainer<E, M, O, S, L> {
     /// The model.
     pub model: M,
@@ -59,13 +67,32 @@ pub struct Trainer<E, M, O, S, L> {
     /// Global-norm clipping threshold; `None` disables clipping.
     pub max_norm: Option<f64>,
     step: u64,
+    collective: Option<Arc<dyn Collective>>,
+    scratch: Vec<E>,
     _e: PhantomData<E>,
 }
 
 impl<E: Elem, M: Model<E>, O: Optimizer<E>, S: Schedule, L: Logger> Trainer<E, M, O, S, L> {
     /// A trainer at step 0.
     pub fn new(model: M, optimizer: O, schedule: S, logger: L, max_norm: Option<f64>) -> Self {
-        Self { model, optimizer, schedule, logger, max_norm, step: 0, _e: PhantomData }
+        Self {
+            model,
+            optimizer,
+            schedule,
+            logger,
+            max_norm,
+            step: 0,
+            collective: None,
+            scratch: Vec::new(),
+            _e: PhantomData,
+        }
+    }
+
+    /// Trains data-parallel over the ranks of `c`: every step averages the loss and the
+    /// gradients over them. A collective of one rank changes nothing.
+    pub fn with_collective(mut self, c: Arc<dyn Collective>) -> Self {
+        self.collective = Some(c);
+        self
     }
 
     /// The next step to run (0-based).
@@ -82,7 +109,16 @@ impl<E: Elem, M: Model<E>, O: Optimizer<E>, S: Schedule, L: Logger> Trainer<E, M
     /// and the error names the step.
     pub fn step(&mut self, batch: &Tokens<E>) -> Result<StepRecord> {
         let step = self.step;
-        let loss = self.model.loss_and_grads(batch)?;
+        let mut loss = self.model.loss_and_grads(batch)?;
+        if let Some(c) = self.collective.as_deref().filter(|c| c.size() > 1) {
+            // Every rank sees the same mean loss, so all of them stop together on a bad one.
+            let mut l = [loss];
+            c.all_reduce_sum_f64(&mut l)?;
+            loss = l[0] / c.size() as f64;
+            if loss.is_finite() {
+                all_reduce_grads(&mut self.model, c, &mut self.scratch)?;
+            }
+        }
         if !loss.is_finite() {
             return Err(Error::NonFinite { step, what: "loss", value: loss });
         }

@@ -470,6 +470,27 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         named(&self.specs, self.grads.slices())
     }
 
+    fn grads_to_flat(&self, flat: &mut Vec<E>) {
+        flat.clear();
+        for s in self.grads.slices() {
+            flat.extend_from_slice(s);
+        }
+    }
+
+    fn grads_from_flat(&mut self, flat: &[E]) -> Result<(), Error> {
+        let n: usize = self.grads.slices().iter().map(|s| s.len()).sum();
+        if flat.len() != n {
+            return Err(Error::shape("gradients (flat)", n, flat.len()));
+        }
+        let mut rest = flat;
+        for s in self.grads.slices_mut() {
+            let (head, tail) = rest.split_at(s.len());
+            s.copy_from_slice(head);
+            rest = tail;
+        }
+        Ok(())
+    }
+
     fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
         // Everything is checked before the first copy, so an error changes nothing.
         check_state(&self.specs, tensors)?;

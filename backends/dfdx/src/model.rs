@@ -297,6 +297,22 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
         self.params.to_host(&self.grads)
     }
 
+    fn grads_from_flat(&mut self, flat: &[E]) -> Result<(), Error> {
+        let specs = self.cfg.param_specs();
+        let n: usize = specs.iter().map(|s| s.numel()).sum();
+        if flat.len() != n {
+            return Err(Error::shape("gradients (flat)", n, flat.len()));
+        }
+        let mut rest = flat;
+        let mut named = Vec::with_capacity(specs.len());
+        for s in specs {
+            let (head, tail) = rest.split_at(s.numel());
+            named.push(NamedTensor { name: s.name, shape: s.shape, data: head.to_vec() });
+            rest = tail;
+        }
+        self.load_grads(&named)
+    }
+
     fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
         let table = ParamTable::upload(&self.dev, self.cfg.param_specs(), tensors)?;
         self.params = table;
