@@ -14,7 +14,9 @@
 //!   agree within `1e-4 + 1e-3 |b|`, one optimizer step must move every parameter alike, and
 //!   a few real training steps must give the same loss series. A fresh model resumed from
 //!   the trained weights and optimizer state ([`boldcast_core::Model::optimizer_state`] or the
-//!   host Adam's) must then take the same step as the one that never stopped.
+//!   host Adam's) must then take the same step as the one that never stopped. The flat
+//!   gradient buffer of data-parallel training ([`boldcast_core::Model::grads_from_flat`])
+//!   must round-trip, unless the backend keeps the default that refuses it by name.
 //!
 //! A backend runs both with the [`conformance_tests!`](crate::conformance_tests) macro in a
 //! test file (see ARCHITECTURE.md, "Writing a backend of your own").
@@ -159,6 +161,46 @@ pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>,
                 checks.push(compare_values("grad", &name, &x.shape, &widen(&x.data), &g.shape, &widen(&g.data), tol))
             }
             None => checks.push(compare_values("grad", &name, &[0], &[], &g.shape, &widen(&g.data), tol)),
+        }
+    }
+
+    // The flat gradient buffer of data-parallel training: halved through grads_from_flat it
+    // reads back halved, a buffer of the wrong length is refused, and the original restores
+    // the gradients bit for bit. A backend that does not train data-parallel keeps the
+    // default, which refuses by name.
+    let mut flat = Vec::new();
+    candidate.grads_to_flat(&mut flat);
+    let half: Vec<f32> = flat.iter().map(|g| g * 0.5).collect();
+    match candidate.grads_from_flat(&half) {
+        Err(boldcast_core::Error::Backend(m)) if m.contains("grads_from_flat") => {}
+        r => {
+            r?;
+            let mut back = Vec::new();
+            candidate.grads_to_flat(&mut back);
+            let (want, got) = (widen(&half), widen(&back));
+            checks.push(compare_values("flat", "grads_from_flat", &[want.len()], &got, &[want.len()], &want, tol));
+            let refused = candidate.grads_from_flat(&flat[1..]).is_err();
+            checks.push(compare_values(
+                "flat",
+                "grads_from_flat(wrong length) refused",
+                &[1],
+                &[f64::from(u8::from(refused))],
+                &[1],
+                &[1.0],
+                tol,
+            ));
+            candidate.grads_from_flat(&flat)?;
+            candidate.grads_to_flat(&mut back);
+            let same = back.iter().zip(&flat).all(|(a, b)| a.to_bits() == b.to_bits()) && back.len() == flat.len();
+            checks.push(compare_values(
+                "flat",
+                "grads restored bit for bit",
+                &[1],
+                &[f64::from(u8::from(same))],
+                &[1],
+                &[1.0],
+                tol,
+            ));
         }
     }
 
