@@ -11,8 +11,8 @@
 //! ([`CpuElem::exp_nonpos`]) and every kernel is compiled for the best vector width
 //! ([`crate::multiversion`]), so the scan runs at the machine's vector width.
 //!
-//! Bit-exactness: the state update `h = exp(dt A) h + (dt x) B` is the same expression in the
-//! plain forward, the checkpoint pass and the chunk recomputation, so the recomputed states are
+//! Bit-exactness: the state update `h = exp(dt A) h + (dt x) B` (one fused multiply-add,
+//! [`CpuElem::fma`]) is the same expression in the plain forward, the checkpoint pass and the chunk recomputation, so the recomputed states are
 //! the forward's states exactly, and the gradients do not depend on the chunk length.
 
 use crate::multiversion;
@@ -67,9 +67,9 @@ multiversion! {
                 let (a, hj) = (&io.at[j * di..][..di], &mut h[j * di..][..di]);
                 let (bn, cn) = (bt[j], ct[j]);
                 for d in 0..di {
-                    let v = (dt[d] * a[d]).exp_nonpos() * hj[d] + dx[d] * bn;
+                    let v = (dt[d] * a[d]).exp_nonpos().fma(hj[d], dx[d] * bn);
                     hj[d] = v;
-                    y[d] += cn * v;
+                    y[d] = cn.fma(v, y[d]);
                 }
             }
             let g = &gate[t * di..][..di];
@@ -97,7 +97,7 @@ multiversion! {
                 let (a, hj) = (&io.at[j * di..][..di], &mut h[j * di..][..di]);
                 let bn = bt[j];
                 for d in 0..di {
-                    hj[d] = (dt[d] * a[d]).exp_nonpos() * hj[d] + dx[d] * bn;
+                    hj[d] = (dt[d] * a[d]).exp_nonpos().fma(hj[d], dx[d] * bn);
                 }
             }
         }
@@ -137,10 +137,10 @@ multiversion! {
                 let (bn, cn) = (bt[j], ct[j]);
                 for d in 0..di {
                     let e = (dt[d] * a[d]).exp_nonpos();
-                    let v = e * pj[d] + dx[d] * bn;
+                    let v = e.fma(pj[d], dx[d] * bn);
                     ej[d] = e;
                     hj[d] = v;
-                    yr[d] += cn * v;
+                    yr[d] = cn.fma(v, yr[d]);
                 }
             }
         }
@@ -206,12 +206,12 @@ multiversion! {
                 let (a, hj, pj, ej) = (&io.at[rows.clone()], &h_t[rows.clone()], &prev[rows.clone()], &dec[rows.clone()]);
                 let (cr, ga) = (&mut b.carry[rows.clone()], &mut b.g_a[rows]);
                 for d in 0..di {
-                    let gg = g[d] * cn + cr[d];
+                    let gg = g[d].fma(cn, cr[d]);
                     grow[d] = gg;
-                    gxs[d] += gg * bn;
+                    gxs[d] = gg.fma(bn, gxs[d]);
                     let qv = gg * (ej[d] * pj[d]);
-                    gdt[d] += qv * a[d];
-                    ga[d] += qv * dt[d];
+                    gdt[d] = qv.fma(a[d], gdt[d]);
+                    ga[d] = qv.fma(dt[d], ga[d]);
                     cr[d] = ej[d] * gg;
                 }
                 g_bc[n + j] = dot(g, hj);
@@ -220,9 +220,9 @@ multiversion! {
             let (g_xs, g_dt) = (&mut b.g_xs[t * di..][..di], &mut b.g_dt[t * di..][..di]);
             let g_d = &mut b.g_d[..di];
             for d in 0..di {
-                g_xs[d] = io.d_skip[d] * g[d] + dt[d] * gxs[d];
-                g_dt[d] = xs[d] * gxs[d] + gdt[d];
-                g_d[d] += g[d] * xs[d];
+                g_xs[d] = io.d_skip[d].fma(g[d], dt[d] * gxs[d]);
+                g_dt[d] = xs[d].fma(gxs[d], gdt[d]);
+                g_d[d] = g[d].fma(xs[d], g_d[d]);
             }
         }
     }

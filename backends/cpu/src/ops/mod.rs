@@ -14,6 +14,10 @@ use boldcast_core::Elem;
 /// product and the per-element functions of the hot loops. In `f32` those are the vectorizable
 /// versions of [`fastmath`]; in `f64` the library functions of [`act`] (the reference).
 pub trait CpuElem: Elem {
+    /// `self * b + c` in the hot loops. In `f32` fused, rounded once ([`fastmath::fma`]: the
+    /// same bits at every vector level, one instruction where the CPU has FMA); in `f64` (the
+    /// reference of the gradient checks) a plain product and sum, as the library formulas.
+    fn fma(self, b: Self, c: Self) -> Self;
     /// `exp(x)` for `x <= 0` (the scan's decays).
     fn exp_nonpos(self) -> Self;
     /// The logistic function.
@@ -48,6 +52,10 @@ pub trait CpuElem: Elem {
 
 impl CpuElem for f32 {
     #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        fastmath::fma(self, b, c)
+    }
+    #[inline(always)]
     fn exp_nonpos(self) -> Self {
         fastmath::exp_nonpos(self)
     }
@@ -80,6 +88,10 @@ impl CpuElem for f32 {
 }
 
 impl CpuElem for f64 {
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        self * b + c
+    }
     #[inline(always)]
     fn exp_nonpos(self) -> Self {
         self.exp()

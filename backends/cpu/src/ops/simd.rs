@@ -6,9 +6,13 @@
 //! detected once per process.
 //!
 //! The choice never changes a result: Rust does not contract `a * b + c` into a fused
-//! multiply-add, and every kernel fixes its own order of additions (lane accumulators written
-//! out in the source), so the three builds compute the same operations in the same order and
-//! give the same bits. `BOLDCAST_SIMD=baseline|avx2|avx512` overrides the detection (to compare
+//! multiply-add, the kernels fuse only where the source says so ([`CpuElem::fma`], which is
+//! correctly rounded at every level: a hardware FMA, or the C library's `fmaf` in the baseline
+//! build), and every kernel fixes its own order of additions (lane accumulators written out in
+//! the source), so the three builds compute the same operations in the same order and give the
+//! same bits.
+//!
+//! [`CpuElem::fma`]: crate::ops::CpuElem::fma `BOLDCAST_SIMD=baseline|avx2|avx512` overrides the detection (to compare
 //! the builds; a level the CPU lacks falls back to the best one it has).
 
 use std::sync::OnceLock;
@@ -166,8 +170,21 @@ pub fn sum_map<E: crate::ops::CpuElem>(a: &[E], f: impl Fn(E) -> E) -> E {
     fold_lanes(acc, tail)
 }
 
-/// `sum_j a[j] b[j]` over the shorter length, as [`sum_zip`].
+/// `sum_j a[j] b[j]` over the shorter length, with lane accumulators as [`sum_zip`] and each
+/// product fused into its sum ([`CpuElem::fma`](crate::ops::CpuElem::fma)).
 #[inline(always)]
 pub fn dot<E: crate::ops::CpuElem>(a: &[E], b: &[E]) -> E {
-    sum_zip(a, b, |x, y| x * y)
+    let n = a.len().min(b.len());
+    let (ca, cb) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES));
+    let mut tail = E::zero();
+    for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail = x.fma(y, tail);
+    }
+    let mut acc = [E::zero(); LANES];
+    for (x, y) in ca.zip(cb) {
+        for k in 0..LANES {
+            acc[k] = x[k].fma(y[k], acc[k]);
+        }
+    }
+    fold_lanes(acc, tail)
 }
