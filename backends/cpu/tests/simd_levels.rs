@@ -4,15 +4,21 @@
 //! own executable once per level (the `print_model_bits` helper below, which is ignored in
 //! normal runs) and compares what each run printed.
 
-use boldcast_core::{Adjacency, Model, ModelConfig, TokenShape, Tokens};
+use boldcast_core::{Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens};
 use boldcast_cpu::CpuModel;
 use std::process::Command;
 
-/// A small model with every kind of block (Mamba-1 scan with d_inner not a multiple of the
-/// vector width, attention), its loss and every gradient entry, as bits.
+/// Small models with every kind of block (the Mamba-1 scan with d_inner not a multiple of the
+/// vector width, the Mamba-2 mixer with several heads and chunks, attention):
+/// their losses and every gradient entry, as bits.
 fn model_bits() -> String {
+    [Temporal::Mamba, Temporal::Mamba2].into_iter().map(one_model_bits).collect()
+}
+
+/// [`model_bits`] for one temporal mixer.
+fn one_model_bits(temporal: Temporal) -> String {
     let cfg = ModelConfig {
-        temporal: Default::default(),
+        temporal,
         d_in: 1,
         d_model: 12,
         n_layers: 2,
@@ -33,7 +39,7 @@ fn model_bits() -> String {
         *v = ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0;
     }
     let loss = model.loss_and_grads(&tokens).expect("a finite loss");
-    let mut out = format!("loss {:016x}\n", loss.to_bits());
+    let mut out = format!("{temporal:?} loss {:016x}\n", loss.to_bits());
     for g in model.grads() {
         let mut h = 0xcbf2_9ce4_8422_2325u64;
         for v in &g.data {
@@ -64,7 +70,7 @@ fn every_simd_level_gives_the_same_bits() {
         text[a..b].to_string()
     };
     let base = run("baseline");
-    assert!(base.lines().count() > 30, "every gradient printed:\n{base}");
+    assert!(base.lines().count() > 60, "every gradient of both models printed:\n{base}");
     for level in ["avx2", "avx512"] {
         // A level the CPU lacks falls back to the best it has: still a valid comparison.
         assert_eq!(run(level), base, "BOLDCAST_SIMD={level} differs from the baseline build");

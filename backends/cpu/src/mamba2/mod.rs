@@ -249,14 +249,15 @@ fn forward_with<E: CpuElem>(
     let outs: Vec<Vec<E>> = bl
         .par_iter()
         .map(|r| {
-            // One workspace per block: every buffer is sized once here and reused by each
-            // sequence of the block (nothing is allocated per sequence or per step).
-            let mut ws = seq::Workspace::new(dims, time, false);
+            // The thread's cached workspace, reused by every sequence of the block and by the
+            // next call (nothing is allocated per sequence or per step).
             let mut out = vec![E::zero(); r.len() * seq_len];
-            for (s, o) in r.clone().zip(out.chunks_exact_mut(seq_len)) {
-                lay.gather(u, s, &mut ws.us);
-                seq::forward(dims, p, &a, &mut ws, o, chunked);
-            }
+            seq::with_workspace(dims, time, false, |ws: &mut seq::Workspace<E>| {
+                for (s, o) in r.clone().zip(out.chunks_exact_mut(seq_len)) {
+                    lay.gather(u, s, &mut ws.us);
+                    seq::forward(dims, p, &a, ws, o, chunked);
+                }
+            });
             out
         })
         .collect();
@@ -326,16 +327,17 @@ pub fn backward<E: CpuElem>(
     let results: Vec<(Vec<E>, Mamba2Params<f64>)> = bl
         .par_iter()
         .map(|r| {
-            let mut ws = seq::Workspace::new(dims, time, true);
             // The block's partial, in f64 so that summing many sequences loses nothing. Its
             // `a_log` holds the gradient with respect to A (not A_log) until the reduction.
             let mut part = Mamba2Params::<f64>::zeros(dims);
             let mut g_out = vec![E::zero(); r.len() * seq_len];
-            for (s, gu) in r.clone().zip(g_out.chunks_exact_mut(seq_len)) {
-                lay.gather(u, s, &mut ws.us);
-                lay.gather(g_y, s, &mut ws.g_out);
-                seq::backward(dims, p, &a, &mut ws, gu, &mut part);
-            }
+            seq::with_workspace(dims, time, true, |ws: &mut seq::Workspace<E>| {
+                for (s, gu) in r.clone().zip(g_out.chunks_exact_mut(seq_len)) {
+                    lay.gather(u, s, &mut ws.us);
+                    lay.gather(g_y, s, &mut ws.g_out);
+                    seq::backward(dims, p, &a, ws, gu, &mut part);
+                }
+            });
             (g_out, part)
         })
         .collect();

@@ -2,13 +2,20 @@
 //! depthwise convolution over `x | B | C`, the time steps, the scan, the gated RMSNorm and the
 //! output projection, forward and backward, all in a [`Workspace`] that is allocated once per
 //! block of sequences and reused (nothing is allocated per sequence or per step).
+//!
+//! As in the Mamba-1 mixer, every elementwise pass (convolution and SiLU, time steps, the
+//! gated RMSNorm and their backwards) is a kernel compiled for the machine's vector width
+//! ([`crate::multiversion`]) calling the inlined f32 functions of [`crate::ops::fastmath`]
+//! through [`CpuElem`], and storing the logistic values and the softplus derivative the
+//! backward needs, so the backward evaluates no exponential outside the scan. Sums over a row
+//! use fixed lane accumulators ([`simd`]), so every level gives the same bits.
 
 use super::scan::{self, Inputs};
 use super::ssd;
 use super::{Mamba2Dims, Mamba2Params};
-use crate::ops::act::{sigmoid, softplus, softplus_grad};
+use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
-use crate::ops::{linear, CpuElem};
+use crate::ops::{linear, simd, CpuElem};
 
 /// The epsilon of the gated RMSNorm (`layer_norm_epsilon` of the reference).
 const EPS: f64 = 1e-5;
@@ -25,8 +32,9 @@ pub(super) struct Workspace<E> {
     sig_c: Vec<E>,
     /// `x | B | C = silu(c)`, `(T, Di + 2N)`.
     xbc: Vec<E>,
-    /// `dtr + dt_bias`, the softplus argument, `(T, nheads)`.
-    pre: Vec<E>,
+    /// `softplus'(dtr + dt_bias)`, `(T, nheads)`: the time steps' derivative, stored by the
+    /// forward.
+    dsp: Vec<E>,
     /// `dt = softplus(pre)`, `(T, nheads)`.
     dt: Vec<E>,
     /// The scan output `y` before the gate, `(T, Di)`.
@@ -47,6 +55,21 @@ pub(super) struct Workspace<E> {
     pub g_out: Vec<E>,
     /// The backward's buffers; `None` in a forward-only workspace.
     bw: Option<Backward<E>>,
+    /// What the workspace was sized for: `(dims, T)`.
+    sized: (Mamba2Dims, usize),
+}
+
+/// Runs `f` with this thread's cached workspace when it fits `dims` and `time` (and has the
+/// backward's buffers when `backward`), else with a new one that is then cached instead. A
+/// backward workspace serves a forward too, so a training step allocates once per thread.
+pub(super) fn with_workspace<E: CpuElem, R>(
+    dims: Mamba2Dims,
+    time: usize,
+    backward: bool,
+    f: impl FnOnce(&mut Workspace<E>) -> R,
+) -> R {
+    let fits = |w: &Workspace<E>| w.sized == (dims, time) && (w.bw.is_some() || !backward);
+    crate::par::with_scratch(fits, || Workspace::new(dims, time, backward), f)
 }
 
 /// The buffers only the backward needs.
@@ -68,6 +91,8 @@ struct Backward<E> {
     g_wout: Vec<E>,
     /// One sequence's `in_proj` gradient `(2 Di + 2N + nheads, M)`, likewise.
     g_win: Vec<E>,
+    /// One step's `v r` of the gated RMSNorm, `(Di)`.
+    vr: Vec<E>,
 }
 
 impl<E: CpuElem> Workspace<E> {
@@ -85,6 +110,7 @@ impl<E: CpuElem> Workspace<E> {
             g_convt: z((dims.d_conv + 1) * cd),
             g_wout: z(m * di),
             g_win: z(w * m),
+            vr: z(di),
         });
         Self {
             us: z(time * m),
@@ -92,7 +118,7 @@ impl<E: CpuElem> Workspace<E> {
             c: z(time * cd),
             sig_c: z(time * cd),
             xbc: z(time * cd),
-            pre: z(time * nheads),
+            dsp: z(time * nheads),
             dt: z(time * nheads),
             y: z(time * di),
             sig_z: z(time * di),
@@ -103,6 +129,199 @@ impl<E: CpuElem> Workspace<E> {
             ssd: ssd::Scratch::new(dims, time),
             g_out: if backward { z(time * m) } else { Vec::new() },
             bw,
+            sized: (dims, time),
+        }
+    }
+}
+
+multiversion! {
+    /// Causal depthwise convolution with zero history over the `xBC` columns of `zx`
+    /// `(T, w)` (from column `di`): `c[t] = b + sum_j w[j] xBC[t - K + 1 + j]` (`wt` tap-major
+    /// `(K, Di + 2N)`), then `sig = sigmoid(c)` and `xbc = silu(c) = c sig`.
+    fn conv_silu<E: CpuElem>(
+        zx: &[E],
+        w: usize,
+        di: usize,
+        k: usize,
+        wt: &[E],
+        bias: &[E],
+        c: &mut [E],
+        sig: &mut [E],
+        xbc: &mut [E],
+    ) {
+        let cd = bias.len();
+        for t in 0..c.len() / cd {
+            let crow = &mut c[t * cd..][..cd];
+            crow.copy_from_slice(bias);
+            for j in (k - 1).saturating_sub(t)..k {
+                let (src, wj) = (&zx[(t + j + 1 - k) * w + di..][..cd], &wt[j * cd..][..cd]);
+                for i in 0..cd {
+                    crow[i] += wj[i] * src[i];
+                }
+            }
+            let (xrow, srow) = (&mut xbc[t * cd..][..cd], &mut sig[t * cd..][..cd]);
+            for i in 0..cd {
+                let s = crow[i].sigmoid();
+                srow[i] = s;
+                xrow[i] = crow[i] * s;
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// `dt = softplus(dtr + dt_bias)` and its derivative `dsp` `(T, nheads)`, with `dtr` the
+    /// columns `off..off + nheads` of `zx` `(T, w)`.
+    fn time_steps<E: CpuElem>(zx: &[E], w: usize, off: usize, bias: &[E], dt: &mut [E], dsp: &mut [E]) {
+        let nh = bias.len();
+        for t in 0..dt.len() / nh {
+            let (src, dr, sr) = (&zx[t * w + off..][..nh], &mut dt[t * nh..][..nh], &mut dsp[t * nh..][..nh]);
+            for h in 0..nh {
+                let (sp, sg) = (src[h] + bias[h]).softplus_and_grad();
+                dr[h] = sp;
+                sr[h] = sg;
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// The gated RMSNorm over all Di entries of a step (one group), from the scan output `y`
+    /// `(T, Di)` and the `z` columns of `zx` `(T, w)`: `sig_z = sigmoid(z)`,
+    /// `v = y silu(z)`, `r = 1 / sqrt(mean(v^2) + eps)` into `rinv`, `o = v r norm_w`.
+    fn gate_norm_forward<E: CpuElem>(
+        y: &[E],
+        zx: &[E],
+        w: usize,
+        norm_w: &[E],
+        sig_z: &mut [E],
+        o: &mut [E],
+        rinv: &mut [E],
+    ) {
+        let di = norm_w.len();
+        let inv_di = E::of(1.0 / di as f64);
+        for t in 0..rinv.len() {
+            let (yr, z) = (&y[t * di..][..di], &zx[t * w..][..di]);
+            let (orow, sz) = (&mut o[t * di..][..di], &mut sig_z[t * di..][..di]);
+            for i in 0..di {
+                let s = z[i].sigmoid();
+                sz[i] = s;
+                orow[i] = yr[i] * (z[i] * s);
+            }
+            let ss = simd::sum_map(orow, |v| v * v);
+            let r = (ss * inv_di + E::of(EPS)).sqrt().recip();
+            rinv[t] = r;
+            for i in 0..di {
+                orow[i] = orow[i] * r * norm_w[i];
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// Backward of [`gate_norm_forward`] for the output gradient `go` `(T, Di)`, in place:
+    /// `g_w += g_o v r` (into the f64 partial `g_norm_w`), `c1 = mean(v r w g_o)`,
+    /// `g_v = r (w g_o - v r c1)`, `g_z = g_v y silu'(z)` into the `z` columns of `g_zx`
+    /// `(T, w)`, and `g_y = g_v silu(z)` written over `go`. `vr` is a scratch row `(Di)`.
+    fn gate_norm_backward<E: CpuElem>(
+        y: &[E],
+        zx: &[E],
+        w: usize,
+        norm_w: &[E],
+        sig_z: &[E],
+        rinv: &[E],
+        go: &mut [E],
+        g_zx: &mut [E],
+        g_norm_w: &mut [f64],
+        vr: &mut [E],
+    ) {
+        let di = norm_w.len();
+        let inv_di = E::of(1.0 / di as f64);
+        let (vr, g_norm_w) = (&mut vr[..di], &mut g_norm_w[..di]);
+        for t in 0..rinv.len() {
+            let r = rinv[t];
+            let (yr, z, sig) = (&y[t * di..][..di], &zx[t * w..][..di], &sig_z[t * di..][..di]);
+            let g = &mut go[t * di..][..di];
+            for i in 0..di {
+                let v = yr[i] * (z[i] * sig[i]) * r;
+                vr[i] = v;
+                g_norm_w[i] += (g[i] * v).f64();
+            }
+            let c1 = simd::sum_zip3(vr, norm_w, g, |v, nw, gv| v * nw * gv) * inv_di;
+            let gz = &mut g_zx[t * w..][..di];
+            for i in 0..di {
+                let s = sig[i];
+                let gv = r * (norm_w[i] * g[i] - vr[i] * c1);
+                gz[i] = gv * yr[i] * silu_grad_from(z[i], s);
+                g[i] = gv * (z[i] * s);
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// Through the time steps and the SiLU after the convolution: `g_dtr = g_dt softplus'`
+    /// into the `dtr` columns `off..` of `g_zx` `(T, w)` (and summed into the f64 `g_bias`),
+    /// and `g_xbc *= silu'(c)` in place `(T, Di + 2N)`.
+    fn steps_silu_backward<E: CpuElem>(
+        g_dt: &[E],
+        dsp: &[E],
+        w: usize,
+        off: usize,
+        g_zx: &mut [E],
+        g_bias: &mut [f64],
+        c: &[E],
+        sig_c: &[E],
+        g_xbc: &mut [E],
+    ) {
+        let nh = g_bias.len();
+        for t in 0..g_dt.len() / nh {
+            let (gd, ds, dst) = (&g_dt[t * nh..][..nh], &dsp[t * nh..][..nh], &mut g_zx[t * w + off..][..nh]);
+            for h in 0..nh {
+                let g = gd[h] * ds[h];
+                dst[h] = g;
+                g_bias[h] += g.f64();
+            }
+        }
+        let len = g_xbc.len();
+        let (c, sig_c) = (&c[..len], &sig_c[..len]);
+        for i in 0..len {
+            g_xbc[i] *= silu_grad_from(c[i], sig_c[i]);
+        }
+    }
+}
+
+multiversion! {
+    /// Backward of the convolution in [`conv_silu`] for `g_c` `(T, Di + 2N)`: the tap-major
+    /// weight gradient `g_wt` `(K, Di + 2N)` and the bias gradient `g_b` `(Di + 2N)` summed
+    /// over the steps, and `g_xBC[t - K + 1 + j] += w[j] g_c[t]` into the `xBC` columns of
+    /// `g_zx` `(T, w)`.
+    fn conv_backward<E: CpuElem>(
+        g_c: &[E],
+        zx: &[E],
+        w: usize,
+        di: usize,
+        k: usize,
+        wt: &[E],
+        g_wt: &mut [E],
+        g_b: &mut [E],
+        g_zx: &mut [E],
+    ) {
+        let cd = g_b.len();
+        for t in 0..g_c.len() / cd {
+            let gc = &g_c[t * cd..][..cd];
+            for i in 0..cd {
+                g_b[i] += gc[i];
+            }
+            for j in (k - 1).saturating_sub(t)..k {
+                let s = t + j + 1 - k;
+                let (src, dst) = (&zx[s * w + di..][..cd], &mut g_zx[s * w + di..][..cd]);
+                let (wj, gwj) = (&wt[j * cd..][..cd], &mut g_wt[j * cd..][..cd]);
+                for i in 0..cd {
+                    gwj[i] += gc[i] * src[i];
+                    dst[i] += wj[i] * gc[i];
+                }
+            }
         }
     }
 }
@@ -111,7 +330,7 @@ impl<E: CpuElem> Workspace<E> {
 /// (chunked, which also fills the backward's checkpoints when there are any, or sequential),
 /// gate and normalization.
 fn forward_core<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, a: &[E], ws: &mut Workspace<E>, chunked: bool) {
-    let Mamba2Dims { d_model: m, d_inner: di, nheads, d_conv: k, .. } = dims;
+    let Mamba2Dims { d_model: m, d_inner: di, d_conv: k, .. } = dims;
     let (w, cd) = (dims.proj_dim(), dims.conv_dim());
     let time = ws.us.len() / m;
     linear::forward(&ws.us, time, m, &p.in_proj, None, w, &mut ws.zx);
@@ -122,53 +341,15 @@ fn forward_core<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, a: &[E], ws: 
             ws.conv_wt[j * cd + ch] = wv;
         }
     }
-    // Causal depthwise convolution with zero history: c[t] = b + sum_j w[j] xBC[t - K + 1 + j].
-    for t in 0..time {
-        let crow = &mut ws.c[t * cd..(t + 1) * cd];
-        crow.copy_from_slice(&p.conv_b);
-        for j in (k - 1).saturating_sub(t)..k {
-            let src = &ws.zx[(t + j + 1 - k) * w + di..][..cd];
-            for ((cv, &xv), &wv) in crow.iter_mut().zip(src).zip(&ws.conv_wt[j * cd..(j + 1) * cd]) {
-                *cv += wv * xv;
-            }
-        }
-        let (xrow, srow) = (&mut ws.xbc[t * cd..(t + 1) * cd], &mut ws.sig_c[t * cd..(t + 1) * cd]);
-        for ((xo, so), &cv) in xrow.iter_mut().zip(srow.iter_mut()).zip(crow.iter()) {
-            // silu(c) = c sigmoid(c), as `act::silu`.
-            *so = sigmoid(cv);
-            *xo = cv * *so;
-        }
-        for h in 0..nheads {
-            let pre = ws.zx[t * w + di + cd + h] + p.dt_bias[h];
-            ws.pre[t * nheads + h] = pre;
-            ws.dt[t * nheads + h] = softplus(pre);
-        }
-    }
+    conv_silu(&ws.zx, w, di, k, &ws.conv_wt, &p.conv_b, &mut ws.c, &mut ws.sig_c, &mut ws.xbc);
+    time_steps(&ws.zx, w, di + cd, &p.dt_bias, &mut ws.dt, &mut ws.dsp);
     let io = Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xbc: &ws.xbc };
     if chunked {
         ssd::forward(&io, &mut ws.ssd, &mut ws.y, ws.bw.as_mut().map(|b| &mut b.ckpt[..]));
     } else {
         scan::sequential(&io, &mut ws.state, &mut ws.y);
     }
-    // Gated RMSNorm over all Di entries of a step (one group): v = y silu(z), o = v r w.
-    let inv_di = E::of(1.0 / di as f64);
-    for t in 0..time {
-        let (y, z) = (&ws.y[t * di..(t + 1) * di], &ws.zx[t * w..t * w + di]);
-        let o = &mut ws.o[t * di..(t + 1) * di];
-        let sz = &mut ws.sig_z[t * di..(t + 1) * di];
-        let mut ss = E::zero();
-        for i in 0..di {
-            sz[i] = sigmoid(z[i]);
-            let v = y[i] * (z[i] * sz[i]);
-            o[i] = v;
-            ss += v * v;
-        }
-        let r = (ss * inv_di + E::of(EPS)).sqrt().recip();
-        ws.rinv[t] = r;
-        for (ov, &nw) in o.iter_mut().zip(&p.norm_w) {
-            *ov = *ov * r * nw;
-        }
-    }
+    gate_norm_forward(&ws.y, &ws.zx, w, &p.norm_w, &mut ws.sig_z, &mut ws.o, &mut ws.rinv);
 }
 
 /// One sequence forward: `out` `(T, M)` from `ws.us`, the scan chunked or sequential.
@@ -211,7 +392,7 @@ pub(super) fn backward<E: CpuElem>(
     part: &mut Mamba2Params<f64>,
 ) {
     forward_core(dims, p, a, ws, true);
-    let Mamba2Dims { d_model: m, d_inner: di, nheads, d_conv: k, .. } = dims;
+    let Mamba2Dims { d_model: m, d_inner: di, d_conv: k, .. } = dims;
     let (w, cd) = (dims.proj_dim(), dims.conv_dim());
     let time = ws.us.len() / m;
     let bw = ws.bw.as_mut().expect("mamba2: backward needs a backward workspace");
@@ -222,70 +403,44 @@ pub(super) fn backward<E: CpuElem>(
     add_f64(&mut part.out_proj, &bw.g_wout);
     gemm(E::one(), Mat::rm(&ws.g_out, time, m), Mat::rm(&p.out_proj, m, di), E::zero(), &mut ws.o, di);
 
-    // Gated RMSNorm: g_w += g_o v r, c1 = mean(v r w g_o), g_v = r (w g_o - v r c1),
-    // g_z = g_v y silu'(z), g_y = g_v silu(z) (written over g_o).
-    let inv_di = E::of(1.0 / di as f64);
+    // Gated RMSNorm: g_w, g_z, and g_y written over g_o.
     bw.g_zx.fill(E::zero());
-    for t in 0..time {
-        let r = ws.rinv[t];
-        let (y, z) = (&ws.y[t * di..(t + 1) * di], &ws.zx[t * w..t * w + di]);
-        let go = &mut ws.o[t * di..(t + 1) * di];
-        let sig = &ws.sig_z[t * di..(t + 1) * di];
-        let mut c1 = E::zero();
-        for i in 0..di {
-            let vr = y[i] * (z[i] * sig[i]) * r;
-            part.norm_w[i] += (go[i] * vr).f64();
-            c1 += vr * p.norm_w[i] * go[i];
-        }
-        c1 *= inv_di;
-        let gz = &mut bw.g_zx[t * w..t * w + di];
-        for i in 0..di {
-            let (s, sz) = (sig[i], z[i] * sig[i]);
-            let vr = y[i] * sz * r;
-            let gv = r * (p.norm_w[i] * go[i] - vr * c1);
-            gz[i] = gv * y[i] * silu_grad_from(z[i], s);
-            go[i] = gv * sz;
-        }
-    }
+    gate_norm_backward(
+        &ws.y,
+        &ws.zx,
+        w,
+        &p.norm_w,
+        &ws.sig_z,
+        &ws.rinv,
+        &mut ws.o,
+        &mut bw.g_zx,
+        &mut part.norm_w,
+        &mut bw.vr,
+    );
 
     // The scan.
     let io = Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xbc: &ws.xbc };
     let grads = scan::Grads { g_xbc: &mut bw.g_xbc, g_dt: &mut bw.g_dt, g_a: &mut part.a_log, g_d: &mut part.d };
     scan::backward(&io, &bw.ckpt, &ws.o, &mut bw.scan, grads);
 
-    for t in 0..time {
-        // dt = softplus(dtr + dt_bias).
-        for h in 0..nheads {
-            let g = bw.g_dt[t * nheads + h] * softplus_grad(ws.pre[t * nheads + h]);
-            bw.g_zx[t * w + di + cd + h] = g;
-            part.dt_bias[h] += g.f64();
-        }
-        // Through the SiLU after the convolution, in place.
-        let (crow, srow) = (&ws.c[t * cd..(t + 1) * cd], &ws.sig_c[t * cd..(t + 1) * cd]);
-        for ((g, &cv), &s) in bw.g_xbc[t * cd..(t + 1) * cd].iter_mut().zip(crow).zip(srow) {
-            *g *= silu_grad_from(cv, s);
-        }
-    }
+    // dt = softplus(dtr + dt_bias) with its stored derivative; x | B | C = silu(c), in place.
+    steps_silu_backward(
+        &bw.g_dt,
+        &ws.dsp,
+        w,
+        di + cd,
+        &mut bw.g_zx,
+        &mut part.dt_bias,
+        &ws.c,
+        &ws.sig_c,
+        &mut bw.g_xbc,
+    );
     // The convolution: g_w[ch, j] += g_c[t] xBC[t-K+1+j], g_b += g_c, g_xBC[t-K+1+j] += w g_c.
     // The weight and bias gradients are summed over this sequence's T steps in `E`, tap-major
     // (contiguous, vectorizable), then added to the f64 partial once.
     bw.g_convt.fill(E::zero());
-    for t in 0..time {
-        let gc = &bw.g_xbc[t * cd..(t + 1) * cd];
-        for (gb, &g) in bw.g_convt[k * cd..].iter_mut().zip(gc) {
-            *gb += g;
-        }
-        for j in (k - 1).saturating_sub(t)..k {
-            let s = t + j + 1 - k;
-            let src = &ws.zx[s * w + di..][..cd];
-            let dst = &mut bw.g_zx[s * w + di..][..cd];
-            let (wt, gwt) = (&ws.conv_wt[j * cd..(j + 1) * cd], &mut bw.g_convt[j * cd..(j + 1) * cd]);
-            for (((gw, d), (&xv, &wv)), &g) in gwt.iter_mut().zip(dst.iter_mut()).zip(src.iter().zip(wt)).zip(gc) {
-                *gw += g * xv;
-                *d += wv * g;
-            }
-        }
-    }
+    let (g_wt, g_b) = bw.g_convt.split_at_mut(k * cd);
+    conv_backward(&bw.g_xbc, &ws.zx, w, di, k, &ws.conv_wt, g_wt, g_b, &mut bw.g_zx);
     for (ch, taps) in part.conv_w.chunks_exact_mut(k).enumerate() {
         for (j, gw) in taps.iter_mut().enumerate() {
             *gw += bw.g_convt[j * cd + ch].f64();

@@ -72,7 +72,7 @@ pub(super) fn forward<E: CpuElem>(io: &Inputs<'_, E>, sc: &mut Scratch<E>, y: &m
         for h in 0..nheads {
             let dt = |i: usize| io.dt[(c0 + i) * nheads + h];
             for i in 0..l {
-                sc.decay[i] = (dt(i) * io.a[h]).exp();
+                sc.decay[i] = (dt(i) * io.a[h]).exp_nonpos();
             }
             // M[i, j] = exp(l_{j+1} + .. + l_i) dt_j (C_i . B_j) for j <= i, exactly 0 above.
             for i in 0..l {
