@@ -106,6 +106,9 @@ pub struct BenchArgs {
     /// Untimed steps before them (buffers, caches, page faults).
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// Temporal mixer, mamba or mamba2 (default: the preset's).
+    #[arg(long, value_parser = parse_temporal)]
+    pub temporal: Option<Temporal>,
 }
 
 /// The backend that runs the model.

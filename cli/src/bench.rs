@@ -4,7 +4,8 @@
 //! optimizer update ([`boldcast::core::Trainer::step`]), with the preset's optimizer, schedule
 //! and clipping, on one fixed batch of synthetic AR(1) tokens of the preset's shape
 //! (`train.batch_size` windows of `window.window / d_in` tokens and `data.synthetic.parcels`
-//! parcels, ring adjacency). After `warmup` untimed steps, `steps` steps are timed one by one.
+//! parcels, ring adjacency), with the preset's temporal mixer unless `--temporal` names one.
+//! After `warmup` untimed steps, `steps` steps are timed one by one.
 //!
 //! Reported beside the times:
 //! - `flops_per_step`: the model FLOPs of one step by [`flops_per_step`] (the formula is
@@ -40,6 +41,8 @@ pub struct BenchReport {
     pub backend: String,
     /// The preset whose shape and model were timed.
     pub preset: String,
+    /// The temporal mixer (`"mamba"` or `"mamba2"`).
+    pub temporal: String,
     /// Worker threads (rayon's pool: `RAYON_NUM_THREADS` or the CPU count).
     pub threads: usize,
     /// Timed steps.
@@ -238,6 +241,7 @@ pub fn bench_model<M: Model<f32>>(
     Ok(BenchReport {
         backend: backend.to_string(),
         preset: preset.to_string(),
+        temporal: cfg.model.temporal.as_str().to_string(),
         threads: boldcast::cpu::par::threads(),
         steps: times.len(),
         warmup,
@@ -266,7 +270,10 @@ pub fn bench_model<M: Model<f32>>(
 /// `bc-cli bench`: resolves the preset and runs [`bench_model`] on the chosen backend, over
 /// the ranks of `dist`.
 pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
-    let cfg = RunConfig::preset(&args.preset)?;
+    let mut cfg = RunConfig::preset(&args.preset)?;
+    if let Some(t) = args.temporal {
+        cfg.model.temporal = t;
+    }
     crate::backend::dispatch(args.backend, Bench(&cfg, args, dist))
 }
 
