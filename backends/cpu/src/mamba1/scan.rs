@@ -59,9 +59,9 @@ multiversion! {
         for t in 0..io.time() {
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
-            let y = &mut out[t * di..][..di];
+            let (y, d_skip) = (&mut out[t * di..][..di], &io.d_skip[..di]);
             for d in 0..di {
-                y[d] = io.d_skip[d] * xs[d];
+                y[d] = d_skip[d] * xs[d];
             }
             for j in 0..n {
                 let (a, hj) = (&io.at[j * di..][..di], &mut h[j * di..][..di]);
@@ -127,9 +127,9 @@ multiversion! {
             let dec = &mut decs[i * s..][..s];
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
-            let yr = &mut y[t * di..][..di];
+            let (yr, d_skip) = (&mut y[t * di..][..di], &io.d_skip[..di]);
             for d in 0..di {
-                yr[d] = io.d_skip[d] * xs[d];
+                yr[d] = d_skip[d] * xs[d];
             }
             for j in 0..n {
                 let a = &io.at[j * di..][..di];
@@ -218,9 +218,9 @@ multiversion! {
                 g_bc[j] = dot(grow, dx);
             }
             let (g_xs, g_dt) = (&mut b.g_xs[t * di..][..di], &mut b.g_dt[t * di..][..di]);
-            let g_d = &mut b.g_d[..di];
+            let (g_d, d_skip) = (&mut b.g_d[..di], &io.d_skip[..di]);
             for d in 0..di {
-                g_xs[d] = io.d_skip[d].fma(g[d], dt[d] * gxs[d]);
+                g_xs[d] = d_skip[d].fma(g[d], dt[d] * gxs[d]);
                 g_dt[d] = xs[d].fma(gxs[d], gdt[d]);
                 g_d[d] = g[d].fma(xs[d], g_d[d]);
             }
