@@ -8,6 +8,8 @@ pub use boldcast_cpu as cpu;
 pub use boldcast_dfdx as dfdx;
 pub use boldcast_fixtures as fixtures;
 
+/// The allocator policy for training processes (glibc's thresholds).
+pub mod alloc;
 /// Safetensors checkpoints: atomic save, f32/f64 load by MODEL.md name, i64 tensors.
 pub mod checkpoint;
 /// The backend conformance suite: golden cases and randomized comparisons with the CPU backend.

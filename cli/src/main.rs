@@ -106,6 +106,9 @@ impl Job for Eval<'_> {
 }
 
 fn main() -> ExitCode {
+    // Training steps free and reallocate large activation buffers: keep them on the heap
+    // (boldcast::alloc explains the measurement behind this).
+    boldcast::alloc::retain_freed_memory();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
