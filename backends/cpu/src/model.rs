@@ -290,23 +290,23 @@ impl<E: CpuElem> CpuModel<E> {
     /// per-layer activations the backward needs.
     fn trunk(&self, tokens: &[E], b: usize, t: usize, p: usize, keep: bool) -> (Vec<E>, Trace<E>) {
         let (m, d, rows) = (self.cfg.d_model, self.cfg.d_in, b * t * p);
-        let mut x = vec![E::zero(); rows * m];
+        let mut x = par::zeros(rows * m);
         par::linear_forward(tokens, rows, d, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x);
         let mut tr = Trace { inputs: Vec::new(), mids: Vec::new() };
-        let (mut u, mut y) = (vec![E::zero(); rows * m], vec![E::zero(); rows * m]);
+        let (mut u, mut y) = (par::zeros(rows * m), par::zeros(rows * m));
         for l in &self.params.layers {
             if keep {
-                tr.inputs.push(x.clone());
+                tr.inputs.push(par::copy_of(&x));
             }
             layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
             self.dims.forward(&l.mamba, &u, b, t, p, &mut y);
-            add_into(&mut x, &y);
+            par::add_into(&mut x, &y);
             if let (Some(kp), Some(adj)) = (&l.knn, &self.adj) {
                 if keep {
-                    tr.mids.push(x.clone());
+                    tr.mids.push(par::copy_of(&x));
                 }
                 knn::forward(m, adj, kp, &x, b * t, &mut y);
-                add_into(&mut x, &y);
+                par::add_into(&mut x, &y);
             }
         }
         (x, tr)
@@ -315,7 +315,7 @@ impl<E: CpuElem> CpuModel<E> {
     /// The final-norm embedding of the trunk output `x`.
     fn final_norm(&self, x: &[E], rows: usize) -> Vec<E> {
         let m = self.cfg.d_model;
-        let mut e = vec![E::zero(); rows * m];
+        let mut e = par::zeros(rows * m);
         layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e);
         e
     }
@@ -323,7 +323,7 @@ impl<E: CpuElem> CpuModel<E> {
     /// The head: `(rows, M) -> (rows, H*D)`, which is `(B,T,P,H,D)` row-major.
     fn head(&self, e: &[E], rows: usize) -> Vec<E> {
         let (m, hd) = (self.cfg.d_model, self.cfg.n_horizons() * self.cfg.d_in);
-        let mut pred = vec![E::zero(); rows * hd];
+        let mut pred = par::zeros(rows * hd);
         par::linear_forward(e, rows, m, &self.params.head_w, Some(&self.params.head_b), hd, &mut pred);
         pred
     }
@@ -359,13 +359,6 @@ impl<E: CpuElem> CpuModel<E> {
             }
         }
         sum / count
-    }
-}
-
-/// `x += y`.
-fn add_into<E: CpuElem>(x: &mut [E], y: &[E]) {
-    for (a, &b) in x.iter_mut().zip(y) {
-        *a += b;
     }
 }
 
@@ -406,26 +399,26 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true);
         let e = self.final_norm(&x_last, rows);
         let pred = self.head(&e, rows);
-        let mut g_pred = vec![E::zero(); rows * hd];
+        let mut g_pred = par::zeros(rows * hd);
         let loss = self.loss_of(&pred, tokens.data(), b, t, p, Some(&mut g_pred));
         drop(pred);
 
         let (prm, grd) = (&self.params, &mut self.grads);
         // head, then final_norm: g is the gradient with respect to the trunk output.
-        let mut g_e = vec![E::zero(); rows * m];
+        let mut g_e = par::zeros(rows * m);
         par::linear_backward(&e, rows, m, &prm.head_w, hd, &g_pred, &mut grd.head_w, &mut grd.head_b, Some(&mut g_e));
         drop((e, g_pred));
-        let mut g = vec![E::zero(); rows * m];
+        let mut g = par::zeros(rows * m);
         layernorm::backward(&x_last, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b);
         drop((x_last, g_e));
 
-        let mut g_u = vec![E::zero(); rows * m];
-        let mut u = vec![E::zero(); rows * m];
+        let mut g_u = par::zeros(rows * m);
+        let mut u = par::zeros(rows * m);
         for (li, (l, lg)) in prm.layers.iter().zip(grd.layers.iter_mut()).enumerate().rev() {
             if let (Some(kp), Some(kg), Some(adj)) = (&l.knn, &mut lg.knn, &self.adj) {
                 // x_out = x_mid + attn(x_mid): g_mid = g_out + (attention path).
                 let x_mid = tr.mids.pop().expect("one middle activation per layer with attention");
-                let mut g_mid = g.clone();
+                let mut g_mid = par::copy_of(&g);
                 knn::backward(m, adj, kp, &x_mid, b * t, &g, &mut g_mid, kg);
                 g = g_mid;
             }

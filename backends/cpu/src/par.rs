@@ -53,6 +53,50 @@ where
     parts.into_par_iter().map(|(r, o)| f(r, o)).collect()
 }
 
+/// Elements per task of the elementwise helpers below ([`zeros`], [`copy_of`], [`add_into`]):
+/// 256 KiB of f32, large enough that a task's overhead is negligible. Below two of these the
+/// work stays on the calling thread.
+const ELEMWISE_CHUNK: usize = 1 << 16;
+
+/// `vec![0; n]`, written by all threads for a large `n`. The model's `(B, T, P, M)` buffers
+/// are reused heap memory (see `boldcast::alloc`), which the allocator zeroes on the calling
+/// thread: one 16 MiB pass per buffer at `cpu-demo`, while the other cores wait.
+pub fn zeros<E: CpuElem>(n: usize) -> Vec<E> {
+    if n < 2 * ELEMWISE_CHUNK {
+        return vec![E::zero(); n];
+    }
+    let mut v = Vec::with_capacity(n);
+    v.par_extend(rayon::iter::repeat_n(E::zero(), n));
+    v
+}
+
+/// `x.to_vec()`, copied by all threads for a large `x`.
+pub fn copy_of<E: CpuElem>(x: &[E]) -> Vec<E> {
+    if x.len() < 2 * ELEMWISE_CHUNK {
+        return x.to_vec();
+    }
+    let mut v = Vec::with_capacity(x.len());
+    v.par_extend(x.par_iter().copied());
+    v
+}
+
+/// `x += y` elementwise (over the shorter length), by all threads for a large `x`. Each element
+/// is one addition, so the result does not depend on the split.
+pub fn add_into<E: CpuElem>(x: &mut [E], y: &[E]) {
+    let n = x.len().min(y.len());
+    let (x, y) = (&mut x[..n], &y[..n]);
+    let add = |(xc, yc): (&mut [E], &[E])| {
+        for (a, &b) in xc.iter_mut().zip(yc) {
+            *a += b;
+        }
+    };
+    if n < 2 * ELEMWISE_CHUNK {
+        add((x, y));
+    } else {
+        x.par_chunks_mut(ELEMWISE_CHUNK).zip(y.par_chunks(ELEMWISE_CHUNK)).for_each(add);
+    }
+}
+
 /// Worker threads of the pool the parallel code runs on (rayon's global pool:
 /// `RAYON_NUM_THREADS`, or the number of CPUs).
 pub fn threads() -> usize {
