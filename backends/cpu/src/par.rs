@@ -270,6 +270,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn elementwise_helpers_match_the_serial_loops_on_both_sides_of_the_threshold() {
+        for n in [0, 5, 2 * ELEMWISE_CHUNK - 1, 2 * ELEMWISE_CHUNK, 5 * ELEMWISE_CHUNK + 17] {
+            let x: Vec<f32> = (0..n).map(|i| (i % 1013) as f32 * 0.37 - 11.0).collect();
+            let y: Vec<f32> = (0..n).map(|i| (i % 977) as f32 * -0.21 + 3.0).collect();
+            let z = zeros::<f32>(n);
+            assert_eq!(z.len(), n);
+            assert!(z.iter().all(|&v| v == 0.0));
+            assert_eq!(copy_of(&x), x);
+            let mut sum = x.clone();
+            add_into(&mut sum, &y);
+            let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+            assert_eq!(sum, want, "n = {n}");
+            // A shorter `y` adds over its length only.
+            let mut part = x.clone();
+            add_into(&mut part, &y[..n / 2]);
+            assert_eq!(part[..n / 2], want[..n / 2]);
+            assert_eq!(part[n / 2..], x[n / 2..]);
+        }
+    }
+
+    #[test]
     fn partition_covers_every_item_once() {
         for items in [0, 1, 5, 63, 64, 200, 10_000] {
             for min in [1, 7, 64] {
