@@ -218,12 +218,34 @@ multiversion! {
                 g_bc[j] = dot(grow, dx);
             }
             let (g_xs, g_dt) = (&mut b.g_xs[t * di..][..di], &mut b.g_dt[t * di..][..di]);
-            let (g_d, d_skip) = (&mut b.g_d[..di], &io.d_skip[..di]);
-            for d in 0..di {
-                g_xs[d] = d_skip[d].fma(g[d], dt[d] * gxs[d]);
-                g_dt[d] = xs[d].fma(gxs[d], gdt[d]);
-                g_d[d] = g[d].fma(xs[d], g_d[d]);
-            }
+            finish_step(g_xs, g_dt, b.g_d, io.d_skip, g, dt, xs, gxs, gdt);
         }
+    }
+}
+
+/// The per-channel end of one step of [`back_steps`]: `g_x = D g + dt gxs`,
+/// `g_dt = x gxs + gdt`, `g_D += g x`. A function of its own so that its slices arrive as
+/// distinct parameters: taken from one `Back` they may alias as far as LLVM knows, and the
+/// loop stayed scalar.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn finish_step<E: CpuElem>(
+    g_xs: &mut [E],
+    g_dt: &mut [E],
+    g_d: &mut [E],
+    d_skip: &[E],
+    g: &[E],
+    dt: &[E],
+    xs: &[E],
+    gxs: &[E],
+    gdt: &[E],
+) {
+    let di = g_xs.len();
+    let (g_dt, g_d, d_skip, g, dt, xs, gxs, gdt) =
+        (&mut g_dt[..di], &mut g_d[..di], &d_skip[..di], &g[..di], &dt[..di], &xs[..di], &gxs[..di], &gdt[..di]);
+    for d in 0..di {
+        g_xs[d] = d_skip[d].fma(g[d], dt[d] * gxs[d]);
+        g_dt[d] = xs[d].fma(gxs[d], gdt[d]);
+        g_d[d] = g[d].fma(xs[d], g_d[d]);
     }
 }
