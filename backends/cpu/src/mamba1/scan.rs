@@ -16,7 +16,7 @@
 //! the forward's states exactly, and the gradients do not depend on the chunk length.
 
 use crate::multiversion;
-use crate::ops::simd::dot;
+use crate::ops::simd::{dot, LANES};
 use crate::ops::CpuElem;
 
 /// What the scan reads, row-major over the T steps of one sequence.
@@ -56,25 +56,43 @@ multiversion! {
     pub(super) fn forward_gated<E: CpuElem>(io: &Inputs<'_, E>, gate: &[E], h: &mut [E], out: &mut [E]) {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
         h.fill(E::zero());
+        let full = di / LANES * LANES;
         for t in 0..io.time() {
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
-            let (y, d_skip) = (&mut out[t * di..][..di], &io.d_skip[..di]);
-            for d in 0..di {
-                y[d] = d_skip[d] * xs[d];
-            }
-            for j in 0..n {
-                let (a, hj) = (&io.at[j * di..][..di], &mut h[j * di..][..di]);
-                let (bn, cn) = (bt[j], ct[j]);
-                for d in 0..di {
-                    let v = (dt[d] * a[d]).exp_nonpos().fma(hj[d], dx[d] * bn);
-                    hj[d] = v;
-                    y[d] = cn.fma(v, y[d]);
+            let (y, d_skip, g) = (&mut out[t * di..][..di], &io.d_skip[..di], &gate[t * di..][..di]);
+            // Blocks of LANES channels, every state index within the block: the block's output
+            // stays in registers while the N state rows are added to it.
+            for c in (0..full).step_by(LANES) {
+                let lanes = |v: &[E]| -> [E; LANES] { v[c..c + LANES].try_into().expect("a full block") };
+                let (dtc, dxc, xsc, dsc) = (lanes(dt), lanes(dx), lanes(xs), lanes(d_skip));
+                let mut yv = [E::zero(); LANES];
+                for k in 0..LANES {
+                    yv[k] = dsc[k] * xsc[k];
+                }
+                for j in 0..n {
+                    let (bn, cn) = (bt[j], ct[j]);
+                    let a: &[E; LANES] = io.at[j * di + c..][..LANES].try_into().expect("a full block");
+                    let hj: &mut [E; LANES] = (&mut h[j * di + c..][..LANES]).try_into().expect("a full block");
+                    for k in 0..LANES {
+                        let v = (dtc[k] * a[k]).exp_nonpos().fma(hj[k], dxc[k] * bn);
+                        hj[k] = v;
+                        yv[k] = cn.fma(v, yv[k]);
+                    }
+                }
+                let gc = lanes(g);
+                for k in 0..LANES {
+                    y[c + k] = yv[k] * gc[k];
                 }
             }
-            let g = &gate[t * di..][..di];
-            for d in 0..di {
-                y[d] *= g[d];
+            for d in full..di {
+                let mut yd = d_skip[d] * xs[d];
+                for j in 0..n {
+                    let v = (dt[d] * io.at[j * di + d]).exp_nonpos().fma(h[j * di + d], dx[d] * bt[j]);
+                    h[j * di + d] = v;
+                    yd = ct[j].fma(v, yd);
+                }
+                y[d] = yd * g[d];
             }
         }
     }
@@ -118,7 +136,7 @@ multiversion! {
         y: &mut [E],
     ) {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
-        let s = di * n;
+        let (s, full) = (di * n, di / LANES * LANES);
         for t in t0..t1 {
             let i = t - t0;
             let (done, rest) = hs.split_at_mut(i * s);
@@ -128,20 +146,43 @@ multiversion! {
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
             let (yr, d_skip) = (&mut y[t * di..][..di], &io.d_skip[..di]);
-            for d in 0..di {
-                yr[d] = d_skip[d] * xs[d];
-            }
-            for j in 0..n {
-                let a = &io.at[j * di..][..di];
-                let (pj, hj, ej) = (&prev[j * di..][..di], &mut cur[j * di..][..di], &mut dec[j * di..][..di]);
-                let (bn, cn) = (bt[j], ct[j]);
-                for d in 0..di {
-                    let e = (dt[d] * a[d]).exp_nonpos();
-                    let v = e.fma(pj[d], dx[d] * bn);
-                    ej[d] = e;
-                    hj[d] = v;
-                    yr[d] = cn.fma(v, yr[d]);
+            // Blocks of LANES channels as in [`forward_gated`], the same operations in the
+            // same order, so the recomputed states are the forward's.
+            for c in (0..full).step_by(LANES) {
+                let lanes = |v: &[E]| -> [E; LANES] { v[c..c + LANES].try_into().expect("a full block") };
+                let (dtc, dxc, xsc, dsc) = (lanes(dt), lanes(dx), lanes(xs), lanes(d_skip));
+                let mut yv = [E::zero(); LANES];
+                for k in 0..LANES {
+                    yv[k] = dsc[k] * xsc[k];
                 }
+                for j in 0..n {
+                    let (bn, cn) = (bt[j], ct[j]);
+                    let at = j * di + c;
+                    let a: &[E; LANES] = io.at[at..][..LANES].try_into().expect("a full block");
+                    let pj: &[E; LANES] = prev[at..][..LANES].try_into().expect("a full block");
+                    let hj: &mut [E; LANES] = (&mut cur[at..][..LANES]).try_into().expect("a full block");
+                    let ej: &mut [E; LANES] = (&mut dec[at..][..LANES]).try_into().expect("a full block");
+                    for k in 0..LANES {
+                        let e = (dtc[k] * a[k]).exp_nonpos();
+                        let v = e.fma(pj[k], dxc[k] * bn);
+                        ej[k] = e;
+                        hj[k] = v;
+                        yv[k] = cn.fma(v, yv[k]);
+                    }
+                }
+                yr[c..c + LANES].copy_from_slice(&yv);
+            }
+            for d in full..di {
+                let mut yd = d_skip[d] * xs[d];
+                for j in 0..n {
+                    let at = j * di + d;
+                    let e = (dt[d] * io.at[at]).exp_nonpos();
+                    let v = e.fma(prev[at], dx[d] * bt[j]);
+                    dec[at] = e;
+                    cur[at] = v;
+                    yd = ct[j].fma(v, yd);
+                }
+                yr[d] = yd;
             }
         }
     }
