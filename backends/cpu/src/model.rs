@@ -21,6 +21,9 @@
 //! ([`crate::mamba1::backward`], [`crate::mamba2::backward`]); the attention recomputes per
 //! `(b, t)` group ([`crate::knn::backward`]). Keeping the middle activation costs one
 //! `(B,T,P,M)` tensor per layer and saves a second mixer forward per layer in the backward.
+//! While they fit a budget of 256 MiB for all layers, a Mamba-1 forward also leaves its scan
+//! state every few steps ([`crate::mamba1::ScanCheckpoints`]), which spares the backward its
+//! own pass over the states; the gradients are the same bits either way.
 //!
 //! Determinism: every parallel reduction uses the fixed block partitions of [`crate::par`]
 //! (and the mixers' own), so a result does not depend on the thread count beyond that.
@@ -58,12 +61,41 @@ impl MixerDims {
         }
     }
 
-    /// `y = mixer(u)` over every parcel's sequence of the `(B, T, P, M)` activation `u`.
-    fn forward<E: CpuElem>(self, p: &Mixer<E>, u: &[E], b: usize, t: usize, np: usize, y: &mut [E]) {
+    /// `y = mixer(u)` over every parcel's sequence of the `(B, T, P, M)` activation `u`; with
+    /// `keep`, a Mamba-1 mixer also returns its scan checkpoints for [`MixerDims::backward`].
+    #[allow(clippy::too_many_arguments)]
+    fn forward<E: CpuElem>(
+        self,
+        p: &Mixer<E>,
+        u: &[E],
+        b: usize,
+        t: usize,
+        np: usize,
+        y: &mut [E],
+        keep: bool,
+        reuse: Vec<E>,
+    ) -> Option<mamba1::ScanCheckpoints<E>> {
         match (self, p) {
-            (Self::Mamba1(d), Mixer::Mamba1(p)) => mamba1::forward(d, p, u, b, t, np, y),
-            (Self::Mamba2(d), Mixer::Mamba2(p)) => mamba2::forward(d, p, u, b, t, np, y),
+            (Self::Mamba1(d), Mixer::Mamba1(p)) if keep => {
+                Some(mamba1::forward_keeping_checkpoints(d, p, u, b, t, np, y, reuse))
+            }
+            (Self::Mamba1(d), Mixer::Mamba1(p)) => {
+                mamba1::forward(d, p, u, b, t, np, y);
+                None
+            }
+            (Self::Mamba2(d), Mixer::Mamba2(p)) => {
+                mamba2::forward(d, p, u, b, t, np, y);
+                None
+            }
             _ => unreachable!("every layer holds the mixer of the model's dims"),
+        }
+    }
+
+    /// Bytes of scan checkpoints one layer's forward keeps with `keep` (see [`Trace::scans`]).
+    fn checkpoint_bytes<E>(self, b: usize, t: usize, np: usize) -> usize {
+        match self {
+            Self::Mamba1(d) => mamba1::checkpoint_bytes::<E>(d, b, t, np),
+            Self::Mamba2(_) => 0,
         }
     }
 
@@ -79,9 +111,13 @@ impl MixerDims {
         g_y: &[E],
         g_u: &mut [E],
         g: &mut Mixer<E>,
+        ck: Option<&mamba1::ScanCheckpoints<E>>,
     ) {
         match (self, p, g) {
-            (Self::Mamba1(d), Mixer::Mamba1(p), Mixer::Mamba1(g)) => mamba1::backward(d, p, u, b, t, np, g_y, g_u, g),
+            (Self::Mamba1(d), Mixer::Mamba1(p), Mixer::Mamba1(g)) => match ck {
+                Some(ck) => mamba1::backward_from_checkpoints(d, p, u, b, t, np, g_y, g_u, g, ck),
+                None => mamba1::backward(d, p, u, b, t, np, g_y, g_u, g),
+            },
             (Self::Mamba2(d), Mixer::Mamba2(p), Mixer::Mamba2(g)) => mamba2::backward(d, p, u, b, t, np, g_y, g_u, g),
             _ => unreachable!("every layer holds the mixer of the model's dims"),
         }
@@ -191,11 +227,20 @@ impl<E: CpuElem> Params<E> {
 }
 
 /// What the forward keeps for the backward: per layer its input and (with attention) its
-/// middle activation, each `(B,T,P,M)`.
+/// middle activation, each `(B,T,P,M)`, and the mixer's scan checkpoints when they fit.
 struct Trace<E> {
     inputs: Vec<Vec<E>>,
     mids: Vec<Vec<E>>,
+    /// Per layer, the scan checkpoints its mixer's forward left (Mamba-1 within
+    /// [`SCAN_CHECKPOINT_BUDGET`]), else `None`.
+    scans: Vec<Option<mamba1::ScanCheckpoints<E>>>,
 }
+
+/// Bytes of scan checkpoints a training forward may keep for the backward, all layers
+/// together ([`mamba1::forward_keeping_checkpoints`]): they spare the backward one pass over
+/// the scan states per layer, about 10 % of the mixer's backward. `cpu-demo` keeps 128 MiB;
+/// `boldcast-demo` (16 GiB of them) keeps none and its backward makes its own, as before.
+const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
 
 /// The BOLDcast model on the CPU, generic over `f32` (training) and `f64` (gradient checks).
 ///
@@ -209,6 +254,9 @@ pub struct CpuModel<E: CpuElem> {
     dims: MixerDims,
     params: Params<E>,
     grads: Params<E>,
+    /// The scan-checkpoint buffers of the last training step, one per layer that kept them,
+    /// reused by the next step (see [`SCAN_CHECKPOINT_BUDGET`]).
+    scan_buffers: Vec<Vec<E>>,
 }
 
 impl<E: CpuElem> CpuModel<E> {
@@ -261,7 +309,7 @@ impl<E: CpuElem> CpuModel<E> {
             init::initialize(&specs, slices, seed)?;
         }
         let grads = Params::zeros(&cfg, dims);
-        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads })
+        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads, scan_buffers: Vec::new() })
     }
 
     /// The spatial neighbourhood the model was built with (`None` when `k_neighbors == 0`).
@@ -287,19 +335,34 @@ impl<E: CpuElem> CpuModel<E> {
     }
 
     /// embed_proj and the layers: the activation before `final_norm`, and with `keep` the
-    /// per-layer activations the backward needs.
-    fn trunk(&self, tokens: &[E], b: usize, t: usize, p: usize, keep: bool) -> (Vec<E>, Trace<E>) {
+    /// per-layer activations the backward needs (the scan checkpoints written into `buffers`
+    /// while they last, see [`CpuModel::scan_buffers`]).
+    fn trunk(
+        &self,
+        tokens: &[E],
+        b: usize,
+        t: usize,
+        p: usize,
+        keep: bool,
+        mut buffers: Vec<Vec<E>>,
+    ) -> (Vec<E>, Trace<E>) {
         let (m, d, rows) = (self.cfg.d_model, self.cfg.d_in, b * t * p);
         let mut x = par::zeros(rows * m);
         par::linear_forward(tokens, rows, d, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x);
-        let mut tr = Trace { inputs: Vec::new(), mids: Vec::new() };
+        let mut tr = Trace { inputs: Vec::new(), mids: Vec::new(), scans: Vec::new() };
+        let n_layers = self.params.layers.len();
+        let keep_scans = keep && n_layers * self.dims.checkpoint_bytes::<E>(b, t, p) <= SCAN_CHECKPOINT_BUDGET;
         let (mut u, mut y) = (par::zeros(rows * m), par::zeros(rows * m));
         for l in &self.params.layers {
             if keep {
                 tr.inputs.push(par::copy_of(&x));
             }
             layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
-            self.dims.forward(&l.mamba, &u, b, t, p, &mut y);
+            let reuse = if keep_scans { buffers.pop().unwrap_or_default() } else { Vec::new() };
+            let ck = self.dims.forward(&l.mamba, &u, b, t, p, &mut y, keep_scans, reuse);
+            if keep {
+                tr.scans.push(ck);
+            }
             par::add_into(&mut x, &y);
             if let (Some(kp), Some(adj)) = (&l.knn, &self.adj) {
                 if keep {
@@ -370,21 +433,21 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
     fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>, Error> {
         let (b, t, p) = self.check(tokens)?;
         let rows = b * t * p;
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false);
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, Vec::new());
         let pred = self.head(&self.final_norm(&x, rows), rows);
         Forecasts::new(ForecastShape::new(b, t, p, self.cfg.n_horizons(), self.cfg.d_in), pred)
     }
 
     fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>, Error> {
         let (b, t, p) = self.check(tokens)?;
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false);
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, Vec::new());
         Embeddings::new(EmbedShape::new(b, t, p, self.cfg.d_model), self.final_norm(&x, b * t * p))
     }
 
     fn loss(&self, tokens: &Tokens<E>) -> Result<f64, Error> {
         let (b, t, p) = self.check(tokens)?;
         let rows = b * t * p;
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false);
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, Vec::new());
         let pred = self.head(&self.final_norm(&x, rows), rows);
         Ok(self.loss_of(&pred, tokens.data(), b, t, p, None))
     }
@@ -396,7 +459,8 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         for g in self.grads.slices_mut() {
             g.fill(E::zero());
         }
-        let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true);
+        let buffers = std::mem::take(&mut self.scan_buffers);
+        let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true, buffers);
         let e = self.final_norm(&x_last, rows);
         let pred = self.head(&e, rows);
         let mut g_pred = par::zeros(rows * hd);
@@ -404,6 +468,7 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         drop(pred);
 
         let (prm, grd) = (&self.params, &mut self.grads);
+        let mut kept = Vec::new();
         // head, then final_norm: g is the gradient with respect to the trunk output.
         let mut g_e = par::zeros(rows * m);
         par::linear_backward(&e, rows, m, &prm.head_w, hd, &g_pred, &mut grd.head_w, &mut grd.head_b, Some(&mut g_e));
@@ -426,10 +491,15 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
             let x_in = tr.inputs.pop().expect("one input activation per layer");
             debug_assert_eq!(tr.inputs.len(), li);
             layernorm::forward(&x_in, rows, m, &l.norm_w, &l.norm_b, &mut u);
-            self.dims.backward(&l.mamba, &u, b, t, p, &g, &mut g_u, &mut lg.mamba);
+            let ck = tr.scans.pop().expect("one scan entry per layer");
+            self.dims.backward(&l.mamba, &u, b, t, p, &g, &mut g_u, &mut lg.mamba, ck.as_ref());
+            if let Some(ck) = ck {
+                kept.push(ck.into_buffer());
+            }
             layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, &mut g, &mut lg.norm_w, &mut lg.norm_b);
         }
         par::linear_backward(tokens.data(), rows, d, &prm.embed_w, m, &g, &mut grd.embed_w, &mut grd.embed_b, None);
+        self.scan_buffers = kept;
         Ok(loss)
     }
 

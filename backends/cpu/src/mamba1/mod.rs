@@ -193,30 +193,61 @@ fn blocks(n_seq: usize) -> Vec<(usize, usize)> {
     (0..nb).map(|k| (k * n_seq / nb, (k + 1) * n_seq / nb)).collect()
 }
 
-/// Bytes of states and decays one thread may hold for a sequence's backward: with them all
-/// kept (one chunk), the backward needs no checkpoint pass, which saves one exponential per
-/// state element; past this, the scan is chunked.
-const SCAN_BYTES: usize = 8 << 20;
+/// Bytes of one chunk's recomputed states and decays (`2 Q N Di` values). The backward writes
+/// them and walks them back at once, so they should stay in the core's L2 cache: with the
+/// whole sequence recomputed in one piece (8 MiB at `cpu-demo`), writing the states went out
+/// to L3 and took as long as the scan's arithmetic. Measured on the project's machine (one
+/// thread, 16 `cpu-demo` sequences, including the pass that leaves the checkpoints):
+/// Q = 8 (128 KiB) 24.0-24.3 ms per backward, Q = 4 25.0, Q = 64 25.4, Q = T = 256 25.4-25.9.
+const CHUNK_BYTES: usize = 128 << 10;
 
-/// The backward's chunk length: the whole sequence (one chunk, no checkpoint pass) when its
-/// states and decays fit in [`SCAN_BYTES`], else [`chunk_len`]. The memory is per thread (one
-/// sequence at a time), not per batch, so it does not grow with `B * P`.
+/// The backward's chunk length Q: the largest power of two up to 32 whose states and decays
+/// fit in [`CHUNK_BYTES`] (at least 1, at most `T`). A power of two up to 32 divides the
+/// 32-step blocks in which the `A` and `D` gradients are summed (`seq::FLUSH`), so no walk is
+/// split twice.
 fn scan_chunk(dims: Mamba1Dims, time: usize, elem: usize) -> usize {
-    if 2 * time * dims.d_inner * dims.d_state * elem <= SCAN_BYTES {
-        time.max(1)
-    } else {
-        chunk_len(time)
+    let per_step = (2 * dims.d_inner * dims.d_state * elem).max(1);
+    let mut q = 1;
+    while q < 32 && 2 * q * per_step <= CHUNK_BYTES {
+        q *= 2;
+    }
+    q.min(time.max(1))
+}
+
+/// The scan states a training forward leaves for its backward
+/// ([`forward_keeping_checkpoints`], [`backward_from_checkpoints`]): the state before every
+/// Q-th step of every sequence, `(B * P, ceil(T / Q), N, Di)`, with Q the backward's
+/// [`scan_chunk`]. With them the backward skips its own pass over the states, one exponential
+/// per state element. They cost `B P ceil(T / Q) N Di` values ([`checkpoint_bytes`]), so the
+/// model keeps them only while they fit its budget.
+#[derive(Clone, Debug)]
+pub struct ScanCheckpoints<E> {
+    /// The chunk length Q.
+    q: usize,
+    /// What they were made for: `(dims, batch, time, parcels)`.
+    shape: (Mamba1Dims, usize, usize, usize),
+    /// The states, `(B * P, ceil(T / Q), N, Di)`.
+    states: Vec<E>,
+}
+
+impl<E> ScanCheckpoints<E> {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.states.len() * std::mem::size_of::<E>()
+    }
+
+    /// The buffer, for the next [`forward_keeping_checkpoints`] of the same shape to reuse:
+    /// a fresh one of this size (64 MiB per layer at `cpu-demo`) costs a page fault per 4 KiB.
+    pub fn into_buffer(self) -> Vec<E> {
+        self.states
     }
 }
 
-/// The scan's chunk length Q for sequences of length `time`: about `sqrt(T)` minimizes the
-/// `T / Q` checkpoints plus the `2 Q` recomputed states and decays held in the backward.
-fn chunk_len(time: usize) -> usize {
-    let mut q = 1;
-    while q * q < time {
-        q += 1;
-    }
-    q
+/// Bytes of the [`ScanCheckpoints`] a forward of this shape leaves.
+pub fn checkpoint_bytes<E>(dims: Mamba1Dims, batch: usize, time: usize, parcels: usize) -> usize {
+    let elem = std::mem::size_of::<E>();
+    let q = scan_chunk(dims, time, elem);
+    batch * parcels * time.div_ceil(q) * dims.d_state * dims.d_inner * elem
 }
 
 /// `A = -exp(A_log)`, computed once per call rather than per sequence.
@@ -283,20 +314,68 @@ pub fn forward<E: CpuElem>(
     parcels: usize,
     y: &mut [E],
 ) {
+    forward_impl(dims, p, u, batch, time, parcels, y, None);
+}
+
+/// [`forward`], also leaving the scan's checkpoints for [`backward_from_checkpoints`]
+/// (`checkpoint_bytes` of them). They are written into `reuse` when it has their size (every
+/// value is overwritten; pass [`ScanCheckpoints::into_buffer`] of the last step's, or an
+/// empty vector), else into a new buffer.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_keeping_checkpoints<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<E>,
+    u: &[E],
+    batch: usize,
+    time: usize,
+    parcels: usize,
+    y: &mut [E],
+    reuse: Vec<E>,
+) -> ScanCheckpoints<E> {
+    let q = scan_chunk(dims, time, std::mem::size_of::<E>());
+    let per_seq = time.div_ceil(q) * dims.d_state * dims.d_inner;
+    let len = batch * parcels * per_seq;
+    let states = if reuse.len() == len { reuse } else { par::zeros(len) };
+    let mut ck = ScanCheckpoints { q, shape: (dims, batch, time, parcels), states };
+    forward_impl(dims, p, u, batch, time, parcels, y, Some((q, per_seq, &mut ck.states)));
+    ck
+}
+
+/// The forward, with `keep = (q, values per sequence, destination)` for the checkpoints.
+#[allow(clippy::too_many_arguments)]
+fn forward_impl<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<E>,
+    u: &[E],
+    batch: usize,
+    time: usize,
+    parcels: usize,
+    y: &mut [E],
+    keep: Option<(usize, usize, &mut [E])>,
+) {
     let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], batch, time, parcels) else {
         return;
     };
     let a = decay_rates(&p.a_log);
     let pr = Prepared::new(dims, p, &a);
     let bl = blocks(batch * parcels);
+    // Each block's part of the checkpoints (empty slices when none are kept).
+    let (q, per_seq, mut rest) = keep.unwrap_or((1, 0, &mut []));
+    let mut dests = Vec::with_capacity(bl.len());
+    for &(s0, s1) in &bl {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) * per_seq);
+        dests.push(head);
+        rest = tail;
+    }
     let dst = par::DisjointWriter::new(y);
-    bl.par_iter().for_each(|&(s0, s1)| {
+    bl.into_par_iter().zip(dests).for_each(|((s0, s1), ck)| {
         // The thread's cached workspace, reused by every sequence of the block.
         seq::with_workspace(dims, time, None, |ws: &mut seq::Workspace<E>| {
             for s in s0..s1 {
                 lay.gather(u, s, &mut ws.us);
                 let mut out = std::mem::take(&mut ws.out);
-                seq::forward(dims, p, &pr, ws, &mut out);
+                let own = &mut ck[(s - s0) * per_seq..][..per_seq];
+                seq::forward(dims, p, &pr, ws, &mut out, q, own);
                 // SAFETY: sequence `s` belongs to this block only.
                 unsafe { lay.scatter_seq(&out, s, &dst) };
                 ws.out = out;
@@ -310,9 +389,9 @@ pub fn forward<E: CpuElem>(
 /// internally (nothing is cached between forward and backward; the model relies on this to bound
 /// memory).
 ///
-/// One sequence at a time per thread: its scan states and decays are all kept while they fit
-/// in a few MiB ([`scan_chunk`]); longer sequences keep the state only every Q ≈ sqrt(T) steps
-/// and recompute each chunk's states on the way back (BACKWARD.md, "Memory"). Each block of sequences accumulates its own
+/// One sequence at a time per thread: a pass over the scan keeps the state every Q steps, and
+/// the backward recomputes each chunk's states from them on the way back, in chunks small
+/// enough to stay in cache ([`scan_chunk`]; BACKWARD.md, "Memory"). Each block of sequences accumulates its own
 /// gradient partial in f64; the partials are summed in block order over a split that depends
 /// on `B * P` only, so the result is bit-identical from run to run and for any thread count.
 #[allow(clippy::too_many_arguments)]
@@ -328,7 +407,29 @@ pub fn backward<E: CpuElem>(
     grads: &mut Mamba1Params<E>,
 ) {
     let q = scan_chunk(dims, time, std::mem::size_of::<E>());
-    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, q);
+    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, q, None);
+}
+
+/// [`backward`] starting from the checkpoints [`forward_keeping_checkpoints`] left for the
+/// same parameters and input: the same results, bit for bit, without the pass over the states.
+///
+/// # Panics
+/// When `ck` was made for another shape.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_from_checkpoints<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<E>,
+    u: &[E],
+    batch: usize,
+    time: usize,
+    parcels: usize,
+    g_y: &[E],
+    g_u: &mut [E],
+    grads: &mut Mamba1Params<E>,
+    ck: &ScanCheckpoints<E>,
+) {
+    assert_eq!(ck.shape, (dims, batch, time, parcels), "mamba1: checkpoints made for another shape");
+    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, ck.q, Some(&ck.states));
 }
 
 /// [`backward`] with an explicit chunk length `q` (the tests compare several).
@@ -344,6 +445,7 @@ fn backward_q<E: CpuElem>(
     g_u: &mut [E],
     grads: &mut Mamba1Params<E>,
     q: usize,
+    given: Option<&[E]>,
 ) {
     grads.check(dims, "gradient");
     let tensors = [("u", u.len()), ("g_y", g_y.len()), ("g_u", g_u.len())];
@@ -351,6 +453,10 @@ fn backward_q<E: CpuElem>(
         return;
     };
     assert!(q > 0, "mamba1: the chunk length must be positive");
+    let per_seq = time.div_ceil(q) * dims.d_state * dims.d_inner;
+    if let Some(c) = given {
+        assert_eq!(c.len(), batch * parcels * per_seq, "mamba1: checkpoints of another size");
+    }
     let a = decay_rates(&p.a_log);
     let pr = Prepared::new(dims, p, &a);
     let bl = blocks(batch * parcels);
@@ -366,7 +472,8 @@ fn backward_q<E: CpuElem>(
                     lay.gather(u, s, &mut ws.us);
                     lay.gather(g_y, s, &mut ws.g_out);
                     let mut gu = std::mem::take(&mut ws.out);
-                    seq::backward(dims, p, &pr, ws, &mut gu, &mut part);
+                    let own = given.map(|c| &c[s * per_seq..][..per_seq]);
+                    seq::backward(dims, p, &pr, ws, &mut gu, &mut part, own);
                     // SAFETY: sequence `s` belongs to this block only.
                     unsafe { lay.scatter_seq(&gu, s, &dst) };
                     ws.out = gu;

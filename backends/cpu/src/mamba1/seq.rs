@@ -350,18 +350,22 @@ fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, pr: &Prepared<E>, 
     gate_forward(&ws.xz, di, &mut ws.sig_z, &mut ws.gate);
 }
 
-/// The mixer's output for the sequence in `ws.us`, written to `out` `(T, M)`.
+/// The mixer's output for the sequence in `ws.us`, written to `out` `(T, M)`. Unless `ckpt`
+/// is empty, the scan's state before every `q`-th step is left there too,
+/// `(ceil(T / q), N, Di)`, for [`backward`].
 pub(super) fn forward<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<E>,
     pr: &Prepared<E>,
     ws: &mut Workspace<E>,
     out: &mut [E],
+    q: usize,
+    ckpt: &mut [E],
 ) {
     project(dims, p, pr, ws);
     let mut gated = std::mem::take(&mut ws.gated);
     let mut h = std::mem::take(&mut ws.h);
-    scan::forward_gated(&ws.inputs(dims, pr, p), &ws.gate, &mut h, &mut gated);
+    scan::forward_gated(&ws.inputs(dims, pr, p), &ws.gate, &mut h, &mut gated, q, ckpt);
     let t_len = ws.time(dims);
     linear::forward(&gated, t_len, dims.d_inner, &p.out_proj, None, dims.d_model, out);
     (ws.gated, ws.h) = (gated, h);
@@ -372,7 +376,8 @@ pub(super) fn forward<E: CpuElem>(
 /// partial `part` (whose `a_log` collects the gradient with respect to A).
 ///
 /// Order: the projections are recomputed; `g_gated = g_out W_out` needs no scan; a pass over
-/// the states leaves every Q-th one; then each chunk, from the last, recomputes its states and
+/// the states leaves every Q-th one (unless the forward left them: `given`, which must be
+/// [`forward`]'s `ckpt` for the same sequence and chunk length); then each chunk, from the last, recomputes its states and
 /// scan output, applies the gate's backward to its rows, and is walked back. out_proj's weight
 /// gradient, which needs every gated row, follows.
 pub(super) fn backward<E: CpuElem>(
@@ -382,6 +387,7 @@ pub(super) fn backward<E: CpuElem>(
     ws: &mut Workspace<E>,
     g_u: &mut [E],
     part: &mut Mamba1Params<f64>,
+    given: Option<&[E]>,
 ) {
     let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
     let (t_len, w) = (ws.time(dims), dims.w_dbc());
@@ -401,19 +407,28 @@ pub(super) fn backward<E: CpuElem>(
     {
         let io = ws.inputs(dims, pr, p);
         let q = bw.q;
-        if q >= t_len {
-            // One chunk: its only checkpoint is the zero state, no pass needed.
-            bw.ckpt[..di * n].fill(E::zero());
-        } else {
-            scan::checkpoints(&io, q, &mut h, &mut bw.ckpt);
-        }
+        let ckpt: &[E] = match given {
+            Some(c) => {
+                assert_eq!(c.len(), t_len.div_ceil(q) * di * n, "mamba1: checkpoints of another shape");
+                c
+            }
+            None => {
+                if q >= t_len {
+                    // One chunk: its only checkpoint is the zero state, no pass needed.
+                    bw.ckpt[..di * n].fill(E::zero());
+                } else {
+                    scan::checkpoints(&io, q, &mut h, &mut bw.ckpt);
+                }
+                &bw.ckpt
+            }
+        };
         bw.carry.fill(E::zero());
         bw.g_a.fill(E::zero());
         bw.g_d.fill(E::zero());
         let s = di * n;
         for c in (0..t_len.div_ceil(q)).rev() {
             let (t0, t1) = (c * q, (c * q + q).min(t_len));
-            let h0 = &bw.ckpt[c * s..(c + 1) * s];
+            let h0 = &ckpt[c * s..(c + 1) * s];
             scan::chunk_forward(&io, t0, t1, h0, &mut bw.hs, &mut bw.decs, &mut y);
             gate_backward(t0, t1, di, &ws.xz, &y, &ws.sig_z, &ws.gate, &mut gated, &mut bw.g_gated, &mut bw.g_xz);
             let mut hi = t1;

@@ -61,21 +61,74 @@ fn blocks_partition_the_sequences() {
 }
 
 #[test]
-fn one_chunk_while_the_states_fit_then_square_root_chunks() {
-    let dims = Mamba1Dims { d_model: 128, d_inner: 256, d_state: 16, dt_rank: 8, d_conv: 4 };
-    // 2 * 256 * 256 * 16 * 4 bytes = 8 MiB: exactly the budget.
-    assert_eq!(scan_chunk(dims, 256, 4), 256);
-    assert_eq!(scan_chunk(dims, 257, 4), 17);
-    assert_eq!(scan_chunk(dims, 256, 8), 16);
-    assert_eq!(scan_chunk(dims, 0, 4), 1);
+fn chunks_are_the_largest_power_of_two_whose_states_fit_the_cache_budget() {
+    let demo = Mamba1Dims { d_model: 64, d_inner: 128, d_state: 16, dt_rank: 4, d_conv: 4 };
+    let big = Mamba1Dims { d_model: 128, d_inner: 256, d_state: 16, dt_rank: 8, d_conv: 4 };
+    // cpu-demo, f32: 2 * 8 steps * 16 * 128 * 4 bytes = 128 KiB, exactly the budget.
+    assert_eq!(scan_chunk(demo, 256, 4), 8);
+    assert_eq!(scan_chunk(demo, 256, 8), 4);
+    assert_eq!(scan_chunk(big, 256, 4), 4);
+    // Small states: at most 32 steps (the gradient-summing blocks), at most T.
+    let tiny = Mamba1Dims { d_model: 4, d_inner: 8, d_state: 4, dt_rank: 1, d_conv: 4 };
+    assert_eq!(scan_chunk(tiny, 1000, 4), 32);
+    assert_eq!(scan_chunk(tiny, 5, 4), 5);
+    assert_eq!(scan_chunk(tiny, 0, 4), 1);
+    // Huge states: one step per chunk.
+    let huge = Mamba1Dims { d_model: 1024, d_inner: 4096, d_state: 64, dt_rank: 64, d_conv: 4 };
+    assert_eq!(scan_chunk(huge, 256, 4), 1);
+    assert_eq!(checkpoint_bytes::<f32>(demo, 4, 256, 64), 4 * 64 * 32 * 16 * 128 * 4);
 }
 
+/// The checkpoints the forward leaves are the states the backward's own pass would keep, so
+/// the backward from them gives the same bits; the forward's output is unchanged by keeping
+/// them. f32, 37 channels (full 16-lane blocks and a remainder), T not a multiple of Q.
 #[test]
-fn chunk_length_is_the_ceiling_square_root() {
-    let want = [(0, 1), (1, 1), (2, 2), (4, 2), (5, 3), (16, 4), (17, 5), (256, 16), (257, 17)];
-    for (t, q) in want {
-        assert_eq!(chunk_len(t), q, "T = {t}");
+fn backward_from_the_forwards_checkpoints_is_the_plain_backward() {
+    let dims = Mamba1Dims { d_model: 6, d_inner: 37, d_state: 5, dt_rank: 2, d_conv: 4 };
+    let (batch, time, parcels) = (2, 45, 3);
+    let mut seed = 5;
+    let p64 = random_params(dims, &mut seed);
+    let mut p = Mamba1Params::<f32>::zeros(dims);
+    for ((_, dst), (_, src)) in p.tensors_mut().into_iter().zip(p64.tensors()) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s as f32;
+        }
     }
+    let len = batch * time * parcels * dims.d_model;
+    let mut buf = vec![0.0; 2 * len];
+    fill(&mut buf, &mut seed, -1.5, 1.5);
+    let u: Vec<f32> = buf[..len].iter().map(|&v| v as f32).collect();
+    let g_y: Vec<f32> = buf[len..].iter().map(|&v| v as f32).collect();
+    let q = scan_chunk(dims, time, 4);
+    assert!(q < time && time % q != 0, "Q = {q}: several chunks, the last one partial");
+
+    let (mut y_plain, mut y_kept) = (vec![0.0f32; len], vec![0.0f32; len]);
+    forward(dims, &p, &u, batch, time, parcels, &mut y_plain);
+    let ck = forward_keeping_checkpoints(dims, &p, &u, batch, time, parcels, &mut y_kept, Vec::new());
+    assert!(y_plain == y_kept, "keeping checkpoints changed the forward");
+    assert_eq!(ck.bytes(), checkpoint_bytes::<f32>(dims, batch, time, parcels));
+    // A reused buffer, full of stale values, is overwritten everywhere.
+    let stale = vec![f32::NAN; ck.states.len()];
+    let again = forward_keeping_checkpoints(dims, &p, &u, batch, time, parcels, &mut y_kept, stale);
+    assert!(again.states == ck.states);
+
+    let run = |ck: Option<&ScanCheckpoints<f32>>| {
+        let mut g_u = vec![0.0f32; len];
+        let mut grads = Mamba1Params::zeros(dims);
+        match ck {
+            Some(c) => backward_from_checkpoints(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, c),
+            None => backward(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads),
+        }
+        (g_u, grads)
+    };
+    let (plain, from) = (run(None), run(Some(&ck)));
+    assert!(plain.0.iter().all(|v| v.is_finite()) && plain.0.iter().any(|&v| v != 0.0));
+    assert!(plain == from, "the backward from the forward's checkpoints differs");
+
+    // Wrong checkpoints give a different result (the backward does use them).
+    let mut bad = ck.clone();
+    bad.states.iter_mut().for_each(|v| *v += 0.25);
+    assert!(run(Some(&bad)) != plain);
 }
 
 /// The checkpointed backward recomputes exactly the states the forward produced, so the
@@ -95,7 +148,7 @@ fn backward_does_not_depend_on_the_chunk_length() {
     let run = |q: usize| {
         let mut g_u = vec![f64::NAN; len];
         let mut grads = Mamba1Params::zeros(dims);
-        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q);
+        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q, None);
         (g_u, grads)
     };
     let reference = run(1);
@@ -128,7 +181,7 @@ fn backward_does_not_depend_on_the_chunk_length_f32() {
     let run = |q: usize| {
         let mut g_u = vec![0.0f32; len];
         let mut grads = Mamba1Params::zeros(dims);
-        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q);
+        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q, None);
         (g_u, grads)
     };
     let reference = run(1);
