@@ -77,7 +77,7 @@ pub enum Command {
     /// `threads`, `median_step_s`, `min_step_s`, `tokens_per_s` (B*T*P per step),
     /// `flops_per_step` (the model-FLOP formula in BENCHMARKS.md), `gflops`, `peak_gflops`
     /// (single-precision products of 2048 x 2048 matrices with the same library on the same
-    /// threads, measured in the same run), `fraction_of_peak`, `peak_rss_bytes` (VmHWM) and
+    /// threads, best of 10, measured in the same run), `fraction_of_peak`, `peak_rss_bytes` (VmHWM) and
     /// `rss_bytes_per_token`. Threads: RAYON_NUM_THREADS, else one per CPU.
     Bench(BenchArgs),
     /// Evaluate a checkpoint on the held-out windows beside baselines and the floor.
