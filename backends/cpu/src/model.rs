@@ -254,9 +254,81 @@ pub struct CpuModel<E: CpuElem> {
     dims: MixerDims,
     params: Params<E>,
     grads: Params<E>,
-    /// The scan-checkpoint buffers of the last training step, one per layer that kept them,
-    /// reused by the next step (see [`SCAN_CHECKPOINT_BUDGET`]).
-    scan_buffers: Vec<Vec<E>>,
+    /// The large buffers of the last training step (activations, their gradients, scan
+    /// checkpoints), reused by the next one.
+    pool: Scratch<Pool<E>>,
+}
+
+/// Buffers kept for reuse, found by length. A training step takes its `(B, T, P, M)`
+/// activations and gradients (and the scan checkpoints) from here and gives them back when
+/// done with them, so after the first step none is allocated, zeroed or page-faulted again:
+/// above glibc's largest mmap threshold (32 MiB, `boldcast-demo`'s 512 MiB activations) every
+/// fresh buffer costs a page fault per 4 KiB. Only buffers no longer needed are reused, and
+/// only for a buffer of the same length, so the peak memory stays about that of the step's
+/// live buffers (the few of other lengths, the predictions and the scan checkpoints, stay
+/// allocated between uses).
+struct Pool<E> {
+    free: Vec<Vec<E>>,
+}
+
+impl<E> Default for Pool<E> {
+    fn default() -> Self {
+        Self { free: Vec::new() }
+    }
+}
+
+impl<E: CpuElem> Pool<E> {
+    /// A buffer of `len` values with arbitrary contents (a kept one, else new zeros): for
+    /// outputs that are overwritten.
+    fn take(&mut self, len: usize) -> Vec<E> {
+        match self.free.iter().position(|v| v.len() == len) {
+            Some(i) => self.free.swap_remove(i),
+            None => par::zeros(len),
+        }
+    }
+
+    /// A buffer of `len` zeros.
+    fn zeroed(&mut self, len: usize) -> Vec<E> {
+        match self.free.iter().position(|v| v.len() == len) {
+            Some(i) => {
+                let mut v = self.free.swap_remove(i);
+                par::fill(&mut v, E::zero());
+                v
+            }
+            None => par::zeros(len),
+        }
+    }
+
+    /// A copy of `x`.
+    fn copy_of(&mut self, x: &[E]) -> Vec<E> {
+        let mut v = self.take(x.len());
+        par::copy_into(x, &mut v);
+        v
+    }
+
+    /// Keeps `v` for a later `take`.
+    fn give(&mut self, v: Vec<E>) {
+        if !v.is_empty() {
+            self.free.push(v);
+        }
+    }
+}
+
+/// Scratch a model keeps from one training step to the next; a clone of the model starts
+/// without it (it holds no state, only reusable memory), and `Debug` does not print it.
+#[derive(Default)]
+struct Scratch<T>(T);
+
+impl<T> std::fmt::Debug for Scratch<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scratch(..)")
+    }
+}
+
+impl<T: Default> Clone for Scratch<T> {
+    fn clone(&self) -> Self {
+        Self(T::default())
+    }
 }
 
 impl<E: CpuElem> CpuModel<E> {
@@ -309,7 +381,7 @@ impl<E: CpuElem> CpuModel<E> {
             init::initialize(&specs, slices, seed)?;
         }
         let grads = Params::zeros(&cfg, dims);
-        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads, scan_buffers: Vec::new() })
+        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads, pool: Scratch::default() })
     }
 
     /// The spatial neighbourhood the model was built with (`None` when `k_neighbors == 0`).
@@ -335,30 +407,25 @@ impl<E: CpuElem> CpuModel<E> {
     }
 
     /// embed_proj and the layers: the activation before `final_norm`, and with `keep` the
-    /// per-layer activations the backward needs (the scan checkpoints written into `buffers`
-    /// while they last, see [`CpuModel::scan_buffers`]).
-    fn trunk(
-        &self,
-        tokens: &[E],
-        b: usize,
-        t: usize,
-        p: usize,
-        keep: bool,
-        mut buffers: Vec<Vec<E>>,
-    ) -> (Vec<E>, Trace<E>) {
+    /// per-layer activations the backward needs. Buffers come from `pool` (see [`Pool`]).
+    fn trunk(&self, tokens: &[E], b: usize, t: usize, p: usize, keep: bool, pool: &mut Pool<E>) -> (Vec<E>, Trace<E>) {
         let (m, d, rows) = (self.cfg.d_model, self.cfg.d_in, b * t * p);
-        let mut x = par::zeros(rows * m);
+        let mut x = pool.take(rows * m);
         par::linear_forward(tokens, rows, d, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x);
         let mut tr = Trace { inputs: Vec::new(), mids: Vec::new(), scans: Vec::new() };
         let n_layers = self.params.layers.len();
         let keep_scans = keep && n_layers * self.dims.checkpoint_bytes::<E>(b, t, p) <= SCAN_CHECKPOINT_BUDGET;
-        let (mut u, mut y) = (par::zeros(rows * m), par::zeros(rows * m));
+        let (mut u, mut y) = (pool.take(rows * m), pool.take(rows * m));
         for l in &self.params.layers {
             if keep {
-                tr.inputs.push(par::copy_of(&x));
+                tr.inputs.push(pool.copy_of(&x));
             }
             layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
-            let reuse = if keep_scans { buffers.pop().unwrap_or_default() } else { Vec::new() };
+            let reuse = if keep_scans {
+                pool.take(self.dims.checkpoint_bytes::<E>(b, t, p) / size_of::<E>())
+            } else {
+                Vec::new()
+            };
             let ck = self.dims.forward(&l.mamba, &u, b, t, p, &mut y, keep_scans, reuse);
             if keep {
                 tr.scans.push(ck);
@@ -366,27 +433,29 @@ impl<E: CpuElem> CpuModel<E> {
             par::add_into(&mut x, &y);
             if let (Some(kp), Some(adj)) = (&l.knn, &self.adj) {
                 if keep {
-                    tr.mids.push(par::copy_of(&x));
+                    tr.mids.push(pool.copy_of(&x));
                 }
                 knn::forward(m, adj, kp, &x, b * t, &mut y);
                 par::add_into(&mut x, &y);
             }
         }
+        pool.give(u);
+        pool.give(y);
         (x, tr)
     }
 
     /// The final-norm embedding of the trunk output `x`.
-    fn final_norm(&self, x: &[E], rows: usize) -> Vec<E> {
+    fn final_norm(&self, x: &[E], rows: usize, pool: &mut Pool<E>) -> Vec<E> {
         let m = self.cfg.d_model;
-        let mut e = par::zeros(rows * m);
+        let mut e = pool.take(rows * m);
         layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e);
         e
     }
 
     /// The head: `(rows, M) -> (rows, H*D)`, which is `(B,T,P,H,D)` row-major.
-    fn head(&self, e: &[E], rows: usize) -> Vec<E> {
+    fn head(&self, e: &[E], rows: usize, pool: &mut Pool<E>) -> Vec<E> {
         let (m, hd) = (self.cfg.d_model, self.cfg.n_horizons() * self.cfg.d_in);
-        let mut pred = par::zeros(rows * hd);
+        let mut pred = pool.take(rows * hd);
         par::linear_forward(e, rows, m, &self.params.head_w, Some(&self.params.head_b), hd, &mut pred);
         pred
     }
@@ -433,22 +502,27 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
     fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>, Error> {
         let (b, t, p) = self.check(tokens)?;
         let rows = b * t * p;
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, Vec::new());
-        let pred = self.head(&self.final_norm(&x, rows), rows);
+        let pool = &mut Pool::default();
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
+        let e = self.final_norm(&x, rows, pool);
+        let pred = self.head(&e, rows, pool);
         Forecasts::new(ForecastShape::new(b, t, p, self.cfg.n_horizons(), self.cfg.d_in), pred)
     }
 
     fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>, Error> {
         let (b, t, p) = self.check(tokens)?;
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, Vec::new());
-        Embeddings::new(EmbedShape::new(b, t, p, self.cfg.d_model), self.final_norm(&x, b * t * p))
+        let pool = &mut Pool::default();
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
+        Embeddings::new(EmbedShape::new(b, t, p, self.cfg.d_model), self.final_norm(&x, b * t * p, pool))
     }
 
     fn loss(&self, tokens: &Tokens<E>) -> Result<f64, Error> {
         let (b, t, p) = self.check(tokens)?;
         let rows = b * t * p;
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, Vec::new());
-        let pred = self.head(&self.final_norm(&x, rows), rows);
+        let pool = &mut Pool::default();
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
+        let e = self.final_norm(&x, rows, pool);
+        let pred = self.head(&e, rows, pool);
         Ok(self.loss_of(&pred, tokens.data(), b, t, p, None))
     }
 
@@ -459,33 +533,37 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         for g in self.grads.slices_mut() {
             g.fill(E::zero());
         }
-        let buffers = std::mem::take(&mut self.scan_buffers);
-        let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true, buffers);
-        let e = self.final_norm(&x_last, rows);
-        let pred = self.head(&e, rows);
-        let mut g_pred = par::zeros(rows * hd);
+        let pool = &mut std::mem::take(&mut self.pool.0);
+        let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true, pool);
+        let e = self.final_norm(&x_last, rows, pool);
+        let pred = self.head(&e, rows, pool);
+        // loss_of zeroes the gradient rows it does not write.
+        let mut g_pred = pool.take(rows * hd);
         let loss = self.loss_of(&pred, tokens.data(), b, t, p, Some(&mut g_pred));
-        drop(pred);
+        pool.give(pred);
 
         let (prm, grd) = (&self.params, &mut self.grads);
-        let mut kept = Vec::new();
         // head, then final_norm: g is the gradient with respect to the trunk output.
-        let mut g_e = par::zeros(rows * m);
+        let mut g_e = pool.take(rows * m);
         par::linear_backward(&e, rows, m, &prm.head_w, hd, &g_pred, &mut grd.head_w, &mut grd.head_b, Some(&mut g_e));
-        drop((e, g_pred));
-        let mut g = par::zeros(rows * m);
+        pool.give(e);
+        pool.give(g_pred);
+        // layernorm::backward adds to its input gradient.
+        let mut g = pool.zeroed(rows * m);
         layernorm::backward(&x_last, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b);
-        drop((x_last, g_e));
+        pool.give(x_last);
+        pool.give(g_e);
 
-        let mut g_u = par::zeros(rows * m);
-        let mut u = par::zeros(rows * m);
+        let mut g_u = pool.take(rows * m);
+        let mut u = pool.take(rows * m);
         for (li, (l, lg)) in prm.layers.iter().zip(grd.layers.iter_mut()).enumerate().rev() {
             if let (Some(kp), Some(kg), Some(adj)) = (&l.knn, &mut lg.knn, &self.adj) {
                 // x_out = x_mid + attn(x_mid): g_mid = g_out + (attention path).
                 let x_mid = tr.mids.pop().expect("one middle activation per layer with attention");
-                let mut g_mid = par::copy_of(&g);
+                let mut g_mid = pool.copy_of(&g);
                 knn::backward(m, adj, kp, &x_mid, b * t, &g, &mut g_mid, kg);
-                g = g_mid;
+                pool.give(std::mem::replace(&mut g, g_mid));
+                pool.give(x_mid);
             }
             // x_mid = x_in + mixer(LN(x_in)): g_in = g_mid + LN'(mixer'(g_mid)).
             let x_in = tr.inputs.pop().expect("one input activation per layer");
@@ -494,12 +572,16 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
             let ck = tr.scans.pop().expect("one scan entry per layer");
             self.dims.backward(&l.mamba, &u, b, t, p, &g, &mut g_u, &mut lg.mamba, ck.as_ref());
             if let Some(ck) = ck {
-                kept.push(ck.into_buffer());
+                pool.give(ck.into_buffer());
             }
             layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, &mut g, &mut lg.norm_w, &mut lg.norm_b);
+            pool.give(x_in);
         }
         par::linear_backward(tokens.data(), rows, d, &prm.embed_w, m, &g, &mut grd.embed_w, &mut grd.embed_b, None);
-        self.scan_buffers = kept;
+        for v in [g, g_u, u] {
+            pool.give(v);
+        }
+        self.pool.0 = std::mem::take(pool);
         Ok(loss)
     }
 

@@ -80,6 +80,25 @@ pub fn copy_of<E: CpuElem>(x: &[E]) -> Vec<E> {
     v
 }
 
+/// `y = x` (equal lengths), by all threads for a large `x`.
+pub fn copy_into<E: CpuElem>(x: &[E], y: &mut [E]) {
+    assert_eq!(x.len(), y.len(), "copy_into: {} values into {}", x.len(), y.len());
+    if x.len() < 2 * ELEMWISE_CHUNK {
+        y.copy_from_slice(x);
+    } else {
+        y.par_chunks_mut(ELEMWISE_CHUNK).zip(x.par_chunks(ELEMWISE_CHUNK)).for_each(|(yc, xc)| yc.copy_from_slice(xc));
+    }
+}
+
+/// Every value of `y` set to `v`, by all threads for a large `y`.
+pub fn fill<E: CpuElem>(y: &mut [E], v: E) {
+    if y.len() < 2 * ELEMWISE_CHUNK {
+        y.fill(v);
+    } else {
+        y.par_chunks_mut(ELEMWISE_CHUNK).for_each(|yc| yc.fill(v));
+    }
+}
+
 /// `x += y` elementwise (over the shorter length), by all threads for a large `x`. Each element
 /// is one addition, so the result does not depend on the split.
 pub fn add_into<E: CpuElem>(x: &mut [E], y: &[E]) {
@@ -278,6 +297,11 @@ mod tests {
             assert_eq!(z.len(), n);
             assert!(z.iter().all(|&v| v == 0.0));
             assert_eq!(copy_of(&x), x);
+            let mut into = vec![f32::NAN; n];
+            copy_into(&x, &mut into);
+            assert_eq!(into, x);
+            fill(&mut into, 2.5);
+            assert!(into.iter().all(|&v| v == 2.5));
             let mut sum = x.clone();
             add_into(&mut sum, &y);
             let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
