@@ -416,10 +416,18 @@ impl<E: CpuElem> CpuModel<E> {
         let n_layers = self.params.layers.len();
         let keep_scans = keep && n_layers * self.dims.checkpoint_bytes::<E>(b, t, p) <= SCAN_CHECKPOINT_BUDGET;
         let (mut u, mut y) = (pool.take(rows * m), pool.take(rows * m));
-        for l in &self.params.layers {
+        // `x += y`, except that with `keep` the sum goes to a new buffer and the old `x` is
+        // kept as it is (one pass instead of a copy and an addition).
+        let residual = |x: &mut Vec<E>, y: &[E], kept: &mut Vec<Vec<E>>, pool: &mut Pool<E>| {
             if keep {
-                tr.inputs.push(pool.copy_of(&x));
+                let mut sum = pool.take(x.len());
+                par::add(x, y, &mut sum);
+                kept.push(std::mem::replace(x, sum));
+            } else {
+                par::add_into(x, y);
             }
+        };
+        for l in &self.params.layers {
             layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
             let reuse = if keep_scans {
                 pool.take(self.dims.checkpoint_bytes::<E>(b, t, p) / size_of::<E>())
@@ -430,13 +438,10 @@ impl<E: CpuElem> CpuModel<E> {
             if keep {
                 tr.scans.push(ck);
             }
-            par::add_into(&mut x, &y);
+            residual(&mut x, &y, &mut tr.inputs, pool);
             if let (Some(kp), Some(adj)) = (&l.knn, &self.adj) {
-                if keep {
-                    tr.mids.push(pool.copy_of(&x));
-                }
                 knn::forward(m, adj, kp, &x, b * t, &mut y);
-                par::add_into(&mut x, &y);
+                residual(&mut x, &y, &mut tr.mids, pool);
             }
         }
         pool.give(u);

@@ -90,6 +90,25 @@ pub fn copy_into<E: CpuElem>(x: &[E], y: &mut [E]) {
     }
 }
 
+/// `z = x + y` elementwise (equal lengths), by all threads for a large `x`: the same additions
+/// as [`add_into`], into a third buffer.
+pub fn add<E: CpuElem>(x: &[E], y: &[E], z: &mut [E]) {
+    assert!(x.len() == y.len() && y.len() == z.len(), "add: lengths {}, {}, {}", x.len(), y.len(), z.len());
+    let sum = |((zc, xc), yc): ((&mut [E], &[E]), &[E])| {
+        for ((c, &a), &b) in zc.iter_mut().zip(xc).zip(yc) {
+            *c = a + b;
+        }
+    };
+    if x.len() < 2 * ELEMWISE_CHUNK {
+        sum(((z, x), y));
+    } else {
+        z.par_chunks_mut(ELEMWISE_CHUNK)
+            .zip(x.par_chunks(ELEMWISE_CHUNK))
+            .zip(y.par_chunks(ELEMWISE_CHUNK))
+            .for_each(sum);
+    }
+}
+
 /// Every value of `y` set to `v`, by all threads for a large `y`.
 pub fn fill<E: CpuElem>(y: &mut [E], v: E) {
     if y.len() < 2 * ELEMWISE_CHUNK {
@@ -306,6 +325,9 @@ mod tests {
             add_into(&mut sum, &y);
             let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
             assert_eq!(sum, want, "n = {n}");
+            let mut third = vec![f32::NAN; n];
+            add(&x, &y, &mut third);
+            assert_eq!(third, want, "n = {n}");
             // A shorter `y` adds over its length only.
             let mut part = x.clone();
             add_into(&mut part, &y[..n / 2]);
