@@ -12,8 +12,11 @@
 //! ([`crate::multiversion`]), so the scan runs at the machine's vector width.
 //!
 //! Bit-exactness: the state update `h = exp(dt A) h + (dt x) B` (one fused multiply-add,
-//! [`CpuElem::fma`]) is the same expression in the plain forward, the checkpoint pass and the chunk recomputation, so the recomputed states are
-//! the forward's states exactly, and the gradients do not depend on the chunk length.
+//! [`CpuElem::fma`]) is one function, [`state_step`], called by the plain forward, the
+//! checkpoint pass and the chunk recomputation, and the output sums the state indices in the
+//! same order in each, so the recomputed states are the forward's states exactly, and the
+//! gradients do not depend on the chunk length nor on whether the forward left the
+//! checkpoints.
 
 use crate::multiversion;
 use crate::ops::simd::{dot, LANES};
@@ -50,6 +53,16 @@ impl<E: CpuElem> Inputs<'_, E> {
     }
 }
 
+/// One state element's step: the decay `e = exp(dt a)` and the new state
+/// `e h + (dt x) B`, one fused multiply-add. Every pass over the states (the forward, the
+/// checkpoint pass, the chunk recomputation) goes through this one expression, which is what
+/// makes their states the same bits.
+#[inline(always)]
+fn state_step<E: CpuElem>(dt: E, a: E, h: E, dx: E, b: E) -> (E, E) {
+    let e = (dt * a).exp_nonpos();
+    (e, e.fma(h, dx * b))
+}
+
 multiversion! {
     /// The scan from a zero state over all steps, gated: `out[t] = (C_t h_t + D x_t) * gate[t]`
     /// `(T, Di)`. `h` is scratch, `(N, Di)`. Unless `ckpt` is empty, the state before step
@@ -80,7 +93,7 @@ multiversion! {
                     let a: &[E; LANES] = io.at[j * di + c..][..LANES].try_into().expect("a full block");
                     let hj: &mut [E; LANES] = (&mut h[j * di + c..][..LANES]).try_into().expect("a full block");
                     for k in 0..LANES {
-                        let v = (dtc[k] * a[k]).exp_nonpos().fma(hj[k], dxc[k] * bn);
+                        let (_, v) = state_step(dtc[k], a[k], hj[k], dxc[k], bn);
                         hj[k] = v;
                         yv[k] = cn.fma(v, yv[k]);
                     }
@@ -93,7 +106,7 @@ multiversion! {
             for d in full..di {
                 let mut yd = d_skip[d] * xs[d];
                 for j in 0..n {
-                    let v = (dt[d] * io.at[j * di + d]).exp_nonpos().fma(h[j * di + d], dx[d] * bt[j]);
+                    let (_, v) = state_step(dt[d], io.at[j * di + d], h[j * di + d], dx[d], bt[j]);
                     h[j * di + d] = v;
                     yd = ct[j].fma(v, yd);
                 }
@@ -120,7 +133,7 @@ multiversion! {
                 let (a, hj) = (&io.at[j * di..][..di], &mut h[j * di..][..di]);
                 let bn = bt[j];
                 for d in 0..di {
-                    hj[d] = (dt[d] * a[d]).exp_nonpos().fma(hj[d], dx[d] * bn);
+                    hj[d] = state_step(dt[d], a[d], hj[d], dx[d], bn).1;
                 }
             }
         }
@@ -168,8 +181,7 @@ multiversion! {
                     let hj: &mut [E; LANES] = (&mut cur[at..][..LANES]).try_into().expect("a full block");
                     let ej: &mut [E; LANES] = (&mut dec[at..][..LANES]).try_into().expect("a full block");
                     for k in 0..LANES {
-                        let e = (dtc[k] * a[k]).exp_nonpos();
-                        let v = e.fma(pj[k], dxc[k] * bn);
+                        let (e, v) = state_step(dtc[k], a[k], pj[k], dxc[k], bn);
                         ej[k] = e;
                         hj[k] = v;
                         yv[k] = cn.fma(v, yv[k]);
@@ -181,8 +193,7 @@ multiversion! {
                 let mut yd = d_skip[d] * xs[d];
                 for j in 0..n {
                     let at = j * di + d;
-                    let e = (dt[d] * io.at[at]).exp_nonpos();
-                    let v = e.fma(prev[at], dx[d] * bt[j]);
+                    let (e, v) = state_step(dt[d], io.at[at], prev[at], dx[d], bt[j]);
                     dec[at] = e;
                     cur[at] = v;
                     yd = ct[j].fma(v, yd);
