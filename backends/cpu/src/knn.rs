@@ -212,12 +212,16 @@ multiversion! {
             for (j, &a) in row.iter().enumerate() {
                 wp[j] = simd::dot(qp, &qkv[a * 3 * m + m..][..m]) * sc;
             }
-            // Softmax with the row maximum subtracted, so every exponent is non-positive.
+            // Softmax with the row maximum subtracted, so every exponent is non-positive. The
+            // exponentials in a loop of their own (it vectorizes: k of them at once) and then
+            // the sum, in the same order as one loop would add them.
             let mx = wp.iter().copied().fold(E::neg_infinity(), E::max);
-            let mut s = E::zero();
             for v in wp.iter_mut() {
                 *v = (*v - mx).exp_nonpos();
-                s += *v;
+            }
+            let mut s = E::zero();
+            for &v in wp.iter() {
+                s += v;
             }
             let ap = &mut att[p * m..][..m];
             ap.fill(E::zero());
