@@ -256,7 +256,7 @@ pub struct CpuModel<E: CpuElem> {
     grads: Params<E>,
     /// The large buffers of the last training step (activations, their gradients, scan
     /// checkpoints), reused by the next one.
-    pool: Scratch<Pool<E>>,
+    pool: Reused<Pool<E>>,
 }
 
 /// Buffers kept for reuse, found by length. A training step takes its `(B, T, P, M)`
@@ -278,20 +278,22 @@ impl<E> Default for Pool<E> {
 }
 
 impl<E: CpuElem> Pool<E> {
+    /// A kept buffer of `len` values, if there is one.
+    fn kept(&mut self, len: usize) -> Option<Vec<E>> {
+        let i = self.free.iter().position(|v| v.len() == len)?;
+        Some(self.free.swap_remove(i))
+    }
+
     /// A buffer of `len` values with arbitrary contents (a kept one, else new zeros): for
     /// outputs that are overwritten.
     fn take(&mut self, len: usize) -> Vec<E> {
-        match self.free.iter().position(|v| v.len() == len) {
-            Some(i) => self.free.swap_remove(i),
-            None => par::zeros(len),
-        }
+        self.kept(len).unwrap_or_else(|| par::zeros(len))
     }
 
     /// A buffer of `len` zeros.
     fn zeroed(&mut self, len: usize) -> Vec<E> {
-        match self.free.iter().position(|v| v.len() == len) {
-            Some(i) => {
-                let mut v = self.free.swap_remove(i);
+        match self.kept(len) {
+            Some(mut v) => {
                 par::fill(&mut v, E::zero());
                 v
             }
@@ -314,18 +316,18 @@ impl<E: CpuElem> Pool<E> {
     }
 }
 
-/// Scratch a model keeps from one training step to the next; a clone of the model starts
-/// without it (it holds no state, only reusable memory), and `Debug` does not print it.
+/// Memory a model keeps from one training step to the next for reuse; a clone of the model
+/// starts without it (it holds no state), and `Debug` does not print it.
 #[derive(Default)]
-struct Scratch<T>(T);
+struct Reused<T>(T);
 
-impl<T> std::fmt::Debug for Scratch<T> {
+impl<T> std::fmt::Debug for Reused<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Scratch(..)")
+        f.write_str("Reused(..)")
     }
 }
 
-impl<T: Default> Clone for Scratch<T> {
+impl<T: Default> Clone for Reused<T> {
     fn clone(&self) -> Self {
         Self(T::default())
     }
@@ -381,7 +383,7 @@ impl<E: CpuElem> CpuModel<E> {
             init::initialize(&specs, slices, seed)?;
         }
         let grads = Params::zeros(&cfg, dims);
-        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads, pool: Scratch::default() })
+        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads, pool: Reused::default() })
     }
 
     /// The spatial neighbourhood the model was built with (`None` when `k_neighbors == 0`).
@@ -414,7 +416,8 @@ impl<E: CpuElem> CpuModel<E> {
         par::linear_forward(tokens, rows, d, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x);
         let mut tr = Trace { inputs: Vec::new(), mids: Vec::new(), scans: Vec::new() };
         let n_layers = self.params.layers.len();
-        let keep_scans = keep && n_layers * self.dims.checkpoint_bytes::<E>(b, t, p) <= SCAN_CHECKPOINT_BUDGET;
+        let scan_bytes = self.dims.checkpoint_bytes::<E>(b, t, p);
+        let keep_scans = keep && scan_bytes > 0 && n_layers * scan_bytes <= SCAN_CHECKPOINT_BUDGET;
         let (mut u, mut y) = (pool.take(rows * m), pool.take(rows * m));
         // `x += y`, except that with `keep` the sum goes to a new buffer and the old `x` is
         // kept as it is (one pass instead of a copy and an addition).
@@ -429,11 +432,7 @@ impl<E: CpuElem> CpuModel<E> {
         };
         for l in &self.params.layers {
             layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
-            let reuse = if keep_scans {
-                pool.take(self.dims.checkpoint_bytes::<E>(b, t, p) / size_of::<E>())
-            } else {
-                Vec::new()
-            };
+            let reuse = if keep_scans { pool.take(scan_bytes / size_of::<E>()) } else { Vec::new() };
             let ck = self.dims.forward(&l.mamba, &u, b, t, p, &mut y, keep_scans, reuse);
             if keep {
                 tr.scans.push(ck);

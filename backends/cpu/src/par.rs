@@ -53,30 +53,20 @@ where
     parts.into_par_iter().map(|(r, o)| f(r, o)).collect()
 }
 
-/// Elements per task of the elementwise helpers below ([`zeros`], [`copy_of`], [`add_into`]):
+/// Elements per task of the elementwise helpers below ([`zeros`], [`copy_into`], [`add`], ...):
 /// 256 KiB of f32, large enough that a task's overhead is negligible. Below two of these the
 /// work stays on the calling thread.
 const ELEMWISE_CHUNK: usize = 1 << 16;
 
-/// `vec![0; n]`, written by all threads for a large `n`. The model's `(B, T, P, M)` buffers
-/// are reused heap memory (see `boldcast::alloc`), which the allocator zeroes on the calling
-/// thread: one 16 MiB pass per buffer at `cpu-demo`, while the other cores wait.
+/// `vec![0; n]`, written by all threads for a large `n`: for memory the allocator reuses
+/// (see `boldcast::alloc`), `vec!` zeroes on the calling thread alone, one 16 MiB pass per
+/// `cpu-demo` activation while the other cores wait.
 pub fn zeros<E: CpuElem>(n: usize) -> Vec<E> {
     if n < 2 * ELEMWISE_CHUNK {
         return vec![E::zero(); n];
     }
     let mut v = Vec::with_capacity(n);
     v.par_extend(rayon::iter::repeat_n(E::zero(), n));
-    v
-}
-
-/// `x.to_vec()`, copied by all threads for a large `x`.
-pub fn copy_of<E: CpuElem>(x: &[E]) -> Vec<E> {
-    if x.len() < 2 * ELEMWISE_CHUNK {
-        return x.to_vec();
-    }
-    let mut v = Vec::with_capacity(x.len());
-    v.par_extend(x.par_iter().copied());
     v
 }
 
@@ -315,7 +305,6 @@ mod tests {
             let z = zeros::<f32>(n);
             assert_eq!(z.len(), n);
             assert!(z.iter().all(|&v| v == 0.0));
-            assert_eq!(copy_of(&x), x);
             let mut into = vec![f32::NAN; n];
             copy_into(&x, &mut into);
             assert_eq!(into, x);
