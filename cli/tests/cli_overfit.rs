@@ -14,6 +14,9 @@ use boldcast::core::{
 };
 use std::path::{Path, PathBuf};
 
+mod common;
+use common::{log_lines, run};
+
 struct Scale {
     cfg: ModelConfig,
     w: Vec<f32>,
@@ -115,10 +118,6 @@ fn args(out: &Path, extra: impl FnOnce(&mut RunArgs)) -> OverfitArgs {
     OverfitArgs { run }
 }
 
-fn read_log(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
 #[test]
 fn synthetic_overfit_batch_is_four_windows_of_the_fixture() {
     let cfg = RunConfig::preset("quick").unwrap();
@@ -153,7 +152,7 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
     assert_eq!(rep.losses.len(), 150);
     assert!(rep.verdict.passed, "{:?}", rep.verdict);
     // loss_log.jsonl: one line per step with the four keys, the lr constant.
-    let log = read_log(&out.join("loss_log.jsonl"));
+    let log = log_lines(&out.join("loss_log.jsonl"));
     assert_eq!(log.len(), 150);
     for (i, rec) in log.iter().enumerate() {
         assert_eq!(rec["step"].as_u64(), Some(i as u64));
@@ -261,23 +260,19 @@ fn overfit_on_a_dataset_needs_exactly_four_windows() {
     assert!(!out.exists());
 }
 
-fn bc(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_bc-cli")).args(args).output().expect("bc-cli runs")
-}
-
 /// The wired command on the CPU model: the quick preset's synthetic batch drops well below
 /// 70 % of its start within 150 steps.
 #[test]
 fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = bc(&["overfit", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "150"]);
+    let o = run(&["overfit", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "150"]);
     let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{so}\n{se}");
     assert!(so.contains("verdict: PASS  mean(last 50) = "), "{so}");
     assert!(so.contains("exact AR(1) floor 0.420661"), "{so}");
     assert!(so.contains("step     10  loss "), "a line every log_every = 10 steps: {so}");
-    let log = read_log(&out.join("loss_log.jsonl"));
+    let log = log_lines(&out.join("loss_log.jsonl"));
     assert_eq!(log.len(), 150);
     let keys: Vec<&String> = log[0].as_object().unwrap().keys().collect();
     assert_eq!(keys.len(), 4);
@@ -298,7 +293,7 @@ fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
 fn overfit_binary_on_the_dfdx_mamba2_model_passes_with_the_quick_preset() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = bc(&[
+    let o = run(&[
         "overfit",
         "--preset",
         "quick",
@@ -314,7 +309,7 @@ fn overfit_binary_on_the_dfdx_mamba2_model_passes_with_the_quick_preset() {
     let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{so}\n{se}");
     assert!(so.contains("verdict: PASS  mean(last 50) = "), "{so}");
-    let log = read_log(&out.join("loss_log.jsonl"));
+    let log = log_lines(&out.join("loss_log.jsonl"));
     assert_eq!(log.len(), 150);
     let losses: Vec<f64> = log.iter().map(|r| r["loss"].as_f64().unwrap()).collect();
     let v = boldcast::core::accept::overfit_verdict(&losses).unwrap();
@@ -359,7 +354,7 @@ fn overfit_binary_errors_write_nothing() {
     ] {
         let mut a = vec!["overfit", "--preset", "quick", "--out", out.to_str().unwrap()];
         a.extend(args);
-        let o = bc(&a);
+        let o = run(&a);
         let se = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{se}");
         assert!(se.starts_with(&msg), "want {msg:?} in {se}");

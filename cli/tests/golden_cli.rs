@@ -4,11 +4,9 @@
 
 use boldcast::checkpoint::{load_safetensors, save_safetensors};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn bc() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bc-cli"))
-}
+mod common;
+use common::bc;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
