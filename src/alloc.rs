@@ -1,13 +1,15 @@
 //! The process's allocator policy for training: keep freed memory for reuse instead of
 //! handing it back to the kernel after every step.
 //!
-//! A training step allocates and frees a dozen activation buffers of `B * T * P * M` values
-//! (16 MiB each at the `cpu-demo` preset). With glibc's defaults, buffers this large are
-//! mapped fresh from the kernel (or the heap top is trimmed once they are freed), so every
-//! step pays a page fault and a zeroed page for each 4 KiB it writes: about 5 % of a
-//! `cpu-demo` step, measured with `perf`. Raising the mmap threshold to glibc's maximum
-//! (32 MiB) and the trim threshold to 1 GiB keeps such buffers on the heap and reuses them.
-//! Buffers above 32 MiB (the `boldcast-demo` activations) are still mapped, and at most
+//! A training step allocates and frees many buffers above glibc's default mmap threshold
+//! (128 KiB): when this policy was added, a dozen activation buffers of `B * T * P * M`
+//! values (16 MiB each at the `cpu-demo` preset), which cost a page fault and a zeroed page
+//! per 4 KiB written, about 5 % of a `cpu-demo` step (measured with `perf`). The CPU model
+//! now keeps its activation buffers itself from step to step (its buffer pool); what this
+//! policy still covers is every other large allocation: the per-block gradient partials
+//! (a few hundred KiB each, dozens per step), the dfdx backend's tensors, the data loaders.
+//! Raising the mmap threshold to glibc's maximum (32 MiB) and the trim threshold to 1 GiB
+//! keeps such buffers on the heap and reuses them; larger ones are still mapped, and at most
 //! 1 GiB of freed heap is kept. `bc-cli` calls [`retain_freed_memory`] once at start; a
 //! library user who trains in a loop may do the same.
 

@@ -106,7 +106,7 @@ impl Job for Eval<'_> {
 }
 
 fn main() -> ExitCode {
-    // Training steps free and reallocate large activation buffers: keep them on the heap
+    // Training steps free and reallocate large buffers: keep them on the heap
     // (boldcast::alloc explains the measurement behind this).
     boldcast::alloc::retain_freed_memory();
     let cli = Cli::parse();
