@@ -199,6 +199,9 @@ fn blocks(n_seq: usize) -> Vec<(usize, usize)> {
 /// to L3 and took as long as the scan's arithmetic. Measured on the project's machine (one
 /// thread, 16 `cpu-demo` sequences, including the pass that leaves the checkpoints):
 /// Q = 8 (128 KiB) 24.0-24.3 ms per backward, Q = 4 25.0, Q = 64 25.4, Q = T = 256 25.4-25.9.
+/// (Those figures predate the channel groups of `scan::GROUP`, which now keep a group's
+/// quarter of a `cpu-demo` chunk, 32 KiB, in L1; Q also sets the memory of the forward's
+/// checkpoints, `T / Q` states per sequence, which is why it stays at 8 there.)
 const CHUNK_BYTES: usize = 128 << 10;
 
 /// The backward's chunk length Q: the largest power of two up to 32 whose states and decays

@@ -2,7 +2,10 @@
 //! (BACKWARD.md, "Mamba-1 selective scan"), checkpointed as in "Memory": a first pass keeps
 //! the state only at the start of every chunk of Q steps, and the backward walks the chunks
 //! from the last, recomputing each chunk's states (and their decays `exp(dt A)`) from its
-//! checkpoint.
+//! checkpoint. Within a chunk the backward goes one group of [`GROUP`] channels at a time
+//! (recompute, then walk back), so the group's states and decays are read back from the L1
+//! cache; only the `B` and `C` gradients sum over channels, and their lane accumulators carry
+//! over from group to group ([`Back::dots`], [`finish_dots`]).
 //!
 //! Layout: the state is held channel-minor, `h[n, d]` (`(N, Di)`), and `A` transposed to match,
 //! so that every inner loop runs over the `Di` channels of one state index: contiguous,
@@ -19,7 +22,7 @@
 //! checkpoints.
 
 use crate::multiversion;
-use crate::ops::simd::{dot, LANES};
+use crate::ops::simd::{fold_lanes, LANES};
 use crate::ops::CpuElem;
 
 /// What the scan reads, row-major over the T steps of one sequence.
@@ -140,33 +143,71 @@ multiversion! {
     }
 }
 
+/// Channels per group of the chunked backward: [`chunk_forward`] and [`back_steps`] run over
+/// one group of channels at a time, so a chunk's states and decays of the group
+/// (`2 Q N GROUP` values, 32 KiB at `cpu-demo`) stay in the L1 cache between being written and
+/// walked back. The scan is independent per channel except for the `B` and `C` gradients,
+/// which sum over channels; their lane accumulators carry over from group to group in
+/// [`Back::dots`]. A multiple of [`LANES`].
+pub(super) const GROUP: usize = 2 * LANES;
+
+/// The channel groups of `di` channels: `[c0, c1)` ranges of [`GROUP`] channels, the last
+/// one shorter when `GROUP` does not divide `di`.
+pub(super) fn groups(di: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..di).step_by(GROUP).map(move |c0| (c0, (c0 + GROUP).min(di)))
+}
+
+/// Where the state before a step of a chunk lives: the chunk's checkpoint `h0` `(N, Di)` for
+/// its first step, the group's own recomputed states `(N, c1 - c0)` after that. Returns the
+/// slice, its row stride and the offset of the group's first channel in a row.
+#[inline(always)]
+fn prev_states<'a, E>(
+    h0: &'a [E],
+    done: &'a [E],
+    i: usize,
+    di: usize,
+    c0: usize,
+    gw: usize,
+    n: usize,
+) -> (&'a [E], usize, usize) {
+    if i == 0 {
+        (h0, di, c0)
+    } else {
+        (&done[(i - 1) * n * gw..][..n * gw], gw, 0)
+    }
+}
+
 multiversion! {
-    /// Recomputes steps `t0..t1` from the state `h0` before `t0`: the states into `hs`, the
-    /// decays into `decs` (both `(t1 - t0, N, Di)`), and the scan output
-    /// `y[t] = C_t h_t + D x_t` into rows `t0..t1` of `y` `(T, Di)`.
+    /// Recomputes steps `t0..t1` of channels `c0..c1` (`c0` a multiple of [`LANES`]) from the
+    /// state `h0` `(N, Di)` before `t0`: the group's states into `hs` and their decays into
+    /// `decs` (both `(t1 - t0, N, c1 - c0)`), and the scan output
+    /// `y[t] = C_t h_t + D x_t` into rows `t0..t1`, channels `c0..c1`, of `y` `(T, Di)`.
     pub(super) fn chunk_forward<E: CpuElem>(
         io: &Inputs<'_, E>,
         t0: usize,
         t1: usize,
+        c0: usize,
+        c1: usize,
         h0: &[E],
         hs: &mut [E],
         decs: &mut [E],
         y: &mut [E],
     ) {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
-        let (s, full) = (di * n, di / LANES * LANES);
+        let gw = c1 - c0;
+        let (sg, full) = (n * gw, c0 + gw / LANES * LANES);
         for t in t0..t1 {
             let i = t - t0;
-            let (done, rest) = hs.split_at_mut(i * s);
-            let cur = &mut rest[..s];
-            let prev = if i == 0 { &h0[..s] } else { &done[(i - 1) * s..][..s] };
-            let dec = &mut decs[i * s..][..s];
+            let (done, rest) = hs.split_at_mut(i * sg);
+            let cur = &mut rest[..sg];
+            let (prev, ps, po) = prev_states(h0, done, i, di, c0, gw, n);
+            let dec = &mut decs[i * sg..][..sg];
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
             let (yr, d_skip) = (&mut y[t * di..][..di], &io.d_skip[..di]);
             // Blocks of LANES channels as in [`forward_gated`], the same operations in the
             // same order, so the recomputed states are the forward's.
-            for c in (0..full).step_by(LANES) {
+            for c in (c0..full).step_by(LANES) {
                 let lanes = |v: &[E]| -> [E; LANES] { v[c..c + LANES].try_into().expect("a full block") };
                 let (dtc, dxc, xsc, dsc) = (lanes(dt), lanes(dx), lanes(xs), lanes(d_skip));
                 let mut yv = [E::zero(); LANES];
@@ -175,27 +216,33 @@ multiversion! {
                 }
                 for j in 0..n {
                     let (bn, cn) = (bt[j], ct[j]);
-                    let at = j * di + c;
+                    let (at, loc, pat) = (j * di + c, j * gw + (c - c0), j * ps + (c - c0) + po);
                     let a: &[E; LANES] = io.at[at..][..LANES].try_into().expect("a full block");
-                    let pj: &[E; LANES] = prev[at..][..LANES].try_into().expect("a full block");
-                    let hj: &mut [E; LANES] = (&mut cur[at..][..LANES]).try_into().expect("a full block");
-                    let ej: &mut [E; LANES] = (&mut dec[at..][..LANES]).try_into().expect("a full block");
+                    let pj: &[E; LANES] = prev[pat..][..LANES].try_into().expect("a full block");
+                    let hj: &mut [E; LANES] = (&mut cur[loc..][..LANES]).try_into().expect("a full block");
+                    let ej: &mut [E; LANES] = (&mut dec[loc..][..LANES]).try_into().expect("a full block");
+                    let mut v = [E::zero(); LANES];
                     for k in 0..LANES {
-                        let (e, v) = state_step(dtc[k], a[k], pj[k], dxc[k], bn);
+                        let (e, h) = state_step(dtc[k], a[k], pj[k], dxc[k], bn);
                         ej[k] = e;
-                        hj[k] = v;
-                        yv[k] = cn.fma(v, yv[k]);
+                        v[k] = h;
+                    }
+                    *hj = v;
+                    // A loop of its own, so that `yv` stays in a register (in one loop with
+                    // the step above it was kept in memory, a store and reload per index).
+                    for k in 0..LANES {
+                        yv[k] = cn.fma(v[k], yv[k]);
                     }
                 }
                 yr[c..c + LANES].copy_from_slice(&yv);
             }
-            for d in full..di {
+            for d in full..c1 {
                 let mut yd = d_skip[d] * xs[d];
                 for j in 0..n {
-                    let at = j * di + d;
-                    let (e, v) = state_step(dt[d], io.at[at], prev[at], dx[d], bt[j]);
-                    dec[at] = e;
-                    cur[at] = v;
+                    let (at, loc, pat) = (j * di + d, j * gw + (d - c0), j * ps + (d - c0) + po);
+                    let (e, v) = state_step(dt[d], io.at[at], prev[pat], dx[d], bt[j]);
+                    dec[loc] = e;
+                    cur[loc] = v;
                     yd = ct[j].fma(v, yd);
                 }
                 yr[d] = yd;
@@ -208,8 +255,6 @@ multiversion! {
 pub(super) struct Back<'a, E> {
     /// The carry `a_{t+1} G_{t+1}`, `(N, Di)`; zero before the last step.
     pub carry: &'a mut [E],
-    /// Scratch: `G_t` of one state index, `(Di)`.
-    pub grow: &'a mut [E],
     /// Scratch: `sum_n G B` per channel, `(Di)`.
     pub gxs_row: &'a mut [E],
     /// Scratch: `sum_n A q` per channel, `(Di)`.
@@ -218,26 +263,32 @@ pub(super) struct Back<'a, E> {
     pub g_xs: &'a mut [E],
     /// Gradient of `dt`, `(T, Di)`, overwritten per step.
     pub g_dt: &'a mut [E],
-    /// Gradient of `[dr | B | C]`: the B and C columns are overwritten, dr is left alone.
-    pub g_dbc: &'a mut [E],
     /// Gradient with respect to `A` (not `A_log`), transposed `(N, Di)`, accumulated.
     pub g_a: &'a mut [E],
     /// Gradient of `D`, `(Di)`, accumulated.
     pub g_d: &'a mut [E],
+    /// The chunk's `C` and `B` gradient sums over the channels so far, as lane accumulators:
+    /// `(Q, 2, N, LANES)`, `C` first; zeroed per chunk, finished by [`finish_dots`].
+    pub dots: &'a mut [E],
+    /// Their sums over the channels past the last full block of [`LANES`], `(Q, 2, N)`.
+    pub tails: &'a mut [E],
 }
 
 multiversion! {
-    /// Walks steps `t1 - 1` down to `lo` of the chunk that starts at `t0` (`t0 <= lo < t1`),
-    /// whose states and decays [`chunk_forward`] left in `hs` and `decs` (`h0` is the state
-    /// before `t0`), for the scan-output gradient `g_y` `(T, Di)`:
+    /// Walks steps `t1 - 1` down to `lo` of channels `c0..c1` of the chunk that starts at `t0`
+    /// (`t0 <= lo < t1`), whose states and decays [`chunk_forward`] left in `hs` and `decs`
+    /// (`h0` is the state before `t0`), for the scan-output gradient `g_y` `(T, Di)`:
     /// `G_t = g_t C_t + carry`, then `carry = a_t G_t`; with `q = G a_t h_{t-1}`,
     /// `g_x = D g + dt sum_n G B`, `g_dt = x sum_n G B + sum_n A q`, `g_A += dt q`,
-    /// `g_B = sum_d G dt x`, `g_C = sum_d g h`, `g_D += g x`.
+    /// `g_D += g x`; and the channel sums `g_B = sum_d G dt x`, `g_C = sum_d g h` go on in
+    /// `b.dots` and `b.tails`.
     pub(super) fn back_steps<E: CpuElem>(
         io: &Inputs<'_, E>,
         t0: usize,
         lo: usize,
         t1: usize,
+        c0: usize,
+        c1: usize,
         h0: &[E],
         hs: &[E],
         decs: &[E],
@@ -245,37 +296,124 @@ multiversion! {
         b: &mut Back<'_, E>,
     ) {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
-        let s = di * n;
+        let gw = c1 - c0;
+        let (sg, full) = (n * gw, c0 + gw / LANES * LANES);
+        let (a_all, carry, g_a) = (&io.at[..di * n], &mut b.carry[..di * n], &mut b.g_a[..di * n]);
         for t in (lo..t1).rev() {
             let i = t - t0;
-            let (h_t, dec) = (&hs[i * s..][..s], &decs[i * s..][..s]);
-            let prev = if i == 0 { &h0[..s] } else { &hs[(i - 1) * s..][..s] };
+            let (h_t, dec) = (&hs[i * sg..][..sg], &decs[i * sg..][..sg]);
+            let (prev, ps, po) = prev_states(h0, hs, i, di, c0, gw, n);
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
             let g = &g_y[t * di..][..di];
-            let (gxs, gdt, grow) = (&mut b.gxs_row[..di], &mut b.gdt_row[..di], &mut b.grow[..di]);
-            gxs.fill(E::zero());
-            gdt.fill(E::zero());
-            let g_bc = &mut b.g_dbc[t * w + r..][..2 * n];
-            for j in 0..n {
-                let (bn, cn) = (bt[j], ct[j]);
-                let rows = j * di..(j + 1) * di;
-                let (a, hj, pj, ej) = (&io.at[rows.clone()], &h_t[rows.clone()], &prev[rows.clone()], &dec[rows.clone()]);
-                let (cr, ga) = (&mut b.carry[rows.clone()], &mut b.g_a[rows]);
-                for d in 0..di {
-                    let gg = g[d].fma(cn, cr[d]);
-                    grow[d] = gg;
-                    gxs[d] = gg.fma(bn, gxs[d]);
-                    let qv = gg * (ej[d] * pj[d]);
-                    gdt[d] = qv.fma(a[d], gdt[d]);
-                    ga[d] = qv.fma(dt[d], ga[d]);
-                    cr[d] = ej[d] * gg;
+            let (gxs, gdt) = (&mut b.gxs_row[..di], &mut b.gdt_row[..di]);
+            let (acc, tails) = (&mut b.dots[i * 2 * n * LANES..][..2 * n * LANES], &mut b.tails[i * 2 * n..][..2 * n]);
+            // Blocks of LANES channels, every state index within the block: the per-channel
+            // sums `gxs` and `gdt` stay in registers while the N state rows pass; the two dot
+            // products go on in their lane accumulators, block after block in channel order,
+            // which is [`dot`](crate::ops::simd::dot)'s order.
+            for c in (c0..full).step_by(LANES) {
+                let lanes = |v: &[E]| -> [E; LANES] { v[c..c + LANES].try_into().expect("a full block") };
+                let (gc, dtc, dxc) = (lanes(g), lanes(dt), lanes(dx));
+                let mut sx = [E::zero(); LANES];
+                let mut sd = [E::zero(); LANES];
+                for j in 0..n {
+                    let (bn, cn) = (bt[j], ct[j]);
+                    let (at, loc, pat) = (j * di + c, j * gw + (c - c0), j * ps + (c - c0) + po);
+                    let row = |v: &[E], o: usize| -> [E; LANES] { v[o..o + LANES].try_into().expect("a full block") };
+                    let (a, hj, pj, ej) = (row(a_all, at), row(h_t, loc), row(prev, pat), row(dec, loc));
+                    let cr: &mut [E; LANES] = (&mut carry[at..at + LANES]).try_into().expect("a full block");
+                    let ga: &mut [E; LANES] = (&mut g_a[at..at + LANES]).try_into().expect("a full block");
+                    let (acc_c, acc_b) = acc.split_at_mut(n * LANES);
+                    let ac: &mut [E; LANES] = (&mut acc_c[j * LANES..][..LANES]).try_into().expect("a full block");
+                    let ab: &mut [E; LANES] = (&mut acc_b[j * LANES..][..LANES]).try_into().expect("a full block");
+                    // One operation per loop: small loops are unrolled and kept in registers,
+                    // where one loop holding all of them kept `sx` and `sd` in memory.
+                    let mut gg = [E::zero(); LANES];
+                    for k in 0..LANES {
+                        gg[k] = gc[k].fma(cn, cr[k]);
+                    }
+                    for k in 0..LANES {
+                        sx[k] = gg[k].fma(bn, sx[k]);
+                    }
+                    let mut qv = [E::zero(); LANES];
+                    for k in 0..LANES {
+                        qv[k] = gg[k] * (ej[k] * pj[k]);
+                    }
+                    for k in 0..LANES {
+                        sd[k] = qv[k].fma(a[k], sd[k]);
+                    }
+                    for k in 0..LANES {
+                        ga[k] = qv[k].fma(dtc[k], ga[k]);
+                    }
+                    for k in 0..LANES {
+                        cr[k] = ej[k] * gg[k];
+                    }
+                    for k in 0..LANES {
+                        ac[k] = gc[k].fma(hj[k], ac[k]);
+                    }
+                    for k in 0..LANES {
+                        ab[k] = gg[k].fma(dxc[k], ab[k]);
+                    }
                 }
-                g_bc[n + j] = dot(g, hj);
-                g_bc[j] = dot(grow, dx);
+                gxs[c..c + LANES].copy_from_slice(&sx);
+                gdt[c..c + LANES].copy_from_slice(&sd);
             }
-            let (g_xs, g_dt) = (&mut b.g_xs[t * di..][..di], &mut b.g_dt[t * di..][..di]);
-            finish_step(g_xs, g_dt, b.g_d, io.d_skip, g, dt, xs, gxs, gdt);
+            for d in full..c1 {
+                let (mut sx, mut sd) = (E::zero(), E::zero());
+                for j in 0..n {
+                    let (at, loc, pat) = (j * di + d, j * gw + (d - c0), j * ps + (d - c0) + po);
+                    let (e, p) = (dec[loc], prev[pat]);
+                    let gg = g[d].fma(ct[j], carry[at]);
+                    sx = gg.fma(bt[j], sx);
+                    let qv = gg * (e * p);
+                    sd = qv.fma(a_all[at], sd);
+                    g_a[at] = qv.fma(dt[d], g_a[at]);
+                    carry[at] = e * gg;
+                    tails[j] = g[d].fma(h_t[loc], tails[j]);
+                    tails[n + j] = gg.fma(dx[d], tails[n + j]);
+                }
+                gxs[d] = sx;
+                gdt[d] = sd;
+            }
+            let cs = c0..c1;
+            let (g_xs, g_dt) = (&mut b.g_xs[t * di..][cs.clone()], &mut b.g_dt[t * di..][cs.clone()]);
+            finish_step(
+                g_xs,
+                g_dt,
+                &mut b.g_d[cs.clone()],
+                &io.d_skip[cs.clone()],
+                &g[cs.clone()],
+                &dt[cs.clone()],
+                &xs[cs.clone()],
+                &gxs[cs.clone()],
+                &gdt[cs],
+            );
+        }
+    }
+}
+
+/// After every channel group of a chunk (steps `t0..t1`) has been walked back: the `C` and `B`
+/// gradients of those steps from their lane accumulators and tails ([`fold_lanes`], as
+/// [`dot`](crate::ops::simd::dot) finishes), into the `B` and `C` columns of `g_dbc`
+/// `(T, R + 2N)`.
+pub(super) fn finish_dots<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    t0: usize,
+    t1: usize,
+    dots: &[E],
+    tails: &[E],
+    g_dbc: &mut [E],
+) {
+    let (n, r, w) = (io.n, io.r, io.w);
+    for t in t0..t1 {
+        let i = t - t0;
+        let (acc, tl) = (&dots[i * 2 * n * LANES..][..2 * n * LANES], &tails[i * 2 * n..][..2 * n]);
+        let lanes = |x: usize| -> [E; LANES] { acc[x * LANES..][..LANES].try_into().expect("a full block") };
+        let g_bc = &mut g_dbc[t * w + r..][..2 * n];
+        for j in 0..n {
+            g_bc[n + j] = fold_lanes(lanes(j), tl[j]);
+            g_bc[j] = fold_lanes(lanes(n + j), tl[n + j]);
         }
     }
 }

@@ -12,6 +12,7 @@ use super::scan::{self, Back, Inputs};
 use super::{Mamba1Dims, Mamba1Params, Prepared};
 use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
+use crate::ops::simd::LANES;
 use crate::ops::{linear, CpuElem};
 
 /// Every buffer one sequence needs, sized for `T` steps. Row-major `(T, width)` unless noted.
@@ -90,14 +91,18 @@ struct Backward<E> {
     g_dbc: Vec<E>,
     /// The state before the first step of each chunk, `(ceil(T / Q), N, Di)`.
     ckpt: Vec<E>,
-    /// The states of the chunk being walked back, `(Q, N, Di)`.
+    /// The states of the chunk and channel group being walked back, `(Q, N, GROUP)`.
     hs: Vec<E>,
-    /// Their decays `exp(dt A)`, `(Q, N, Di)`.
+    /// Their decays `exp(dt A)`, `(Q, N, GROUP)`.
     decs: Vec<E>,
     /// The scan's carry, `(N, Di)`.
     carry: Vec<E>,
+    /// The chunk's `B` and `C` gradient lane accumulators, `(Q, 2, N, LANES)`
+    /// ([`scan::Back::dots`]).
+    dots: Vec<E>,
+    /// Their tails, `(Q, 2, N)`.
+    tails: Vec<E>,
     /// The scan's per-step scratch rows, `(Di)` each.
-    grow: Vec<E>,
     gxs_row: Vec<E>,
     gdt_row: Vec<E>,
     /// Gradient with respect to `A`, transposed `(N, Di)`, summed over at most [`FLUSH`] steps
@@ -132,10 +137,11 @@ impl<E: CpuElem> Workspace<E> {
             g_dt: z(time * di),
             g_dbc: z(time * w),
             ckpt: z(time.div_ceil(q) * s),
-            hs: z(q.min(time) * s),
-            decs: z(q.min(time) * s),
+            hs: z(q.min(time) * n * scan::GROUP.min(di)),
+            decs: z(q.min(time) * n * scan::GROUP.min(di)),
             carry: z(s),
-            grow: z(di),
+            dots: z(q.min(time) * 2 * n * LANES),
+            tails: z(q.min(time) * 2 * n),
             gxs_row: z(di),
             gdt_row: z(di),
             g_a: z(s),
@@ -306,13 +312,15 @@ multiversion! {
 }
 
 multiversion! {
-    /// Rows `t0..t1` of the gate's backward: `gated = y gate` (kept for out_proj's weight
+    /// Rows `t0..t1`, channels `c0..c1`, of the gate's backward: `gated = y gate` (kept for out_proj's weight
     /// gradient), `g_z = g y silu'(z)` into the `z` half of `g_xz`, and `g *= gate` in place
     /// (the gated product's gradient becomes the scan output's).
     fn gate_backward<E: CpuElem>(
         t0: usize,
         t1: usize,
         di: usize,
+        c0: usize,
+        c1: usize,
         xz: &[E],
         y: &[E],
         sig: &[E],
@@ -322,10 +330,10 @@ multiversion! {
         g_xz: &mut [E],
     ) {
         for t in t0..t1 {
-            let (z, gz) = (&xz[t * 2 * di + di..][..di], &mut g_xz[t * 2 * di + di..][..di]);
-            let (yr, sr, gr) = (&y[t * di..][..di], &sig[t * di..][..di], &gate[t * di..][..di]);
-            let (out, gg) = (&mut gated[t * di..][..di], &mut g[t * di..][..di]);
-            for d in 0..di {
+            let (z, gz) = (&xz[t * 2 * di + di..][c0..c1], &mut g_xz[t * 2 * di + di..][c0..c1]);
+            let (yr, sr, gr) = (&y[t * di..][c0..c1], &sig[t * di..][c0..c1], &gate[t * di..][c0..c1]);
+            let (out, gg) = (&mut gated[t * di..][c0..c1], &mut g[t * di..][c0..c1]);
+            for d in 0..c1 - c0 {
                 let s = sr[d];
                 out[d] = yr[d] * gr[d];
                 gz[d] = gg[d] * yr[d] * (s * (E::one() + z[d] * (E::one() - s)));
@@ -429,37 +437,59 @@ pub(super) fn backward<E: CpuElem>(
         for c in (0..t_len.div_ceil(q)).rev() {
             let (t0, t1) = (c * q, (c * q + q).min(t_len));
             let h0 = &ckpt[c * s..(c + 1) * s];
-            scan::chunk_forward(&io, t0, t1, h0, &mut bw.hs, &mut bw.decs, &mut y);
-            gate_backward(t0, t1, di, &ws.xz, &y, &ws.sig_z, &ws.gate, &mut gated, &mut bw.g_gated, &mut bw.g_xz);
-            let mut hi = t1;
-            while hi > t0 {
-                let lo = t0.max((hi - 1) / FLUSH * FLUSH);
-                let mut back = Back {
-                    carry: &mut bw.carry,
-                    grow: &mut bw.grow,
-                    gxs_row: &mut bw.gxs_row,
-                    gdt_row: &mut bw.gdt_row,
-                    g_xs: &mut bw.g_xs,
-                    g_dt: &mut bw.g_dt,
-                    g_dbc: &mut bw.g_dbc,
-                    g_a: &mut bw.g_a,
-                    g_d: &mut bw.g_d,
-                };
-                scan::back_steps(&io, t0, lo, hi, h0, &bw.hs, &bw.decs, &bw.g_gated, &mut back);
-                if lo % FLUSH == 0 {
-                    for j in 0..n {
-                        for d in 0..di {
-                            part.a_log[d * n + j] += bw.g_a[j * di + d].f64();
+            bw.dots.fill(E::zero());
+            bw.tails.fill(E::zero());
+            // One group of channels at a time through the whole chunk, so its states and
+            // decays stay in the L1 cache (`scan::GROUP`).
+            for (c0, c1) in scan::groups(di) {
+                scan::chunk_forward(&io, t0, t1, c0, c1, h0, &mut bw.hs, &mut bw.decs, &mut y);
+                gate_backward(
+                    t0,
+                    t1,
+                    di,
+                    c0,
+                    c1,
+                    &ws.xz,
+                    &y,
+                    &ws.sig_z,
+                    &ws.gate,
+                    &mut gated,
+                    &mut bw.g_gated,
+                    &mut bw.g_xz,
+                );
+                let mut hi = t1;
+                while hi > t0 {
+                    let lo = t0.max((hi - 1) / FLUSH * FLUSH);
+                    let mut back = Back {
+                        carry: &mut bw.carry,
+                        gxs_row: &mut bw.gxs_row,
+                        gdt_row: &mut bw.gdt_row,
+                        g_xs: &mut bw.g_xs,
+                        g_dt: &mut bw.g_dt,
+                        g_a: &mut bw.g_a,
+                        g_d: &mut bw.g_d,
+                        dots: &mut bw.dots,
+                        tails: &mut bw.tails,
+                    };
+                    scan::back_steps(&io, t0, lo, hi, c0, c1, h0, &bw.hs, &bw.decs, &bw.g_gated, &mut back);
+                    if lo % FLUSH == 0 {
+                        // Per element the same additions at the same steps as a flush of all
+                        // channels at once.
+                        for j in 0..n {
+                            for d in c0..c1 {
+                                part.a_log[d * n + j] += bw.g_a[j * di + d].f64();
+                                bw.g_a[j * di + d] = E::zero();
+                            }
+                        }
+                        for d in c0..c1 {
+                            part.d[d] += bw.g_d[d].f64();
+                            bw.g_d[d] = E::zero();
                         }
                     }
-                    for (acc, &v) in part.d.iter_mut().zip(&bw.g_d) {
-                        *acc += v.f64();
-                    }
-                    bw.g_a.fill(E::zero());
-                    bw.g_d.fill(E::zero());
+                    hi = lo;
                 }
-                hi = lo;
             }
+            scan::finish_dots(&io, t0, t1, &bw.dots, &bw.tails, &mut bw.g_dbc);
         }
     }
     gemm(E::one(), Mat::rm(&ws.g_out, t_len, m).t(), Mat::rm(&gated, t_len, di), E::one(), &mut g.out_proj, di);

@@ -61,6 +61,25 @@ fn blocks_partition_the_sequences() {
 }
 
 #[test]
+fn channel_groups_are_whole_blocks_in_order() {
+    use super::scan::{groups, GROUP};
+    use crate::ops::simd::LANES;
+    assert_eq!(GROUP % LANES, 0);
+    for di in [1, 7, 16, 37, 80, 128, 130] {
+        let g: Vec<_> = groups(di).collect();
+        assert_eq!(g.first().map(|x| x.0), Some(0), "di {di}");
+        assert_eq!(g.last().map(|x| x.1), Some(di), "di {di}");
+        for w in g.windows(2) {
+            assert_eq!(w[0].1, w[1].0, "di {di}: groups must tile the channels in order");
+        }
+        for &(c0, c1) in &g {
+            assert!(c0 % LANES == 0 && c1 > c0 && c1 - c0 <= GROUP, "di {di}: group {c0}..{c1}");
+        }
+    }
+    assert_eq!(groups(80).collect::<Vec<_>>(), vec![(0, 32), (32, 64), (64, 80)]);
+}
+
+#[test]
 fn chunks_are_the_largest_power_of_two_whose_states_fit_the_cache_budget() {
     let demo = Mamba1Dims { d_model: 64, d_inner: 128, d_state: 16, dt_rank: 4, d_conv: 4 };
     let big = Mamba1Dims { d_model: 128, d_inner: 256, d_state: 16, dt_rank: 8, d_conv: 4 };
