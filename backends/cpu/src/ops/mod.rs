@@ -24,6 +24,8 @@ pub trait CpuElem: Elem {
     fn sigmoid(self) -> Self;
     /// Softplus with threshold 20 and its derivative, `(softplus(v), softplus'(v))`.
     fn softplus_and_grad(self) -> (Self, Self);
+    /// The fixed tree of [`simd::fold_lanes`] over 16 lane accumulators, plus `tail`.
+    fn fold16(acc: &[Self; 16], tail: Self) -> Self;
 
     /// `C = alpha A B + beta C` for row/column strides as in `matrixmultiply`; see
     /// [`gemm::gemm`] for the safe entry point.
@@ -67,6 +69,13 @@ impl CpuElem for f32 {
     fn softplus_and_grad(self) -> (Self, Self) {
         fastmath::softplus_and_grad(self)
     }
+    #[inline(always)]
+    fn fold16(acc: &[Self; 16], tail: Self) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        return simd::fold_tree_f32(acc, tail);
+        #[cfg(not(target_arch = "x86_64"))]
+        return simd::fold_tree(acc, tail);
+    }
     unsafe fn gemm_raw(
         m: usize,
         k: usize,
@@ -103,6 +112,10 @@ impl CpuElem for f64 {
     #[inline(always)]
     fn softplus_and_grad(self) -> (Self, Self) {
         (act::softplus(self), act::softplus_grad(self))
+    }
+    #[inline(always)]
+    fn fold16(acc: &[Self; 16], tail: Self) -> Self {
+        simd::fold_tree(acc, tail)
     }
     unsafe fn gemm_raw(
         m: usize,
