@@ -12,7 +12,7 @@ use super::scan::{self, Back, Inputs};
 use super::{Mamba1Dims, Mamba1Params, Prepared};
 use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
-use crate::ops::simd::LANES;
+use crate::ops::simd::{add_widened, LANES};
 use crate::ops::{linear, CpuElem};
 
 /// Every buffer one sequence needs, sized for `T` steps. Row-major `(T, width)` unless noted.
@@ -110,6 +110,9 @@ struct Backward<E> {
     g_a: Vec<E>,
     /// Gradient of `D`, `(Di)`, likewise.
     g_d: Vec<E>,
+    /// The block's f64 partial of the A gradient during one sequence's backward, transposed to
+    /// `(N, Di)` like `g_a`, so each flush adds contiguous rows.
+    a_log_t: Vec<f64>,
     /// The convolution weights' gradient, transposed `(K, Di)`.
     g_conv_t: Vec<E>,
     /// This sequence's gradient partial in `E`; added to the block's f64 partial per sequence.
@@ -146,6 +149,7 @@ impl<E: CpuElem> Workspace<E> {
             gdt_row: z(di),
             g_a: z(s),
             g_d: z(di),
+            a_log_t: vec![0.0; s],
             g_conv_t: z(k * di),
             grads: Mamba1Params::zeros(dims),
         });
@@ -433,6 +437,13 @@ pub(super) fn backward<E: CpuElem>(
         bw.carry.fill(E::zero());
         bw.g_a.fill(E::zero());
         bw.g_d.fill(E::zero());
+        // The block's A gradient, transposed to the scan's `(N, Di)` for the flushes and back
+        // at the end: the same additions in the same order, into contiguous rows.
+        for d in 0..di {
+            for j in 0..n {
+                bw.a_log_t[j * di + d] = part.a_log[d * n + j];
+            }
+        }
         let s = di * n;
         for c in (0..t_len.div_ceil(q)).rev() {
             let (t0, t1) = (c * q, (c * q + q).min(t_len));
@@ -476,20 +487,22 @@ pub(super) fn backward<E: CpuElem>(
                         // Per element the same additions at the same steps as a flush of all
                         // channels at once.
                         for j in 0..n {
-                            for d in c0..c1 {
-                                part.a_log[d * n + j] += bw.g_a[j * di + d].f64();
-                                bw.g_a[j * di + d] = E::zero();
-                            }
+                            let row = j * di + c0..j * di + c1;
+                            add_widened(&mut bw.a_log_t[row.clone()], &bw.g_a[row.clone()]);
+                            bw.g_a[row].fill(E::zero());
                         }
-                        for d in c0..c1 {
-                            part.d[d] += bw.g_d[d].f64();
-                            bw.g_d[d] = E::zero();
-                        }
+                        add_widened(&mut part.d[c0..c1], &bw.g_d[c0..c1]);
+                        bw.g_d[c0..c1].fill(E::zero());
                     }
                     hi = lo;
                 }
             }
             scan::finish_dots(&io, t0, t1, &bw.dots, &bw.tails, &mut bw.g_dbc);
+        }
+        for d in 0..di {
+            for j in 0..n {
+                part.a_log[d * n + j] = bw.a_log_t[j * di + d];
+            }
         }
     }
     gemm(E::one(), Mat::rm(&ws.g_out, t_len, m).t(), Mat::rm(&gated, t_len, di), E::one(), &mut g.out_proj, di);
@@ -528,9 +541,7 @@ pub(super) fn backward<E: CpuElem>(
         if name == "A_log" || name == "D" {
             continue;
         }
-        for (x, &y) in acc.iter_mut().zip(v) {
-            *x += y.f64();
-        }
+        add_widened(acc, v);
     }
     (ws.y, ws.gated, ws.h) = (y, gated, h);
     ws.bw = Some(bw);

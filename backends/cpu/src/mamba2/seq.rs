@@ -375,9 +375,7 @@ fn silu_grad_from<E: CpuElem>(x: E, s: E) -> E {
 
 /// Adds an `E` gradient into the block's f64 partial.
 fn add_f64<E: CpuElem>(acc: &mut [f64], g: &[E]) {
-    for (a, &v) in acc.iter_mut().zip(g) {
-        *a += v.f64();
-    }
+    crate::ops::simd::add_widened(acc, g);
 }
 
 /// One sequence backward: recomputes the forward from `ws.us`, then, from the output gradient

@@ -158,6 +158,17 @@ pub fn fold_tree_f32(acc: &[f32; LANES], tail: f32) -> f32 {
     }
 }
 
+multiversion! {
+    /// `acc[i] += v[i]` in f64, over the shorter length: a sequence's gradient partial added
+    /// to its block's f64 partial. A kernel of its own so that the widening additions run at
+    /// the machine's vector width (tens of thousands per sequence).
+    pub fn add_widened<E: CpuElem>(acc: &mut [f64], v: &[E]) {
+        for (a, &x) in acc.iter_mut().zip(v) {
+            *a += x.f64();
+        }
+    }
+}
+
 /// `sum_i f(a[i], b[i])` over the shorter length, with [`LANES`] independent partial sums
 /// combined pairwise: a fixed order (deterministic, the same for every vector width) that the
 /// compiler can vectorize, which it may not do with one running sum (floating-point addition
