@@ -66,6 +66,18 @@ fn state_step<E: CpuElem>(dt: E, a: E, h: E, dx: E, b: E) -> (E, E) {
     (e, e.fma(h, dx * b))
 }
 
+/// Writes `B_t[j]` and `C_t[j]` each repeated over [`LANES`] lanes into `bc`
+/// (`(N, 2, LANES)`), so that [`forward_gated`]'s block loop reads them as whole vectors: a
+/// broadcast from a register takes a slot on the vector ports the exponential saturates, a
+/// vector load does not (the kernel timed alone: about 6 % faster).
+#[inline(always)]
+fn broadcast_rows<E: CpuElem>(bt: &[E], ct: &[E], bc: &mut [E]) {
+    for (j, (&b, &c)) in bt.iter().zip(ct).enumerate() {
+        bc[2 * j * LANES..][..LANES].fill(b);
+        bc[(2 * j + 1) * LANES..][..LANES].fill(c);
+    }
+}
+
 multiversion! {
     /// The scan from a zero state over all steps, gated: `out[t] = (C_t h_t + D x_t) * gate[t]`
     /// `(T, Di)`. `h` is scratch, `(N, Di)`. Unless `ckpt` is empty, the state before step
@@ -75,6 +87,7 @@ multiversion! {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
         h.fill(E::zero());
         let (s, full) = (di * n, di / LANES * LANES);
+        let mut bc = vec![E::zero(); 2 * n * LANES];
         for t in 0..io.time() {
             if !ckpt.is_empty() && t % q == 0 {
                 ckpt[(t / q) * s..][..s].copy_from_slice(h);
@@ -82,6 +95,7 @@ multiversion! {
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
             let (y, d_skip, g) = (&mut out[t * di..][..di], &io.d_skip[..di], &gate[t * di..][..di]);
+            broadcast_rows(bt, ct, &mut bc);
             // Blocks of LANES channels, every state index within the block: the block's output
             // stays in registers while the N state rows are added to it.
             for c in (0..full).step_by(LANES) {
@@ -92,13 +106,14 @@ multiversion! {
                     yv[k] = dsc[k] * xsc[k];
                 }
                 for j in 0..n {
-                    let (bn, cn) = (bt[j], ct[j]);
+                    let bn: &[E; LANES] = bc[2 * j * LANES..][..LANES].try_into().expect("a full block");
+                    let cn: &[E; LANES] = bc[(2 * j + 1) * LANES..][..LANES].try_into().expect("a full block");
                     let a: &[E; LANES] = io.at[j * di + c..][..LANES].try_into().expect("a full block");
                     let hj: &mut [E; LANES] = (&mut h[j * di + c..][..LANES]).try_into().expect("a full block");
                     for k in 0..LANES {
-                        let (_, v) = state_step(dtc[k], a[k], hj[k], dxc[k], bn);
+                        let (_, v) = state_step(dtc[k], a[k], hj[k], dxc[k], bn[k]);
                         hj[k] = v;
-                        yv[k] = cn.fma(v, yv[k]);
+                        yv[k] = cn[k].fma(v, yv[k]);
                     }
                 }
                 let gc = lanes(g);
