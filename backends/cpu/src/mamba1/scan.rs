@@ -80,14 +80,22 @@ fn broadcast_rows<E: CpuElem>(bt: &[E], ct: &[E], bc: &mut [E]) {
 
 multiversion! {
     /// The scan from a zero state over all steps, gated: `out[t] = (C_t h_t + D x_t) * gate[t]`
-    /// `(T, Di)`. `h` is scratch, `(N, Di)`. Unless `ckpt` is empty, the state before step
+    /// `(T, Di)`. `h` `(N, Di)` and `bc` `(N, 2, LANES)` are scratch. Unless `ckpt` is empty, the state before step
     /// `c q` is also copied to chunk `c` of `ckpt` (`(ceil(T / q), N, Di)`), as [`checkpoints`]
     /// does: the same states, so a backward may start from them.
-    pub(super) fn forward_gated<E: CpuElem>(io: &Inputs<'_, E>, gate: &[E], h: &mut [E], out: &mut [E], q: usize, ckpt: &mut [E]) {
+    pub(super) fn forward_gated<E: CpuElem>(
+        io: &Inputs<'_, E>,
+        gate: &[E],
+        h: &mut [E],
+        bc: &mut [E],
+        out: &mut [E],
+        q: usize,
+        ckpt: &mut [E],
+    ) {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
         h.fill(E::zero());
         let (s, full) = (di * n, di / LANES * LANES);
-        let mut bc = vec![E::zero(); 2 * n * LANES];
+        let bc = &mut bc[..2 * n * LANES];
         for t in 0..io.time() {
             if !ckpt.is_empty() && t % q == 0 {
                 ckpt[(t / q) * s..][..s].copy_from_slice(h);
@@ -95,7 +103,7 @@ multiversion! {
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
             let (y, d_skip, g) = (&mut out[t * di..][..di], &io.d_skip[..di], &gate[t * di..][..di]);
-            broadcast_rows(bt, ct, &mut bc);
+            broadcast_rows(bt, ct, bc);
             // Blocks of LANES channels, every state index within the block: the block's output
             // stays in registers while the N state rows are added to it.
             for c in (0..full).step_by(LANES) {

@@ -45,6 +45,8 @@ pub(super) struct Workspace<E> {
     gated: Vec<E>,
     /// The scan's state while walking forward, `(N, Di)`.
     h: Vec<E>,
+    /// One step's `B` and `C` broadcast over the lanes for the forward scan, `(N, 2, LANES)`.
+    bc: Vec<E>,
     /// The backward's buffers; `None` in a forward-only workspace.
     bw: Option<Backward<E>>,
     /// The gathered output gradient, `(T, M)` (empty in a forward-only workspace).
@@ -168,6 +170,7 @@ impl<E: CpuElem> Workspace<E> {
             y: if bw.is_some() { z(time * di) } else { Vec::new() },
             gated: z(time * di),
             h: z(s),
+            bc: z(2 * n * LANES),
             g_out: if bw.is_some() { z(time * m) } else { Vec::new() },
             out: z(time * m),
             sized: (dims, time),
@@ -316,9 +319,9 @@ multiversion! {
 }
 
 multiversion! {
-    /// Rows `t0..t1`, channels `c0..c1`, of the gate's backward: `gated = y gate` (kept for out_proj's weight
-    /// gradient), `g_z = g y silu'(z)` into the `z` half of `g_xz`, and `g *= gate` in place
-    /// (the gated product's gradient becomes the scan output's).
+    /// Rows `t0..t1`, channels `c0..c1`, of the gate's backward: `gated = y gate` (kept for
+    /// out_proj's weight gradient), `g_z = g y silu'(z)` into the `z` half of `g_xz`, and
+    /// `g *= gate` in place (the gated product's gradient becomes the scan output's).
     fn gate_backward<E: CpuElem>(
         t0: usize,
         t1: usize,
@@ -376,11 +379,11 @@ pub(super) fn forward<E: CpuElem>(
 ) {
     project(dims, p, pr, ws);
     let mut gated = std::mem::take(&mut ws.gated);
-    let mut h = std::mem::take(&mut ws.h);
-    scan::forward_gated(&ws.inputs(dims, pr, p), &ws.gate, &mut h, &mut gated, q, ckpt);
+    let (mut h, mut bc) = (std::mem::take(&mut ws.h), std::mem::take(&mut ws.bc));
+    scan::forward_gated(&ws.inputs(dims, pr, p), &ws.gate, &mut h, &mut bc, &mut gated, q, ckpt);
     let t_len = ws.time(dims);
     linear::forward(&gated, t_len, dims.d_inner, &p.out_proj, None, dims.d_model, out);
-    (ws.gated, ws.h) = (gated, h);
+    (ws.gated, ws.h, ws.bc) = (gated, h, bc);
 }
 
 /// The backward of [`forward`] for the sequence in `ws.us` with output gradient `ws.g_out`:
