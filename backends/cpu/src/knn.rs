@@ -4,7 +4,7 @@
 //!
 //! The attention acts on one `(b, t)` slice of `P` rows at a time (the LayerNorm and the
 //! projections act on rows): the groups are split into the fixed blocks of [`crate::par`],
-//! each block walks its groups in sub-batches of up to [`SUB_ROWS`] contiguous rows (the
+//! each block walks its groups in sub-batches of up to `SUB_ROWS` contiguous rows (the
 //! LayerNorm, the stacked q/k/v product and the out product run once per sub-batch as matrix
 //! products, the attention per group), keeps cached per-thread scratch and its own partial
 //! weight gradients, and the partials are reduced in block order.

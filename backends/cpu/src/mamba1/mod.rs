@@ -220,7 +220,7 @@ fn scan_chunk(dims: Mamba1Dims, time: usize, elem: usize) -> usize {
 /// The scan states a training forward leaves for its backward
 /// ([`forward_keeping_checkpoints`], [`backward_from_checkpoints`]): the state before every
 /// Q-th step of every sequence, `(B * P, ceil(T / Q), N, Di)`, with Q the backward's
-/// [`scan_chunk`]. With them the backward skips its own pass over the states, one exponential
+/// `scan_chunk`. With them the backward skips its own pass over the states, one exponential
 /// per state element. They cost `B P ceil(T / Q) N Di` values ([`checkpoint_bytes`]), so the
 /// model keeps them only while they fit its budget.
 #[derive(Clone, Debug)]
@@ -394,7 +394,7 @@ fn forward_impl<E: CpuElem>(
 ///
 /// One sequence at a time per thread: a pass over the scan keeps the state every Q steps, and
 /// the backward recomputes each chunk's states from them on the way back, in chunks small
-/// enough to stay in cache ([`scan_chunk`]; BACKWARD.md, "Memory"). Each block of sequences accumulates its own
+/// enough to stay in cache (`scan_chunk`; BACKWARD.md, "Memory"). Each block of sequences accumulates its own
 /// gradient partial in f64; the partials are summed in block order over a split that depends
 /// on `B * P` only, so the result is bit-identical from run to run and for any thread count.
 #[allow(clippy::too_many_arguments)]

@@ -6,14 +6,14 @@
 //! detected once per process.
 //!
 //! The choice never changes a result: Rust does not contract `a * b + c` into a fused
-//! multiply-add, the kernels fuse only where the source says so ([`CpuElem::fma`], which is
-//! correctly rounded at every level: a hardware FMA, or the C library's `fmaf` in the baseline
-//! build), and every kernel fixes its own order of additions (lane accumulators written out in
-//! the source), so the three builds compute the same operations in the same order and give the
-//! same bits.
+//! multiply-add, the kernels fuse only where the source says so
+//! ([`CpuElem::fma`](crate::ops::CpuElem::fma), which is correctly rounded at every level: a
+//! hardware FMA, or the C library's `fmaf` in the baseline build), and every kernel fixes its
+//! own order of additions (lane accumulators written out in the source), so the three builds
+//! compute the same operations in the same order and give the same bits.
 //!
-//! [`CpuElem::fma`]: crate::ops::CpuElem::fma `BOLDCAST_SIMD=baseline|avx2|avx512` overrides the detection (to compare
-//! the builds; a level the CPU lacks falls back to the best one it has).
+//! `BOLDCAST_SIMD=baseline|avx2|avx512` overrides the detection (to compare the builds; a
+//! level the CPU lacks falls back to the best one it has).
 
 use std::sync::OnceLock;
 
