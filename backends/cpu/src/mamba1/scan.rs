@@ -80,9 +80,10 @@ fn broadcast_rows<E: CpuElem>(bt: &[E], ct: &[E], bc: &mut [E]) {
 
 multiversion! {
     /// The scan from a zero state over all steps, gated: `out[t] = (C_t h_t + D x_t) * gate[t]`
-    /// `(T, Di)`. `h` `(N, Di)` and `bc` `(N, 2, LANES)` are scratch. Unless `ckpt` is empty, the state before step
-    /// `c q` is also copied to chunk `c` of `ckpt` (`(ceil(T / q), N, Di)`), as [`checkpoints`]
-    /// does: the same states, so a backward may start from them.
+    /// `(T, Di)`. `h` `(N, Di)` and `bc` `(N, 2, LANES)` are scratch. Unless `ckpt` is empty,
+    /// the state before step `c q` is also copied to chunk `c` of `ckpt`
+    /// (`(ceil(T / q), N, Di)`), as [`checkpoints`] does: the same states, so a backward may
+    /// start from them.
     pub(super) fn forward_gated<E: CpuElem>(
         io: &Inputs<'_, E>,
         gate: &[E],
@@ -331,6 +332,7 @@ multiversion! {
             let g = &g_y[t * di..][..di];
             let (gxs, gdt) = (&mut b.gxs_row[..di], &mut b.gdt_row[..di]);
             let (acc, tails) = (&mut b.dots[i * 2 * n * LANES..][..2 * n * LANES], &mut b.tails[i * 2 * n..][..2 * n]);
+            let (acc_c, acc_b) = acc.split_at_mut(n * LANES);
             // Blocks of LANES channels, every state index within the block: the per-channel
             // sums `gxs` and `gdt` stay in registers while the N state rows pass; the two dot
             // products go on in their lane accumulators, block after block in channel order,
@@ -347,7 +349,6 @@ multiversion! {
                     let (a, hj, pj, ej) = (row(a_all, at), row(h_t, loc), row(prev, pat), row(dec, loc));
                     let cr: &mut [E; LANES] = (&mut carry[at..at + LANES]).try_into().expect("a full block");
                     let ga: &mut [E; LANES] = (&mut g_a[at..at + LANES]).try_into().expect("a full block");
-                    let (acc_c, acc_b) = acc.split_at_mut(n * LANES);
                     let ac: &mut [E; LANES] = (&mut acc_c[j * LANES..][..LANES]).try_into().expect("a full block");
                     let ab: &mut [E; LANES] = (&mut acc_b[j * LANES..][..LANES]).try_into().expect("a full block");
                     // One operation per loop: small loops are unrolled and kept in registers,

@@ -373,11 +373,6 @@ fn silu_grad_from<E: CpuElem>(x: E, s: E) -> E {
     s * (E::one() + x * (E::one() - s))
 }
 
-/// Adds an `E` gradient into the block's f64 partial.
-fn add_f64<E: CpuElem>(acc: &mut [f64], g: &[E]) {
-    crate::ops::simd::add_widened(acc, g);
-}
-
 /// One sequence backward: recomputes the forward from `ws.us`, then, from the output gradient
 /// `ws.g_out`, writes `g_u` `(T, M)` and accumulates the parameter gradients into `part`
 /// (whose `a_log` receives the gradient with respect to A).
@@ -398,7 +393,7 @@ pub(super) fn backward<E: CpuElem>(
     // out = o W_out^T: g_W_out = g_out^T o; g_o = g_out W_out (into `o`, no longer needed).
     bw.g_wout.fill(E::zero());
     linear::backward(&ws.o, time, di, &p.out_proj, m, &ws.g_out, &mut bw.g_wout, None, None);
-    add_f64(&mut part.out_proj, &bw.g_wout);
+    simd::add_widened(&mut part.out_proj, &bw.g_wout);
     gemm(E::one(), Mat::rm(&ws.g_out, time, m), Mat::rm(&p.out_proj, m, di), E::zero(), &mut ws.o, di);
 
     // Gated RMSNorm: g_w, g_z, and g_y written over g_o.
@@ -444,9 +439,9 @@ pub(super) fn backward<E: CpuElem>(
             *gw += bw.g_convt[j * cd + ch].f64();
         }
     }
-    add_f64(&mut part.conv_b, &bw.g_convt[k * cd..]);
+    simd::add_widened(&mut part.conv_b, &bw.g_convt[k * cd..]);
     // zx = u W_in^T.
     bw.g_win.fill(E::zero());
     linear::backward(&ws.us, time, m, &p.in_proj, w, &bw.g_zx, &mut bw.g_win, None, Some((g_u, false)));
-    add_f64(&mut part.in_proj, &bw.g_win);
+    simd::add_widened(&mut part.in_proj, &bw.g_win);
 }
