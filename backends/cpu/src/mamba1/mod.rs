@@ -10,8 +10,12 @@
 //! - `seq.rs`: one sequence through the projections, the convolution and the gate, forward and
 //!   backward, in a reusable workspace;
 //! - `scan.rs`: the selective scan itself, forward, a pass keeping every Q-th state, and the
-//!   chunked backward that recomputes each chunk's states from those checkpoints.
+//!   chunked backward that recomputes each chunk's states from those checkpoints;
+//! - `avx512.rs`: the same scan loops in AVX-512 intrinsics for `f32`, which `scan.rs` calls
+//!   when the CPU has them (the same bits as its portable loops).
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod scan;
 mod seq;
 

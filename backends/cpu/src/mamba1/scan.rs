@@ -49,11 +49,27 @@ pub(super) struct Inputs<'a, E> {
     pub dbc: &'a [E],
 }
 
-impl<E: CpuElem> Inputs<'_, E> {
+impl<'a, E: CpuElem> Inputs<'a, E> {
     /// Number of steps.
     pub fn time(&self) -> usize {
         self.dt.len() / self.di
     }
+
+    /// The same inputs as `f32` slices when `E` is `f32`.
+    fn as_f32(&self) -> Option<Inputs<'a, f32>> {
+        let (at, d_skip, dt) = (E::as_f32(self.at)?, E::as_f32(self.d_skip)?, E::as_f32(self.dt)?);
+        let (xs, dx, dbc) = (E::as_f32(self.xs)?, E::as_f32(self.dx)?, E::as_f32(self.dbc)?);
+        Some(Inputs { di: self.di, n: self.n, r: self.r, w: self.w, at, d_skip, dt, xs, dx, dbc })
+    }
+}
+
+/// Whether the scan runs the AVX-512 loops of [`super::avx512`] (for `f32`): the CPU has
+/// them and `BOLDCAST_SIMD` does not ask for less ([`crate::ops::simd::level`]).
+fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::ops::simd::level() == crate::ops::simd::Level::Avx512;
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }
 
 /// One state element's step: the decay `e = exp(dt a)` and the new state
@@ -78,13 +94,35 @@ fn broadcast_rows<E: CpuElem>(bt: &[E], ct: &[E], bc: &mut [E]) {
     }
 }
 
+/// The scan from a zero state over all steps, gated: `out[t] = (C_t h_t + D x_t) * gate[t]`
+/// `(T, Di)`. `h` `(N, Di)` and `bc` `(N, 2, LANES)` are scratch. Unless `ckpt` is empty, the
+/// state before step `c q` is also copied to chunk `c` of `ckpt` (`(ceil(T / q), N, Di)`), as
+/// [`checkpoints`] does: the same states, so a backward may start from them. In `f32` on an
+/// AVX-512 CPU, [`super::avx512::forward_gated`] (the same bits).
+pub(super) fn forward_gated<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    gate: &[E],
+    h: &mut [E],
+    bc: &mut [E],
+    out: &mut [E],
+    q: usize,
+    ckpt: &mut [E],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        if let (Some(io), Some(gate), Some(h), Some(out), Some(ckpt)) =
+            (io.as_f32(), E::as_f32(gate), E::as_f32_mut(h), E::as_f32_mut(out), E::as_f32_mut(ckpt))
+        {
+            // SAFETY: `avx512()` holds only on a CPU with the features the loops need.
+            return unsafe { super::avx512::forward_gated(&io, gate, h, out, q, ckpt) };
+        }
+    }
+    forward_gated_portable(io, gate, h, bc, out, q, ckpt)
+}
+
 multiversion! {
-    /// The scan from a zero state over all steps, gated: `out[t] = (C_t h_t + D x_t) * gate[t]`
-    /// `(T, Di)`. `h` `(N, Di)` and `bc` `(N, 2, LANES)` are scratch. Unless `ckpt` is empty,
-    /// the state before step `c q` is also copied to chunk `c` of `ckpt`
-    /// (`(ceil(T / q), N, Di)`), as [`checkpoints`] does: the same states, so a backward may
-    /// start from them.
-    pub(super) fn forward_gated<E: CpuElem>(
+    /// [`forward_gated`] in portable code, vectorized by the compiler for each level.
+    pub(super) fn forward_gated_portable<E: CpuElem>(
         io: &Inputs<'_, E>,
         gate: &[E],
         h: &mut [E],
@@ -143,10 +181,23 @@ multiversion! {
     }
 }
 
+/// The states only, from zero over all steps: the state before step `c q` is copied to chunk
+/// `c` of `ckpt` (`(ceil(T / q), N, Di)`). `h` is scratch, `(N, Di)`. In `f32` on an AVX-512
+/// CPU, [`super::avx512::checkpoints`].
+pub(super) fn checkpoints<E: CpuElem>(io: &Inputs<'_, E>, q: usize, h: &mut [E], ckpt: &mut [E]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        if let (Some(io), Some(h), Some(ckpt)) = (io.as_f32(), E::as_f32_mut(h), E::as_f32_mut(ckpt)) {
+            // SAFETY: as in `forward_gated`.
+            return unsafe { super::avx512::checkpoints(&io, q, h, ckpt) };
+        }
+    }
+    checkpoints_portable(io, q, h, ckpt)
+}
+
 multiversion! {
-    /// The states only, from zero over all steps: the state before step `c q` is copied to
-    /// chunk `c` of `ckpt` (`(ceil(T / q), N, Di)`). `h` is scratch, `(N, Di)`.
-    pub(super) fn checkpoints<E: CpuElem>(io: &Inputs<'_, E>, q: usize, h: &mut [E], ckpt: &mut [E]) {
+    /// [`checkpoints`] in portable code.
+    pub(super) fn checkpoints_portable<E: CpuElem>(io: &Inputs<'_, E>, q: usize, h: &mut [E], ckpt: &mut [E]) {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
         let s = di * n;
         h.fill(E::zero());
@@ -201,12 +252,38 @@ fn prev_states<'a, E>(
     }
 }
 
+/// Recomputes steps `t0..t1` of channels `c0..c1` (`c0` a multiple of [`LANES`]) from the
+/// state `h0` `(N, Di)` before `t0`: the group's states into `hs` and their decays into `decs`
+/// (both `(t1 - t0, N, c1 - c0)`), and the scan output `y[t] = C_t h_t + D x_t` into rows
+/// `t0..t1`, channels `c0..c1`, of `y` `(T, Di)`. In `f32` on an AVX-512 CPU,
+/// [`super::avx512::chunk_forward`].
+#[allow(clippy::too_many_arguments)]
+pub(super) fn chunk_forward<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    t0: usize,
+    t1: usize,
+    c0: usize,
+    c1: usize,
+    h0: &[E],
+    hs: &mut [E],
+    decs: &mut [E],
+    y: &mut [E],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        if let (Some(io), Some(h0), Some(hs), Some(decs), Some(y)) =
+            (io.as_f32(), E::as_f32(h0), E::as_f32_mut(hs), E::as_f32_mut(decs), E::as_f32_mut(y))
+        {
+            // SAFETY: as in `forward_gated`.
+            return unsafe { super::avx512::chunk_forward(&io, t0, t1, c0, c1, h0, hs, decs, y) };
+        }
+    }
+    chunk_forward_portable(io, t0, t1, c0, c1, h0, hs, decs, y)
+}
+
 multiversion! {
-    /// Recomputes steps `t0..t1` of channels `c0..c1` (`c0` a multiple of [`LANES`]) from the
-    /// state `h0` `(N, Di)` before `t0`: the group's states into `hs` and their decays into
-    /// `decs` (both `(t1 - t0, N, c1 - c0)`), and the scan output
-    /// `y[t] = C_t h_t + D x_t` into rows `t0..t1`, channels `c0..c1`, of `y` `(T, Di)`.
-    pub(super) fn chunk_forward<E: CpuElem>(
+    /// [`chunk_forward`] in portable code.
+    pub(super) fn chunk_forward_portable<E: CpuElem>(
         io: &Inputs<'_, E>,
         t0: usize,
         t1: usize,
@@ -298,15 +375,130 @@ pub(super) struct Back<'a, E> {
     pub tails: &'a mut [E],
 }
 
+impl<E: CpuElem> Back<'_, E> {
+    /// The same buffers as `f32` slices when `E` is `f32`.
+    fn as_f32(&mut self) -> Option<Back<'_, f32>> {
+        Some(Back {
+            carry: E::as_f32_mut(self.carry)?,
+            gxs_row: E::as_f32_mut(self.gxs_row)?,
+            gdt_row: E::as_f32_mut(self.gdt_row)?,
+            g_xs: E::as_f32_mut(self.g_xs)?,
+            g_dt: E::as_f32_mut(self.g_dt)?,
+            g_a: E::as_f32_mut(self.g_a)?,
+            g_d: E::as_f32_mut(self.g_d)?,
+            dots: E::as_f32_mut(self.dots)?,
+            tails: E::as_f32_mut(self.tails)?,
+        })
+    }
+}
+
+/// Walks steps `t1 - 1` down to `lo` of channels `c0..c1` of the chunk that starts at `t0`
+/// (`t0 <= lo < t1`), whose states and decays [`chunk_forward`] left in `hs` and `decs` (`h0`
+/// is the state before `t0`), for the scan-output gradient `g_y` `(T, Di)`:
+/// `G_t = g_t C_t + carry`, then `carry = a_t G_t`; with `q = G a_t h_{t-1}`,
+/// `g_x = D g + dt sum_n G B`, `g_dt = x sum_n G B + sum_n A q`, `g_A += dt q`, `g_D += g x`;
+/// and the channel sums `g_B = sum_d G dt x`, `g_C = sum_d g h` go on in `b.dots` and
+/// `b.tails`. In `f32` on an AVX-512 CPU, the full blocks of channels run in
+/// [`super::avx512::back_blocks`] and a last partial block here ([`tail_step`]); the channels
+/// are independent but for the dot products, whose full-block lanes and tail sums are kept
+/// apart, so the order between the two does not matter.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn back_steps<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    t0: usize,
+    lo: usize,
+    t1: usize,
+    c0: usize,
+    c1: usize,
+    h0: &[E],
+    hs: &[E],
+    decs: &[E],
+    g_y: &[E],
+    b: &mut Back<'_, E>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        if let (Some(io32), Some(h0), Some(hs), Some(decs), Some(g_y), Some(mut b32)) =
+            (io.as_f32(), E::as_f32(h0), E::as_f32(hs), E::as_f32(decs), E::as_f32(g_y), b.as_f32())
+        {
+            // SAFETY: as in `forward_gated`.
+            unsafe { super::avx512::back_blocks(&io32, t0, lo, t1, c0, c1, h0, hs, decs, g_y, &mut b32) };
+            let full = c0 + (c1 - c0) / LANES * LANES;
+            if full < c1 {
+                for t in (lo..t1).rev() {
+                    tail_step(&io32, t, t0, c0, c1, full, h0, hs, decs, g_y, &mut b32);
+                }
+            }
+            return;
+        }
+    }
+    back_steps_portable(io, t0, lo, t1, c0, c1, h0, hs, decs, g_y, b)
+}
+
+/// Step `t` of [`back_steps`] for the channels `full..c1` past the group's last full block of
+/// [`LANES`] (`c0..c1` the group): the scalar walk, its dot products summed in `b.tails` in
+/// channel order, then the per-channel end ([`finish_step`]) for those channels.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn tail_step<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    t: usize,
+    t0: usize,
+    c0: usize,
+    c1: usize,
+    full: usize,
+    h0: &[E],
+    hs: &[E],
+    decs: &[E],
+    g_y: &[E],
+    b: &mut Back<'_, E>,
+) {
+    let (di, n, r, w) = (io.di, io.n, io.r, io.w);
+    let gw = c1 - c0;
+    let (i, sg) = (t - t0, n * gw);
+    let (h_t, dec) = (&hs[i * sg..][..sg], &decs[i * sg..][..sg]);
+    let (prev, ps, po) = prev_states(h0, hs, i, di, c0, gw, n);
+    let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
+    let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
+    let g = &g_y[t * di..][..di];
+    let (a_all, carry, g_a) = (&io.at[..di * n], &mut b.carry[..di * n], &mut b.g_a[..di * n]);
+    let (gxs, gdt) = (&mut b.gxs_row[..di], &mut b.gdt_row[..di]);
+    let tails = &mut b.tails[i * 2 * n..][..2 * n];
+    for d in full..c1 {
+        let (mut sx, mut sd) = (E::zero(), E::zero());
+        for j in 0..n {
+            let (at, loc, pat) = (j * di + d, j * gw + (d - c0), j * ps + (d - c0) + po);
+            let (e, p) = (dec[loc], prev[pat]);
+            let gg = g[d].fma(ct[j], carry[at]);
+            sx = gg.fma(bt[j], sx);
+            let qv = gg * (e * p);
+            sd = qv.fma(a_all[at], sd);
+            g_a[at] = qv.fma(dt[d], g_a[at]);
+            carry[at] = e * gg;
+            tails[j] = g[d].fma(h_t[loc], tails[j]);
+            tails[n + j] = gg.fma(dx[d], tails[n + j]);
+        }
+        gxs[d] = sx;
+        gdt[d] = sd;
+    }
+    let cs = full..c1;
+    let (g_xs, g_dt) = (&mut b.g_xs[t * di..][cs.clone()], &mut b.g_dt[t * di..][cs.clone()]);
+    finish_step(
+        g_xs,
+        g_dt,
+        &mut b.g_d[cs.clone()],
+        &io.d_skip[cs.clone()],
+        &g[cs.clone()],
+        &dt[cs.clone()],
+        &xs[cs.clone()],
+        &gxs[cs.clone()],
+        &gdt[cs],
+    );
+}
+
 multiversion! {
-    /// Walks steps `t1 - 1` down to `lo` of channels `c0..c1` of the chunk that starts at `t0`
-    /// (`t0 <= lo < t1`), whose states and decays [`chunk_forward`] left in `hs` and `decs`
-    /// (`h0` is the state before `t0`), for the scan-output gradient `g_y` `(T, Di)`:
-    /// `G_t = g_t C_t + carry`, then `carry = a_t G_t`; with `q = G a_t h_{t-1}`,
-    /// `g_x = D g + dt sum_n G B`, `g_dt = x sum_n G B + sum_n A q`, `g_A += dt q`,
-    /// `g_D += g x`; and the channel sums `g_B = sum_d G dt x`, `g_C = sum_d g h` go on in
-    /// `b.dots` and `b.tails`.
-    pub(super) fn back_steps<E: CpuElem>(
+    /// [`back_steps`] in portable code.
+    pub(super) fn back_steps_portable<E: CpuElem>(
         io: &Inputs<'_, E>,
         t0: usize,
         lo: usize,
@@ -322,16 +514,16 @@ multiversion! {
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
         let gw = c1 - c0;
         let (sg, full) = (n * gw, c0 + gw / LANES * LANES);
-        let (a_all, carry, g_a) = (&io.at[..di * n], &mut b.carry[..di * n], &mut b.g_a[..di * n]);
         for t in (lo..t1).rev() {
             let i = t - t0;
+            let (a_all, carry, g_a) = (&io.at[..di * n], &mut b.carry[..di * n], &mut b.g_a[..di * n]);
             let (h_t, dec) = (&hs[i * sg..][..sg], &decs[i * sg..][..sg]);
             let (prev, ps, po) = prev_states(h0, hs, i, di, c0, gw, n);
             let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
             let g = &g_y[t * di..][..di];
             let (gxs, gdt) = (&mut b.gxs_row[..di], &mut b.gdt_row[..di]);
-            let (acc, tails) = (&mut b.dots[i * 2 * n * LANES..][..2 * n * LANES], &mut b.tails[i * 2 * n..][..2 * n]);
+            let acc = &mut b.dots[i * 2 * n * LANES..][..2 * n * LANES];
             let (acc_c, acc_b) = acc.split_at_mut(n * LANES);
             // Blocks of LANES channels, every state index within the block: the per-channel
             // sums `gxs` and `gdt` stay in registers while the N state rows pass; the two dot
@@ -383,24 +575,7 @@ multiversion! {
                 gxs[c..c + LANES].copy_from_slice(&sx);
                 gdt[c..c + LANES].copy_from_slice(&sd);
             }
-            for d in full..c1 {
-                let (mut sx, mut sd) = (E::zero(), E::zero());
-                for j in 0..n {
-                    let (at, loc, pat) = (j * di + d, j * gw + (d - c0), j * ps + (d - c0) + po);
-                    let (e, p) = (dec[loc], prev[pat]);
-                    let gg = g[d].fma(ct[j], carry[at]);
-                    sx = gg.fma(bt[j], sx);
-                    let qv = gg * (e * p);
-                    sd = qv.fma(a_all[at], sd);
-                    g_a[at] = qv.fma(dt[d], g_a[at]);
-                    carry[at] = e * gg;
-                    tails[j] = g[d].fma(h_t[loc], tails[j]);
-                    tails[n + j] = gg.fma(dx[d], tails[n + j]);
-                }
-                gxs[d] = sx;
-                gdt[d] = sd;
-            }
-            let cs = c0..c1;
+            let cs = c0..full;
             let (g_xs, g_dt) = (&mut b.g_xs[t * di..][cs.clone()], &mut b.g_dt[t * di..][cs.clone()]);
             finish_step(
                 g_xs,
@@ -413,6 +588,9 @@ multiversion! {
                 &gxs[cs.clone()],
                 &gdt[cs],
             );
+            if full < c1 {
+                tail_step(io, t, t0, c0, c1, full, h0, hs, decs, g_y, b);
+            }
         }
     }
 }

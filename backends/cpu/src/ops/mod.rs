@@ -26,6 +26,11 @@ pub trait CpuElem: Elem {
     fn softplus_and_grad(self) -> (Self, Self);
     /// The fixed tree of [`simd::fold_lanes`] over 16 lane accumulators, plus `tail`.
     fn fold16(acc: &[Self; 16], tail: Self) -> Self;
+    /// The slice as `f32` when `Self` is `f32`, else `None`: how a generic kernel hands its
+    /// operands to an `f32`-only implementation (the scan's AVX-512 loops) without a cast.
+    fn as_f32(s: &[Self]) -> Option<&[f32]>;
+    /// [`CpuElem::as_f32`] for a mutable slice.
+    fn as_f32_mut(s: &mut [Self]) -> Option<&mut [f32]>;
 
     /// `C = alpha A B + beta C` for row/column strides as in `matrixmultiply`; see
     /// [`gemm::gemm`] for the safe entry point.
@@ -76,6 +81,14 @@ impl CpuElem for f32 {
         #[cfg(not(target_arch = "x86_64"))]
         return simd::fold_tree(acc, tail);
     }
+    #[inline(always)]
+    fn as_f32(s: &[Self]) -> Option<&[f32]> {
+        Some(s)
+    }
+    #[inline(always)]
+    fn as_f32_mut(s: &mut [Self]) -> Option<&mut [f32]> {
+        Some(s)
+    }
     unsafe fn gemm_raw(
         m: usize,
         k: usize,
@@ -116,6 +129,14 @@ impl CpuElem for f64 {
     #[inline(always)]
     fn fold16(acc: &[Self; 16], tail: Self) -> Self {
         simd::fold_tree(acc, tail)
+    }
+    #[inline(always)]
+    fn as_f32(_: &[Self]) -> Option<&[f32]> {
+        None
+    }
+    #[inline(always)]
+    fn as_f32_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
     }
     unsafe fn gemm_raw(
         m: usize,
