@@ -21,6 +21,10 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Duration;
 
+/// As `bc-cli`: buffers on cache-line boundaries (`boldcast::alloc::CacheAligned`).
+#[global_allocator]
+static ALLOC: boldcast::alloc::CacheAligned = boldcast::alloc::CacheAligned;
+
 /// Deterministic values in `[-scale, scale)` (an LCG: enough for timing).
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2862933555777941757).wrapping_add(3037000493);

@@ -1,10 +1,14 @@
 //! `boldcast::alloc::retain_freed_memory`: after it, a step's worth of large buffers freed and
 //! allocated again costs no page faults (with glibc's defaults, the freed heap top is trimmed
-//! and every page faults again). Its own test binary, since the policy is process-wide and the
+//! and every page faults again). With `bc-cli`'s global allocator, `CacheAligned`, so the
+//! two are checked together, and every buffer is checked to start on a cache line. Its own test binary, since the policy is process-wide and the
 //! page-fault count is the process's. Without the test harness (`harness = false`), so that
 //! the buffers come from the main thread's heap, as `bc-cli`'s training step's do.
 
 use std::hint::black_box;
+
+#[global_allocator]
+static ALLOC: boldcast::alloc::CacheAligned = boldcast::alloc::CacheAligned;
 
 /// Minor page faults of this process so far (`getrusage`).
 fn minor_faults() -> i64 {
@@ -22,6 +26,7 @@ fn one_step() {
     let bufs: Vec<Vec<f32>> = (0..6)
         .map(|k| {
             let mut v = vec![0.0f32; 4 << 20];
+            assert_eq!(v.as_ptr() as usize % 64, 0, "a buffer off the cache line");
             for i in (0..v.len()).step_by(1024) {
                 v[i] = k as f32;
             }
