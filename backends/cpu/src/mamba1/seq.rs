@@ -12,7 +12,7 @@ use super::scan::{self, Back, Inputs};
 use super::{Mamba1Dims, Mamba1Params, Prepared};
 use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
-use crate::ops::simd::{add_widened, LANES};
+use crate::ops::simd::{add_widened, prefetch_l2, LANES};
 use crate::ops::{linear, CpuElem};
 
 /// Every buffer one sequence needs, sized for `T` steps. Row-major `(T, width)` unless noted.
@@ -274,6 +274,21 @@ multiversion! {
 }
 
 multiversion! {
+    /// The time step's pre-activation gradient: `g *= softplus'(pre)` (`sig`, as stored), in
+    /// place over `(T, Di)`, and its bias gradient `g_b[d] += sum_t g[t, d]` (rows in order).
+    /// A kernel of its own so that both run at the machine's vector width.
+    fn pre_backward<E: CpuElem>(g: &mut [E], sig: &[E], g_b: &mut [E]) {
+        let di = g_b.len();
+        for (row, srow) in g.chunks_exact_mut(di).zip(sig.chunks_exact(di)) {
+            for ((gd, &s), gb) in row.iter_mut().zip(srow).zip(g_b.iter_mut()) {
+                *gd *= s;
+                *gb += *gd;
+            }
+        }
+    }
+}
+
+multiversion! {
     /// `g *= silu'(c) = s (1 + c (1 - s))` with `s = sigmoid(c)` as stored.
     fn silu_backward<E: CpuElem>(g: &mut [E], c: &[E], sig: &[E]) {
         let len = g.len();
@@ -451,6 +466,10 @@ pub(super) fn backward<E: CpuElem>(
         for c in (0..t_len.div_ceil(q)).rev() {
             let (t0, t1) = (c * q, (c * q + q).min(t_len));
             let h0 = &ckpt[c * s..(c + 1) * s];
+            // The next chunk's state, cold in a large buffer: on its way while this one runs.
+            if c > 0 {
+                prefetch_l2(&ckpt[(c - 1) * s..c * s]);
+            }
             bw.dots.fill(E::zero());
             bw.tails.fill(E::zero());
             // One group of channels at a time through the whole chunk, so its states and
@@ -511,16 +530,9 @@ pub(super) fn backward<E: CpuElem>(
     gemm(E::one(), Mat::rm(&ws.g_out, t_len, m).t(), Mat::rm(&gated, t_len, di), E::one(), &mut g.out_proj, di);
 
     // dt = softplus(pre), pre = dr W_dt^T + dt_b; g_dt becomes g_pre in place.
-    for (gd, &s) in bw.g_dt.iter_mut().zip(&ws.sig_pre) {
-        *gd *= s;
-    }
+    pre_backward(&mut bw.g_dt, &ws.sig_pre, &mut g.dt_proj_b);
     let dr = Mat { data: &ws.dbc, rows: t_len, cols: r, rs: w, cs: 1 };
     gemm(E::one(), Mat::rm(&bw.g_dt, t_len, di).t(), dr, E::one(), &mut g.dt_proj_w, r);
-    for row in bw.g_dt.chunks_exact(di) {
-        for (gb, &v) in g.dt_proj_b.iter_mut().zip(row) {
-            *gb += v;
-        }
-    }
     // g_dr lands in the first R columns of each g_dbc row (the scan filled the B and C columns).
     gemm(E::one(), Mat::rm(&bw.g_dt, t_len, di), Mat::rm(&p.dt_proj_w, di, r), E::zero(), &mut bw.g_dbc, w);
 
