@@ -458,7 +458,7 @@ fn tail_step<E: CpuElem>(
     let (i, sg) = (t - t0, n * gw);
     let (h_t, dec) = (&hs[i * sg..][..sg], &decs[i * sg..][..sg]);
     let (prev, ps, po) = prev_states(h0, hs, i, di, c0, gw, n);
-    let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
+    let (dt, dx) = (&io.dt[t * di..][..di], &io.dx[t * di..][..di]);
     let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
     let g = &g_y[t * di..][..di];
     let (a_all, carry, g_a) = (&io.at[..di * n], &mut b.carry[..di * n], &mut b.g_a[..di * n]);
@@ -481,18 +481,31 @@ fn tail_step<E: CpuElem>(
         gxs[d] = sx;
         gdt[d] = sd;
     }
-    let cs = full..c1;
-    let (g_xs, g_dt) = (&mut b.g_xs[t * di..][cs.clone()], &mut b.g_dt[t * di..][cs.clone()]);
+    finish_channels(io, g_y, t, full..c1, b);
+}
+
+/// [`finish_step`] for step `t` and channels `cs`, from the step's sums in `b.gxs_row` and
+/// `b.gdt_row`.
+#[inline(always)]
+fn finish_channels<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    g_y: &[E],
+    t: usize,
+    cs: std::ops::Range<usize>,
+    b: &mut Back<'_, E>,
+) {
+    let row = t * io.di;
+    let (g, dt, xs) = (&g_y[row..][cs.clone()], &io.dt[row..][cs.clone()], &io.xs[row..][cs.clone()]);
     finish_step(
-        g_xs,
-        g_dt,
+        &mut b.g_xs[row..][cs.clone()],
+        &mut b.g_dt[row..][cs.clone()],
         &mut b.g_d[cs.clone()],
         &io.d_skip[cs.clone()],
-        &g[cs.clone()],
-        &dt[cs.clone()],
-        &xs[cs.clone()],
-        &gxs[cs.clone()],
-        &gdt[cs],
+        g,
+        dt,
+        xs,
+        &b.gxs_row[cs.clone()],
+        &b.gdt_row[cs],
     );
 }
 
@@ -519,7 +532,7 @@ multiversion! {
             let (a_all, carry, g_a) = (&io.at[..di * n], &mut b.carry[..di * n], &mut b.g_a[..di * n]);
             let (h_t, dec) = (&hs[i * sg..][..sg], &decs[i * sg..][..sg]);
             let (prev, ps, po) = prev_states(h0, hs, i, di, c0, gw, n);
-            let (dt, xs, dx) = (&io.dt[t * di..][..di], &io.xs[t * di..][..di], &io.dx[t * di..][..di]);
+            let (dt, dx) = (&io.dt[t * di..][..di], &io.dx[t * di..][..di]);
             let (bt, ct) = (&io.dbc[t * w + r..][..n], &io.dbc[t * w + r + n..][..n]);
             let g = &g_y[t * di..][..di];
             let (gxs, gdt) = (&mut b.gxs_row[..di], &mut b.gdt_row[..di]);
@@ -575,19 +588,7 @@ multiversion! {
                 gxs[c..c + LANES].copy_from_slice(&sx);
                 gdt[c..c + LANES].copy_from_slice(&sd);
             }
-            let cs = c0..full;
-            let (g_xs, g_dt) = (&mut b.g_xs[t * di..][cs.clone()], &mut b.g_dt[t * di..][cs.clone()]);
-            finish_step(
-                g_xs,
-                g_dt,
-                &mut b.g_d[cs.clone()],
-                &io.d_skip[cs.clone()],
-                &g[cs.clone()],
-                &dt[cs.clone()],
-                &xs[cs.clone()],
-                &gxs[cs.clone()],
-                &gdt[cs],
-            );
+            finish_channels(io, g_y, t, c0..full, b);
             if full < c1 {
                 tail_step(io, t, t0, c0, c1, full, h0, hs, decs, g_y, b);
             }
