@@ -1,9 +1,10 @@
 //! The selective scan's block loops written with AVX-512 intrinsics, for `f32` on x86-64 CPUs
-//! that have AVX-512 F and VL: [`forward_gated`], [`checkpoints`], [`chunk_forward`] and the
-//! full blocks of [`back_steps`], the same computations as the generic kernels of
-//! [`super::scan`], operation for operation, so the results are the same bits.
+//! that have AVX-512 F and VL: [`forward_gated`], [`checkpoints`], [`chunk_forward`] and, in
+//! [`back_blocks`], the full channel blocks of the walk (`scan::back_steps`): the same
+//! computations as the portable loops of [`super::scan`], operation for operation, so the
+//! results are the same bits.
 //!
-//! Why they exist: LLVM vectorizes the generic kernels to 16 lanes, but around each vector
+//! Why they exist: LLVM vectorizes the portable kernels to 16 lanes, but around each vector
 //! iteration it kept about 30 scalar instructions (bounds checks, stack reloads of pointers,
 //! broadcasts of `B_t[j]` and `C_t[j]` through a register), which were the bottleneck, not the
 //! arithmetic. Written with intrinsics over raw pointers (every bound checked once at entry),
@@ -13,14 +14,14 @@
 //! alternated, best of 60 runs over a `cpu-demo` sequence): the chunk recomputation in
 //! 0.63-0.83 of the portable kernel's time, the walk in about 0.8.
 //!
-//! Bit-exactness: every product, sum and fused multiply-add of the generic kernel appears here
+//! Bit-exactness: every product, sum and fused multiply-add of the portable kernel appears here
 //! in the same order with the same operands. `vscalefps(p, k)` is `p 2^k` rounded once, as the
-//! generic `p * 2^k` (whose `2^k` is exact, `k` in `[-126, 0]`), so [`exp_nonpos`] returns
+//! portable `p * 2^k` (whose `2^k` is exact, `k` in `[-126, 0]`), so [`exp_nonpos`] returns
 //! the bits of [`crate::ops::fastmath::exp_nonpos`]. A last partial block of channels runs in
 //! the same code with masked loads and stores. The `B` and `C` gradient sums over channels of
 //! a partial block are scalar sums in channel order ([`super::scan`]'s tail), which lane
-//! arithmetic cannot reproduce, so [`back_steps`] leaves those channels to the generic code.
-//! The tests at the bottom compare every kernel with the generic one bit for bit.
+//! arithmetic cannot reproduce, so [`back_blocks`] leaves those channels to the portable code.
+//! The tests at the bottom compare every kernel with the portable one bit for bit.
 
 use super::scan::{Back, Inputs};
 use std::arch::x86_64::*;
@@ -66,7 +67,7 @@ unsafe fn st<const MASKED: bool>(m: __mmask16, p: *mut f32, v: __m512) {
 /// [`crate::ops::fastmath::exp_nonpos`] on 16 lanes, the same operations: `k = round(x log2
 /// e)` by adding `1.5 2^23`, `r = x - k ln 2` in two parts, the degree-6 polynomial, then
 /// `2^k` applied by `vscalefps`; lanes below the smallest normal's logarithm give 0, NaN
-/// propagates (the comparison is true for unordered lanes). The generic version clamps `x`
+/// propagates (the comparison is true for unordered lanes). The portable version clamps `x`
 /// before forming `k`; a clamped lane is discarded by the final select either way, so no
 /// clamp is needed here, and the lanes kept see the same values.
 #[inline]

@@ -14,6 +14,12 @@
 //! ([`CpuElem::exp_nonpos`]) and every kernel is compiled for the best vector width
 //! ([`crate::multiversion`]), so the scan runs at the machine's vector width.
 //!
+//! Two versions of each loop: the public entry points here ([`forward_gated`],
+//! [`checkpoints`], [`chunk_forward`], [`back_steps`]) run the AVX-512 intrinsics of
+//! [`super::avx512`] for `f32` on a CPU that has them, else the portable loops below
+//! (`*_portable`), which every other element type and vector level uses. Both compute the same
+//! operations in the same order (the tests in `avx512.rs` compare them bit for bit).
+//!
 //! Bit-exactness: the state update `h = exp(dt A) h + (dt x) B` (one fused multiply-add,
 //! [`CpuElem::fma`]) is one function, [`state_step`], called by the plain forward, the
 //! checkpoint pass and the chunk recomputation, and the output sums the state indices in the
