@@ -57,7 +57,9 @@ fn vector(dev: &Cpu, v: Vec<f32>) -> V<NoneTape> {
 /// The Mamba-1 parameters of `benches/cpu.rs` on the device: the same values (seeded by each
 /// tensor's position in the state dict, `A_log = ln(n + 1)`, `D = 1`, `dt_proj.bias = -3`).
 struct Mixer {
+    /// `conv1d.weight` `(Di, K)`, `in_proj`, `x_proj`, `dt_proj.weight`, `A_log`, `out_proj`.
     w: [M<NoneTape>; 6],
+    /// `conv1d.bias`, `dt_proj.bias`, `D`.
     b: [V<NoneTape>; 3],
 }
 
