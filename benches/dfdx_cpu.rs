@@ -13,37 +13,20 @@
 //! Sample counts are small: the dfdx scan runs step by step as small tensor operations, tens
 //! of times slower than the CPU backend's.
 
-use boldcast::config::RunConfig;
-use boldcast::core::{Adam, Adjacency, ModelConfig, TokenShape, Tokens, Trainer};
+mod common;
+
+use boldcast::core::{Adjacency, ModelConfig, Trainer};
 use boldcast::dfdx::knn::{knn_attention, KnnParams};
 use boldcast::dfdx::mamba1::{mamba1, Mamba1Params};
 use boldcast::dfdx::{cpu_device, Cpu, DfdxModel};
+use common::{demo_config, values, QuickStep};
 use criterion::{criterion_group, criterion_main, Criterion};
 use dfdx::prelude::*;
 use std::hint::black_box;
 use std::time::Duration;
 
-/// As `bc-cli` and `benches/cpu.rs`: buffers on cache-line boundaries.
-#[global_allocator]
-static ALLOC: boldcast::alloc::CacheAligned = boldcast::alloc::CacheAligned;
-
 type M<T> = Tensor<(usize, usize), f32, Cpu, T>;
 type V<T> = Tensor<(usize,), f32, Cpu, T>;
-
-/// Deterministic values in `[-scale, scale)`, as `benches/cpu.rs`.
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2862933555777941757).wrapping_add(3037000493);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-        })
-        .collect()
-}
-
-fn demo_config() -> ModelConfig {
-    RunConfig::preset("cpu-demo").expect("the cpu-demo preset exists").model_config()
-}
 
 fn mat(dev: &Cpu, v: Vec<f32>, rows: usize, cols: usize) -> M<NoneTape> {
     dev.tensor_from_vec(v, (rows, cols))
@@ -156,18 +139,15 @@ fn attention(c: &mut Criterion) {
 }
 
 fn train_step(c: &mut Criterion) {
-    let cfg = RunConfig::preset("quick").expect("the quick preset exists");
-    let mc = cfg.model_config();
-    let (batch, parcels) = (cfg.train.batch_size, cfg.data.synthetic.parcels);
-    let time = cfg.window.window / mc.d_in;
-    let adj = (mc.k_neighbors > 0).then(|| Adjacency::ring(parcels, mc.k_neighbors).expect("a valid ring"));
-    let tokens: Tokens<f32> = boldcast::fixtures::ar1_tokens(TokenShape::new(batch, time, parcels, mc.d_in), 0.9, 0);
-    let model = DfdxModel::<f32, Cpu>::new_cpu(mc, adj, 0).expect("the quick model builds");
-    let opt = Adam::<f32>::new(cfg.optim_config()).expect("a valid optimizer");
-    let mut trainer = Trainer::new(model, opt, cfg.schedule_config(), (), cfg.max_norm());
+    let q = QuickStep::new();
+    let model =
+        DfdxModel::<f32, Cpu>::new_cpu(q.model.clone(), q.adjacency.clone(), 0).expect("the quick model builds");
+    let mut trainer = Trainer::new(model, q.optimizer(), q.run.schedule_config(), (), q.run.max_norm());
     let mut g = c.benchmark_group("dfdx-cpu");
     g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
-    g.bench_function("train_step_quick", |b| b.iter(|| black_box(trainer.step(&tokens).expect("a finite step")).loss));
+    g.bench_function("train_step_quick", |b| {
+        b.iter(|| black_box(trainer.step(&q.tokens).expect("a finite step")).loss)
+    });
     g.finish();
 }
 

@@ -78,6 +78,21 @@ unsafe fn raw_of(p: *mut u8) -> *mut u8 {
     p.cast::<usize>().sub(1).read() as *mut u8
 }
 
+/// A block for `layout` from `alloc` (`System`'s allocation or zeroed allocation): as asked
+/// when `CacheAligned` does not align it, else padded by a line and placed on the boundary.
+///
+/// # Safety
+/// As [`GlobalAlloc::alloc`]: `layout` has a non-zero size.
+unsafe fn with_padding(layout: Layout, alloc: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
+    if !aligned_here(layout.size(), layout.align()) {
+        return alloc(layout);
+    }
+    match raw_layout(layout.size()) {
+        Some(raw) => place(alloc(raw)),
+        None => std::ptr::null_mut(),
+    }
+}
+
 // SAFETY: a block aligned here is the first line boundary inside a `System` block one line
 // longer than asked (so `size` bytes fit after it), which `dealloc` and `realloc` find again
 // from the 8 bytes before the boundary; which blocks are aligned here is a function of the
@@ -91,23 +106,11 @@ unsafe fn raw_of(p: *mut u8) -> *mut u8 {
 // faults in four steps, against none with plain `malloc` of the padded size).
 unsafe impl GlobalAlloc for CacheAligned {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !aligned_here(layout.size(), layout.align()) {
-            return System.alloc(layout);
-        }
-        match raw_layout(layout.size()) {
-            Some(raw) => place(System.alloc(raw)),
-            None => std::ptr::null_mut(),
-        }
+        with_padding(layout, |l| System.alloc(l))
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if !aligned_here(layout.size(), layout.align()) {
-            return System.alloc_zeroed(layout);
-        }
-        match raw_layout(layout.size()) {
-            Some(raw) => place(System.alloc_zeroed(raw)),
-            None => std::ptr::null_mut(),
-        }
+        with_padding(layout, |l| System.alloc_zeroed(l))
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
