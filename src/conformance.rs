@@ -4,7 +4,7 @@
 //! Two parts:
 //!
 //! - **Golden cases**: every case directory (the shared PyTorch cases in `../shared/golden`
-//!   and this project's `tests/golden-extra`) through [`crate::golden::check_case_dir`]:
+//!   and this project's `golden/cases`) through [`crate::golden::check_case_dir`]:
 //!   forward, embed, loss, every gradient, the optimizer and a real training-loss series,
 //!   with the tolerances of MODEL.md.
 //! - **Randomized comparison with the CPU backend**: configurations drawn from a seeded RNG
@@ -317,9 +317,9 @@ pub fn assert_random_vs_cpu<M: Model<f32>>(build: &impl Build<M>, temporals: &[T
 }
 
 /// The golden roots of this repository: `<root>/../shared/golden` and
-/// `<root>/tests/golden-extra`, for a crate whose manifest is at `root`.
+/// `<root>/golden/cases`, for a crate whose manifest is at `root`.
 pub fn default_golden_roots(root: &Path) -> Vec<PathBuf> {
-    vec![root.join("../shared/golden"), root.join("tests/golden-extra")]
+    vec![root.join("../shared/golden"), root.join("golden/cases")]
 }
 
 /// Expands to the conformance tests of one backend.

@@ -20,7 +20,7 @@ fn cases() -> Vec<PathBuf> {
         shared.display()
     );
     let mut dirs = Vec::new();
-    for base in [shared, root().join("tests/golden-extra")] {
+    for base in [shared, root().join("golden/cases")] {
         for e in std::fs::read_dir(&base).unwrap() {
             let p = e.unwrap().path();
             if p.join("config.json").is_file() {

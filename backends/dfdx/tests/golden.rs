@@ -100,7 +100,7 @@ fn extra_cases_match_pytorch() {
     // The repository's own cases made with the shared generator: n_layers 0 with d_in 3, a
     // deep model without the spatial attention (k = 0) trained with Adam-L2, and Mamba-2 with
     // k = P and 13 tokens in chunks of 5.
-    let extra = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden-extra");
+    let extra = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/cases");
     for case in ["flat-d3", "deep-k0", "mamba2-full-k"] {
         assert_all_pass(case, &common::check_case_at::<f32, _>(&extra.join(case), cpu_device()));
     }
