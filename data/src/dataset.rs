@@ -34,9 +34,9 @@
 //! parcel. Windows of `window` TRs start at `0, stride, 2 stride, ...` while they fit; a window
 //! becomes tokens `tokens[t, p, j] = x[start + t D + j, p]`.
 
-use crate::fixtures::SynthRun;
 use boldcast_core::floor::empirical_floor_per_parcel;
 use boldcast_core::{Adjacency, Elem, TokenShape, Tokens};
+use boldcast_fixtures::SynthRun;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -596,7 +596,7 @@ impl Dataset {
             parcel_names.get_or_insert(names);
             centroids = Some(xyz);
         }
-        let parcel_names = parcel_names.unwrap_or_else(|| crate::fixtures::parcel_names(p));
+        let parcel_names = parcel_names.unwrap_or_else(|| boldcast_fixtures::parcel_names(p));
         let runs = raws.into_iter().map(|(id, path, raw)| (id, path, raw.n_tr, raw.data)).collect();
         let mut ds = Self::from_parts(runs, p, parcel_names, centroids);
         ds.ignored = ignored;
@@ -660,7 +660,7 @@ impl Dataset {
                 return Err(DataError::config("centroids", c.len(), format!("the runs have {p} parcels")));
             }
         }
-        Ok(Self::from_parts(parts, p, crate::fixtures::parcel_names(p), centroids))
+        Ok(Self::from_parts(parts, p, boldcast_fixtures::parcel_names(p), centroids))
     }
 
     /// Every window of every run, run by run: starts `0, stride, ...` while `start + window <=
@@ -1072,7 +1072,7 @@ mod tests {
 
     #[test]
     fn subjects_split_keeps_runs_together() {
-        use crate::fixtures::{Ar1Spec, Layout};
+        use boldcast_fixtures::{Ar1Spec, Layout};
         let spec = Ar1Spec::new(Layout { subjects: 3, runs: 2, trs: 10, parcels: 2, seed: 1 }, 0.5);
         let ds = Dataset::from_synth(&spec.generate().unwrap(), None).unwrap();
         assert_eq!(ds.subjects(), ["01", "02", "03"]);
@@ -1084,7 +1084,7 @@ mod tests {
 
     #[test]
     fn empirical_floor_of_long_ar1_is_near_exact() {
-        use crate::fixtures::{Ar1Spec, Layout, RhoSpec};
+        use boldcast_fixtures::{Ar1Spec, Layout, RhoSpec};
         let spec = Ar1Spec {
             layout: Layout { subjects: 4, runs: 2, trs: 5000, parcels: 3, seed: 11 },
             rho: RhoSpec::List(vec![0.9, 0.7, 0.5]),
