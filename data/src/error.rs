@@ -156,3 +156,97 @@ impl DataError {
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
     move |source| DataError::Io { path: path.to_path_buf(), source }
 }
+
+/// Why the subjects cannot be split as `[data]` says ([`crate::split()`]) or a subject list
+/// cannot be read ([`crate::parse_subject_list`]); each variant names the field or the label.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitError {
+    /// A subject list file (`@FILE`) could not be read.
+    #[error("{}: {source}", path.display())]
+    ListFile {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A subject list holds something that is not a subject label.
+    #[error("subject list `{list}`: `{token}` is not a subject label (letters and digits, optionally after sub-)")]
+    NotALabel {
+        /// The list as given.
+        list: String,
+        /// The offending entry.
+        token: String,
+    },
+    /// A subject list names no subject.
+    #[error("subject list `{list}` names no subject")]
+    EmptyList {
+        /// The list as given.
+        list: String,
+    },
+    /// A listed subject is not in the data.
+    #[error("{field}: subject `sub-{subject}` is not in the data (subjects: {})", labels(subjects))]
+    UnknownSubject {
+        /// `data.subjects_train` or `data.subjects_heldout`.
+        field: &'static str,
+        /// The label, without `sub-`.
+        subject: String,
+        /// The subjects of the data.
+        subjects: Vec<String>,
+    },
+    /// A subject is listed twice in one list.
+    #[error("{field}: subject `sub-{subject}` is listed twice")]
+    ListedTwice {
+        /// `data.subjects_train` or `data.subjects_heldout`.
+        field: &'static str,
+        /// The label, without `sub-`.
+        subject: String,
+    },
+    /// A subject is in both lists.
+    #[error(
+        "subject `sub-{subject}` is in both data.subjects_train and data.subjects_heldout: a subject is either \
+         trained on or held out"
+    )]
+    InBothLists {
+        /// The label, without `sub-`.
+        subject: String,
+    },
+    /// `data.heldout_fraction` is set, but the data has fewer than two subjects.
+    #[error(
+        "data.heldout_fraction = {heldout_fraction}: the data has {subjects} subject, and a split needs at least 2"
+    )]
+    TooFewSubjects {
+        /// The fraction.
+        heldout_fraction: f64,
+        /// Subjects in the data.
+        subjects: usize,
+    },
+    /// `data.val_subjects` holds out no subject, or every subject.
+    #[error(
+        "data.val_subjects = {val_subjects}: must hold out at least one of the {subjects} subjects and leave one for \
+         training (or set data.subjects_heldout / data.heldout_fraction)"
+    )]
+    ValSubjects {
+        /// The setting.
+        val_subjects: usize,
+        /// Subjects in the data.
+        subjects: usize,
+    },
+    /// The lists leave no subject for training.
+    #[error("the split leaves no subject for training (subjects: {})", labels(subjects))]
+    NoTrainSubject {
+        /// The subjects of the data.
+        subjects: Vec<String>,
+    },
+    /// The lists hold out no subject.
+    #[error("the split holds out no subject for validation (subjects: {})", labels(subjects))]
+    NoHeldoutSubject {
+        /// The subjects of the data.
+        subjects: Vec<String>,
+    },
+}
+
+/// `sub-01, sub-02, ...`.
+fn labels(subjects: &[String]) -> String {
+    subjects.iter().map(|s| format!("sub-{s}")).collect::<Vec<_>>().join(", ")
+}

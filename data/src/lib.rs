@@ -7,7 +7,9 @@
 //! - `dataset`: [`Dataset::load`], [`Dataset::from_synth`], series and the empirical floor;
 //! - `window`: [`WindowSpec`], [`WindowRef`], windows and tokens;
 //! - `adjacency`: the k-nearest-neighbour table from centroids or correlation;
-//! - `error`: [`DataError`].
+//! - [`split`](mod@split): the one subject split ([`split()`], [`Split`], [`parse_subject_list`]);
+//! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
+//! - `error`: [`DataError`], [`SplitError`].
 //!
 //! # The directory
 //!
@@ -44,12 +46,13 @@
 #![deny(missing_docs)]
 
 mod adjacency;
+pub mod config;
 mod dataset;
 mod error;
 mod names;
 mod parcels;
 mod read;
-mod split;
+pub mod split;
 mod standardize;
 mod window;
 
@@ -57,7 +60,8 @@ mod window;
 mod testutil;
 
 pub use dataset::{Dataset, Run};
-pub use error::DataError;
+pub use error::{DataError, SplitError};
 pub use names::{parse_run_name, RunId};
+pub use split::{parse_subject_list, shuffle_indices, split, Split};
 pub use standardize::standardize;
 pub use window::{WindowRef, WindowSpec};
