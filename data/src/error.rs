@@ -40,6 +40,15 @@ pub enum DataError {
         #[source]
         source: std::io::Error,
     },
+    /// Writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// A `.npy` file is malformed or of an unsupported type or shape.
     #[error("{}: {reason}", path.display())]
     Npy {

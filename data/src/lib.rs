@@ -3,6 +3,7 @@
 //!
 //! - `names`: BIDS run names ([`RunId`], [`parse_run_name`]);
 //! - `read`: the readers of one run file (`.npy`, `.tsv`/`.csv`), `parcels`: `parcels.tsv`;
+//! - [`write`](mod@write): the writers beside the readers ([`write_run`], [`write_parcels`]);
 //! - `standardize`: [`standardize()`], run-wise standardization per parcel;
 //! - `dataset`: [`Dataset::load`], [`Dataset::from_synth`], series and the empirical floor;
 //! - `window`: [`WindowSpec`], [`WindowRef`], windows and tokens;
@@ -55,6 +56,7 @@ mod read;
 pub mod split;
 mod standardize;
 mod window;
+pub mod write;
 
 #[cfg(test)]
 mod testutil;
@@ -65,3 +67,4 @@ pub use names::{parse_run_name, RunId};
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
 pub use standardize::standardize;
 pub use window::{WindowRef, WindowSpec};
+pub use write::{run_file_name, write_parcels, write_run, RunFormat};
