@@ -18,4 +18,4 @@ pub mod conformance;
 pub mod golden;
 
 pub mod config;
-pub mod data;
+pub use boldcast_data as data;

@@ -9,7 +9,8 @@ use boldcast::core::{
     Adam, Adjacency, Forecasts, Model, ModelConfig, OptimConfig, ScheduleConfig, Temporal, Tokens, Trainer,
 };
 use boldcast::cpu::CpuModel;
-use boldcast::data::{Dataset, WindowSpec};
+use boldcast::data::config::{DataConfig, SyntheticConfig};
+use boldcast::data::{split, Dataset, WindowSpec};
 use boldcast::fixtures::{Ar1Spec, Layout};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -45,7 +46,18 @@ fn trained_model_reaches_the_floor_on_held_out_subjects() {
     let floor = spec.floor(&HORIZONS, 1).unwrap().overall;
     assert!((floor - ((1.0 - RHO.powi(2)) + (1.0 - RHO.powi(10))) / 2.0).abs() < 1e-12);
     let ds = Dataset::from_synth(&spec.generate().unwrap(), None).unwrap();
-    let (train_runs, val_runs) = ds.split_subjects(2).unwrap();
+    // The last two subjects held out (`data.val_subjects = 2`, the one subject split).
+    let data = DataConfig {
+        dir: None,
+        val_subjects: 2,
+        subjects_train: Vec::new(),
+        subjects_heldout: Vec::new(),
+        heldout_fraction: 0.0,
+        synthetic: SyntheticConfig { subjects: 6, runs: 1, trs: 1200, parcels: 6, rho: RHO, seed: 3 },
+    };
+    let s = split(&ds, &data, 0).unwrap();
+    assert_eq!(s.heldout_subjects, ["05", "06"]);
+    let (train_runs, val_runs) = (s.train_runs, s.heldout_runs);
     let win = WindowSpec { window: 48, stride: 24, d_in: 1 };
     let mut train = ds.windows_of(&win, &train_runs).unwrap();
     let val = ds.windows_of(&win, &val_runs).unwrap();

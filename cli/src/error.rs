@@ -9,6 +9,9 @@ pub enum CliError {
     /// A dataset could not be loaded.
     #[error(transparent)]
     Data(#[from] boldcast::data::DataError),
+    /// The subjects could not be split, or a subject list could not be read.
+    #[error(transparent)]
+    Split(#[from] boldcast::data::SplitError),
     /// A configuration could not be resolved.
     #[error(transparent)]
     Config(#[from] boldcast::config::ConfigError),

@@ -7,7 +7,7 @@
 //! file's metadata (every file `train` writes carries them); a file without them (written by
 //! PyTorch) needs `--config`, and its adjacency is rebuilt from the training runs. The data is
 //! `--data`, else the configuration's `data.dir`, else its synthetic fixture; the held-out
-//! windows are those of the configuration's subject split ([`crate::split`]) at
+//! windows are those of the configuration's subject split ([`boldcast::data::split()`]) at
 //! `window.stride`.
 //!
 //! Rows, each a mean squared error per horizon and their mean (the loss):
@@ -252,7 +252,7 @@ where
         eprintln!("{n}");
     }
     let ds = &loaded.ds;
-    let split = crate::split::split(ds, &cfg.data, cfg.train.seed)?;
+    let split = boldcast::data::split(ds, &cfg.data, cfg.train.seed)?;
     let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
     let windows = ds.windows_of(&spec, &split.heldout_runs)?;
     let adjacency = match meta.get("adjacency") {

@@ -7,9 +7,9 @@
 //! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
 //! - [`overfit`]: the single-batch overfit check, generic over [`boldcast::core::Model`];
 //! - [`golden`]: `bc-cli golden`, a backend checked against a PyTorch golden case;
-//! - [`train`]: `bc-cli train`, a training run with validation, early stopping and resume, with
-//!   [`split`] (subject-level splits), [`checkpointing`] (atomic checkpoint directories) and
-//!   [`runlog`] (the JSON-lines log shared with `overfit`);
+//! - [`train`]: `bc-cli train`, a training run with validation, early stopping and resume, on
+//!   the subject split of [`boldcast::data::split()`], with [`checkpointing`] (atomic checkpoint
+//!   directories) and [`runlog`] (the JSON-lines log shared with `overfit`);
 //! - [`distributed`]: data-parallel `train` and `bench` across the ranks of `mpirun`/`srun`:
 //!   which windows each rank trains on, validation shared between ranks;
 //! - [`bench`]: `bc-cli bench`, timed training steps against the measured matrix-product peak;
@@ -32,7 +32,6 @@ pub mod golden;
 pub mod overfit;
 pub mod plot;
 pub mod runlog;
-pub mod split;
 pub mod synth;
 pub mod train;
 

@@ -3,10 +3,10 @@
 use crate::args::{Format, SynthArgs};
 use crate::error::CliError;
 use crate::fsutil::StagedDir;
-use boldcast::fixtures::{circle_centroids, parcel_names, Ar1Spec, Floor, Layout, SynthRun, Var1Spec};
+use boldcast::data::{run_file_name, write_parcels, write_run, RunFormat};
+use boldcast::fixtures::{circle_centroids, parcel_names, Ar1Spec, Floor, Layout, Var1Spec};
 use serde_json::json;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The horizons and `d_in` whose floor `synth.json` records.
 pub const FLOOR_HORIZONS: [usize; 2] = [1, 5];
@@ -26,43 +26,12 @@ pub struct SynthOutput {
     pub floor: Floor,
 }
 
-/// The file name of a run.
-pub fn run_file_name(run: &SynthRun, format: Format) -> String {
-    let ext = match format {
-        Format::Npy => "npy",
-        Format::Tsv => "tsv",
-    };
-    format!("sub-{}_run-{}_bold.{ext}", run.subject, run.run)
-}
-
-fn write_run(path: &Path, run: &SynthRun, names: &[String], format: Format) -> Result<(), CliError> {
-    let f = std::fs::File::create(path).map_err(CliError::io(path))?;
-    let mut w = std::io::BufWriter::new(f);
+/// The run file format of a `--format`.
+fn run_format(format: Format) -> RunFormat {
     match format {
-        Format::Npy => {
-            use npyz::WriterBuilder;
-            let mut npy = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&[run.n_tr as u64, run.parcels as u64])
-                .writer(&mut w)
-                .begin_nd()
-                .map_err(CliError::io(path))?;
-            npy.extend(run.data.iter().copied()).map_err(CliError::io(path))?;
-            npy.finish().map_err(CliError::io(path))?;
-        }
-        Format::Tsv => {
-            let mut s = names.join("\t");
-            s.push('\n');
-            for t in 0..run.n_tr {
-                let row: Vec<String> =
-                    run.data[t * run.parcels..(t + 1) * run.parcels].iter().map(f64::to_string).collect();
-                s.push_str(&row.join("\t"));
-                s.push('\n');
-            }
-            w.write_all(s.as_bytes()).map_err(CliError::io(path))?;
-        }
+        Format::Npy => RunFormat::Npy,
+        Format::Tsv => RunFormat::Tsv,
     }
-    w.flush().map_err(CliError::io(path))
 }
 
 fn floor_json(f: &Floor) -> serde_json::Value {
@@ -124,22 +93,15 @@ pub fn run(args: &SynthArgs) -> Result<SynthOutput, CliError> {
     let names = parcel_names(args.parcels);
     let staged = StagedDir::new(&args.out)?;
     let mut files = Vec::new();
+    let format = run_format(args.format);
     for run in &runs {
-        let name = run_file_name(run, args.format);
-        write_run(&staged.path().join(&name), run, &names, args.format)?;
+        let name = run_file_name(run, format);
+        write_run(&staged.path().join(&name), run, &names, format)?;
         files.push(name);
     }
-    let mut parcels = String::from("name\tx\ty\tz\n");
-    for (n, c) in names.iter().zip(circle_centroids(args.parcels)) {
-        parcels.push_str(&format!(
-            "{n}\t{}\t{}\t{}\n",
-            c[0] * CIRCLE_RADIUS,
-            c[1] * CIRCLE_RADIUS,
-            c[2] * CIRCLE_RADIUS
-        ));
-    }
-    let p = staged.path().join("parcels.tsv");
-    std::fs::write(&p, parcels).map_err(CliError::io(&p))?;
+    let centroids: Vec<[f64; 3]> =
+        circle_centroids(args.parcels).iter().map(|c| c.map(|v| v * CIRCLE_RADIUS)).collect();
+    write_parcels(&staged.path().join("parcels.tsv"), &names, &centroids)?;
     let mut meta = common;
     for (k, v) in params.as_object().expect("an object") {
         meta[k] = v.clone();

@@ -4,7 +4,7 @@
 //! # The run
 //!
 //! - Data: `data.dir`, or without it the synthetic AR(1) fixture of `[data.synthetic]`
-//!   generated in memory. The subjects are split by [`crate::split`]; training windows come
+//!   generated in memory. The subjects are split by [`boldcast::data::split()`]; training windows come
 //!   from the training runs, validation windows from the held-out runs, both at
 //!   `window.stride`.
 //! - Order: epoch `e` visits the training windows in the order [`epoch_order`]`(n, seed, e)`,
@@ -41,11 +41,11 @@
 use crate::checkpointing::{self as ck, CheckpointData, Loaded, RngState, TrainState, ValState};
 use crate::error::CliError;
 use crate::runlog::JsonlLogger;
-use crate::split::{shuffle_indices, Split};
 use boldcast::config::{RunConfig, DEFAULT_PRESET};
 use boldcast::core::accept::{heldout_verdict, Verdict};
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
 use boldcast::core::{Adam, Adjacency, Model, ModelConfig, Optimizer, Schedule, Trainer};
+use boldcast::data::split::{shuffle_indices, Split};
 use boldcast::data::{Dataset, WindowRef, WindowSpec};
 use boldcast::fixtures::{circle_centroids, Ar1Spec, Layout};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -167,7 +167,7 @@ pub struct TrainData {
 pub fn train_data(cfg: &RunConfig) -> Result<TrainData, CliError> {
     let LoadedData { ds, fixture, source, notes } = load_data(cfg)?;
     let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
-    let split = crate::split::split(&ds, &cfg.data, cfg.train.seed)?;
+    let split = boldcast::data::split(&ds, &cfg.data, cfg.train.seed)?;
     let train_windows = ds.windows_of(&spec, &split.train_runs)?;
     let val_windows = ds.windows_of(&spec, &split.heldout_runs)?;
     let h = &cfg.model.horizons;
@@ -906,10 +906,10 @@ pub fn resolve_train_args(a: &crate::args::TrainArgs) -> Result<(Option<RunConfi
     }
     let mut cfg = RunConfig::resolve(&a.run.overrides(), DEFAULT_PRESET, boldcast::config::Purpose::Train)?;
     if let Some(s) = &a.subjects_train {
-        cfg.data.subjects_train = crate::split::parse_subject_list(s)?;
+        cfg.data.subjects_train = boldcast::data::parse_subject_list(s)?;
     }
     if let Some(s) = &a.subjects_heldout {
-        cfg.data.subjects_heldout = crate::split::parse_subject_list(s)?;
+        cfg.data.subjects_heldout = boldcast::data::parse_subject_list(s)?;
     }
     if let Some(f) = a.heldout_fraction {
         cfg.data.heldout_fraction = f;

@@ -2,10 +2,9 @@
 //! `val_subjects` fallback, and the errors; the per-epoch order.
 
 mod common;
-use bc_cli::split::{parse_subject_list, split};
 use bc_cli::train::epoch_order;
 use boldcast::config::RunConfig;
-use boldcast::data::Dataset;
+use boldcast::data::{parse_subject_list, split, Dataset};
 use boldcast::fixtures::{Ar1Spec, Layout};
 use common::*;
 

@@ -1,0 +1,359 @@
+//! [`Dataset`]: the standardized runs of a directory ([`Dataset::load`]) or of generated data
+//! ([`Dataset::from_synth`]) with the same parcels, their names, centroids and warnings; the
+//! per-parcel series, the empirical floor and the subjects.
+
+use crate::error::{io_err, DataError};
+use crate::names::{parse_run_name, RunId};
+use crate::parcels::read_parcels;
+use crate::read::npy::read_npy;
+use crate::read::table::read_text;
+use crate::standardize::standardize;
+use boldcast_core::floor::empirical_floor_per_parcel;
+use boldcast_fixtures::SynthRun;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One run, standardized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    /// Its entities.
+    pub id: RunId,
+    /// The file it came from (the run's label for in-memory data).
+    pub path: PathBuf,
+    /// TRs.
+    pub n_tr: usize,
+    /// Standardized `x[t, p]` at `data[t * parcels + p]`.
+    pub data: Vec<f64>,
+}
+
+/// A set of standardized runs with the same parcels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset {
+    /// The runs, in file-name order.
+    pub runs: Vec<Run>,
+    /// P.
+    pub parcels: usize,
+    /// Parcel names: the header of text files, else `parcels.tsv`'s, else `parcel-000`, ...
+    pub parcel_names: Vec<String>,
+    /// Centroids from `parcels.tsv`, if present.
+    pub centroids: Option<Vec<[f64; 3]>>,
+    /// Data files in the directory whose names do not match the run pattern.
+    pub ignored: Vec<PathBuf>,
+    /// Warnings (zero-variance parcels), one per parcel.
+    pub warnings: Vec<String>,
+}
+
+impl Dataset {
+    /// Loads every run of `dir` (see the [crate] documentation) and standardizes it.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Dataset, DataError> {
+        let dir = dir.as_ref();
+        if !dir.exists() {
+            return Err(DataError::MissingDir { path: dir.to_path_buf() });
+        }
+        if !dir.is_dir() {
+            return Err(DataError::NotADir { path: dir.to_path_buf() });
+        }
+        let mut files: Vec<(String, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+            let entry = entry.map_err(io_err(dir))?;
+            let path = entry.path();
+            if !path.is_file() {
+                continue;
+            }
+            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                files.push((name.to_string(), path.clone()));
+            }
+        }
+        files.sort();
+        let mut ignored = Vec::new();
+        let mut found: Vec<(RunId, &'static str, PathBuf)> = Vec::new();
+        let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
+        for (name, path) in files {
+            if name == "parcels.tsv" {
+                continue;
+            }
+            match parse_run_name(&name) {
+                Some((id, ext)) => {
+                    if let Some(other) = seen.get(&id) {
+                        return Err(DataError::DuplicateRun { path, other: other.clone(), entities: id.to_string() });
+                    }
+                    seen.insert(id.clone(), path.clone());
+                    found.push((id, ext, path));
+                }
+                None => {
+                    let ext = name.rsplit_once('.').map(|(_, e)| e);
+                    if matches!(ext, Some("npy" | "tsv" | "csv")) {
+                        ignored.push(path);
+                    }
+                }
+            }
+        }
+        if found.is_empty() {
+            return Err(DataError::NoRuns {
+                dir: dir.to_path_buf(),
+                ignored: ignored
+                    .iter()
+                    .filter_map(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .collect(),
+            });
+        }
+        let mut raws = Vec::new();
+        for (id, ext, path) in found {
+            let raw = match ext {
+                "npy" => read_npy(&path)?,
+                "tsv" => read_text(&path, '\t')?,
+                _ => read_text(&path, ',')?,
+            };
+            raws.push((id, path, raw));
+        }
+        // Parcel count and names against the first run (and the first named run).
+        let (first_path, p) = (raws[0].1.clone(), raws[0].2.parcels);
+        let mut named: Option<(PathBuf, Vec<String>)> = None;
+        for (_, path, raw) in &raws {
+            if raw.parcels != p {
+                return Err(DataError::ParcelCount {
+                    path: path.clone(),
+                    first: first_path.clone(),
+                    expected: p,
+                    found: raw.parcels,
+                });
+            }
+            if let Some(names) = &raw.names {
+                match &named {
+                    None => named = Some((path.clone(), names.clone())),
+                    Some((first, want)) => {
+                        if let Some(c) = (0..p).find(|&c| want[c] != names[c]) {
+                            return Err(DataError::ParcelNames {
+                                path: path.clone(),
+                                first: first.clone(),
+                                column: c + 1,
+                                expected: want[c].clone(),
+                                found: names[c].clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let parcels_path = dir.join("parcels.tsv");
+        let mut centroids = None;
+        let mut parcel_names = named.as_ref().map(|(_, n)| n.clone());
+        if parcels_path.is_file() {
+            let (names, xyz) = read_parcels(&parcels_path)?;
+            if names.len() != p {
+                return Err(DataError::Parcels {
+                    path: parcels_path,
+                    line: None,
+                    reason: format!("{} parcels, but the runs have {p}", names.len()),
+                });
+            }
+            if let Some((first, want)) = &named {
+                if let Some(c) = (0..p).find(|&c| want[c] != names[c]) {
+                    return Err(DataError::Parcels {
+                        path: parcels_path,
+                        line: Some(c + 2),
+                        reason: format!(
+                            "parcel `{}`, but column {} of {} is `{}`",
+                            names[c],
+                            c + 1,
+                            first.display(),
+                            want[c]
+                        ),
+                    });
+                }
+            }
+            parcel_names.get_or_insert(names);
+            centroids = Some(xyz);
+        }
+        let parcel_names = parcel_names.unwrap_or_else(|| boldcast_fixtures::parcel_names(p));
+        let runs = raws.into_iter().map(|(id, path, raw)| (id, path, raw.n_tr, raw.data)).collect();
+        let mut ds = Self::from_parts(runs, p, parcel_names, centroids);
+        ds.ignored = ignored;
+        Ok(ds)
+    }
+
+    /// Standardizes raw runs `(id, path, n_tr, x[n_tr, p])` into a dataset.
+    fn from_parts(
+        runs: Vec<(RunId, PathBuf, usize, Vec<f64>)>,
+        parcels: usize,
+        parcel_names: Vec<String>,
+        centroids: Option<Vec<[f64; 3]>>,
+    ) -> Self {
+        let mut constant: BTreeMap<usize, (usize, PathBuf)> = BTreeMap::new();
+        let runs: Vec<Run> = runs
+            .into_iter()
+            .map(|(id, path, n_tr, mut data)| {
+                for q in standardize(&mut data, n_tr, parcels) {
+                    constant.entry(q).or_insert((0, path.clone())).0 += 1;
+                }
+                Run { id, path, n_tr, data }
+            })
+            .collect();
+        let warnings = constant
+            .into_iter()
+            .map(|(q, (count, first))| {
+                format!(
+                    "parcel `{}` (column {}) has zero variance in {count} run(s) (first: {}); it is set to zeros there",
+                    parcel_names[q],
+                    q + 1,
+                    first.display()
+                )
+            })
+            .collect();
+        Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), warnings }
+    }
+
+    /// A dataset from generated runs (standardized like loaded ones); `centroids`, if given,
+    /// play the role of `parcels.tsv`.
+    pub fn from_synth(runs: &[SynthRun], centroids: Option<Vec<[f64; 3]>>) -> Result<Dataset, DataError> {
+        let first = runs.first().ok_or_else(|| DataError::config("data", "[]", "no runs were generated"))?;
+        let p = first.parcels;
+        let parts = runs
+            .iter()
+            .map(|r| {
+                let id = RunId { subject: r.subject.clone(), session: None, other: Vec::new(), run: r.run.clone() };
+                let path = PathBuf::from(format!("{id} (synthetic)"));
+                if r.parcels != p {
+                    return Err(DataError::ParcelCount {
+                        path: path.clone(),
+                        first: PathBuf::from("the first synthetic run"),
+                        expected: p,
+                        found: r.parcels,
+                    });
+                }
+                Ok((id, path, r.n_tr, r.data.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(c) = &centroids {
+            if c.len() != p {
+                return Err(DataError::config("centroids", c.len(), format!("the runs have {p} parcels")));
+            }
+        }
+        Ok(Self::from_parts(parts, p, boldcast_fixtures::parcel_names(p), centroids))
+    }
+
+    /// `series[r][p]`: parcel `p` of run `r` as a series (standardized).
+    pub fn series(&self) -> Vec<Vec<Vec<f64>>> {
+        self.runs
+            .iter()
+            .map(|r| (0..self.parcels).map(|q| (0..r.n_tr).map(|t| r.data[t * self.parcels + q]).collect()).collect())
+            .collect()
+    }
+
+    /// The empirical single-lag floor per parcel (MODEL.md, "The loss floor"), from
+    /// `boldcast_core::floor::empirical_floor_per_parcel` on the standardized runs.
+    pub fn empirical_floor_per_parcel(&self, horizons: &[usize], d_in: usize) -> Result<Vec<f64>, DataError> {
+        empirical_floor_per_parcel(&self.series(), horizons, d_in)
+            .map_err(|e| DataError::config("floor", "", e.to_string()))
+    }
+
+    /// The distinct subjects, sorted.
+    pub fn subjects(&self) -> Vec<String> {
+        let mut s: Vec<String> = self.runs.iter().map(|r| r.id.subject.clone()).collect();
+        s.sort();
+        s.dedup();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn loads_tsv_and_npy_standardized() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "sub-01_run-1_bold.tsv", &tsv_run(20, 3));
+        let raw: Vec<f32> = (0..60).map(|i| ((i * 7) % 11) as f32).collect();
+        write_npy_f32(&d.path().join("sub-02_run-1_bold.npy"), 20, 3, &raw);
+        write(d.path(), "notes.tsv", "x\n1\n");
+        write(d.path(), "README.md", "hello");
+        let ds = Dataset::load(d.path()).unwrap();
+        assert_eq!(ds.runs.len(), 2);
+        assert_eq!(ds.parcels, 3);
+        assert_eq!(ds.parcel_names, vec!["P0", "P1", "P2"]);
+        assert_eq!(ds.ignored, vec![d.path().join("notes.tsv")]);
+        for run in &ds.runs {
+            for q in 0..3 {
+                let x: Vec<f64> = (0..run.n_tr).map(|t| run.data[t * 3 + q]).collect();
+                let m = x.iter().sum::<f64>() / 20.0;
+                let v = x.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 20.0;
+                assert!(m.abs() < 1e-12 && (v - 1.0).abs() < 1e-12);
+            }
+        }
+        // The npy values, standardized in f64 by hand.
+        let col0: Vec<f64> = (0..20).map(|t| raw[t * 3] as f64).collect();
+        let m = col0.iter().sum::<f64>() / 20.0;
+        let sd = (col0.iter().map(|a| (a - m).powi(2)).sum::<f64>() / 20.0).sqrt();
+        assert!((ds.runs[1].data[3] - (col0[1] - m) / sd).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_inputs_name_file_line_and_column() {
+        let e = load_err(&[("sub-01_run-1.tsv", "a\tb\n1\t2\n3\tn/a\n")]);
+        assert!(e.contains("sub-01_run-1.tsv, line 3, column 2 (b): missing value `n/a`"), "{e}");
+        let e = load_err(&[("sub-01_run-1.tsv", "a\tb\n1\tx1\n")]);
+        assert!(e.contains("line 2, column 2 (b): `x1` is not a number"), "{e}");
+        let e = load_err(&[("sub-01_run-1.csv", "a,b\n1,2\ninf,2\n")]);
+        assert!(e.contains("sub-01_run-1.csv, line 3, column 1 (a): non-finite value `inf`"), "{e}");
+        let e = load_err(&[("sub-01_run-1.tsv", "a\tb\n1\tNaN\n")]);
+        assert!(e.contains("non-finite value `NaN`"), "{e}");
+        let e = load_err(&[("sub-01_run-1.tsv", "a\tb\n1\t2\n1\t2\t3\n")]);
+        assert!(e.contains("sub-01_run-1.tsv, line 3: 3 columns, but the header has 2"), "{e}");
+        let e = load_err(&[("sub-01_run-1.tsv", "a\tb\n1\t2\n"), ("sub-02_run-1.tsv", "a\tb\tc\n1\t2\t3\n")]);
+        assert!(e.contains("sub-02_run-1.tsv: 3 parcels, but") && e.contains("sub-01_run-1.tsv has 2"), "{e}");
+        let e = load_err(&[("sub-01_run-1.tsv", "a\tb\n1\t2\n"), ("sub-02_run-1.tsv", "a\tc\n1\t2\n")]);
+        assert!(e.contains("sub-02_run-1.tsv: column 2 is `c`, but") && e.contains("names it `b`"), "{e}");
+        let e = load_err(&[("sub-01_run-1.tsv", "a\tb\n")]);
+        assert!(e.contains("no data rows"), "{e}");
+        let e = load_err(&[("bold.tsv", "a\n1\n")]);
+        assert!(e.contains("no runs found") && e.contains("bold.tsv"), "{e}");
+        let e = load_err(&[("sub-01_run-1_bold.tsv", "a\n1\n"), ("sub-01_run-1_bold.npy", "junk")]);
+        assert!(e.contains("are the same run (sub-01_run-1)"), "{e}");
+        let e = load_err(&[("sub-01_run-1.npy", "junk")]);
+        assert!(e.contains("sub-01_run-1.npy: not a valid .npy file"), "{e}");
+        let e = load_err(&[
+            ("sub-01_run-1.tsv", "a\tb\n1\t2\n"),
+            ("parcels.tsv", "name\tx\ty\tz\na\t0\t0\t0\nb\t1\tq\t0\n"),
+        ]);
+        assert!(e.contains("parcels.tsv, line 3: column 3 `q` is not a finite number"), "{e}");
+        let e = load_err(&[
+            ("sub-01_run-1.tsv", "a\tb\n1\t2\n"),
+            ("parcels.tsv", "name\tx\ty\tz\nb\t0\t0\t0\na\t1\t1\t0\n"),
+        ]);
+        assert!(e.contains("parcels.tsv, line 2: parcel `b`, but column 1"), "{e}");
+        let missing = std::env::temp_dir().join("boldcast-no-such-dir-xyz");
+        let e = Dataset::load(&missing).unwrap_err().to_string();
+        assert!(e.contains("does not exist") && e.contains("boldcast-no-such-dir-xyz"), "{e}");
+    }
+
+    #[test]
+    fn constant_parcel_warns_once() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "sub-01_run-1.tsv", "a\tb\n1\t5\n2\t5\n3\t5\n");
+        write(d.path(), "sub-02_run-1.tsv", "a\tb\n1\t4\n2\t4\n4\t4\n");
+        let ds = Dataset::load(d.path()).unwrap();
+        assert_eq!(ds.warnings.len(), 1, "{:?}", ds.warnings);
+        assert!(ds.warnings[0].contains("parcel `b` (column 2) has zero variance in 2 run(s)"), "{}", ds.warnings[0]);
+        assert!(ds.runs.iter().all(|r| (0..r.n_tr).all(|t| r.data[t * 2 + 1] == 0.0)));
+    }
+
+    #[test]
+    fn empirical_floor_of_long_ar1_is_near_exact() {
+        use boldcast_fixtures::{Ar1Spec, Layout, RhoSpec};
+        let spec = Ar1Spec {
+            layout: Layout { subjects: 4, runs: 2, trs: 5000, parcels: 3, seed: 11 },
+            rho: RhoSpec::List(vec![0.9, 0.7, 0.5]),
+            innovation_mix: 0.5,
+            mix_k: 3,
+        };
+        let ds = Dataset::from_synth(&spec.generate().unwrap(), None).unwrap();
+        let emp = ds.empirical_floor_per_parcel(&[1, 5], 1).unwrap();
+        let exact = spec.floor(&[1, 5], 1).unwrap();
+        for (e, x) in emp.iter().zip(&exact.per_parcel) {
+            assert!((e - x).abs() < 0.02, "{e} vs {x}");
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! [`DataError`]: everything that can be wrong with a dataset or a data setting, each variant
+//! naming the file, line, column or field.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Everything that can be wrong with a dataset; each variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// The data directory does not exist.
+    #[error("data directory {} does not exist", path.display())]
+    MissingDir {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The data path is not a directory.
+    #[error("{} is not a directory", path.display())]
+    NotADir {
+        /// The path.
+        path: PathBuf,
+    },
+    /// No file matched the run pattern.
+    #[error(
+        "no runs found in {}: expected files named sub-<label>[_ses-<label>]_run-<label>[_<anything>].npy|.tsv|.csv{}",
+        dir.display(),
+        if ignored.is_empty() { String::new() } else { format!(" (ignored: {})", ignored.join(", ")) }
+    )]
+    NoRuns {
+        /// The directory.
+        dir: PathBuf,
+        /// Data files whose names did not match.
+        ignored: Vec<String>,
+    },
+    /// Reading a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `.npy` file is malformed or of an unsupported type or shape.
+    #[error("{}: {reason}", path.display())]
+    Npy {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file has no data rows (or no header).
+    #[error("{}: {reason}", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// A row has a different number of cells than the header.
+    #[error("{}, line {line}: {found} columns, but the header has {expected}", path.display())]
+    Ragged {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line (the header is line 1).
+        line: usize,
+        /// Columns of the header.
+        expected: usize,
+        /// Columns of this line.
+        found: usize,
+    },
+    /// A cell is missing, not a number, NaN or infinite.
+    #[error("{}, {location}: {reason}", path.display())]
+    Cell {
+        /// The file.
+        path: PathBuf,
+        /// `line L, column C (name)` for text files, `row R, column C` for `.npy`.
+        location: String,
+        /// What is wrong with the cell.
+        reason: String,
+    },
+    /// A run is shorter than one window.
+    #[error("{}: {n_tr} TRs, shorter than one window of {window} TRs", path.display())]
+    TooShort {
+        /// The file.
+        path: PathBuf,
+        /// TRs in the run.
+        n_tr: usize,
+        /// The window.
+        window: usize,
+    },
+    /// A run has another number of parcels than the first run.
+    #[error("{}: {found} parcels, but {} has {expected}", path.display(), first.display())]
+    ParcelCount {
+        /// The file.
+        path: PathBuf,
+        /// The file that set the count.
+        first: PathBuf,
+        /// Parcels of the first run.
+        expected: usize,
+        /// Parcels of this run.
+        found: usize,
+    },
+    /// A run names a parcel differently from the first run.
+    #[error("{}: column {column} is `{found}`, but {} names it `{expected}`", path.display(), first.display())]
+    ParcelNames {
+        /// The file.
+        path: PathBuf,
+        /// The file that set the names.
+        first: PathBuf,
+        /// 1-based column.
+        column: usize,
+        /// The name in the first run.
+        expected: String,
+        /// The name here.
+        found: String,
+    },
+    /// Two files are the same run.
+    #[error("{} and {} are the same run ({entities})", path.display(), other.display())]
+    DuplicateRun {
+        /// One file.
+        path: PathBuf,
+        /// The other.
+        other: PathBuf,
+        /// The shared entities.
+        entities: String,
+    },
+    /// `parcels.tsv` is malformed or disagrees with the runs.
+    #[error("{}{}: {reason}", path.display(), line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    Parcels {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line, where one applies.
+        line: Option<usize>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An invalid window or adjacency setting.
+    #[error("invalid {field} = {value}: {reason}")]
+    Config {
+        /// The setting, e.g. `window.window`.
+        field: String,
+        /// Its value.
+        value: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl DataError {
+    pub(crate) fn config(field: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
+        DataError::Config { field: field.into(), value: value.to_string(), reason: reason.into() }
+    }
+}
+
+/// Maps an I/O error on `path` to [`DataError::Io`].
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
+    move |source| DataError::Io { path: path.to_path_buf(), source }
+}
+
+/// Why the subjects cannot be split as `[data]` says ([`crate::split()`]) or a subject list
+/// cannot be read ([`crate::parse_subject_list`]); each variant names the field or the label.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitError {
+    /// A subject list file (`@FILE`) could not be read.
+    #[error("{}: {source}", path.display())]
+    ListFile {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A subject list holds something that is not a subject label.
+    #[error("subject list `{list}`: `{token}` is not a subject label (letters and digits, optionally after sub-)")]
+    NotALabel {
+        /// The list as given.
+        list: String,
+        /// The offending entry.
+        token: String,
+    },
+    /// A subject list names no subject.
+    #[error("subject list `{list}` names no subject")]
+    EmptyList {
+        /// The list as given.
+        list: String,
+    },
+    /// A listed subject is not in the data.
+    #[error("{field}: subject `sub-{subject}` is not in the data (subjects: {})", labels(subjects))]
+    UnknownSubject {
+        /// `data.subjects_train` or `data.subjects_heldout`.
+        field: &'static str,
+        /// The label, without `sub-`.
+        subject: String,
+        /// The subjects of the data.
+        subjects: Vec<String>,
+    },
+    /// A subject is listed twice in one list.
+    #[error("{field}: subject `sub-{subject}` is listed twice")]
+    ListedTwice {
+        /// `data.subjects_train` or `data.subjects_heldout`.
+        field: &'static str,
+        /// The label, without `sub-`.
+        subject: String,
+    },
+    /// A subject is in both lists.
+    #[error(
+        "subject `sub-{subject}` is in both data.subjects_train and data.subjects_heldout: a subject is either \
+         trained on or held out"
+    )]
+    InBothLists {
+        /// The label, without `sub-`.
+        subject: String,
+    },
+    /// `data.heldout_fraction` is set, but the data has fewer than two subjects.
+    #[error(
+        "data.heldout_fraction = {heldout_fraction}: the data has {subjects} subject, and a split needs at least 2"
+    )]
+    TooFewSubjects {
+        /// The fraction.
+        heldout_fraction: f64,
+        /// Subjects in the data.
+        subjects: usize,
+    },
+    /// `data.val_subjects` holds out no subject, or every subject.
+    #[error(
+        "data.val_subjects = {val_subjects}: must hold out at least one of the {subjects} subjects and leave one for \
+         training (or set data.subjects_heldout / data.heldout_fraction)"
+    )]
+    ValSubjects {
+        /// The setting.
+        val_subjects: usize,
+        /// Subjects in the data.
+        subjects: usize,
+    },
+    /// The lists leave no subject for training.
+    #[error("the split leaves no subject for training (subjects: {})", labels(subjects))]
+    NoTrainSubject {
+        /// The subjects of the data.
+        subjects: Vec<String>,
+    },
+    /// The lists hold out no subject.
+    #[error("the split holds out no subject for validation (subjects: {})", labels(subjects))]
+    NoHeldoutSubject {
+        /// The subjects of the data.
+        subjects: Vec<String>,
+    },
+}
+
+/// `sub-01, sub-02, ...`.
+fn labels(subjects: &[String]) -> String {
+    subjects.iter().map(|s| format!("sub-{s}")).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,70 @@
+//! `boldcast-data`: datasets of BOLD runs, from the files on disk to the tokens a model reads
+//! (MODEL.md, "Data to tokens"). One module per job:
+//!
+//! - `names`: BIDS run names ([`RunId`], [`parse_run_name`]);
+//! - `read`: the readers of one run file (`.npy`, `.tsv`/`.csv`), `parcels`: `parcels.tsv`;
+//! - [`write`](mod@write): the writers beside the readers ([`write_run`], [`write_parcels`]);
+//! - `standardize`: [`standardize()`], run-wise standardization per parcel;
+//! - `dataset`: [`Dataset::load`], [`Dataset::from_synth`], series and the empirical floor;
+//! - `window`: [`WindowSpec`], [`WindowRef`], windows and tokens;
+//! - `adjacency`: the k-nearest-neighbour table from centroids or correlation;
+//! - [`split`](mod@split): the one subject split ([`split()`], [`Split`], [`parse_subject_list`]);
+//! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
+//! - `error`: [`DataError`], [`SplitError`].
+//!
+//! # The directory
+//!
+//! One file per run, named with BIDS entities:
+//! `sub-<label>[_ses-<label>][_<key>-<value>...]_run-<label>[_<anything>].<ext>`, where labels
+//! are ASCII letters and digits and `<ext>` is one of
+//!
+//! - `.npy`: a 2-D float32 or float64 array `(n_tr, P)` (C or Fortran order);
+//! - `.tsv` / `.csv`: a header row of parcel names (as XCP-D writes its time series), then one
+//!   row per TR, cells separated by a tab (`.tsv`) or a comma (`.csv`). Quotes around header
+//!   names are stripped; quoted cells are not otherwise supported. Trailing empty lines are
+//!   ignored.
+//!
+//! Other entities between `ses` and `run` (e.g. `task-rest`) are allowed and part of the run's
+//! identity. Files with a data extension whose names do not match the pattern are **ignored and
+//! listed** in [`Dataset::ignored`] (the command line prints them as a note); files with other
+//! extensions are skipped silently, and so is `parcels.tsv`, which is read on its own:
+//! `name x y z` per parcel (a header row `name x y z`, then one row per parcel in the order of
+//! the runs' columns). With it, the adjacency is the k nearest parcels by Euclidean distance;
+//! without it, the k most correlated parcels on the training runs (both self first, ties
+//! broken by the lower index).
+//!
+//! Every run must have the same parcels: the same count, and for `.tsv`/`.csv` the same names
+//! in the same order (the first run read, in file-name order, sets them). Every bad input is a
+//! [`DataError`] naming the file and, for a cell, its line (1-based, the header is line 1) or
+//! row (0-based, `.npy`) and column (1-based, with the parcel name).
+//!
+//! # Standardization, windows, tokens
+//!
+//! Each run is standardized per parcel in f64 (mean 0, population standard deviation 1); a
+//! parcel with zero standard deviation becomes zeros and [`Dataset::warnings`] says so once per
+//! parcel. Windows of `window` TRs start at `0, stride, 2 stride, ...` while they fit; a window
+//! becomes tokens `tokens[t, p, j] = x[start + t D + j, p]`.
+#![deny(missing_docs)]
+
+mod adjacency;
+pub mod config;
+mod dataset;
+mod error;
+mod names;
+mod parcels;
+mod read;
+pub mod split;
+mod standardize;
+mod window;
+pub mod write;
+
+#[cfg(test)]
+mod testutil;
+
+pub use dataset::{Dataset, Run};
+pub use error::{DataError, SplitError};
+pub use names::{parse_run_name, RunId};
+pub use split::{parse_subject_list, shuffle_indices, split, Split};
+pub use standardize::standardize;
+pub use window::{WindowRef, WindowSpec};
+pub use write::{run_file_name, write_parcels, write_run, RunFormat};

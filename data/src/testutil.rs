@@ -1,0 +1,49 @@
+//! Helpers of the unit tests: run files written by hand.
+
+use crate::Dataset;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::File::create(&p).unwrap().write_all(text.as_bytes()).unwrap();
+    p
+}
+
+pub(crate) fn tsv(rows: &[&[f64]], names: &[&str]) -> String {
+    let mut s = names.join("\t") + "\n";
+    for r in rows {
+        s += &r.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\t");
+        s += "\n";
+    }
+    s
+}
+
+pub(crate) fn ramp(n: usize, p: usize) -> Vec<Vec<f64>> {
+    (0..n).map(|t| (0..p).map(|q| (t * (q + 1)) as f64 + (t * t % 7) as f64).collect()).collect()
+}
+
+pub(crate) fn tsv_run(n: usize, p: usize) -> String {
+    let rows = ramp(n, p);
+    let refs: Vec<&[f64]> = rows.iter().map(|r| r.as_slice()).collect();
+    let names: Vec<String> = (0..p).map(|q| format!("P{q}")).collect();
+    let nr: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    tsv(&refs, &nr)
+}
+
+pub(crate) fn write_npy_f32(path: &Path, n: usize, p: usize, data: &[f32]) {
+    use npyz::WriterBuilder;
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut w =
+        npyz::WriteOptions::new().default_dtype().shape(&[n as u64, p as u64]).writer(&mut f).begin_nd().unwrap();
+    w.extend(data.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
+pub(crate) fn load_err(files: &[(&str, &str)]) -> String {
+    let d = tempfile::tempdir().unwrap();
+    for (n, t) in files {
+        write(d.path(), n, t);
+    }
+    Dataset::load(d.path()).unwrap_err().to_string()
+}

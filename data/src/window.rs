@@ -1,0 +1,131 @@
+//! Windows and tokens (MODEL.md, "Data to tokens"): [`WindowSpec`] (window, stride, token
+//! width), [`WindowRef`] (a run and a start TR), the windows of a dataset's runs and their
+//! tokens `(B, T, P, D)`.
+
+use crate::dataset::Dataset;
+use crate::error::DataError;
+use boldcast_core::{Elem, TokenShape, Tokens};
+
+/// Window length, stride and token width.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct WindowSpec {
+    /// TRs per window.
+    pub window: usize,
+    /// TRs between window starts.
+    pub stride: usize,
+    /// TRs per token (D).
+    pub d_in: usize,
+}
+
+impl WindowSpec {
+    /// Checks the sizes: all at least 1 and `window % d_in == 0`.
+    pub fn validate(&self) -> Result<(), DataError> {
+        if self.window == 0 {
+            return Err(DataError::config("window.window", 0, "must be at least 1"));
+        }
+        if self.stride == 0 {
+            return Err(DataError::config("window.stride", 0, "must be at least 1"));
+        }
+        if self.d_in == 0 {
+            return Err(DataError::config("model.d_in", 0, "must be at least 1"));
+        }
+        if !self.window.is_multiple_of(self.d_in) {
+            return Err(DataError::config(
+                "window.window",
+                self.window,
+                format!("must be a multiple of d_in = {} (tokens are d_in TRs)", self.d_in),
+            ));
+        }
+        Ok(())
+    }
+    /// Tokens per window, `window / d_in`.
+    pub fn tokens(&self) -> usize {
+        self.window / self.d_in
+    }
+}
+
+/// One window: a run and the TR it starts at.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct WindowRef {
+    /// Index into [`Dataset::runs`].
+    pub run: usize,
+    /// First TR.
+    pub start: usize,
+}
+
+impl Dataset {
+    /// n_tr`. A run shorter than one window is an error naming its file.
+    pub fn windows(&self, spec: &WindowSpec) -> Result<Vec<WindowRef>, DataError> {
+        self.windows_of(spec, &(0..self.runs.len()).collect::<Vec<_>>())
+    }
+
+    /// The windows of the runs `runs` (indices into [`Dataset::runs`]).
+    pub fn windows_of(&self, spec: &WindowSpec, runs: &[usize]) -> Result<Vec<WindowRef>, DataError> {
+        spec.validate()?;
+        let mut out = Vec::new();
+        for &r in runs {
+            let run = &self.runs[r];
+            if run.n_tr < spec.window {
+                return Err(DataError::TooShort { path: run.path.clone(), n_tr: run.n_tr, window: spec.window });
+            }
+            let mut start = 0;
+            while start + spec.window <= run.n_tr {
+                out.push(WindowRef { run: r, start });
+                start += spec.stride;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Tokens `(B, T, P, D)` of the given windows: `tokens[b, t, p, j] = x[start + t D + j, p]`.
+    pub fn tokens<E: Elem>(&self, windows: &[WindowRef], spec: &WindowSpec) -> Result<Tokens<E>, DataError> {
+        spec.validate()?;
+        let (t_n, d, p) = (spec.tokens(), spec.d_in, self.parcels);
+        let mut out = Tokens::<E>::zeros(TokenShape::new(windows.len(), t_n, p, d));
+        for (b, w) in windows.iter().enumerate() {
+            let run = self.runs.get(w.run).ok_or_else(|| DataError::config("window.run", w.run, "no such run"))?;
+            if w.start + spec.window > run.n_tr {
+                return Err(DataError::TooShort {
+                    path: run.path.clone(),
+                    n_tr: run.n_tr,
+                    window: w.start + spec.window,
+                });
+            }
+            for t in 0..t_n {
+                for q in 0..p {
+                    for j in 0..d {
+                        let i = out.index(b, t, q, j);
+                        out.data_mut()[i] = E::of(run.data[(w.start + t * d + j) * p + q]);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn windows_and_tokens_follow_model_md() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "sub-01_run-1.tsv", &tsv_run(11, 2));
+        let ds = Dataset::load(d.path()).unwrap();
+        let spec = WindowSpec { window: 4, stride: 3, d_in: 2 };
+        let w = ds.windows(&spec).unwrap();
+        assert_eq!(w.iter().map(|w| w.start).collect::<Vec<_>>(), vec![0, 3, 6]);
+        let tok = ds.tokens::<f64>(&w, &spec).unwrap();
+        assert_eq!(tok.shape(), TokenShape::new(3, 2, 2, 2));
+        let x = &ds.runs[0].data;
+        // tokens[b=1, t=1, p=1, j=0] = x[3 + 2 + 0, 1]
+        assert_eq!(tok.at(1, 1, 1, 0), x[5 * 2 + 1]);
+        assert_eq!(tok.at(2, 0, 0, 1), x[7 * 2]);
+        let e = ds.windows(&WindowSpec { window: 5, stride: 1, d_in: 2 }).unwrap_err();
+        assert!(e.to_string().contains("window.window = 5") && e.to_string().contains("multiple of d_in = 2"), "{e}");
+        let e = ds.windows(&WindowSpec { window: 12, stride: 1, d_in: 1 }).unwrap_err();
+        assert!(e.to_string().contains("sub-01_run-1.tsv: 11 TRs, shorter than one window of 12"), "{e}");
+    }
+}
