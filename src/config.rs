@@ -154,14 +154,7 @@ pub struct WindowConfig {
 }
 
 /// The learning-rate schedule of `[train]`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScheduleKind {
-    /// Constant `lr`.
-    Constant,
-    /// Linear warm-up over `warmup_steps`, then cosine to `min_lr` at `max_steps`.
-    Cosine,
-}
+pub use boldcast_core::schedule::ScheduleKind;
 
 /// `[train]`: the optimizer, schedule and loop.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
