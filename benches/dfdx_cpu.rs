@@ -16,12 +16,12 @@
 mod common;
 
 use boldcast::core::{Adjacency, ModelConfig, Trainer};
+use boldcast::dfdx::dfdx::prelude::*;
 use boldcast::dfdx::knn::{knn_attention, KnnParams};
 use boldcast::dfdx::mamba1::{mamba1, Mamba1Params};
 use boldcast::dfdx::{cpu_device, Cpu, DfdxModel};
 use common::{demo_config, values, QuickStep};
 use criterion::{criterion_group, criterion_main, Criterion};
-use dfdx::prelude::*;
 use std::hint::black_box;
 use std::time::Duration;
 

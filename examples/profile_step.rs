@@ -32,7 +32,7 @@ fn cpu_s() -> f64 {
 
 fn main() {
     // As bc-cli does, so that the profile shows what a training run spends.
-    boldcast::alloc::retain_freed_memory();
+    boldcast::cpu::alloc::retain_freed_memory();
     let preset: String = env_or("PRESET", "cpu-demo".to_string());
     let mut cfg = RunConfig::preset(&preset).expect("a known preset");
     match std::env::var("TEMPORAL").as_deref() {

@@ -90,8 +90,23 @@ build() {
     # Stripped: the folder must stay small enough to carry (the release profile keeps debug info).
     strip -o "$DIST/gpu_check" "$CARGO_TARGET_DIR/release/examples/gpu_check"
     strip -o "$DIST/bc-cli" "$CARGO_TARGET_DIR/release/bc-cli"
-    cp -r "$ROOT/../shared/golden" "$DIST/golden"
+    # The repository's golden cases, and those of ../shared/golden when it is present (one
+    # named like a repository case but with other bytes is copied as shared-<name>).
+    cp -r "$ROOT/golden/cases" "$DIST/golden"
     chmod -R u+w "$DIST/golden"
+    if [ -d "$ROOT/../shared/golden" ]; then
+        for c in "$ROOT/../shared/golden"/*/; do
+            [ -f "$c/config.json" ] || continue
+            n=$(basename "$c")
+            if [ ! -e "$DIST/golden/$n" ]; then
+                cp -r "$c" "$DIST/golden/$n"
+            elif ! diff -rq "$c" "$DIST/golden/$n" >/dev/null; then
+                cp -r "$c" "$DIST/golden/shared-$n"
+            fi
+        done
+        chmod -R u+w "$DIST/golden"
+        echo "gpu-check: golden cases from golden/cases and ../shared/golden: $(ls "$DIST/golden" | tr '\n' ' ')" >&2
+    fi
     echo "gpu-check: built $DIST (compute capability $CUDA_COMPUTE_CAP); carry it to the GPU machine and run" \
         "scripts/gpu-check.sh run" >&2
 }

@@ -103,14 +103,7 @@ fn invalid(field: &str, value: impl std::fmt::Display, reason: impl Into<String>
 pub use boldcast_data::config::{DataConfig, SyntheticConfig, WindowConfig};
 
 /// The learning-rate schedule of `[train]`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScheduleKind {
-    /// Constant `lr`.
-    Constant,
-    /// Linear warm-up over `warmup_steps`, then cosine to `min_lr` at `max_steps`.
-    Cosine,
-}
+pub use boldcast_core::schedule::ScheduleKind;
 
 /// `[train]`: the optimizer, schedule and loop.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

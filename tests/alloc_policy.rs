@@ -1,4 +1,4 @@
-//! `boldcast::alloc::retain_freed_memory`: after it, a step's worth of large buffers freed and
+//! `boldcast::cpu::alloc::retain_freed_memory`: after it, a step's worth of large buffers freed and
 //! allocated again costs no page faults (with glibc's defaults, the freed heap top is trimmed
 //! and every page faults again). With `bc-cli`'s global allocator, `CacheAligned`, so the
 //! two are checked together, and every buffer is checked to start on a cache line. Its own test binary, since the policy is process-wide and the
@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 #[global_allocator]
-static ALLOC: boldcast::alloc::CacheAligned = boldcast::alloc::CacheAligned;
+static ALLOC: boldcast::cpu::alloc::CacheAligned = boldcast::cpu::alloc::CacheAligned;
 
 /// Minor page faults of this process so far (`getrusage`).
 fn minor_faults() -> i64 {
@@ -37,7 +37,7 @@ fn one_step() {
 }
 
 fn main() {
-    assert!(boldcast::alloc::retain_freed_memory(), "glibc on Linux: the policy applies");
+    assert!(boldcast::cpu::alloc::retain_freed_memory(), "glibc on Linux: the policy applies");
     one_step();
     let before = minor_faults();
     for _ in 0..4 {

@@ -5,9 +5,9 @@
 use boldcast::core::Temporal;
 use boldcast::cpu::CpuModel;
 
-boldcast::conformance_tests! {
+boldcast_testkit::conformance_tests! {
     build = |cfg, adj| CpuModel::<f32>::new(cfg, adj, 1),
     temporals = [Temporal::Mamba, Temporal::Mamba2],
-    golden = boldcast::conformance::default_golden_roots(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+    golden = boldcast_testkit::conformance::default_golden_cases(),
     random_cases = 8,
 }

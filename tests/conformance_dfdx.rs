@@ -4,14 +4,14 @@
 //! draws may or may not put a chunk boundary inside a sequence, so these make sure partial last
 //! chunks, several chunks and several heads are always compared.
 
-use boldcast::conformance::{assert_random_vs_cpu, compare_with_cpu, random_case, RandomCase};
 use boldcast::core::{Adjacency, ModelConfig, Temporal, TokenShape};
 use boldcast::dfdx::DfdxCpuModel;
+use boldcast_testkit::conformance::{assert_random_vs_cpu, compare_with_cpu, random_case, RandomCase};
 
-boldcast::conformance_tests! {
+boldcast_testkit::conformance_tests! {
     build = |cfg, adj| DfdxCpuModel::<f32>::new_cpu(cfg, adj, 1),
     temporals = [Temporal::Mamba, Temporal::Mamba2],
-    golden = boldcast::conformance::default_golden_roots(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+    golden = boldcast_testkit::conformance::default_golden_cases(),
     random_cases = 8,
 }
 

@@ -6,13 +6,13 @@ mod common;
 
 use boldcast::core::optim::OptimizerKind;
 use boldcast::core::ScheduleConfig;
-use boldcast::golden::{check_optimizer, check_optimizer_with, Report};
+use boldcast_testkit::golden::{check_optimizer, check_optimizer_with, Report};
 
 #[test]
 fn every_golden_case_passes_the_optimizer_check() {
     let mut kinds = Vec::new();
     for dir in common::all_cases() {
-        let case = boldcast::golden::GoldenCase::load(&dir)
+        let case = boldcast_testkit::golden::GoldenCase::load(&dir)
             .unwrap_or_else(|e| panic!("loading golden case {}: {e}", dir.display()));
         let checks = check_optimizer(&case);
         // grad_norm plus one opt.<param> per parameter.
@@ -42,7 +42,7 @@ fn clipping_bites_in_the_l2_clip_case() {
 }
 
 /// Runs the check with a modified configuration and returns the report, which must fail.
-fn must_fail(name: &str, what: &str, edit: impl FnOnce(&mut boldcast::golden::GoldenConfig)) {
+fn must_fail(name: &str, what: &str, edit: impl FnOnce(&mut boldcast_testkit::golden::GoldenConfig)) {
     let mut case = common::load(name);
     edit(case.config_mut());
     let report = Report::new(&case, check_optimizer(&case));

@@ -1,14 +1,15 @@
 //! Every golden case through the facade's checker on the CPU backend: forward (`pred`,
 //! `embed`, `target`, `loss`), every `grad.*`, the fixed-gradient optimizer (`opt.*`) and
 //! `steps` real training steps through the core's `Trainer` (`train.*`), each within the
-//! tolerances of MODEL.md. The files are read from `<workspace>/../shared/golden`; when they
-//! are missing the tests fail, never skip.
+//! tolerances of MODEL.md. The cases are the repository's `golden/cases` (and those of
+//! `../shared/golden` when present); when the repository's are missing the tests fail, never
+//! skip.
 
 mod common;
 
 use boldcast::core::Model;
 use boldcast::cpu::CpuModel;
-use boldcast::golden::{check_case_dir, check_model, Report};
+use boldcast_testkit::golden::{check_case_dir, check_model, Report};
 
 #[test]
 fn every_golden_case_passes_on_the_cpu_backend() {

@@ -5,9 +5,9 @@
 use boldcast::config::RunConfig;
 use boldcast::core::{Adam, Adjacency, ModelConfig, TokenShape, Tokens};
 
-/// As `bc-cli`: buffers on cache-line boundaries (`boldcast::alloc::CacheAligned`).
+/// As `bc-cli`: buffers on cache-line boundaries (`boldcast::cpu::alloc::CacheAligned`).
 #[global_allocator]
-static ALLOC: boldcast::alloc::CacheAligned = boldcast::alloc::CacheAligned;
+static ALLOC: boldcast::cpu::alloc::CacheAligned = boldcast::cpu::alloc::CacheAligned;
 
 /// Deterministic values in `[-scale, scale)` (an LCG: enough for timing).
 pub fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {

@@ -49,8 +49,8 @@ pub enum Command {
     /// Check a backend against a golden case (reference values from PyTorch).
     ///
     /// Loads `config.json`, `weights.safetensors`, `inputs.safetensors` and
-    /// `expected.safetensors` from CASE_DIR (the format of `../shared/golden/`, see its
-    /// README), builds the model on the chosen backend with the case's weights, and compares the
+    /// `expected.safetensors` from CASE_DIR (the format of the repository's `golden/cases/`,
+    /// see golden/README.md), builds the model on the chosen backend with the case's weights, and compares the
     /// forward (`pred`), `embed`, `target`, `loss`, every `grad.<param>`, the optimizer update
     /// `opt.*` and the `train.*` loss series of real training steps with the tolerances of
     /// MODEL.md. Prints, per tensor group, the worst ratio of error to tolerance, then every
@@ -125,7 +125,7 @@ pub enum Backend {
 /// Flags of `bc-cli golden`.
 #[derive(Debug, Args)]
 pub struct GoldenArgs {
-    /// A golden case directory (e.g. ../shared/golden/tiny).
+    /// A golden case directory (e.g. golden/cases/tiny).
     pub case_dir: PathBuf,
     /// The backend to check.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]

@@ -20,7 +20,7 @@ pub enum CliError {
     Fixture(#[from] boldcast::fixtures::FixtureError),
     /// A golden case could not be loaded or run.
     #[error(transparent)]
-    Golden(#[from] boldcast::golden::GoldenError),
+    Golden(#[from] boldcast_testkit::golden::GoldenError),
     /// The model, optimizer or trainer failed.
     #[error(transparent)]
     Core(#[from] boldcast::core::Error),

@@ -1,11 +1,11 @@
 //! `bc-cli golden`: checks a backend against a golden case directory. The comparison itself
-//! is [`boldcast::golden::check_case_dir`]; this module only picks the backend.
+//! is [`boldcast_testkit::golden::check_case_dir`]; this module only picks the backend.
 
 use crate::args::GoldenArgs;
 use crate::backend::{dispatch, Builder, Job};
 use crate::CliError;
 use boldcast::core::Model;
-use boldcast::golden::{check_case_dir, Report};
+use boldcast_testkit::golden::{check_case_dir, Report};
 use std::path::Path;
 
 struct Golden<'a>(&'a Path);

@@ -1,35 +1,17 @@
-//! `bc-cli golden` as a user runs it: every shared golden case and every extra case passes
-//! with exit status 0 and a line per tensor group; a case whose expected forecast is perturbed
+//! `bc-cli golden` as a user runs it: every golden case of the repository (and of
+//! `../shared/golden` when present) passes with exit status 0 and a line per tensor group; a case whose expected forecast is perturbed
 //! fails with exit status 1 naming the tensor; a missing directory is an error (status 2).
 
 use boldcast::checkpoint::{load_safetensors, save_safetensors};
-use std::path::{Path, PathBuf};
+use boldcast_testkit::cases::{repo_case, CaseSet};
+use std::path::PathBuf;
 
 mod common;
 use common::bc;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn cases() -> Vec<PathBuf> {
-    let shared = root().join("../shared/golden");
-    assert!(
-        shared.is_dir(),
-        "the shared golden files are missing: {} (they must sit beside the checkout)",
-        shared.display()
-    );
-    let mut dirs = Vec::new();
-    for base in [shared, root().join("golden/cases")] {
-        for e in std::fs::read_dir(&base).unwrap() {
-            let p = e.unwrap().path();
-            if p.join("config.json").is_file() {
-                dirs.push(p);
-            }
-        }
-    }
-    dirs.sort();
-    assert!(dirs.len() >= 6, "expected the 3 shared and 3 extra cases, found {dirs:?}");
+    let dirs = CaseSet::repository().all();
+    assert!(dirs.len() >= 6, "expected the repository's 6 cases, found {dirs:?}");
     dirs
 }
 
@@ -48,7 +30,7 @@ fn every_case_passes_on_the_cpu_backend() {
 
 #[test]
 fn a_perturbed_case_fails_naming_the_tensor() {
-    let src = root().join("../shared/golden/tiny");
+    let src = repo_case("tiny");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("tiny-perturbed");
     std::fs::create_dir(&dir).unwrap();
@@ -96,8 +78,7 @@ fn every_case_passes_on_the_dfdx_cpu_backend() {
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn asking_for_cuda_without_the_feature_is_a_clear_error() {
-    let out =
-        bc().args(["golden", "--backend", "dfdx-cuda"]).arg(root().join("../shared/golden/tiny")).output().unwrap();
+    let out = bc().args(["golden", "--backend", "dfdx-cuda"]).arg(repo_case("tiny")).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no CUDA support") && err.contains("--features cuda"), "{err}");

@@ -47,7 +47,7 @@ pub use elem::Elem;
 pub use error::Error;
 pub use model::Model;
 pub use optim::{Adam, OptimConfig, Optimizer, OptimizerKind, ParamMut};
-pub use schedule::{Schedule, ScheduleConfig};
+pub use schedule::{Schedule, ScheduleConfig, ScheduleKind};
 pub use shape::{Const, Dim, EmbedShape, ForecastShape, Shape, TokenShape};
 pub use tensor::{Embeddings, Forecasts, HostTensor, Tensor, Tokens};
 pub use trainer::{Logger, StepRecord, Trainer};

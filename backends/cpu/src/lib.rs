@@ -13,9 +13,12 @@
 //!   with a checkpointed scan;
 //! - [`knn`]: the spatial mixer, k-nearest-neighbour attention, forward and backward;
 //! - [`init`]: seeded initialization with PyTorch's defaults;
-//! - [`model`]: [`CpuModel`], the whole forecaster behind [`boldcast_core::Model`].
+//! - [`model`]: [`CpuModel`], the whole forecaster behind [`boldcast_core::Model`];
+//! - [`alloc`]: the training process's allocator policy (glibc keeps freed large buffers,
+//!   and [`alloc::CacheAligned`] puts buffers on cache-line boundaries for the 16-lane loops).
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod init;
 pub mod knn;
 /// The Mamba-1 temporal mixer: parameters, forward, and hand-written backward.

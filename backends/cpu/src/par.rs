@@ -59,7 +59,7 @@ where
 const ELEMWISE_CHUNK: usize = 1 << 16;
 
 /// `vec![0; n]`, written by all threads for a large `n`: for memory the allocator reuses
-/// (see `boldcast::alloc`), `vec!` zeroes on the calling thread alone, one 16 MiB pass per
+/// (see `crate::alloc`), `vec!` zeroes on the calling thread alone, one 16 MiB pass per
 /// `cpu-demo` activation while the other cores wait.
 pub fn zeros<E: CpuElem>(n: usize) -> Vec<E> {
     if n < 2 * ELEMWISE_CHUNK {

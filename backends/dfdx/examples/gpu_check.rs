@@ -2,8 +2,9 @@
 //! the golden cases `tiny`, `tiny-l2-clip` and `tiny-mamba2` on the `Cuda` device, then the
 //! median time of a training step of the `boldcast-demo` model, printed as one JSON line.
 //!
-//! `GPU_CHECK_GOLDEN` names the golden folder (default: `shared/golden` beside the checkout
-//! it was built in) and `GPU_CHECK_CASES` the comma-separated cases.
+//! `GPU_CHECK_GOLDEN` names the golden folder (default: the repository's `golden/cases` of
+//! the checkout it was built in) and `GPU_CHECK_CASES` the comma-separated cases. Each case
+//! goes through the test kit's checker (`boldcast_testkit::golden::check_case_dir`).
 //!
 //! Sizes of the timed batch: `GPU_CHECK_BATCH` (default 1), `GPU_CHECK_WINDOW` (256, the
 //! preset's window), `GPU_CHECK_PARCELS` (1024, the preset's parcels), `GPU_CHECK_STEPS` (3
@@ -11,13 +12,11 @@
 //! and its gradient), the parcels are halved and the attempt repeated; the JSON says which
 //! size ran.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use boldcast_core::optim::{Adam, OptimConfig};
 use boldcast_core::schedule::ScheduleConfig;
 use boldcast_core::{Adjacency, ModelConfig, StepRecord, TokenShape, Tokens, Trainer};
 use boldcast_dfdx::{cuda_device, DfdxModel};
+use boldcast_testkit::golden::check_case_dir;
 use serde_json::json;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -90,18 +89,32 @@ fn main() {
     let mut pass = true;
     // The golden folder and cases can be named: on the GPU machine the binary runs away from
     // the checkout it was built in.
-    let root = std::env::var_os("GPU_CHECK_GOLDEN").map(std::path::PathBuf::from).unwrap_or_else(common::golden_root);
+    let root = std::env::var_os("GPU_CHECK_GOLDEN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(boldcast_testkit::cases::repo_cases_dir);
     let cases = std::env::var("GPU_CHECK_CASES").unwrap_or_else(|_| "tiny,tiny-l2-clip,tiny-mamba2".into());
     for case in cases.split(',').filter(|c| !c.is_empty()) {
         let d = dev.clone();
         let dir = root.join(case);
-        let r = catch_unwind(AssertUnwindSafe(|| common::check_case_at::<f32, _>(&dir, d)));
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            check_case_dir(&dir, |cfg, adj| DfdxModel::<f32, _>::new(cfg, adj, 0, d.clone()))
+        }));
         match r {
-            Ok(ratios) => {
-                let (what, worst) =
-                    ratios.iter().cloned().fold((String::new(), 0.0f64), |a, b| if b.1 > a.1 { b } else { a });
-                pass &= worst <= 1.0;
-                golden.insert(case.into(), json!({"worst_ratio": worst, "worst_item": what, "pass": worst <= 1.0}));
+            Ok(Ok(report)) => {
+                let worst = report.checks.iter().fold(None, |w: Option<&boldcast_testkit::golden::Check>, c| match w {
+                    Some(w) if !(c.worst_ratio > w.worst_ratio || c.worst_ratio.is_nan()) => Some(w),
+                    _ => Some(c),
+                });
+                let (what, worst) = worst.map_or((String::new(), f64::INFINITY), |c| (c.tensor.clone(), c.worst_ratio));
+                pass &= report.passed();
+                golden.insert(case.into(), json!({"worst_ratio": worst, "worst_item": what, "pass": report.passed()}));
+                if !report.passed() {
+                    eprintln!("{report}");
+                }
+            }
+            Ok(Err(e)) => {
+                pass = false;
+                golden.insert(case.into(), json!({"pass": false, "error": e.to_string()}));
             }
             Err(_) => {
                 pass = false;

@@ -36,6 +36,9 @@ pub mod params;
 pub mod tensor;
 
 pub use device::{cpu_device, cuda_device, cuda_unavailable, DfdxDevice, BACKEND_NAMES, CUDA_BUILT};
+/// The dfdx crate this backend is built on, for code that builds its tensors directly (the
+/// facade's benches) with the backend's own version.
+pub use dfdx;
 pub use dfdx::tensor::Cpu;
 #[cfg(feature = "cuda")]
 pub use dfdx::tensor::Cuda;

@@ -1,6 +1,7 @@
-//! The golden-file checker: loads a case of `../shared/golden/<case>/` (MODEL.md, "Golden
-//! files"), runs the same computations through any backend and through the core's optimizer,
-//! and reports the worst tolerance ratio per group of tensors.
+//! The golden-file checker: loads a case of `golden/cases/<case>/` (MODEL.md, "Golden
+//! files"; [`crate::cases`] says where the cases are), runs the same computations through any
+//! backend and through the core's optimizer, and reports the worst tolerance ratio per group
+//! of tensors.
 //!
 //! - [`GoldenCase::load`] reads `config.json` (every key of the golden README; an unknown key
 //!   is an error naming it and the file), `weights.safetensors`, `inputs.safetensors` and
@@ -8,8 +9,9 @@
 //! - [`check_optimizer`] needs no model: the case's fixed gradient `grad.*`, clipped once, is
 //!   applied `steps` times with the core's [`Adam`] and the case's schedule, and compared with
 //!   `opt.*` (and the norm with `opt.grad_norm`).
-//! - [`check_model`] drives a backend already loaded with the case's weights: forward, embed,
-//!   targets, loss, gradients, then `steps` real training steps through the core's [`Trainer`].
+//! - [`check_model`] drives a backend already loaded with the case's weights, in any element
+//!   type ([`GoldenCase::weights_as`], [`GoldenCase::tokens_as`]): forward, embed, targets,
+//!   loss, gradients, then `steps` real training steps through the core's [`Trainer`].
 //! - [`check_case_dir`] does all of it for one directory and returns a [`Report`], whose
 //!   `Display` is what `bc-cli golden <case-dir>` prints.
 //!
@@ -17,13 +19,13 @@
 //! MODEL.md ([`Tolerance::FORWARD`], [`Tolerance::OPTIMIZER`]); a check passes when the ratio is
 //! at most 1.
 
-use crate::checkpoint::{in_spec_order, CheckpointError, SafetensorsFile};
+use crate::st::{in_spec_order, StError, StFile};
 use boldcast_core::forecast::build_forecast_targets;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{clip_factor, OptimizerKind};
 use boldcast_core::{
     Adam, Adjacency, Elem, Embeddings, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut,
-    Schedule, ScheduleConfig, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
+    Schedule, ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -48,7 +50,7 @@ pub enum GoldenError {
         reason: String,
     },
     /// A safetensors file could not be read or lacks a tensor.
-    Checkpoint(CheckpointError),
+    Safetensors(StError),
     /// An input or weight tensor does not fit the case's configuration.
     Input {
         /// The file.
@@ -70,7 +72,7 @@ impl fmt::Display for GoldenError {
         match self {
             GoldenError::Io { path, source } => write!(f, "reading {}: {source}", path.display()),
             GoldenError::Config { path, reason } => write!(f, "{}: {reason}", path.display()),
-            GoldenError::Checkpoint(e) => write!(f, "{e}"),
+            GoldenError::Safetensors(e) => write!(f, "{e}"),
             GoldenError::Input { path, reason } => write!(f, "{}: {reason}", path.display()),
             GoldenError::Model { during, source } => write!(f, "{during}: {source}"),
         }
@@ -81,16 +83,16 @@ impl std::error::Error for GoldenError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             GoldenError::Io { source, .. } => Some(source),
-            GoldenError::Checkpoint(e) => Some(e),
+            GoldenError::Safetensors(e) => Some(e),
             GoldenError::Model { source, .. } => Some(source),
             _ => None,
         }
     }
 }
 
-impl From<CheckpointError> for GoldenError {
-    fn from(e: CheckpointError) -> Self {
-        GoldenError::Checkpoint(e)
+impl From<StError> for GoldenError {
+    fn from(e: StError) -> Self {
+        GoldenError::Safetensors(e)
     }
 }
 
@@ -171,16 +173,6 @@ pub struct GoldenConfig {
     pub steps: u64,
 }
 
-/// The `schedule` key of a golden config.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScheduleKind {
-    /// `lr(s) = lr`.
-    Constant,
-    /// Linear warm-up, then cosine to `min_lr`.
-    Cosine,
-}
-
 fn default_optimizer() -> OptimizerKind {
     OptimizerKind::AdamW
 }
@@ -240,15 +232,12 @@ impl GoldenConfig {
 
     /// The learning-rate schedule.
     pub fn schedule(&self) -> ScheduleConfig {
-        match self.schedule {
-            ScheduleKind::Constant => ScheduleConfig::Constant { lr: self.lr },
-            ScheduleKind::Cosine => ScheduleConfig::Cosine {
-                lr: self.lr,
-                warmup_steps: self.warmup_steps.unwrap_or(0),
-                max_steps: self.max_steps.unwrap_or(0),
-                min_lr: self.min_lr.unwrap_or(0.0),
-            },
-        }
+        self.schedule.config(
+            self.lr,
+            self.warmup_steps.unwrap_or(0),
+            self.max_steps.unwrap_or(0),
+            self.min_lr.unwrap_or(0.0),
+        )
     }
 }
 
@@ -279,12 +268,12 @@ impl GoldenCase {
         let mc = config.model_config();
 
         let wpath = dir.join("weights.safetensors");
-        let wfile = SafetensorsFile::open(&wpath)?;
+        let wfile = StFile::open(&wpath)?;
         let weights = in_spec_order(&mc.param_specs(), wfile.all::<f32>()?)
             .map_err(|e| GoldenError::Input { path: wpath.clone(), reason: e.to_string() })?;
 
         let ipath = dir.join("inputs.safetensors");
-        let inputs = SafetensorsFile::open(&ipath)?;
+        let inputs = StFile::open(&ipath)?;
         let t = inputs.tensor::<f32>("tokens")?;
         let want = vec![config.batch, config.tokens, config.parcels, config.d_in];
         if t.shape != want {
@@ -322,7 +311,7 @@ impl GoldenCase {
             };
 
         let epath = dir.join("expected.safetensors");
-        let efile = SafetensorsFile::open(&epath)?;
+        let efile = StFile::open(&epath)?;
         let expected_order = efile.names();
         let mut expected = HashMap::with_capacity(expected_order.len());
         for name in &expected_order {
@@ -386,6 +375,12 @@ impl GoldenCase {
         self.tokens.clone()
     }
 
+    /// The batch in element type `E` (exact for `f64`: the file holds f32 values).
+    pub fn tokens_as<E: Elem>(&self) -> Tokens<E> {
+        let data = self.tokens.data().iter().map(|&x| E::of(x as f64)).collect();
+        HostTensor::new(self.tokens.shape(), data).expect("the same shape as the f32 tokens")
+    }
+
     /// The `(P, k)` neighbour table, `None` when `k_neighbors` is 0.
     pub fn adjacency(&self) -> Option<Adjacency> {
         self.adjacency.clone()
@@ -394,6 +389,18 @@ impl GoldenCase {
     /// The initial parameters, in state-dict order.
     pub fn weights(&self) -> Vec<NamedTensor<f32>> {
         self.weights.clone()
+    }
+
+    /// The initial parameters in element type `E` (exact for `f64`), in state-dict order.
+    pub fn weights_as<E: Elem>(&self) -> Vec<NamedTensor<E>> {
+        self.weights
+            .iter()
+            .map(|w| NamedTensor {
+                name: w.name.clone(),
+                shape: w.shape.clone(),
+                data: w.data.iter().map(|&x| E::of(x as f64)).collect(),
+            })
+            .collect()
     }
 
     /// An expected tensor, widened to f64: shape and row-major values.
@@ -669,8 +676,10 @@ impl<E: Elem, M: Model<E>> Model<E> for Borrowed<'_, M> {
     }
 }
 
-/// The checks that need a model, on any backend: `model` must already hold the case's
-/// weights ([`GoldenCase::weights`]).
+/// The checks that need a model, on any backend and in any element type `E`: `model` must
+/// already hold the case's weights ([`GoldenCase::weights`], or [`GoldenCase::weights_as`]
+/// for `f64`). The tolerances are the same in every element type: an `f64` model checks that
+/// the f32 reference agrees within them.
 ///
 /// In order: `pred` (forward), `embed`, `target` (the core's `build_forecast_targets`),
 /// `loss` (from `loss_and_grads`, plus `loss.eval` from [`Model::loss`] and `loss.host`, the
@@ -678,9 +687,9 @@ impl<E: Elem, M: Model<E>> Model<E> for Borrowed<'_, M> {
 /// `grad.<param>` for every parameter, then `steps` real training steps through the core's
 /// [`Trainer`] (the case's Adam, schedule and clipping, on the same batch) compared with
 /// `train.loss`, `train.lr` and `train.grad_norm`. Leaves the model trained by those steps.
-pub fn check_model<M: Model<f32>>(case: &GoldenCase, model: &mut M) -> Result<Vec<Check>, GoldenError> {
+pub fn check_model<E: Elem, M: Model<E>>(case: &GoldenCase, model: &mut M) -> Result<Vec<Check>, GoldenError> {
     let tol = Tolerance::FORWARD;
-    let tokens = &case.tokens;
+    let tokens = &case.tokens_as::<E>();
     let horizons = &case.config.horizons;
     let mut checks = Vec::new();
 
@@ -688,7 +697,7 @@ pub fn check_model<M: Model<f32>>(case: &GoldenCase, model: &mut M) -> Result<Ve
     checks.push(compare(case, "pred", "pred", &pred.shape().dims(), &widen(pred.data()), tol));
     let embed = model.embed(tokens).map_err(model_err("embed"))?;
     checks.push(compare(case, "embed", "embed", &embed.shape().dims(), &widen(embed.data()), tol));
-    let target: Forecasts<f32> = build_forecast_targets(tokens, horizons).map_err(model_err("targets"))?;
+    let target: Forecasts<E> = build_forecast_targets(tokens, horizons).map_err(model_err("targets"))?;
     checks.push(compare(case, "target", "target", &target.shape().dims(), &widen(target.data()), tol));
 
     let loss = model.loss_and_grads(tokens).map_err(model_err("loss_and_grads"))?;
@@ -711,7 +720,7 @@ pub fn check_model<M: Model<f32>>(case: &GoldenCase, model: &mut M) -> Result<Ve
         });
     }
 
-    let opt = Adam::<f32>::new(case.optim_config()).map_err(model_err("optimizer"))?;
+    let opt = Adam::<E>::new(case.optim_config()).map_err(model_err("optimizer"))?;
     let mut trainer =
         Trainer::new(Borrowed(model), opt, case.schedule(), Vec::<StepRecord>::new(), case.grad_clip_norm());
     for _ in 0..case.steps() {
@@ -834,7 +843,7 @@ mod tests {
     use super::*;
 
     fn golden_root() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/golden")
+        crate::cases::repo_cases_dir()
     }
 
     fn tiny() -> GoldenCase {

@@ -35,7 +35,7 @@ const LINE: usize = 64;
 ///
 /// ```
 /// #[global_allocator]
-/// static ALLOC: boldcast::alloc::CacheAligned = boldcast::alloc::CacheAligned;
+/// static ALLOC: boldcast_cpu::alloc::CacheAligned = boldcast_cpu::alloc::CacheAligned;
 /// ```
 ///
 /// It costs 64 bytes per allocation of 64 bytes or more (the padding that puts the block on

@@ -3,10 +3,10 @@
 //!
 //! Two parts:
 //!
-//! - **Golden cases**: every case directory (the shared PyTorch cases in `../shared/golden`
-//!   and this project's `golden/cases`) through [`crate::golden::check_case_dir`]:
-//!   forward, embed, loss, every gradient, the optimizer and a real training-loss series,
-//!   with the tolerances of MODEL.md.
+//! - **Golden cases**: every case directory (the repository's `golden/cases`, and the cases
+//!   of `../shared/golden` when that folder is present: [`crate::cases::CaseSet`]) through
+//!   [`crate::golden::check_case_dir`]: forward, embed, loss, every gradient, the optimizer
+//!   and a real training-loss series, with the tolerances of MODEL.md.
 //! - **Randomized comparison with the CPU backend**: configurations drawn from a seeded RNG
 //!   (temporal mixer, layers, widths, state size, conv width, heads and chunk length, parcels,
 //!   neighbours from 0 to P, `d_in`, horizon sets, sequence lengths). The CPU backend draws
@@ -21,46 +21,41 @@
 //! A backend runs both with the [`conformance_tests!`](crate::conformance_tests) macro in a
 //! test file (see ARCHITECTURE.md, "Writing a backend of your own").
 
-use crate::cpu::CpuModel;
+use crate::cases::CaseSet;
 use crate::golden::{check_case_dir, compare_values, Check, Tolerance};
 use boldcast_core::error::Result;
 use boldcast_core::{
     Adam, Adjacency, Model, ModelConfig, OptimConfig, Optimizer, Shape, StepRecord, Temporal, TokenShape, Tokens,
     Trainer,
 };
+use boldcast_cpu::CpuModel;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Builds a backend's model from a configuration and an adjacency (weights are loaded after).
 pub trait Build<M>: Fn(ModelConfig, Option<Adjacency>) -> Result<M> {}
 impl<M, F: Fn(ModelConfig, Option<Adjacency>) -> Result<M>> Build<M> for F {}
 
-/// The golden case directories below each root that hold a `config.json`, sorted. Panics,
-/// naming the path, when a root is missing: the suite must fail, not skip.
-pub fn golden_case_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for root in roots {
-        assert!(root.is_dir(), "golden directory missing: {} (the suite fails rather than skips)", root.display());
-        let cases = crate::golden::case_dirs(root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
-        assert!(!cases.is_empty(), "no golden case (a folder with config.json) in {}", root.display());
-        out.extend(cases);
-    }
-    out
+/// The golden cases of this repository ([`CaseSet::repository`]): `golden/cases`, and the
+/// cases of `../shared/golden` when that folder is present (the line saying so is printed).
+pub fn default_golden_cases() -> Vec<PathBuf> {
+    CaseSet::repository().all()
 }
 
-/// Runs every golden case whose temporal mixer is in `temporals` and returns the reports;
-/// panics with every failing report printed.
-pub fn assert_golden_cases<M: Model<f32>>(build: &impl Build<M>, temporals: &[Temporal], roots: &[PathBuf]) {
+/// Runs every golden case of `cases` (case directories) whose temporal mixer is in
+/// `temporals`; panics with every failing report printed, or when no case ran.
+pub fn assert_golden_cases<M: Model<f32>>(build: &impl Build<M>, temporals: &[Temporal], cases: &[PathBuf]) {
     let mut failures = Vec::new();
     let mut ran = 0;
-    for dir in golden_case_dirs(roots) {
-        let case = crate::golden::GoldenCase::load(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!cases.is_empty(), "no golden case given (the suite fails rather than skips)");
+    for dir in cases {
+        let case = crate::golden::GoldenCase::load(dir).unwrap_or_else(|e| panic!("{e}"));
         if !temporals.contains(&case.model_config().temporal) {
             continue;
         }
         ran += 1;
-        match check_case_dir(&dir, build) {
+        match check_case_dir(dir, build) {
             Ok(r) if r.passed() => {}
             Ok(r) => failures.push(r.to_string()),
             Err(e) => failures.push(format!("{}: {e}", dir.display())),
@@ -128,7 +123,7 @@ pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>,
     let mut reference = CpuModel::<f32>::new(case.model.clone(), case.adjacency.clone(), seed)?;
     let mut candidate = build(case.model.clone(), case.adjacency.clone())?;
     candidate.load_state(&reference.state())?;
-    let tokens: Tokens<f32> = crate::fixtures::ar1_tokens(case.tokens, case.rho, seed.wrapping_add(1));
+    let tokens: Tokens<f32> = boldcast_fixtures::ar1_tokens(case.tokens, case.rho, seed.wrapping_add(1));
     let mut checks = Vec::new();
 
     let (a, b) = (candidate.forward(&tokens)?, reference.forward(&tokens)?);
@@ -316,28 +311,24 @@ pub fn assert_random_vs_cpu<M: Model<f32>>(build: &impl Build<M>, temporals: &[T
     assert!(failures.is_empty(), "{} conformance failure(s):\n{}", failures.len(), failures.join("\n"));
 }
 
-/// The golden roots of this repository: `<root>/../shared/golden` and
-/// `<root>/golden/cases`, for a crate whose manifest is at `root`.
-pub fn default_golden_roots(root: &Path) -> Vec<PathBuf> {
-    vec![root.join("../shared/golden"), root.join("golden/cases")]
-}
-
 /// Expands to the conformance tests of one backend.
 ///
+/// `golden` is the list of case directories, usually [`default_golden_cases`]:
+///
 /// ```text
-/// boldcast::conformance_tests! {
+/// boldcast_testkit::conformance_tests! {
 ///     build = |cfg, adj| my_backend::MyModel::new(cfg, adj),
 ///     temporals = [boldcast::core::Temporal::Mamba, boldcast::core::Temporal::Mamba2],
-///     golden = boldcast::conformance::default_golden_roots(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))),
+///     golden = boldcast_testkit::conformance::default_golden_cases(),
 ///     random_cases = 16,
 /// }
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
-    (build = $build:expr, temporals = [$($t:expr),+ $(,)?], golden = $roots:expr, random_cases = $n:expr $(,)?) => {
+    (build = $build:expr, temporals = [$($t:expr),+ $(,)?], golden = $cases:expr, random_cases = $n:expr $(,)?) => {
         #[test]
         fn conformance_golden_cases() {
-            $crate::conformance::assert_golden_cases(&$build, &[$($t),+], &$roots);
+            $crate::conformance::assert_golden_cases(&$build, &[$($t),+], &$cases);
         }
 
         #[test]

@@ -1,0 +1,19 @@
+//! `boldcast-testkit`: what every backend is tested with. The golden-file checker
+//! ([`golden`]) compares a backend and the core's optimizer with the PyTorch reference's
+//! golden cases; [`cases`] says where those cases are (the repository's `golden/cases`, and
+//! `../shared/golden` when present); the conformance suite ([`conformance`], run with
+//! [`conformance_tests!`]) runs every golden case and randomized comparisons with the CPU
+//! backend, the suite's reference. [`st`] reads the golden files' safetensors.
+//!
+//! Start here when adding a backend: implement [`boldcast_core::Model`], then put one
+//! [`conformance_tests!`] in a test file of your crate.
+//!
+//! The kit depends on the core, the CPU backend (the reference) and the fixtures, never on
+//! the dfdx backend, the CLI or the training crate: the dfdx backend's own tests use it as a
+//! dev-dependency, without a cycle.
+#![deny(missing_docs)]
+
+pub mod cases;
+pub mod conformance;
+pub mod golden;
+pub mod st;
