@@ -80,19 +80,22 @@ impl Case {
             "mamba2" => Temporal::Mamba2,
             t => panic!("{name}: temporal {t}"),
         };
-        let model = ModelConfig {
-            temporal,
-            d_in: u("d_in"),
-            d_model: u("d_model"),
-            n_layers: u("n_layers"),
-            d_state: u("d_state"),
-            expand: u("expand"),
-            d_conv: u("d_conv"),
-            headdim: json["headdim"].as_u64().unwrap_or(64) as usize,
-            chunk_size: json["chunk_size"].as_u64().unwrap_or(64) as usize,
-            k_neighbors: u("k_neighbors"),
-            horizons: json["horizons"].as_array().unwrap().iter().map(|h| h.as_u64().unwrap() as usize).collect(),
-        };
+        let horizons: Vec<usize> =
+            json["horizons"].as_array().unwrap().iter().map(|h| h.as_u64().unwrap() as usize).collect();
+        let model = ModelConfig::builder()
+            .temporal(temporal)
+            .d_in(u("d_in"))
+            .d_model(u("d_model"))
+            .n_layers(u("n_layers"))
+            .d_state(u("d_state"))
+            .expand(u("expand"))
+            .d_conv(u("d_conv"))
+            .headdim(json["headdim"].as_u64().unwrap_or(64) as usize)
+            .chunk_size(json["chunk_size"].as_u64().unwrap_or(64) as usize)
+            .k_neighbors(u("k_neighbors"))
+            .horizons(&horizons)
+            .build()
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let weights = read_safetensors(&dir.join("weights.safetensors"));
         let mut inputs = read_safetensors(&dir.join("inputs.safetensors"));
         let tokens = take(&mut inputs, "tokens");
