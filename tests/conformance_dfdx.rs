@@ -18,19 +18,20 @@ boldcast_testkit::conformance_tests! {
 /// A Mamba-2 case: `d_model` 8 (Di 16) in heads of `headdim`, `time` tokens in chunks of
 /// `chunk`, kNN attention with k 2 over 3 parcels, `d_in` 2.
 fn mamba2_case(headdim: usize, chunk: usize, time: usize, n_layers: usize) -> RandomCase {
-    let model = ModelConfig {
-        temporal: Temporal::Mamba2,
-        d_in: 2,
-        d_model: 8,
-        n_layers,
-        d_state: 3,
-        expand: 2,
-        d_conv: 3,
-        headdim,
-        chunk_size: chunk,
-        k_neighbors: 2,
-        horizons: vec![1, 3],
-    };
+    let model = ModelConfig::builder()
+        .temporal(Temporal::Mamba2)
+        .d_in(2)
+        .d_model(8)
+        .n_layers(n_layers)
+        .d_state(3)
+        .expand(2)
+        .d_conv(3)
+        .headdim(headdim)
+        .chunk_size(chunk)
+        .k_neighbors(2)
+        .horizons(&[1, 3])
+        .build()
+        .unwrap();
     RandomCase {
         adjacency: Some(Adjacency::ring(3, 2).unwrap()),
         tokens: TokenShape::new(2, time, 3, 2),

@@ -63,19 +63,20 @@ fn trained_model_reaches_the_floor_on_held_out_subjects() {
     let val = ds.windows_of(&win, &val_runs).unwrap();
     let val_tokens: Tokens<f32> = ds.tokens(&val, &win).unwrap();
 
-    let cfg = ModelConfig {
-        temporal: Temporal::Mamba,
-        d_in: 1,
-        d_model: 16,
-        n_layers: 1,
-        d_state: 4,
-        expand: 2,
-        d_conv: 4,
-        headdim: 8,
-        chunk_size: 16,
-        k_neighbors: 2,
-        horizons: HORIZONS.to_vec(),
-    };
+    let cfg = ModelConfig::builder()
+        .temporal(Temporal::Mamba)
+        .d_in(1)
+        .d_model(16)
+        .n_layers(1)
+        .d_state(4)
+        .expand(2)
+        .d_conv(4)
+        .headdim(8)
+        .chunk_size(16)
+        .k_neighbors(2)
+        .horizons(&HORIZONS)
+        .build()
+        .unwrap();
     let model = CpuModel::<f32>::new(cfg, Some(Adjacency::ring(6, 2).unwrap()), 0).unwrap();
     let steps = 400;
     let sched = ScheduleConfig::Cosine { lr: 3e-3, warmup_steps: 20, max_steps: steps, min_lr: 1e-4 };

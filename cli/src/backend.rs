@@ -4,7 +4,7 @@
 
 use crate::args::Backend;
 use crate::CliError;
-use boldcast::core::{Adjacency, Model, ModelConfig};
+use boldcast::core::{Adjacency, DataParallel, ModelConfig};
 
 /// A model constructor: configuration, adjacency, seed.
 pub type Builder<M> = fn(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>;
@@ -14,7 +14,7 @@ pub trait Job {
     /// What the command returns.
     type Output;
     /// Runs with the backend called `name` (as in `train.backend`), whose models `build` makes.
-    fn run<M: Model<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError>;
+    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError>;
 }
 
 impl Backend {

@@ -29,7 +29,7 @@ use crate::distributed::Dist;
 use crate::error::CliError;
 use boldcast::config::RunConfig;
 use boldcast::core::collective::shard_range;
-use boldcast::core::{Adam, Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens, Trainer};
+use boldcast::core::{Adam, Adjacency, DataParallel, ModelConfig, Temporal, TokenShape, Tokens, Trainer};
 use boldcast::cpu::ops::gemm::peak_gflops;
 
 /// Timed 2048 x 2048 products behind `peak_gflops` (the best is reported).
@@ -176,7 +176,7 @@ pub fn process_cpu_s() -> Option<f64> {
 
 /// Times `steps` training steps of the model `make` builds for `cfg`, after `warmup` steps,
 /// data-parallel over the ranks of `dist` (see the module documentation).
-pub fn bench_model<M: Model<f32>>(
+pub fn bench_model<M: DataParallel<f32>>(
     cfg: &RunConfig,
     preset: &str,
     backend: &str,
@@ -287,7 +287,7 @@ struct Bench<'a>(&'a RunConfig, &'a BenchArgs, &'a Dist);
 
 impl crate::backend::Job for Bench<'_> {
     type Output = BenchReport;
-    fn run<M: Model<f32>>(self, name: &str, build: crate::backend::Builder<M>) -> Result<BenchReport, CliError> {
+    fn run<M: DataParallel<f32>>(self, name: &str, build: crate::backend::Builder<M>) -> Result<BenchReport, CliError> {
         bench_model(self.0, &self.1.preset, name, self.1.steps, self.1.warmup, build, self.2)
     }
 }

@@ -6,7 +6,7 @@ use bc_cli::distributed::{abort_on_error, Dist, Transport};
 use bc_cli::overfit::{overfit_command, OverfitReport};
 use bc_cli::CliError;
 use boldcast::config::{Purpose, RunConfig, DEFAULT_PRESET};
-use boldcast::core::Model;
+use boldcast::core::{DataParallel, Model};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -91,7 +91,7 @@ struct Train<'a>(bc_cli::train::PreparedTrain, &'a bc_cli::train::TrainRequest);
 
 impl Job for Train<'_> {
     type Output = bc_cli::train::TrainReport;
-    fn run<M: Model<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::train::train_prepared(self.0, self.1, name, build)
     }
 }

@@ -44,7 +44,7 @@ use crate::runlog::JsonlLogger;
 use boldcast::config::{RunConfig, DEFAULT_PRESET};
 use boldcast::core::accept::{heldout_verdict, Verdict};
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
-use boldcast::core::{Adam, Adjacency, Model, ModelConfig, Optimizer, Schedule, Trainer};
+use boldcast::core::{Adam, Adjacency, DataParallel, Model, ModelConfig, Optimizer, Schedule, Trainer};
 use boldcast::data::split::{shuffle_indices, Split};
 use boldcast::data::{Dataset, WindowRef, WindowSpec};
 use boldcast::fixtures::{circle_centroids, Ar1Spec, Layout};
@@ -293,7 +293,7 @@ fn mean(xs: &[f64]) -> Option<f64> {
 
 /// Trains `model` (already holding the checkpoint's weights when `resume` is given) on `data`
 /// as `cfg` says, writing into `ctl.out`. See the module documentation.
-pub fn run_training<M: Model<f32>>(
+pub fn run_training<M: DataParallel<f32>>(
     mut model: M,
     data: &TrainData,
     cfg: &RunConfig,
@@ -730,7 +730,7 @@ pub fn train_command<M, F>(
     build: F,
 ) -> Result<TrainReport, CliError>
 where
-    M: Model<f32>,
+    M: DataParallel<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     train_prepared(prepare_train(cfg, req)?, req, backend, build)
@@ -800,7 +800,7 @@ pub fn train_prepared<M, F>(
     build: F,
 ) -> Result<TrainReport, CliError>
 where
-    M: Model<f32>,
+    M: DataParallel<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let PreparedTrain { cfg, out, loaded } = prep;

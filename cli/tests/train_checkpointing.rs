@@ -10,19 +10,20 @@ use boldcast::core::optim::Moments;
 use boldcast::core::{Adjacency, ModelConfig, Temporal};
 
 fn cfg() -> ModelConfig {
-    ModelConfig {
-        temporal: Temporal::Mamba,
-        d_in: 1,
-        d_model: 2,
-        n_layers: 0,
-        d_state: 1,
-        expand: 1,
-        d_conv: 1,
-        headdim: 1,
-        chunk_size: 1,
-        k_neighbors: 0,
-        horizons: vec![1, 5],
-    }
+    ModelConfig::builder()
+        .temporal(Temporal::Mamba)
+        .d_in(1)
+        .d_model(2)
+        .n_layers(0)
+        .d_state(1)
+        .expand(1)
+        .d_conv(1)
+        .headdim(1)
+        .chunk_size(1)
+        .k_neighbors(0)
+        .horizons(&[1, 5])
+        .build()
+        .unwrap()
 }
 
 fn state(step: u64) -> TrainState {
@@ -119,7 +120,7 @@ fn round_trip_pruning_and_the_latest_pointer() {
     let e = load_checkpoint(&out.join("checkpoints/step-000020"), &specs).unwrap_err().to_string();
     assert!(e.contains("step-000020/state.json") && e.contains("config_hash"), "{e}");
     // A moment of the wrong shape is refused, naming the tensor.
-    let other = ModelConfig { d_model: 3, ..cfg() }.param_specs();
+    let other = cfg().into_builder().d_model(3).build().unwrap().param_specs();
     let e = load_checkpoint(&out.join("checkpoints/step-000030"), &other).unwrap_err().to_string();
     assert!(e.contains("optimizer.safetensors") && e.contains("m."), "{e}");
 }

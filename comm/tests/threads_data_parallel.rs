@@ -17,19 +17,20 @@ const T: usize = 16;
 const P: usize = 4;
 
 fn config() -> ModelConfig {
-    ModelConfig {
-        temporal: boldcast_core::Temporal::Mamba,
-        d_in: 1,
-        d_model: 8,
-        n_layers: 1,
-        d_state: 4,
-        expand: 2,
-        d_conv: 4,
-        headdim: 4,
-        chunk_size: 8,
-        k_neighbors: 2,
-        horizons: vec![1, 3],
-    }
+    ModelConfig::builder()
+        .temporal(boldcast_core::Temporal::Mamba)
+        .d_in(1)
+        .d_model(8)
+        .n_layers(1)
+        .d_state(4)
+        .expand(2)
+        .d_conv(4)
+        .headdim(4)
+        .chunk_size(8)
+        .k_neighbors(2)
+        .horizons(&[1, 3])
+        .build()
+        .unwrap()
 }
 
 fn batch(step: u64) -> Tokens<f32> {

@@ -14,6 +14,9 @@
 //!   ([`Collective::all_reduce_sum_f64`], [`all_reduce_grads`]); clipping then uses the norm
 //!   of the averaged gradient and every rank applies the identical optimizer step.
 //!
+//! A backend takes part by implementing [`DataParallel`] (its gradients as one flat host
+//! buffer); the element types a collective can sum are those of [`Reduce`] (`f32`, `f64`).
+//!
 //! The loss of MODEL.md is a mean over the `B * T_valid * P * H * D` elements of the batch,
 //! and every rank's shard has the same `B / size` windows, so the mean over ranks of the
 //! shards' losses is the global batch's loss, and likewise for the gradients (the gradient
@@ -104,6 +107,66 @@ impl Collective for SingleProcess {
     }
 }
 
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// An element type a [`Collective`] can sum: `f32` and `f64`, the two it has operations for
+/// (sealed). The type dispatch of data-parallel training lives here, on the collective's
+/// side; [`Elem`] knows nothing of collectives.
+pub trait Reduce: Elem + sealed::Sealed {
+    /// Sums `buf` element-wise over the ranks of `c` in place
+    /// ([`Collective::all_reduce_sum_f32`] or [`Collective::all_reduce_sum_f64`]), identical
+    /// on every rank.
+    fn all_reduce_sum(c: &dyn Collective, buf: &mut [Self]) -> Result<()>;
+}
+
+impl Reduce for f32 {
+    fn all_reduce_sum(c: &dyn Collective, buf: &mut [f32]) -> Result<()> {
+        c.all_reduce_sum_f32(buf)
+    }
+}
+
+impl Reduce for f64 {
+    fn all_reduce_sum(c: &dyn Collective, buf: &mut [f64]) -> Result<()> {
+        c.all_reduce_sum_f64(buf)
+    }
+}
+
+/// A [`Model`] that can train data-parallel: its gradients as one flat host buffer, which
+/// [`all_reduce_grads`] averages over the ranks between [`Model::loss_and_grads`] and
+/// [`Model::grad_sq_norm`]. [`crate::Trainer::with_collective`] requires it.
+///
+/// The layout is every gradient entry in state-dict order: the tensors of [`Model::grads`],
+/// each row-major, one after the other.
+pub trait DataParallel<E: Elem>: Model<E> {
+    /// Every gradient entry in state-dict order into `flat`, which is cleared first. The
+    /// default goes through [`Model::grads`]; a backend may override it to skip that copy.
+    fn grads_to_flat(&self, flat: &mut Vec<E>) {
+        flat.clear();
+        for t in self.grads() {
+            flat.extend_from_slice(&t.data);
+        }
+    }
+
+    /// Overwrites every gradient entry from `flat`, laid out as
+    /// [`DataParallel::grads_to_flat`] lays it out (a wrong length is an [`Error::Shape`]
+    /// naming the gradients and changes nothing).
+    fn grads_from_flat(&mut self, flat: &[E]) -> Result<()>;
+}
+
+/// Both methods forwarded to `M` (as [`Model`] is for `&mut M`).
+impl<E: Elem, M: DataParallel<E> + ?Sized> DataParallel<E> for &mut M {
+    fn grads_to_flat(&self, flat: &mut Vec<E>) {
+        (**self).grads_to_flat(flat)
+    }
+    fn grads_from_flat(&mut self, flat: &[E]) -> Result<()> {
+        (**self).grads_from_flat(flat)
+    }
+}
+
 /// The slice of a global batch of `batch` windows that rank `rank` of `size` trains on: the
 /// contiguous `rank * batch / size .. (rank + 1) * batch / size`. The error names
 /// `train.batch_size` when `batch` is not a positive multiple of `size`.
@@ -129,9 +192,9 @@ pub fn shard_range(batch: usize, rank: usize, size: usize) -> Result<Range<usize
     Ok(rank * per..(rank + 1) * per)
 }
 
-/// Averages `buf` over the ranks in place: sum ([`Elem::all_reduce_sum`]), then divide by the
-/// number of ranks. A no-op for one process.
-pub fn all_reduce_mean<E: Elem>(c: &dyn Collective, buf: &mut [E]) -> Result<()> {
+/// Averages `buf` over the ranks in place: sum ([`Reduce::all_reduce_sum`]), then divide by
+/// the number of ranks. A no-op for one process.
+pub fn all_reduce_mean<E: Reduce>(c: &dyn Collective, buf: &mut [E]) -> Result<()> {
     if c.size() <= 1 {
         return Ok(());
     }
@@ -144,9 +207,9 @@ pub fn all_reduce_mean<E: Elem>(c: &dyn Collective, buf: &mut [E]) -> Result<()>
 }
 
 /// Averages the model's gradients over the ranks in place, through one flat host buffer
-/// (`scratch`, reused between calls): [`Model::grads_to_flat`], [`all_reduce_mean`],
-/// [`Model::grads_from_flat`]. A no-op for one process.
-pub fn all_reduce_grads<E: Elem, M: Model<E> + ?Sized>(
+/// (`scratch`, reused between calls): [`DataParallel::grads_to_flat`], [`all_reduce_mean`],
+/// [`DataParallel::grads_from_flat`]. A no-op for one process.
+pub fn all_reduce_grads<E: Reduce, M: DataParallel<E> + ?Sized>(
     model: &mut M,
     c: &dyn Collective,
     scratch: &mut Vec<E>,

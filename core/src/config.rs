@@ -233,6 +233,25 @@ impl ModelConfig {
         self.param_specs().iter().map(ParamSpec::numel).sum()
     }
 
+    /// A builder starting from [`ModelConfig::boldcast_demo`]: set the sizes that differ, then
+    /// [`ModelConfigBuilder::build`] validates. For tests, benches and examples, instead of a
+    /// struct literal that must spell every field:
+    ///
+    /// ```
+    /// use boldcast_core::{ModelConfig, Temporal};
+    /// let c = ModelConfig::builder().temporal(Temporal::Mamba2).d_model(8).n_layers(1).headdim(4).build().unwrap();
+    /// assert_eq!((c.d_model, c.nheads(), c.d_state), (8, 4, 16));
+    /// assert!(ModelConfig::builder().horizons(&[]).build().is_err());
+    /// ```
+    pub fn builder() -> ModelConfigBuilder {
+        ModelConfigBuilder { cfg: Self::boldcast_demo() }
+    }
+
+    /// A builder starting from this configuration (to derive a variant of it).
+    pub fn into_builder(self) -> ModelConfigBuilder {
+        ModelConfigBuilder { cfg: self }
+    }
+
     /// The public BOLDcast demo's shape (732,930 parameters).
     pub fn boldcast_demo() -> Self {
         ModelConfig {
@@ -248,6 +267,64 @@ impl ModelConfig {
             k_neighbors: 8,
             horizons: vec![1, 5],
         }
+    }
+}
+
+/// Builds a [`ModelConfig`] field by field ([`ModelConfig::builder`] starts from the demo's
+/// sizes, [`ModelConfig::into_builder`] from any configuration); [`ModelConfigBuilder::build`]
+/// runs [`ModelConfig::validate`].
+#[derive(Clone, Debug, PartialEq)]
+#[must_use = "a builder does nothing until `build`"]
+pub struct ModelConfigBuilder {
+    cfg: ModelConfig,
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty),* $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub fn $field(mut self, $field: $ty) -> Self {
+                self.cfg.$field = $field;
+                self
+            }
+        )*
+    };
+}
+
+impl ModelConfigBuilder {
+    setters! {
+        /// The temporal mixer.
+        temporal: Temporal,
+        /// D: TRs per token.
+        d_in: usize,
+        /// M: model width.
+        d_model: usize,
+        /// Number of (temporal, spatial) layer pairs.
+        n_layers: usize,
+        /// N: SSM state size.
+        d_state: usize,
+        /// Di / M.
+        expand: usize,
+        /// K: causal conv width.
+        d_conv: usize,
+        /// Mamba-2 head width.
+        headdim: usize,
+        /// Mamba-2 SSD chunk length.
+        chunk_size: usize,
+        /// k: neighbours per parcel, self included; 0 for no spatial attention.
+        k_neighbors: usize,
+    }
+
+    /// Forecast horizons in tokens.
+    pub fn horizons(mut self, horizons: &[usize]) -> Self {
+        self.cfg.horizons = horizons.to_vec();
+        self
+    }
+
+    /// The configuration, validated ([`ModelConfig::validate`]: the error names the field).
+    pub fn build(self) -> Result<ModelConfig> {
+        self.cfg.validate()?;
+        Ok(self.cfg)
     }
 }
 
@@ -269,6 +346,42 @@ mod tests {
         let mut c = ModelConfig::boldcast_demo();
         c.d_model = 0;
         assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
+    }
+
+    #[test]
+    fn the_builder_sets_each_field_and_validates() {
+        let c = ModelConfig::builder()
+            .temporal(Temporal::Mamba2)
+            .d_in(2)
+            .d_model(8)
+            .n_layers(1)
+            .d_state(3)
+            .expand(3)
+            .d_conv(2)
+            .headdim(6)
+            .chunk_size(5)
+            .k_neighbors(0)
+            .horizons(&[1, 4])
+            .build()
+            .unwrap();
+        let want = ModelConfig {
+            temporal: Temporal::Mamba2,
+            d_in: 2,
+            d_model: 8,
+            n_layers: 1,
+            d_state: 3,
+            expand: 3,
+            d_conv: 2,
+            headdim: 6,
+            chunk_size: 5,
+            k_neighbors: 0,
+            horizons: vec![1, 4],
+        };
+        assert_eq!(c, want);
+        assert_eq!(ModelConfig::builder().build().unwrap(), ModelConfig::boldcast_demo());
+        assert_eq!(want.clone().into_builder().build().unwrap(), want);
+        let e = ModelConfig::builder().temporal(Temporal::Mamba2).headdim(5).build().unwrap_err();
+        assert!(alloc::format!("{e}").contains("model.headdim"), "{e}");
     }
 
     #[test]

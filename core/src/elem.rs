@@ -1,7 +1,5 @@
 //! The element types a backend computes in: `f32` for training, `f64` for gradient checks.
 
-use crate::collective::Collective;
-use crate::error::Result;
 use core::fmt::{Debug, Display};
 use core::iter::Sum;
 use core::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
@@ -29,9 +27,6 @@ pub trait Elem:
     fn of(x: f64) -> Self;
     /// Widens (or keeps) to `f64`.
     fn f64(self) -> f64;
-    /// Sums `buf` element-wise over the ranks of `c` in place (the collective's operation for
-    /// this type), identical on every rank.
-    fn all_reduce_sum(c: &dyn Collective, buf: &mut [Self]) -> Result<()>;
 }
 
 impl Elem for f32 {
@@ -44,9 +39,6 @@ impl Elem for f32 {
     fn f64(self) -> f64 {
         self as f64
     }
-    fn all_reduce_sum(c: &dyn Collective, buf: &mut [Self]) -> Result<()> {
-        c.all_reduce_sum_f32(buf)
-    }
 }
 
 impl Elem for f64 {
@@ -58,8 +50,5 @@ impl Elem for f64 {
     #[inline]
     fn f64(self) -> f64 {
         self
-    }
-    fn all_reduce_sum(c: &dyn Collective, buf: &mut [Self]) -> Result<()> {
-        c.all_reduce_sum_f64(buf)
     }
 }

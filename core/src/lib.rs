@@ -6,7 +6,7 @@
 //!
 //! - [`shape`]: compile-time or runtime axis sizes for tokens `(B, T, P, D)`, forecasts
 //!   `(B, T, P, H, D)` and embeddings `(B, T, P, M)`;
-//! - [`tensor`]: host tensors with those shapes and the [`Tensor`] trait for device tensors;
+//! - [`tensor`]: host tensors with those shapes, in which data crosses the [`Model`] boundary;
 //! - [`adjacency`]: the validated `(P, k)` neighbour table of the spatial attention;
 //! - [`config`]: the model configuration and the parameter names and shapes of MODEL.md;
 //! - [`model`]: the [`Model`] trait every backend implements;
@@ -41,13 +41,13 @@ pub mod tensor;
 pub mod trainer;
 
 pub use adjacency::Adjacency;
-pub use collective::{Collective, SingleProcess};
-pub use config::{ModelConfig, ParamSpec, Temporal};
+pub use collective::{Collective, DataParallel, Reduce, SingleProcess};
+pub use config::{ModelConfig, ModelConfigBuilder, ParamSpec, Temporal};
 pub use elem::Elem;
 pub use error::Error;
 pub use model::Model;
 pub use optim::{Adam, OptimConfig, Optimizer, OptimizerKind, ParamMut};
 pub use schedule::{Schedule, ScheduleConfig, ScheduleKind};
 pub use shape::{Const, Dim, EmbedShape, ForecastShape, Shape, TokenShape};
-pub use tensor::{Embeddings, Forecasts, HostTensor, Tensor, Tokens};
+pub use tensor::{Embeddings, Forecasts, HostTensor, Tokens};
 pub use trainer::{Logger, StepRecord, Trainer};

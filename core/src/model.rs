@@ -40,11 +40,17 @@ pub struct NamedTensor<E> {
 /// - Shape mismatches between the data and the model are [`Error`]s, never panics.
 /// - The adjacency (`(P, k)`, self first) is fixed when the model is built; the number of
 ///   parcels of the data must match it.
-/// - Data-parallel training ([`crate::collective`]) averages the gradients over the ranks
-///   between `loss_and_grads` and `grad_sq_norm` through [`Model::grads_to_flat`] and
-///   [`Model::grads_from_flat`]: one flat host buffer of every gradient entry in state-dict
-///   order. `grads_to_flat` has a default (through [`Model::grads`]); a backend that can train
-///   data-parallel implements `grads_from_flat`, whose default is an error.
+/// - A backend that can train data-parallel also implements
+///   [`DataParallel`](crate::collective::DataParallel) (the gradients as one flat host
+///   buffer); [`Trainer::with_collective`](crate::Trainer::with_collective) requires it, so a
+///   backend without it is refused at compile time, not at run time.
+/// - A backend that keeps the optimizer's state on its device runs in
+///   [`Model::apply_optimizer`] only the optimizers it implements (recognized through
+///   [`Optimizer::as_adam`]) and refuses any other with an [`Error`] naming it
+///   ([`Optimizer::name`]); it never runs one optimizer's arithmetic for another.
+///
+/// `&mut M` is a `Model` wherever `M` is (every method forwarded), so code that must not own
+/// the model (the [`Trainer`](crate::Trainer) owns its model) can be handed a borrow.
 pub trait Model<E: Elem> {
     /// The sizes the model was built with.
     fn config(&self) -> &ModelConfig;
@@ -69,7 +75,9 @@ pub trait Model<E: Elem> {
 
     /// Applies one optimizer step with learning rate `lr` to every parameter, in state-dict
     /// order, calling [`Optimizer::begin_step`] once first. Backends with parameters on a
-    /// device run the same arithmetic there, reading [`Optimizer::config`].
+    /// device run the same arithmetic there for the optimizers they implement (the core's
+    /// [`Adam`](crate::Adam), seen through [`Optimizer::as_adam`], reading its
+    /// [`config`](crate::Adam::config)) and return an error naming any other.
     fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<()>;
 
     /// The parameters, copied to the host, in state-dict order.
@@ -99,41 +107,62 @@ pub trait Model<E: Elem> {
         let _ = (t, moments);
         Ok(())
     }
+}
 
-    /// Every gradient entry in state-dict order (the tensors of [`Model::grads`], each
-    /// row-major, one after the other) into `flat`, which is cleared first. The default goes
-    /// through [`Model::grads`]; a backend may override it to skip that copy.
-    fn grads_to_flat(&self, flat: &mut Vec<E>) {
-        flat.clear();
-        for t in self.grads() {
-            flat.extend_from_slice(&t.data);
-        }
+/// Every method forwarded to `M`, the defaulted ones too: a borrow behaves exactly as the model.
+impl<E: Elem, M: Model<E> + ?Sized> Model<E> for &mut M {
+    fn config(&self) -> &ModelConfig {
+        (**self).config()
     }
+    fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>> {
+        (**self).forward(tokens)
+    }
+    fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>> {
+        (**self).embed(tokens)
+    }
+    fn loss(&self, tokens: &Tokens<E>) -> Result<f64> {
+        (**self).loss(tokens)
+    }
+    fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64> {
+        (**self).loss_and_grads(tokens)
+    }
+    fn grad_sq_norm(&self) -> f64 {
+        (**self).grad_sq_norm()
+    }
+    fn scale_grads(&mut self, factor: f64) {
+        (**self).scale_grads(factor)
+    }
+    fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<()> {
+        (**self).apply_optimizer(opt, lr)
+    }
+    fn state(&self) -> Vec<NamedTensor<E>> {
+        (**self).state()
+    }
+    fn grads(&self) -> Vec<NamedTensor<E>> {
+        (**self).grads()
+    }
+    fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<()> {
+        (**self).load_state(tensors)
+    }
+    fn optimizer_state(&self) -> Option<(u64, Vec<Moments<E>>)> {
+        (**self).optimizer_state()
+    }
+    fn restore_optimizer_state(&mut self, t: u64, moments: &[Moments<E>]) -> Result<()> {
+        (**self).restore_optimizer_state(t, moments)
+    }
+}
 
-    /// Overwrites every gradient entry from `flat`, laid out as [`Model::grads_to_flat`] lays
-    /// it out (a wrong length is an [`Error::Shape`] naming `gradients` and changes nothing).
-    /// Data-parallel training needs it; the default refuses.
-    fn grads_from_flat(&mut self, flat: &[E]) -> Result<()> {
-        let _ = flat;
-        Err(Error::Backend(
-            "this backend does not implement Model::grads_from_flat, so it cannot train data-parallel".into(),
-        ))
-    }
-
-    /// Forecasts with compile-time dims: checks the runtime result against the types.
-    fn forward_typed<B: Dim, T: Dim, P: Dim, H: Dim, D: Dim>(
-        &self,
-        tokens: &Tokens<E, B, T, P, D>,
-    ) -> Result<Forecasts<E, B, T, P, H, D>>
-    where
-        Self: Sized,
-    {
-        let rt = tokens.clone().to_runtime();
-        let out = self.forward(&rt)?;
-        let s = tokens.shape();
-        let h: H = crate::shape::convert_dim("forecast.horizons", out.shape().horizons)?;
-        out.with_shape(ForecastShape::new(s.batch, s.time, s.parcels, h, s.d_in))
-    }
+/// Forecasts with compile-time dims: runs [`Model::forward`] and checks the runtime result
+/// against the types (a horizon count other than `H` is an [`Error::Shape`]).
+pub fn forward_typed<E: Elem, M: Model<E> + ?Sized, B: Dim, T: Dim, P: Dim, H: Dim, D: Dim>(
+    model: &M,
+    tokens: &Tokens<E, B, T, P, D>,
+) -> Result<Forecasts<E, B, T, P, H, D>> {
+    let rt = tokens.clone().to_runtime();
+    let out = model.forward(&rt)?;
+    let s = tokens.shape();
+    let h: H = crate::shape::convert_dim("forecast.horizons", out.shape().horizons)?;
+    out.with_shape(ForecastShape::new(s.batch, s.time, s.parcels, h, s.d_in))
 }
 
 /// Checks a full state against the specs: every name present once, shapes equal, data

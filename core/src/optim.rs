@@ -2,8 +2,10 @@
 //! global-norm gradient clipping, exactly as MODEL.md, "Optimizer, clipping, schedule".
 //!
 //! The update works on host slices one parameter tensor at a time ([`ParamMut`]); a backend
-//! whose parameters live on a device implements the same arithmetic there, reading the
-//! hyperparameters from [`Optimizer::config`] (see [`crate::model::Model::apply_optimizer`]).
+//! whose parameters live on a device implements the same arithmetic there for the optimizers
+//! it knows (the core's [`Adam`], recognized through [`Optimizer::as_adam`], whose
+//! hyperparameters it reads from [`Adam::config`]) and refuses any other by its
+//! [`Optimizer::name`] (see [`crate::model::Model::apply_optimizer`]).
 
 use crate::elem::Elem;
 use crate::error::{Error, Result};
@@ -86,9 +88,24 @@ pub struct ParamMut<'a, E> {
 /// Contract for implementors: [`Optimizer::begin_step`] is called once per training step before
 /// the parameters are visited; [`Optimizer::update`] is then called once per parameter tensor,
 /// in the same order every step; the update must depend only on the tensor, its state and `lr`.
+///
+/// A backend that updates on the host calls `update`, so any optimizer runs there. A backend
+/// that keeps the optimizer's state on its device never calls `update`: it runs its own
+/// arithmetic for the optimizers it implements, recognized through [`Optimizer::as_adam`],
+/// and refuses any other with an error naming it ([`Optimizer::name`]).
 pub trait Optimizer<E: Elem> {
-    /// The hyperparameters, for backends that run the update on a device.
-    fn config(&self) -> &OptimConfig;
+    /// What this optimizer is, for messages (a device backend that cannot run it names it).
+    /// The default is the implementing type's name.
+    fn name(&self) -> &str {
+        core::any::type_name::<Self>()
+    }
+    /// This optimizer as the core's [`Adam`], if it is one (or a wrapper that steps exactly as
+    /// the `Adam` it returns): how a device backend learns that it may run its own Adam with
+    /// [`Adam::config`]'s hyperparameters instead of calling [`Optimizer::update`]. `None`, the
+    /// default, means "only `update` implements me".
+    fn as_adam(&self) -> Option<&Adam<E>> {
+        None
+    }
     /// Starts a step (advances the bias-correction counter).
     fn begin_step(&mut self);
     /// Updates one tensor with learning rate `lr`.
@@ -120,6 +137,11 @@ impl<E: Elem> Adam<E> {
         cfg.validate()?;
         Ok(Self { cfg, t: 0, state: Vec::new() })
     }
+    /// The hyperparameters (validated by [`Adam::new`]), for backends that run the update on a
+    /// device.
+    pub fn config(&self) -> &OptimConfig {
+        &self.cfg
+    }
     /// The moments per tensor index, for checkpoints.
     pub fn moments(&self) -> &[Moments<E>] {
         &self.state
@@ -132,8 +154,15 @@ impl<E: Elem> Adam<E> {
 }
 
 impl<E: Elem> Optimizer<E> for Adam<E> {
-    fn config(&self) -> &OptimConfig {
-        &self.cfg
+    fn name(&self) -> &str {
+        match self.cfg.kind {
+            OptimizerKind::AdamW => "AdamW",
+            OptimizerKind::AdamL2 => "Adam (coupled L2)",
+        }
+    }
+
+    fn as_adam(&self) -> Option<&Adam<E>> {
+        Some(self)
     }
 
     fn begin_step(&mut self) {

@@ -1,7 +1,7 @@
-//! Host tensors (row-major `Vec` with a typed shape) and the [`Tensor`] trait that device
-//! tensors implement so data can move between the host and a backend.
+//! Host tensors: a row-major `Vec` with a typed shape, the form in which tokens, forecasts and
+//! embeddings cross the [`crate::Model`] boundary (a backend copies them to and from its
+//! device itself).
 
-use crate::elem::Elem;
 use crate::error::{Error, Result};
 use crate::shape::{Dim, EmbedShape, ForecastShape, Shape, TokenShape};
 use alloc::vec;
@@ -123,40 +123,5 @@ impl<E: Copy, B: Dim, T: Dim, P: Dim, H: Dim, D: Dim> Forecasts<E, B, T, P, H, D
     pub fn convert<B2: Dim, T2: Dim, P2: Dim, H2: Dim, D2: Dim>(self) -> Result<Forecasts<E, B2, T2, P2, H2, D2>> {
         let s = self.shape.convert()?;
         Ok(HostTensor { shape: s, data: self.data })
-    }
-}
-
-/// A tensor that lives on some device and can be copied to and from host memory.
-///
-/// A custom backend implements this for its tensor type. Contract: `to_host(from_host(x))`
-/// returns `x` exactly (no rounding: the element type is the same on both sides), and the
-/// host layout is row-major in the order of the shape's axes.
-pub trait Tensor: Sized {
-    /// The element type.
-    type Elem: Elem;
-    /// The typed shape.
-    type Shape: Shape;
-    /// What is needed to allocate on the device (`()` for host memory).
-    type Device;
-    /// The shape.
-    fn shape(&self) -> Self::Shape;
-    /// Copies a host tensor onto the device.
-    fn from_host(device: &Self::Device, host: &HostTensor<Self::Shape, Self::Elem>) -> Result<Self>;
-    /// Copies the tensor back to host memory.
-    fn to_host(&self) -> Result<HostTensor<Self::Shape, Self::Elem>>;
-}
-
-impl<S: Shape, E: Elem> Tensor for HostTensor<S, E> {
-    type Elem = E;
-    type Shape = S;
-    type Device = ();
-    fn shape(&self) -> S {
-        self.shape
-    }
-    fn from_host(_: &(), host: &HostTensor<S, E>) -> Result<Self> {
-        Ok(host.clone())
-    }
-    fn to_host(&self) -> Result<HostTensor<S, E>> {
-        Ok(self.clone())
     }
 }

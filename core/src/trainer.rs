@@ -1,6 +1,6 @@
 //! The backend-generic training step (MODEL.md, "one step") and the [`Logger`] it reports to.
 
-use crate::collective::{all_reduce_grads, Collective};
+use crate::collective::{all_reduce_grads, Collective, DataParallel, Reduce};
 use crate::elem::Elem;
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -47,14 +47,19 @@ impl Logger for alloc::vec::Vec<StepRecord> {
     }
 }
 
+/// How [`Trainer::step`] averages the gradients: [`all_reduce_grads`] for the model's type,
+/// fixed by [`Trainer::with_collective`] (where the [`DataParallel`] bound is known).
+type ReduceGrads<E, M> = fn(&mut M, &dyn Collective, &mut Vec<E>) -> Result<()>;
+
 /// Drives a [`Model`] with an [`Optimizer`] and a [`Schedule`]: forward, loss, stop on a
 /// non-finite loss naming the step, backward, global-norm clipping, update with `lr(step)`,
 /// `step += 1`, one [`StepRecord`] to the [`Logger`].
 ///
-/// With a [`Collective`] of more than one rank ([`Trainer::with_collective`]), each rank
-/// passes its shard of the global batch to [`Trainer::step`]; after the backward the loss and
-/// the gradients are averaged over the ranks (see [`crate::collective`]), so the norm, the
-/// clipping, the update and the record are those of the global batch, identical on every rank.
+/// With a [`Collective`] of more than one rank ([`Trainer::with_collective`], for a model that
+/// implements [`DataParallel`]), each rank passes its shard of the global batch to
+/// [`Trainer::step`]; after the backward the loss and the gradients are averaged over the
+/// ranks (see [`crate::collective`]), so the norm, the clipping, the update and the record are
+/// those of the global batch, identical on every rank.
 pub struct Trainer<E, M, O, S, L> {
     /// The model.
     pub model: M,
@@ -67,7 +72,7 @@ pub struct Trainer<E, M, O, S, L> {
     /// Global-norm clipping threshold; `None` disables clipping.
     pub max_norm: Option<f64>,
     step: u64,
-    collective: Option<Arc<dyn Collective>>,
+    collective: Option<(Arc<dyn Collective>, ReduceGrads<E, M>)>,
     scratch: Vec<E>,
     _e: PhantomData<E>,
 }
@@ -90,8 +95,12 @@ impl<E: Elem, M: Model<E>, O: Optimizer<E>, S: Schedule, L: Logger> Trainer<E, M
 
     /// Trains data-parallel over the ranks of `c`: every step averages the loss and the
     /// gradients over them. A collective of one rank changes nothing.
-    pub fn with_collective(mut self, c: Arc<dyn Collective>) -> Self {
-        self.collective = Some(c);
+    pub fn with_collective(mut self, c: Arc<dyn Collective>) -> Self
+    where
+        E: Reduce,
+        M: DataParallel<E>,
+    {
+        self.collective = Some((c, all_reduce_grads::<E, M>));
         self
     }
 
@@ -110,13 +119,13 @@ impl<E: Elem, M: Model<E>, O: Optimizer<E>, S: Schedule, L: Logger> Trainer<E, M
     pub fn step(&mut self, batch: &Tokens<E>) -> Result<StepRecord> {
         let step = self.step;
         let mut loss = self.model.loss_and_grads(batch)?;
-        if let Some(c) = self.collective.as_deref().filter(|c| c.size() > 1) {
+        if let Some((c, reduce_grads)) = self.collective.as_ref().filter(|(c, _)| c.size() > 1) {
             // Every rank sees the same mean loss, so all of them stop together on a bad one.
             let mut l = [loss];
             c.all_reduce_sum_f64(&mut l)?;
             loss = l[0] / c.size() as f64;
             if loss.is_finite() {
-                all_reduce_grads(&mut self.model, c, &mut self.scratch)?;
+                reduce_grads(&mut self.model, c.as_ref(), &mut self.scratch)?;
             }
         }
         if !loss.is_finite() {

@@ -15,8 +15,8 @@
 //!   a few real training steps must give the same loss series. A fresh model resumed from
 //!   the trained weights and optimizer state ([`boldcast_core::Model::optimizer_state`] or the
 //!   host Adam's) must then take the same step as the one that never stopped. The flat
-//!   gradient buffer of data-parallel training ([`boldcast_core::Model::grads_from_flat`])
-//!   must round-trip, unless the backend keeps the default that refuses it by name.
+//!   gradient buffer of data-parallel training ([`boldcast_core::DataParallel`], which the
+//!   candidate implements) must round-trip.
 //!
 //! A backend runs both with the [`conformance_tests!`](crate::conformance_tests) macro in a
 //! test file (see ARCHITECTURE.md, "Writing a backend of your own").
@@ -25,8 +25,8 @@ use crate::cases::CaseSet;
 use crate::golden::{check_case_dir, compare_values, Check, Tolerance};
 use boldcast_core::error::Result;
 use boldcast_core::{
-    Adam, Adjacency, Model, ModelConfig, OptimConfig, Optimizer, Shape, StepRecord, Temporal, TokenShape, Tokens,
-    Trainer,
+    Adam, Adjacency, DataParallel, Model, ModelConfig, OptimConfig, Optimizer, Shape, StepRecord, Temporal, TokenShape,
+    Tokens, Trainer,
 };
 use boldcast_cpu::CpuModel;
 use rand::{Rng, SeedableRng};
@@ -118,7 +118,11 @@ fn widen(xs: &[f32]) -> Vec<f64> {
 
 /// Compares `candidate` with the CPU backend on one random case: forward, embed, loss,
 /// gradients, one optimizer step, three training steps' losses and norms, and a resumed step.
-pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>, seed: u64) -> Result<Vec<Check>> {
+pub fn compare_with_cpu<M: DataParallel<f32>>(
+    case: &RandomCase,
+    build: &impl Build<M>,
+    seed: u64,
+) -> Result<Vec<Check>> {
     let tol = Tolerance::FORWARD;
     let mut reference = CpuModel::<f32>::new(case.model.clone(), case.adjacency.clone(), seed)?;
     let mut candidate = build(case.model.clone(), case.adjacency.clone())?;
@@ -161,43 +165,37 @@ pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>,
 
     // The flat gradient buffer of data-parallel training: halved through grads_from_flat it
     // reads back halved, a buffer of the wrong length is refused, and the original restores
-    // the gradients bit for bit. A backend that does not train data-parallel keeps the
-    // default, which refuses by name.
+    // the gradients bit for bit.
     let mut flat = Vec::new();
     candidate.grads_to_flat(&mut flat);
     let half: Vec<f32> = flat.iter().map(|g| g * 0.5).collect();
-    match candidate.grads_from_flat(&half) {
-        Err(boldcast_core::Error::Backend(m)) if m.contains("grads_from_flat") => {}
-        r => {
-            r?;
-            let mut back = Vec::new();
-            candidate.grads_to_flat(&mut back);
-            let (want, got) = (widen(&half), widen(&back));
-            checks.push(compare_values("flat", "grads_from_flat", &[want.len()], &got, &[want.len()], &want, tol));
-            let refused = candidate.grads_from_flat(&flat[1..]).is_err();
-            checks.push(compare_values(
-                "flat",
-                "grads_from_flat(wrong length) refused",
-                &[1],
-                &[f64::from(u8::from(refused))],
-                &[1],
-                &[1.0],
-                tol,
-            ));
-            candidate.grads_from_flat(&flat)?;
-            candidate.grads_to_flat(&mut back);
-            let same = back.iter().zip(&flat).all(|(a, b)| a.to_bits() == b.to_bits()) && back.len() == flat.len();
-            checks.push(compare_values(
-                "flat",
-                "grads restored bit for bit",
-                &[1],
-                &[f64::from(u8::from(same))],
-                &[1],
-                &[1.0],
-                tol,
-            ));
-        }
-    }
+    candidate.grads_from_flat(&half)?;
+    let mut back = Vec::new();
+    candidate.grads_to_flat(&mut back);
+    let (want, got) = (widen(&half), widen(&back));
+    checks.push(compare_values("flat", "grads_from_flat", &[want.len()], &got, &[want.len()], &want, tol));
+    let refused = candidate.grads_from_flat(&flat[1..]).is_err();
+    checks.push(compare_values(
+        "flat",
+        "grads_from_flat(wrong length) refused",
+        &[1],
+        &[f64::from(u8::from(refused))],
+        &[1],
+        &[1.0],
+        tol,
+    ));
+    candidate.grads_from_flat(&flat)?;
+    candidate.grads_to_flat(&mut back);
+    let same = back.iter().zip(&flat).all(|(a, b)| a.to_bits() == b.to_bits()) && back.len() == flat.len();
+    checks.push(compare_values(
+        "flat",
+        "grads restored bit for bit",
+        &[1],
+        &[f64::from(u8::from(same))],
+        &[1],
+        &[1.0],
+        tol,
+    ));
 
     // One AdamW step with decay: where the gradient is clearly non-zero, Adam's first update
     // is lr * g / (|g| + eps), insensitive to the gradients' f32 differences, so the new
@@ -285,7 +283,7 @@ pub fn compare_with_cpu<M: Model<f32>>(case: &RandomCase, build: &impl Build<M>,
 
 /// Runs `n` random cases against the CPU backend; panics listing every failing check with the
 /// case that produced it.
-pub fn assert_random_vs_cpu<M: Model<f32>>(build: &impl Build<M>, temporals: &[Temporal], n: u64, seed: u64) {
+pub fn assert_random_vs_cpu<M: DataParallel<f32>>(build: &impl Build<M>, temporals: &[Temporal], n: u64, seed: u64) {
     let mut failures = Vec::new();
     for i in 0..n {
         let case = random_case(seed, i, temporals);

@@ -24,7 +24,7 @@ use boldcast_core::forecast::build_forecast_targets;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{clip_factor, OptimizerKind};
 use boldcast_core::{
-    Adam, Adjacency, Elem, Embeddings, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut,
+    Adam, Adjacency, Elem, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut,
     Schedule, ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
 use serde::Deserialize;
@@ -631,51 +631,6 @@ pub fn check_optimizer_with(case: &GoldenCase, optim: &OptimConfig, schedule: &S
     checks
 }
 
-/// Lets the [`Trainer`] (which owns its model) drive a model the caller keeps.
-struct Borrowed<'a, M>(&'a mut M);
-
-impl<E: Elem, M: Model<E>> Model<E> for Borrowed<'_, M> {
-    fn config(&self) -> &ModelConfig {
-        self.0.config()
-    }
-    fn forward(&self, tokens: &Tokens<E>) -> boldcast_core::error::Result<Forecasts<E>> {
-        self.0.forward(tokens)
-    }
-    fn embed(&self, tokens: &Tokens<E>) -> boldcast_core::error::Result<Embeddings<E>> {
-        self.0.embed(tokens)
-    }
-    fn loss(&self, tokens: &Tokens<E>) -> boldcast_core::error::Result<f64> {
-        self.0.loss(tokens)
-    }
-    fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> boldcast_core::error::Result<f64> {
-        self.0.loss_and_grads(tokens)
-    }
-    fn grad_sq_norm(&self) -> f64 {
-        self.0.grad_sq_norm()
-    }
-    fn scale_grads(&mut self, factor: f64) {
-        self.0.scale_grads(factor)
-    }
-    fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> boldcast_core::error::Result<()> {
-        self.0.apply_optimizer(opt, lr)
-    }
-    fn state(&self) -> Vec<NamedTensor<E>> {
-        self.0.state()
-    }
-    fn grads(&self) -> Vec<NamedTensor<E>> {
-        self.0.grads()
-    }
-    fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> boldcast_core::error::Result<()> {
-        self.0.load_state(tensors)
-    }
-    fn grads_to_flat(&self, flat: &mut Vec<E>) {
-        self.0.grads_to_flat(flat)
-    }
-    fn grads_from_flat(&mut self, flat: &[E]) -> boldcast_core::error::Result<()> {
-        self.0.grads_from_flat(flat)
-    }
-}
-
 /// The checks that need a model, on any backend and in any element type `E`: `model` must
 /// already hold the case's weights ([`GoldenCase::weights`], or [`GoldenCase::weights_as`]
 /// for `f64`). The tolerances are the same in every element type: an `f64` model checks that
@@ -721,8 +676,7 @@ pub fn check_model<E: Elem, M: Model<E>>(case: &GoldenCase, model: &mut M) -> Re
     }
 
     let opt = Adam::<E>::new(case.optim_config()).map_err(model_err("optimizer"))?;
-    let mut trainer =
-        Trainer::new(Borrowed(model), opt, case.schedule(), Vec::<StepRecord>::new(), case.grad_clip_norm());
+    let mut trainer = Trainer::new(&mut *model, opt, case.schedule(), Vec::<StepRecord>::new(), case.grad_clip_norm());
     for _ in 0..case.steps() {
         trainer.step(tokens).map_err(model_err("training step"))?;
     }

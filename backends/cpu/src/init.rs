@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn rules_follow_the_spec_for_mamba2() {
         // d_inner 256, 32 heads of 8, conv channels 256 + 2 * 16 = 288.
-        let c = ModelConfig { temporal: boldcast_core::Temporal::Mamba2, headdim: 8, ..ModelConfig::boldcast_demo() };
+        let c = ModelConfig::builder().temporal(boldcast_core::Temporal::Mamba2).headdim(8).build().unwrap();
         let specs = c.param_specs();
         let rule = |n: &str| rule_for(specs.iter().find(|s| s.name == n).unwrap(), &specs).unwrap();
         let mm = |s: &str| format!("layers.1.mamba.mamba.{s}");

@@ -26,7 +26,7 @@
 //! own pass over the states; the gradients are the same bits either way.
 //!
 //! Determinism: every parallel reduction uses the fixed block partitions of [`crate::par`]
-//! (and the mixers' own), so a result does not depend on the thread count beyond that.
+//! (and the mixers' own); the contract this gives is stated in README.md, "Determinism".
 
 use crate::knn::{self, KnnParams};
 use crate::mamba1::{self, Mamba1Dims, Mamba1Params};
@@ -35,8 +35,8 @@ use crate::ops::{layernorm, CpuElem};
 use crate::{init, par};
 use boldcast_core::model::{check_state, NamedTensor};
 use boldcast_core::{
-    Adjacency, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer, ParamMut,
-    ParamSpec, Temporal, Tokens,
+    Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
+    ParamMut, ParamSpec, Temporal, Tokens,
 };
 
 /// The sizes of the configured temporal mixer.
@@ -619,6 +619,19 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         named(&self.specs, self.grads.slices())
     }
 
+    fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
+        // Everything is checked before the first copy, so an error changes nothing.
+        check_state(&self.specs, tensors)?;
+        for (spec, dst) in self.specs.iter().zip(self.params.slices_mut()) {
+            let src = tensors.iter().find(|t| t.name == spec.name).expect("check_state found every name");
+            dst.copy_from_slice(&src.data);
+        }
+        Ok(())
+    }
+}
+
+/// The gradient buffers are copied straight to and from the flat buffer.
+impl<E: CpuElem> DataParallel<E> for CpuModel<E> {
     fn grads_to_flat(&self, flat: &mut Vec<E>) {
         flat.clear();
         for s in self.grads.slices() {
@@ -636,16 +649,6 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
             let (head, tail) = rest.split_at(s.len());
             s.copy_from_slice(head);
             rest = tail;
-        }
-        Ok(())
-    }
-
-    fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
-        // Everything is checked before the first copy, so an error changes nothing.
-        check_state(&self.specs, tensors)?;
-        for (spec, dst) in self.specs.iter().zip(self.params.slices_mut()) {
-            let src = tensors.iter().find(|t| t.name == spec.name).expect("check_state found every name");
-            dst.copy_from_slice(&src.data);
         }
         Ok(())
     }

@@ -1,36 +1,40 @@
 //! Behaviour of [`CpuModel`] beyond its gradients: seeded initialization, validation errors
-//! that name the offending value, the state dictionary, output shapes, determinism across
-//! runs and thread counts, the public demo's parameter count; for Mamba-2 the same where it
+//! that name the offending value, the state dictionary, output shapes, bit-identical results
+//! across runs and thread counts (the determinism contract), the public demo's parameter count; for Mamba-2 the same where it
 //! differs (initialization, names and count, determinism, state round trip, weight decay).
 
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::OptimConfig;
-use boldcast_core::{Adjacency, Elem, Error, Model, ModelConfig, Optimizer, ParamMut, Temporal, TokenShape, Tokens};
+use boldcast_core::{
+    Adam, Adjacency, Elem, Error, Model, ModelConfig, Optimizer, ParamMut, ScheduleConfig, StepRecord, Temporal,
+    TokenShape, Tokens, Trainer,
+};
 use boldcast_cpu::ops::act::softplus;
 use boldcast_cpu::CpuModel;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn small_cfg() -> ModelConfig {
-    ModelConfig {
-        temporal: Temporal::Mamba,
-        d_in: 1,
-        d_model: 8,
-        n_layers: 2,
-        d_state: 4,
-        expand: 2,
-        d_conv: 3,
-        headdim: 64,
-        chunk_size: 64,
-        k_neighbors: 3,
-        horizons: vec![1, 3],
-    }
+    ModelConfig::builder()
+        .temporal(Temporal::Mamba)
+        .d_in(1)
+        .d_model(8)
+        .n_layers(2)
+        .d_state(4)
+        .expand(2)
+        .d_conv(3)
+        .headdim(64)
+        .chunk_size(64)
+        .k_neighbors(3)
+        .horizons(&[1, 3])
+        .build()
+        .unwrap()
 }
 
 /// A Mamba-2 counterpart of [`small_cfg`]: 4 heads of 4, chunks of 5 (so T = 40 has 8 and
 /// T = 12 a partial one).
 fn small_mamba2_cfg() -> ModelConfig {
-    ModelConfig { temporal: Temporal::Mamba2, headdim: 4, chunk_size: 5, ..small_cfg() }
+    small_cfg().into_builder().temporal(Temporal::Mamba2).headdim(4).chunk_size(5).build().unwrap()
 }
 
 fn model<E: boldcast_cpu::ops::CpuElem>(cfg: &ModelConfig, parcels: usize, seed: u64) -> CpuModel<E> {
@@ -128,16 +132,16 @@ fn assert_dt_bias(name: &str, bias: &[f64], tol: f64) {
 #[test]
 fn mamba2_initialization_follows_the_spec() {
     // 64 heads of 2 per layer, so the per-head draws are enough to test their spread.
-    let c = ModelConfig {
-        temporal: Temporal::Mamba2,
-        d_model: 64,
-        d_state: 16,
-        expand: 2,
-        d_conv: 4,
-        headdim: 2,
-        chunk_size: 16,
-        ..ModelConfig::boldcast_demo()
-    };
+    let c = ModelConfig::builder()
+        .temporal(Temporal::Mamba2)
+        .d_model(64)
+        .d_state(16)
+        .expand(2)
+        .d_conv(4)
+        .headdim(2)
+        .chunk_size(16)
+        .build()
+        .unwrap();
     let (m, di, nh, k) = (c.d_model, c.d_inner(), c.nheads(), c.d_conv);
     assert_eq!(nh, 64);
     let model = model::<f64>(&c, 12, 3);
@@ -248,7 +252,8 @@ fn mamba2_builds_with_the_spec_names_shapes_and_count() {
     assert_eq!(n, 16 + 2 * 924 + 16 + 18);
 
     // The mixer's own constraint is still checked: headdim must divide d_inner = 16.
-    let c = ModelConfig { headdim: 5, ..small_mamba2_cfg() };
+    let mut c = small_mamba2_cfg();
+    c.headdim = 5;
     let e = err_text(CpuModel::<f32>::new(c, Some(Adjacency::ring(5, 3).unwrap()), 0).unwrap_err());
     assert!(e.contains("model.headdim") && e.contains("= 5"), "{e}");
 }
@@ -374,53 +379,66 @@ fn public_demo_shape_has_732930_parameters() {
     assert_eq!(m.grads().iter().map(|t| t.data.len()).sum::<usize>(), 732_930);
 }
 
-/// Loss and gradients of one batch with the model's work on a pool of `threads` threads.
-fn run_with_threads(cfg: &ModelConfig, threads: usize) -> (f64, Vec<NamedTensor<f32>>, Vec<f32>) {
+/// What a run on a pool of `threads` threads gives: the loss, gradients and forecasts of one
+/// batch, then the record of three clipped AdamW training steps and the weights after them.
+struct ThreadRun {
+    loss: f64,
+    grads: Vec<NamedTensor<f32>>,
+    pred: Vec<f32>,
+    steps: Vec<StepRecord>,
+    trained: Vec<NamedTensor<f32>>,
+}
+
+fn run_with_threads(cfg: &ModelConfig, threads: usize) -> ThreadRun {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     pool.install(|| {
         let mut m = model::<f32>(cfg, 8, 5);
         // 2 * 40 * 8 = 640 rows: several blocks in every parallel reduction.
         let x = tokens::<f32>(2, 40, 8, 1, 9);
         let loss = m.loss_and_grads(&x).unwrap();
-        (loss, m.grads(), m.forward(&x).unwrap().into_data())
+        let (grads, pred) = (m.grads(), m.forward(&x).unwrap().into_data());
+        let opt = Adam::new(OptimConfig::adamw(0.1, (0.9, 0.95))).unwrap();
+        let sched = ScheduleConfig::Constant { lr: 1e-2 };
+        let mut tr = Trainer::new(&mut m, opt, sched, Vec::new(), Some(0.5));
+        for _ in 0..3 {
+            tr.step(&x).unwrap();
+        }
+        let steps = tr.logger;
+        ThreadRun { loss, grads, pred, steps, trained: m.state() }
     })
 }
 
+/// The CPU backend's determinism contract (README.md, "Determinism"): the bits do not depend
+/// on the thread count, and a run repeats exactly.
 #[test]
-fn thread_counts_agree_and_runs_repeat_exactly() {
+fn thread_counts_give_identical_bits_and_runs_repeat_exactly() {
     for cfg in [small_cfg(), small_mamba2_cfg()] {
-        let (l1, g1, p1) = run_with_threads(&cfg, 1);
-        let (l2, g2, p2) = run_with_threads(&cfg, 2);
-        let (l2b, g2b, p2b) = run_with_threads(&cfg, 2);
         let what = cfg.temporal.as_str();
-        assert_eq!((l2.to_bits(), &g2, &p2), (l2b.to_bits(), &g2b, &p2b), "{what}: two runs on 2 threads differ");
-        assert!((l1 - l2).abs() <= 1e-6 * l1.abs(), "{what}: loss {l1} vs {l2}");
-        for (a, b) in g1.iter().zip(&g2) {
-            let scale = a.data.iter().fold(0.0f32, |s, v| s.max(v.abs())).max(1e-6);
-            for (&x, &y) in a.data.iter().zip(&b.data) {
-                assert!((x - y).abs() <= 1e-5 * scale, "{what}: {}: {x} vs {y}", a.name);
-            }
+        let one = run_with_threads(&cfg, 1);
+        for threads in [1, 2, 3] {
+            let r = run_with_threads(&cfg, threads);
+            assert_eq!(r.loss.to_bits(), one.loss.to_bits(), "{what}: loss on {threads} threads vs 1");
+            assert_eq!(r.grads, one.grads, "{what}: gradients on {threads} threads vs 1");
+            let same_pred = r.pred.iter().zip(&one.pred).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same_pred && r.pred.len() == one.pred.len(), "{what}: forecasts on {threads} threads vs 1");
+            let bits =
+                |s: &[StepRecord]| s.iter().map(|r| (r.loss.to_bits(), r.grad_norm.to_bits())).collect::<Vec<_>>();
+            assert_eq!(bits(&r.steps), bits(&one.steps), "{what}: training steps on {threads} threads vs 1");
+            assert_eq!(r.trained, one.trained, "{what}: weights after training on {threads} threads vs 1");
+            println!(
+                "{what}: {threads} thread(s): loss, gradients, forecasts, 3 training steps bit-identical to 1 thread"
+            );
         }
-        for (&x, &y) in p1.iter().zip(&p2) {
-            assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "{what}: pred {x} vs {y}");
-        }
-        // The block partitions do not depend on the thread count, so in fact nothing differs.
-        let same = l1.to_bits() == l2.to_bits() && g1 == g2 && p1 == p2;
-        println!("{what}: 1 vs 2 threads bit-identical: {same}");
     }
 }
 
 /// Records what the model hands to the optimizer.
 struct Recorder {
-    cfg: OptimConfig,
     begun: usize,
     seen: Vec<(usize, String, Vec<usize>, f64)>,
 }
 
 impl Optimizer<f64> for Recorder {
-    fn config(&self) -> &OptimConfig {
-        &self.cfg
-    }
     fn begin_step(&mut self) {
         self.begun += 1;
     }
@@ -456,7 +474,7 @@ fn gradients_overwrite_scale_and_feed_the_optimizer_in_order() {
     assert!((m.grad_sq_norm() - 0.25 * sq).abs() <= 1e-12 * sq);
 
     let before = m.state();
-    let mut opt = Recorder { cfg: OptimConfig::adamw(0.0, (0.9, 0.999)), begun: 0, seen: Vec::new() };
+    let mut opt = Recorder { begun: 0, seen: Vec::new() };
     m.apply_optimizer(&mut opt, 0.1).unwrap();
     assert_eq!(opt.begun, 1);
     let specs = c.param_specs();

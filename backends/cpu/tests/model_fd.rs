@@ -56,19 +56,21 @@ impl Arbitrary for Case {
         let divisors: Vec<usize> = (1..di).filter(|h| di % h == 0).collect();
         let headdim = divisors[usize::arbitrary(g) % divisors.len()];
         let chunk_size = pick(g, 1, 8);
-        let cfg = ModelConfig {
-            temporal,
-            d_in: pick(g, 1, 2),
-            d_model,
-            n_layers: pick(g, 0, 2),
-            d_state: pick(g, 1, 3),
-            expand,
-            d_conv: pick(g, 1, 4),
-            headdim,
-            chunk_size,
-            k_neighbors: pick(g, 0, parcels),
-            horizons,
-        };
+        // The draws in this order (the builder's arguments are evaluated left to right).
+        let cfg = ModelConfig::builder()
+            .temporal(temporal)
+            .d_in(pick(g, 1, 2))
+            .d_model(d_model)
+            .n_layers(pick(g, 0, 2))
+            .d_state(pick(g, 1, 3))
+            .expand(expand)
+            .d_conv(pick(g, 1, 4))
+            .headdim(headdim)
+            .chunk_size(chunk_size)
+            .k_neighbors(pick(g, 0, parcels))
+            .horizons(&horizons)
+            .build()
+            .expect("a valid random configuration");
         let mut time = cfg.max_horizon() + pick(g, 1, 5);
         if temporal == Temporal::Mamba2 {
             // At least one full chunk and a partial last one (chunk_size 1 has no partial chunk).
@@ -188,19 +190,20 @@ fn gradients_match_finite_differences_on_random_configs() {
 #[test]
 fn gradients_match_finite_differences_on_a_full_case() {
     let c = Case {
-        cfg: ModelConfig {
-            temporal: Temporal::Mamba,
-            d_in: 2,
-            d_model: 5,
-            n_layers: 2,
-            d_state: 3,
-            expand: 2,
-            d_conv: 3,
-            headdim: 64,
-            chunk_size: 64,
-            k_neighbors: 3,
-            horizons: vec![2, 1, 3],
-        },
+        cfg: ModelConfig::builder()
+            .temporal(Temporal::Mamba)
+            .d_in(2)
+            .d_model(5)
+            .n_layers(2)
+            .d_state(3)
+            .expand(2)
+            .d_conv(3)
+            .headdim(64)
+            .chunk_size(64)
+            .k_neighbors(3)
+            .horizons(&[2, 1, 3])
+            .build()
+            .unwrap(),
         batch: 2,
         time: 7,
         parcels: 4,
@@ -216,19 +219,20 @@ fn gradients_match_finite_differences_on_a_full_case() {
 #[test]
 fn gradients_match_finite_differences_on_a_full_mamba2_case() {
     let c = Case {
-        cfg: ModelConfig {
-            temporal: Temporal::Mamba2,
-            d_in: 2,
-            d_model: 6,
-            n_layers: 2,
-            d_state: 3,
-            expand: 2,
-            d_conv: 3,
-            headdim: 3,
-            chunk_size: 3,
-            k_neighbors: 3,
-            horizons: vec![2, 1, 3],
-        },
+        cfg: ModelConfig::builder()
+            .temporal(Temporal::Mamba2)
+            .d_in(2)
+            .d_model(6)
+            .n_layers(2)
+            .d_state(3)
+            .expand(2)
+            .d_conv(3)
+            .headdim(3)
+            .chunk_size(3)
+            .k_neighbors(3)
+            .horizons(&[2, 1, 3])
+            .build()
+            .unwrap(),
         batch: 2,
         time: 11,
         parcels: 4,

@@ -17,12 +17,12 @@ fn env(name: &str, default: usize) -> usize {
 
 fn main() {
     let (b, t, p) = (env("STEP_BATCH", 4), env("STEP_WINDOW", 128), env("STEP_PARCELS", 16));
-    let cfg = ModelConfig {
-        d_model: env("STEP_D_MODEL", 32),
-        n_layers: env("STEP_LAYERS", 2),
-        k_neighbors: env("STEP_K", 4),
-        ..ModelConfig::boldcast_demo()
-    };
+    let cfg = ModelConfig::builder()
+        .d_model(env("STEP_D_MODEL", 32))
+        .n_layers(env("STEP_LAYERS", 2))
+        .k_neighbors(env("STEP_K", 4))
+        .build()
+        .expect("a valid configuration from STEP_*");
     let steps = env("STEP_STEPS", 3);
     let adjacency = Adjacency::ring(p, cfg.k_neighbors).unwrap();
     let params = cfg.n_params();

@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn mamba2_follows_the_distributions() {
-        let cfg = ModelConfig { temporal: boldcast_core::Temporal::Mamba2, ..ModelConfig::boldcast_demo() };
+        let cfg = ModelConfig::builder().temporal(boldcast_core::Temporal::Mamba2).build().unwrap();
         let ps = init_params::<f64>(&cfg, 3);
         let names: Vec<String> = cfg.param_specs().into_iter().map(|s| s.name).collect();
         assert_eq!(ps.iter().map(|t| t.name.clone()).collect::<Vec<_>>(), names);

@@ -9,8 +9,6 @@
 //!   dfdx device ([`Cpu`], and `Cuda` with the feature `cuda`).
 //! - Parameters, gradients and Adam moments stay on the device; the optimizer update runs
 //!   there with dfdx tensor ops ([`optim`]), and the gradient norm comes back as one scalar.
-//! - [`DeviceTensor`] implements [`boldcast_core::Tensor`]: host data to and from a device with
-//!   the core's typed shapes.
 //! - [`cpu_device`] and [`cuda_device`] build the devices; asking for CUDA in a build without
 //!   the feature, or on a machine without a GPU, is an [`Error::Backend`], never a panic.
 //!
@@ -33,7 +31,6 @@ pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod params;
-pub mod tensor;
 
 pub use device::{cpu_device, cuda_device, cuda_unavailable, DfdxDevice, BACKEND_NAMES, CUDA_BUILT};
 /// The dfdx crate this backend is built on, for code that builds its tensors directly (the
@@ -43,7 +40,6 @@ pub use dfdx::tensor::Cpu;
 #[cfg(feature = "cuda")]
 pub use dfdx::tensor::Cuda;
 pub use model::DfdxModel;
-pub use tensor::DeviceTensor;
 
 /// The dfdx model on the CPU device.
 pub type DfdxCpuModel<E> = DfdxModel<E, Cpu>;

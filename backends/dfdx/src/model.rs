@@ -15,7 +15,9 @@ use crate::ops::{Index, Mat, Vector};
 use crate::optim::DeviceAdam;
 use crate::params::ParamTable;
 use boldcast_core::model::NamedTensor;
-use boldcast_core::{Adjacency, Elem, Embeddings, Error, Forecasts, Model, ModelConfig, Optimizer, Temporal, Tokens};
+use boldcast_core::{
+    Adjacency, DataParallel, Elem, Embeddings, Error, Forecasts, Model, ModelConfig, Optimizer, Temporal, Tokens,
+};
 use dfdx::prelude::*;
 
 /// The BOLDcast forecaster of MODEL.md on dfdx device `D` with element type `E`.
@@ -198,12 +200,13 @@ where
     }
 }
 
-/// The Adam arithmetic of this backend runs on the device: [`Model::apply_optimizer`] reads
-/// only the hyperparameters from the given optimizer ([`Optimizer::config`]) and calls its
-/// [`Optimizer::begin_step`] once per step (so its step count stays meaningful); the moments
-/// and the bias-correction step are this model's own device state
-/// ([`DfdxModel::optimizer_steps`], [`DfdxModel::optimizer_moments`]). The optimizer's own
-/// `update` is never called, so its host moments stay empty.
+/// The Adam arithmetic of this backend runs on the device: [`Model::apply_optimizer`] accepts
+/// only an optimizer that is the core's Adam ([`Optimizer::as_adam`]; any other is an
+/// [`Error::Backend`] naming it, [`Optimizer::name`]), reads only its hyperparameters
+/// ([`boldcast_core::Adam::config`]) and calls its [`Optimizer::begin_step`] once per step (so
+/// its step count stays meaningful); the moments and the bias-correction step are this
+/// model's own device state ([`DfdxModel::optimizer_steps`], [`DfdxModel::optimizer_moments`]).
+/// The optimizer's own `update` is never called, so its host moments stay empty.
 impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
     fn config(&self) -> &ModelConfig {
         &self.cfg
@@ -267,7 +270,19 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
     }
 
     fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<(), Error> {
-        opt.config().validate()?;
+        // Only the core's Adam runs here (its update is device arithmetic of this crate); any
+        // other optimizer is refused by name before anything changes, never run as Adam.
+        let cfg = match opt.as_adam() {
+            Some(adam) => adam.config().clone(),
+            None => {
+                return Err(Error::Backend(format!(
+                    "the dfdx backend keeps its optimizer on the device and runs only the core's Adam \
+                     (AdamW or coupled-L2 Adam); it cannot run the optimizer `{}`",
+                    opt.name()
+                )))
+            }
+        };
+        cfg.validate()?;
         opt.begin_step();
         // The step count is the optimizer's, as with the core's host Adam: a fresh optimizer
         // (its first step) starts from zero moments even if another optimizer stepped this
@@ -283,7 +298,6 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
                 self.adam.steps()
             )));
         }
-        let cfg = opt.config().clone();
         let specs = self.params.specs().to_vec();
         self.adam.step(&cfg, lr, &specs, &mut self.params.tensors, &self.grads);
         Ok(())
@@ -295,22 +309,6 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
 
     fn grads(&self) -> Vec<NamedTensor<E>> {
         self.params.to_host(&self.grads)
-    }
-
-    fn grads_from_flat(&mut self, flat: &[E]) -> Result<(), Error> {
-        let specs = self.cfg.param_specs();
-        let n: usize = specs.iter().map(|s| s.numel()).sum();
-        if flat.len() != n {
-            return Err(Error::shape("gradients (flat)", n, flat.len()));
-        }
-        let mut rest = flat;
-        let mut named = Vec::with_capacity(specs.len());
-        for s in specs {
-            let (head, tail) = rest.split_at(s.numel());
-            named.push(NamedTensor { name: s.name, shape: s.shape, data: head.to_vec() });
-            rest = tail;
-        }
-        self.load_grads(&named)
     }
 
     fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
@@ -329,6 +327,25 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
     fn restore_optimizer_state(&mut self, t: u64, moments: &[boldcast_core::optim::Moments<E>]) -> Result<(), Error> {
         let specs = self.params.specs().to_vec();
         self.adam.restore(&self.dev, &specs, t, moments)
+    }
+}
+
+/// The flat buffer goes through the host: [`Model::grads`] out, [`DfdxModel::load_grads`] in.
+impl<E: Dtype + Elem, D: DfdxDevice<E>> DataParallel<E> for DfdxModel<E, D> {
+    fn grads_from_flat(&mut self, flat: &[E]) -> Result<(), Error> {
+        let specs = self.cfg.param_specs();
+        let n: usize = specs.iter().map(|s| s.numel()).sum();
+        if flat.len() != n {
+            return Err(Error::shape("gradients (flat)", n, flat.len()));
+        }
+        let mut rest = flat;
+        let mut named = Vec::with_capacity(specs.len());
+        for s in specs {
+            let (head, tail) = rest.split_at(s.numel());
+            named.push(NamedTensor { name: s.name, shape: s.shape, data: head.to_vec() });
+            rest = tail;
+        }
+        self.load_grads(&named)
     }
 }
 

@@ -2,8 +2,9 @@
 //! (MODEL.md, "Optimizer"), written with dfdx tensor ops so the parameters never leave the
 //! device.
 //!
-//! The hyperparameters come from [`OptimConfig`] (the core optimizer's
-//! [`Optimizer::config`](boldcast_core::Optimizer::config)); the moments and the
+//! It runs the core's [`Adam`](boldcast_core::Adam) only (the model refuses any other
+//! optimizer by name). The hyperparameters come from [`OptimConfig`] (the core Adam's
+//! [`config`](boldcast_core::Adam::config)); the moments and the
 //! bias-correction step count live here, one pair of moment tensors per parameter tensor.
 //! Scalars are computed in `f64` and rounded once to `E`, in the same order as the host
 //! optimizer, so a step matches it to rounding.

@@ -12,20 +12,21 @@ use boldcast_cpu::CpuModel;
 use boldcast_dfdx::{cpu_device, Cpu, DfdxModel};
 
 fn cfg(temporal: Temporal) -> ModelConfig {
-    ModelConfig {
-        temporal,
-        d_in: 2,
-        d_model: 20,
-        n_layers: 2,
-        d_state: 5,
-        expand: 2,
-        d_conv: 4,
+    ModelConfig::builder()
+        .temporal(temporal)
+        .d_in(2)
+        .d_model(20)
+        .n_layers(2)
+        .d_state(5)
+        .expand(2)
+        .d_conv(4)
         // Mamba-2 only: Di = 40 in four heads of 10; 12 tokens in chunks 0..5, 5..10, 10..12.
-        headdim: 10,
-        chunk_size: 5,
-        k_neighbors: 3,
-        horizons: vec![1, 3],
-    }
+        .headdim(10)
+        .chunk_size(5)
+        .k_neighbors(3)
+        .horizons(&[1, 3])
+        .build()
+        .unwrap()
 }
 
 fn tokens() -> Tokens<f64> {
@@ -94,7 +95,7 @@ fn mamba2_chunk_length_changes_nothing() {
     let x = tokens();
     let want = cpu.forward(&x).unwrap();
     for chunk in [1, 3, 4, 5, 7, 12, 64] {
-        let c = ModelConfig { chunk_size: chunk, ..cfg(Temporal::Mamba2) };
+        let c = cfg(Temporal::Mamba2).into_builder().chunk_size(chunk).build().unwrap();
         let mut m = DfdxModel::<f64, _>::new(c, Some(Adjacency::ring(6, 3).unwrap()), 1, cpu_device()).unwrap();
         m.load_state(&cpu.state()).unwrap();
         assert_close(&format!("pred, chunk {chunk}"), m.forward(&x).unwrap().data(), want.data());

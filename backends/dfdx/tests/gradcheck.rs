@@ -7,20 +7,21 @@ use boldcast_core::{Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens}
 use boldcast_dfdx::{cpu_device, Cpu, DfdxModel};
 
 fn small(temporal: Temporal) -> (DfdxModel<f64, Cpu>, Tokens<f64>) {
-    let cfg = ModelConfig {
-        temporal,
-        d_in: 2,
-        d_model: 8,
-        n_layers: 2,
-        d_state: 3,
-        expand: 2,
-        d_conv: 3,
-        k_neighbors: 3,
-        horizons: vec![1, 2, 4],
+    let cfg = ModelConfig::builder()
+        .temporal(temporal)
+        .d_in(2)
+        .d_model(8)
+        .n_layers(2)
+        .d_state(3)
+        .expand(2)
+        .d_conv(3)
+        .k_neighbors(3)
+        .horizons(&[1, 2, 4])
         // Mamba-2 only: Di = 16 in four heads of 4; 9 tokens in chunks 0..4, 4..8, 8..9.
-        headdim: 4,
-        chunk_size: 4,
-    };
+        .headdim(4)
+        .chunk_size(4)
+        .build()
+        .unwrap();
     let model = DfdxModel::new(cfg, Some(Adjacency::ring(5, 3).unwrap()), 11, cpu_device()).unwrap();
     let (b, t, p, d) = (2, 9, 5, 2);
     let data = (0..b * t * p * d).map(|i| ((i as f64) * 0.37).sin() + 0.1 * ((i * i) as f64 * 0.013).cos()).collect();

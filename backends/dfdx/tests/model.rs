@@ -8,14 +8,7 @@ use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
 fn cfg() -> ModelConfig {
-    ModelConfig {
-        d_model: 8,
-        n_layers: 1,
-        d_state: 2,
-        k_neighbors: 2,
-        horizons: vec![1, 2],
-        ..ModelConfig::boldcast_demo()
-    }
+    ModelConfig::builder().d_model(8).n_layers(1).d_state(2).k_neighbors(2).horizons(&[1, 2]).build().unwrap()
 }
 
 fn model(seed: u64) -> DfdxModel<f32, Cpu> {

@@ -6,14 +6,8 @@ use boldcast_core::{Adjacency, Model, ModelConfig, TokenShape, Tokens};
 use boldcast_dfdx::{cpu_device, Cpu, DfdxModel};
 
 fn model() -> (DfdxModel<f32, Cpu>, Tokens<f32>) {
-    let cfg = ModelConfig {
-        d_model: 16,
-        n_layers: 1,
-        d_state: 4,
-        k_neighbors: 2,
-        horizons: vec![1, 3],
-        ..ModelConfig::boldcast_demo()
-    };
+    let cfg =
+        ModelConfig::builder().d_model(16).n_layers(1).d_state(4).k_neighbors(2).horizons(&[1, 3]).build().unwrap();
     let m = DfdxModel::new(cfg, Some(Adjacency::ring(4, 2).unwrap()), 5, cpu_device()).unwrap();
     let (b, t, p) = (2, 12, 4);
     let data = (0..b * t * p).map(|i| ((i as f32) * 0.61).sin()).collect();
@@ -123,4 +117,80 @@ fn optimizer_state_round_trips_for_resuming() {
     ahead.restore(7, Vec::new());
     let err = b.apply_optimizer(&mut ahead, 3e-3).unwrap_err().to_string();
     assert!(err.contains("optimizer step 8") && err.contains("restore_optimizer_state"), "{err}");
+}
+
+/// A user's own optimizer: plain SGD on the host, which this backend does not implement.
+struct Sgd {
+    steps: u64,
+}
+
+impl Optimizer<f32> for Sgd {
+    fn name(&self) -> &str {
+        "my-sgd"
+    }
+    fn begin_step(&mut self) {
+        self.steps += 1;
+    }
+    fn update(&mut self, p: ParamMut<'_, f32>, lr: f64) {
+        for (v, g) in p.value.iter_mut().zip(p.grad) {
+            *v -= lr as f32 * g;
+        }
+    }
+    fn steps(&self) -> u64 {
+        self.steps
+    }
+}
+
+/// A wrapper that steps exactly as the Adam it holds and says so through `as_adam`.
+struct Counted(Adam<f32>, usize);
+
+impl Optimizer<f32> for Counted {
+    fn as_adam(&self) -> Option<&Adam<f32>> {
+        Some(&self.0)
+    }
+    fn begin_step(&mut self) {
+        self.1 += 1;
+        self.0.begin_step()
+    }
+    fn update(&mut self, p: ParamMut<'_, f32>, lr: f64) {
+        self.0.update(p, lr)
+    }
+    fn steps(&self) -> u64 {
+        self.0.steps()
+    }
+}
+
+#[test]
+fn an_optimizer_other_than_adam_is_refused_by_name_and_adam_still_runs() {
+    let (mut m, tokens) = model();
+    m.loss_and_grads(&tokens).unwrap();
+    let before = m.state();
+    let mut sgd = Sgd { steps: 0 };
+    let e = m.apply_optimizer(&mut sgd, 1e-2).unwrap_err().to_string();
+    assert!(e.contains("my-sgd") && e.contains("Adam"), "{e}");
+    assert_eq!(m.state(), before, "a refused optimizer changes no parameter");
+    assert_eq!((sgd.steps, m.optimizer_steps()), (0, 0), "a refused optimizer takes no step");
+
+    // A type that does not name itself is named by its type.
+    struct Anonymous;
+    impl Optimizer<f32> for Anonymous {
+        fn begin_step(&mut self) {}
+        fn update(&mut self, _: ParamMut<'_, f32>, _: f64) {}
+        fn steps(&self) -> u64 {
+            0
+        }
+    }
+    let e = m.apply_optimizer(&mut Anonymous, 1e-2).unwrap_err().to_string();
+    assert!(e.contains("Anonymous"), "{e}");
+
+    // The core's Adam, and a wrapper that is one, run; both step the same way.
+    let cfg = OptimConfig::adamw(0.05, (0.9, 0.95));
+    m.apply_optimizer(&mut Adam::new(cfg.clone()).unwrap(), 1e-3).unwrap();
+    assert_eq!(m.optimizer_steps(), 1);
+    let after_adam = m.state();
+    assert_ne!(after_adam, before);
+    m.load_state(&before).unwrap();
+    let mut counted = Counted(Adam::new(cfg).unwrap(), 0);
+    m.apply_optimizer(&mut counted, 1e-3).unwrap();
+    assert_eq!((counted.1, m.state()), (1, after_adam));
 }

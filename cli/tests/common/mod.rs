@@ -7,7 +7,8 @@ use boldcast::core::model::NamedTensor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The binary, with two rayon threads (bit-identical runs need the same thread count).
+/// The binary, with two rayon threads (a fixed load on the shared machine; the CPU backend's
+/// bits do not depend on it, README.md, "Determinism").
 pub fn bc() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_bc-cli"));
     c.env("RAYON_NUM_THREADS", "2").env_remove(bc_cli::checkpointing::PAUSE_HOOK_ENV);
