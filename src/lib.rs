@@ -17,5 +17,6 @@ pub mod conformance;
 /// The golden-file checker: loads a case, compares a backend and the core's optimizer with it.
 pub mod golden;
 
+/// The `[data]` and `[window]` sections of a run configuration.
 pub mod config;
 pub mod data;

@@ -2,8 +2,8 @@
 
 use crate::args::{Format, SynthArgs};
 use crate::error::CliError;
-use crate::fsutil::StagedDir;
 use boldcast::fixtures::{circle_centroids, parcel_names, Ar1Spec, Floor, Layout, SynthRun, Var1Spec};
+use boldcast_train::fsutil::StagedDir;
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};

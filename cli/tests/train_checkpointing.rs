@@ -1,13 +1,13 @@
 //! The checkpoint directory through the library: round trip, pruning to two, the `latest`
 //! pointer and its fallback, and errors naming the file.
 
-use bc_cli::checkpointing::{
-    config_hash, latest_checkpoint, load_checkpoint, write_checkpoint, CheckpointData, RngState, TrainState, ValState,
-    STATE_FORMAT,
-};
 use boldcast::core::model::NamedTensor;
 use boldcast::core::optim::Moments;
 use boldcast::core::{Adjacency, ModelConfig, Temporal};
+use boldcast_train::checkpoint::{
+    config_hash, latest_checkpoint, load_checkpoint, write_checkpoint, CheckpointData, RngState, TrainState, ValState,
+    STATE_FORMAT,
+};
 
 fn cfg() -> ModelConfig {
     ModelConfig {

@@ -100,6 +100,14 @@ pub trait Model<E: Elem> {
         Ok(())
     }
 
+    /// Elements that received a non-zero weight decay in the last update of the optimizer
+    /// this backend runs itself (see [`Model::optimizer_state`]), as
+    /// [`crate::Adam::decayed_last_step`] counts them for the host optimizer. `None`, the
+    /// default: the backend updates through the host optimizer, which reports it.
+    fn decayed_elements(&self) -> Option<u64> {
+        None
+    }
+
     /// Every gradient entry in state-dict order (the tensors of [`Model::grads`], each
     /// row-major, one after the other) into `flat`, which is cleared first. The default goes
     /// through [`Model::grads`]; a backend may override it to skip that copy.

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 /// The binary, with two rayon threads (bit-identical runs need the same thread count).
 pub fn bc() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_bc-cli"));
-    c.env("RAYON_NUM_THREADS", "2").env_remove(bc_cli::checkpointing::PAUSE_HOOK_ENV);
+    c.env("RAYON_NUM_THREADS", "2").env_remove(boldcast_train::checkpoint::PAUSE_HOOK_ENV);
     c
 }
 
