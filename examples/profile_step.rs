@@ -12,9 +12,9 @@
 //! the last loss, the wall time and the CPU time per step, so two builds can be checked to give the same
 //! loss.
 
-use boldcast::config::RunConfig;
 use boldcast::core::{Adam, Adjacency, Temporal, TokenShape, Tokens, Trainer};
 use boldcast::cpu::CpuModel;
+use boldcast_train::config::RunConfig;
 use std::time::Instant;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -34,7 +34,9 @@ fn main() {
     // As bc-cli does, so that the profile shows what a training run spends.
     boldcast::cpu::alloc::retain_freed_memory();
     let preset: String = env_or("PRESET", "cpu-demo".to_string());
-    let mut cfg = RunConfig::preset(&preset).expect("a known preset");
+    let path = format!("{}/configs/presets/{preset}.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("preset {path}: {e}"));
+    let mut cfg = RunConfig::from_toml_str(&path, &text).expect("a valid preset");
     match std::env::var("TEMPORAL").as_deref() {
         Ok("mamba") => cfg.model.temporal = Temporal::Mamba,
         Ok("mamba2") => cfg.model.temporal = Temporal::Mamba2,

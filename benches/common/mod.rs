@@ -2,8 +2,8 @@
 //! they time the same pieces on the same inputs: the allocator `bc-cli` runs with, the
 //! deterministic values, the layer sizes, and the `quick` preset's training step setup.
 
-use boldcast::config::RunConfig;
 use boldcast::core::{Adam, Adjacency, ModelConfig, TokenShape, Tokens};
+use boldcast_train::config::RunConfig;
 
 /// As `bc-cli`: buffers on cache-line boundaries (`boldcast::cpu::alloc::CacheAligned`).
 #[global_allocator]
@@ -22,7 +22,9 @@ pub fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 
 /// The `cpu-demo` preset's model: the layer size of the pieces' benches.
 pub fn demo_config() -> ModelConfig {
-    RunConfig::preset("cpu-demo").expect("the cpu-demo preset exists").model_config()
+    RunConfig::from_toml_str("cpu-demo", include_str!("../../configs/presets/cpu-demo.toml"))
+        .expect("the cpu-demo preset parses")
+        .model_config()
 }
 
 /// One training step's inputs at the `quick` preset: its model configuration and ring
@@ -41,7 +43,8 @@ pub struct QuickStep {
 impl QuickStep {
     /// The `quick` preset's step.
     pub fn new() -> Self {
-        let run = RunConfig::preset("quick").expect("the quick preset exists");
+        let run = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml"))
+            .expect("the quick preset parses");
         let model = run.model_config();
         let (batch, parcels) = (run.train.batch_size, run.data.synthetic.parcels);
         let time = run.window.window / model.d_in;

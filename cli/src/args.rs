@@ -250,8 +250,8 @@ fn parse_temporal(s: &str) -> Result<Temporal, String> {
 
 impl RunArgs {
     /// The command-line layer of the configuration.
-    pub fn overrides(&self) -> boldcast::config::Overrides {
-        boldcast::config::Overrides {
+    pub fn overrides(&self) -> crate::presets::Overrides {
+        crate::presets::Overrides {
             preset: self.preset.clone(),
             config: self.config.clone(),
             lr: self.lr,

@@ -25,12 +25,12 @@
 //! `scaling_efficiency` (`speedup / N`). Only rank 0 prints.
 
 use crate::args::BenchArgs;
-use crate::distributed::Dist;
 use crate::error::CliError;
-use boldcast::config::RunConfig;
 use boldcast::core::collective::shard_range;
 use boldcast::core::{Adam, Adjacency, DataParallel, ModelConfig, Temporal, TokenShape, Tokens, Trainer};
 use boldcast::cpu::ops::gemm::peak_gflops;
+use boldcast_train::config::RunConfig;
+use boldcast_train::Dist;
 
 /// Timed 2048 x 2048 products behind `peak_gflops` (the best is reported).
 const PEAK_REPS: usize = 10;
@@ -276,7 +276,7 @@ pub fn bench_model<M: DataParallel<f32>>(
 /// `bc-cli bench`: resolves the preset and runs [`bench_model`] on the chosen backend, over
 /// the ranks of `dist`.
 pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
-    let mut cfg = RunConfig::preset(&args.preset)?;
+    let mut cfg = crate::presets::preset(&args.preset)?;
     if let Some(t) = args.temporal {
         cfg.model.temporal = t;
     }
@@ -299,7 +299,7 @@ mod tests {
     #[test]
     fn flop_model_of_the_demo_shape() {
         // cpu-demo: M 64, Di 128, N 16, R 4, K 4, k 8, 2 layers, H 2, D 1.
-        let cfg = RunConfig::preset("cpu-demo").unwrap().model_config();
+        let cfg = crate::presets::preset("cpu-demo").unwrap().model_config();
         let per_token = flops_per_step(&cfg, 1, 1, 1) / 3.0;
         let (m, di, n, r, k, kn) = (64.0, 128.0, 16.0, 4.0, 4.0, 8.0);
         let mixer = 2.0 * m * 2.0 * di

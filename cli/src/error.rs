@@ -14,7 +14,10 @@ pub enum CliError {
     Split(#[from] boldcast::data::SplitError),
     /// A configuration could not be resolved.
     #[error(transparent)]
-    Config(#[from] boldcast::config::ConfigError),
+    Config(#[from] boldcast_train::config::ConfigError),
+    /// A training run failed.
+    #[error(transparent)]
+    Train(#[from] boldcast_train::TrainError),
     /// A fixture parameter is invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast::fixtures::FixtureError),

@@ -23,14 +23,15 @@
 //! and the floors: `1 - acf(L)^2` on the held-out runs (empirical), and for the synthetic
 //! fixture the exact `1 - rho^(2L)`.
 
-use crate::checkpointing as ck;
 use crate::error::CliError;
-use crate::train::{empirical_floor, load_data, FloorInfo};
-use boldcast::checkpoint::SafetensorsFile;
-use boldcast::config::{Overrides, Purpose, RunConfig, DEFAULT_PRESET};
+use crate::presets::{Overrides, Purpose, DEFAULT_PRESET};
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
 use boldcast::core::{Adjacency, ForecastShape, Forecasts, Model, ModelConfig, Tokens};
 use boldcast::data::{Dataset, WindowSpec};
+use boldcast_train::checkpoint as ck;
+use boldcast_train::config::RunConfig;
+use boldcast_train::data::{empirical_floor, load_data, FloorInfo};
+use boldcast_train::tensorfile::SafetensorsFile;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -228,7 +229,7 @@ where
     let file = SafetensorsFile::open(&weights).map_err(|e| CliError::Msg(e.to_string()))?;
     let meta = file.metadata().unwrap_or_default();
     let mut cfg: RunConfig = match (&req.config, meta.get("config")) {
-        (Some(c), _) => RunConfig::resolve(
+        (Some(c), _) => crate::presets::resolve(
             &Overrides { config: Some(c.clone()), ..Overrides::default() },
             DEFAULT_PRESET,
             Purpose::Train,

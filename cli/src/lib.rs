@@ -7,31 +7,30 @@
 //! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
 //! - [`overfit`]: the single-batch overfit check, generic over [`boldcast::core::Model`];
 //! - [`golden`]: `bc-cli golden`, a backend checked against a PyTorch golden case;
-//! - [`train`]: `bc-cli train`, a training run with validation, early stopping and resume, on
-//!   the subject split of [`boldcast::data::split()`], with [`checkpointing`] (atomic checkpoint
-//!   directories) and [`runlog`] (the JSON-lines log shared with `overfit`);
-//! - [`distributed`]: data-parallel `train` and `bench` across the ranks of `mpirun`/`srun`:
-//!   which windows each rank trains on, validation shared between ranks;
+//! - [`presets`]: the preset files and the preset / `--config` / flag layers of a configuration;
+//! - [`train`]: `bc-cli train`: flags, printing ([`progress`]), the figure and the exit status
+//!   around the training library `boldcast-train`, on the subject split of
+//!   [`boldcast::data::split()`];
+//! - [`distributed`]: the ranks of `mpirun`/`srun` for data-parallel `train` and `bench`, and
+//!   the abort of every rank on an error;
 //! - [`bench`]: `bc-cli bench`, timed training steps against the measured matrix-product peak;
 //! - [`eval`]: `bc-cli eval`, a checkpoint's per-horizon MSE beside baselines and the floor;
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
-//! - [`fsutil`]: atomic files and directories;
 //! - [`error`]: the error every command returns, printed as `error: ...`.
 #![deny(missing_docs)]
 
 pub mod args;
 pub mod backend;
 pub mod bench;
-pub mod checkpointing;
 pub mod distributed;
 pub mod error;
 pub mod eval;
 pub mod floor;
-pub mod fsutil;
 pub mod golden;
 pub mod overfit;
 pub mod plot;
-pub mod runlog;
+pub mod presets;
+pub mod progress;
 pub mod synth;
 pub mod train;
 

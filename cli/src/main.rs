@@ -2,10 +2,10 @@
 
 use bc_cli::args::{Backend, Cli, Command, OverfitArgs};
 use bc_cli::backend::{dispatch, Builder, Job};
-use bc_cli::distributed::{abort_on_error, Dist, Transport};
+use bc_cli::distributed::{abort_on_error, from_env, Transport};
 use bc_cli::overfit::{overfit_command, OverfitReport};
+use bc_cli::presets::{resolve, Purpose, DEFAULT_PRESET};
 use bc_cli::CliError;
-use boldcast::config::{Purpose, RunConfig, DEFAULT_PRESET};
 use boldcast::core::{DataParallel, Model};
 use clap::Parser;
 use std::process::ExitCode;
@@ -35,7 +35,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Overfit(a) => {
-            let cfg = RunConfig::resolve(&a.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
+            let cfg = resolve(&a.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
             let rep = dispatch(Backend::from_name(&cfg.train.backend)?, Overfit(&a))?;
             Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
@@ -44,7 +44,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             // NCCL for a fresh run on the CUDA backend; MPI otherwise (a resumed CUDA run too:
             // its gradients then travel through host buffers).
             let cuda = cfg.as_ref().is_some_and(|c| c.train.backend == Backend::DfdxCuda.name());
-            req.dist = Dist::from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
+            req.dist = from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
             // With --resume the backend is the one stored in the checkpoint's configuration.
             let prep = abort_on_error(&req.dist, bc_cli::train::prepare_train(cfg, &req))?;
             let backend = Backend::from_name(prep.backend())?;
@@ -53,7 +53,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Bench(a) => {
             let transport = if a.backend == Backend::DfdxCuda { Transport::Nccl } else { Transport::Mpi };
-            let dist = Dist::from_env(transport)?;
+            let dist = from_env(transport)?;
             let rep = abort_on_error(&dist, bc_cli::bench::run(&a, &dist))?;
             if dist.is_root() {
                 println!("{}", serde_json::to_string(&rep).expect("JSON serializes"));

@@ -14,13 +14,14 @@
 
 use crate::args::OverfitArgs;
 use crate::error::CliError;
-use crate::fsutil::write_atomic;
-use boldcast::config::{Purpose, RunConfig, DEFAULT_PRESET};
+use crate::presets::{Purpose, DEFAULT_PRESET};
 use boldcast::core::accept::{overfit_verdict, Verdict};
 use boldcast::core::{Adam, Adjacency, Model, ModelConfig, OptimConfig, ScheduleConfig, Tokens, Trainer};
 use boldcast::data::{Dataset, WindowSpec};
 use boldcast::fixtures::{circle_centroids, Ar1Spec, Layout};
-use indicatif::{ProgressBar, ProgressStyle};
+use boldcast_train::config::RunConfig;
+use boldcast_train::fsutil::write_atomic;
+use boldcast_train::log::RunLog;
 use serde_json::json;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -155,8 +156,6 @@ pub struct OverfitReport {
     pub out: PathBuf,
 }
 
-pub use crate::runlog::JsonlLogger;
-
 /// Trains `model` on `batch` for `opts.max_steps` steps and writes the log, figure and summary
 /// into `opts.out`; prints the final loss beside the floor and the verdict line.
 pub fn run_overfit<M: Model<f32>>(
@@ -165,22 +164,14 @@ pub fn run_overfit<M: Model<f32>>(
     opts: &OverfitOptions,
 ) -> Result<OverfitReport, CliError> {
     std::fs::create_dir_all(opts.out.join("figures")).map_err(CliError::io(&opts.out))?;
-    let bar = opts.progress.then(|| {
-        let b = ProgressBar::new(opts.max_steps);
-        if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} steps  {elapsed} (eta {eta})") {
-            b.set_style(style);
-        }
-        b
-    });
-    let logger = JsonlLogger::create(&opts.out.join("loss_log.jsonl"), opts.log_every, bar.clone())?;
+    let bar = crate::progress::Progress::new(opts.progress, opts.max_steps);
+    let logger = RunLog::create(&opts.out.join("loss_log.jsonl"))?;
     let mut trainer =
         Trainer::new(model, Adam::<f32>::new(opts.optim.clone())?, opts.schedule.clone(), logger, opts.max_norm);
     for _ in 0..opts.max_steps {
-        trainer.step(batch)?;
+        bar.step(&trainer.step(batch)?, opts.log_every);
     }
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
+    bar.finish();
     let losses = std::mem::take(&mut trainer.logger.losses);
     let verdict = overfit_verdict(&losses).ok_or_else(|| CliError::Msg("overfit ran no step".into()))?;
     let figure = opts.out.join("figures").join("overfit_curve.png");
@@ -233,7 +224,7 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let cfg = RunConfig::resolve(&args.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
+    let cfg = crate::presets::resolve(&args.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
     if cfg.train.backend != backend {
         return Err(CliError::Msg(format!(
             "train.backend = {}, but the model would be built on the {backend} backend",

@@ -6,7 +6,7 @@
 
 use bc_cli::args::{OverfitArgs, RunArgs};
 use bc_cli::overfit::{overfit_command, overfit_data};
-use boldcast::config::{RunConfig, DEFAULT_PRESET};
+use bc_cli::presets::{preset, resolve, DEFAULT_PRESET};
 use boldcast::core::forecast::{build_forecast_targets, forecasting_loss};
 use boldcast::core::model::NamedTensor;
 use boldcast::core::{
@@ -120,7 +120,7 @@ fn args(out: &Path, extra: impl FnOnce(&mut RunArgs)) -> OverfitArgs {
 
 #[test]
 fn synthetic_overfit_batch_is_four_windows_of_the_fixture() {
-    let cfg = RunConfig::preset("quick").unwrap();
+    let cfg = preset("quick").unwrap();
     let d = overfit_data(&cfg).unwrap();
     let s = d.batch.shape();
     assert_eq!((s.batch, s.time, s.parcels, s.d_in), (4, 32, 4, 1));
@@ -182,10 +182,10 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
     let resolved = out.join("config.resolved.toml");
     let text = std::fs::read_to_string(&resolved).unwrap();
     assert!(text.contains("preset = \"quick\""), "{text}");
-    let again = RunConfig::resolve(
-        &boldcast::config::Overrides { config: Some(resolved), ..Default::default() },
+    let again = resolve(
+        &bc_cli::presets::Overrides { config: Some(resolved), ..Default::default() },
         DEFAULT_PRESET,
-        boldcast::config::Purpose::Overfit,
+        bc_cli::presets::Purpose::Overfit,
     )
     .unwrap();
     assert_eq!((again.overfit.lr, again.overfit.max_steps), (0.05, 150));

@@ -1,13 +1,13 @@
 //! The checkpoint directory through the library: round trip, pruning to two, the `latest`
 //! pointer and its fallback, and errors naming the file.
 
-use bc_cli::checkpointing::{
-    config_hash, latest_checkpoint, load_checkpoint, write_checkpoint, CheckpointData, RngState, TrainState, ValState,
-    STATE_FORMAT,
-};
 use boldcast::core::model::NamedTensor;
 use boldcast::core::optim::Moments;
 use boldcast::core::{Adjacency, ModelConfig, Temporal};
+use boldcast_train::checkpoint::{
+    config_hash, latest_checkpoint, load_checkpoint, write_checkpoint, CheckpointData, RngState, TrainState, ValState,
+    STATE_FORMAT,
+};
 
 fn cfg() -> ModelConfig {
     ModelConfig::builder()
@@ -100,10 +100,12 @@ fn round_trip_pruning_and_the_latest_pointer() {
     want.sort_by(|a, b| a.name.cmp(&b.name));
     assert_eq!(got, want);
     // The model file holds exactly the MODEL.md names; the moments are m.<name> / v.<name>.
-    let f = boldcast::checkpoint::SafetensorsFile::open(out.join("checkpoints/step-000030/model.safetensors")).unwrap();
+    let f = boldcast::train::tensorfile::SafetensorsFile::open(out.join("checkpoints/step-000030/model.safetensors"))
+        .unwrap();
     assert_eq!(f.names().len(), specs.len());
     let o =
-        boldcast::checkpoint::SafetensorsFile::open(out.join("checkpoints/step-000030/optimizer.safetensors")).unwrap();
+        boldcast::train::tensorfile::SafetensorsFile::open(out.join("checkpoints/step-000030/optimizer.safetensors"))
+            .unwrap();
     assert!(o.contains("m.head.weight") && o.contains("v.embed_proj.bias") && o.names().len() == 2 * specs.len());
 
     // A dangling or missing pointer falls back to the newest complete directory.

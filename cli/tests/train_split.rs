@@ -2,10 +2,9 @@
 //! `val_subjects` fallback, and the errors; the per-epoch order.
 
 mod common;
-use bc_cli::train::epoch_order;
-use boldcast::config::RunConfig;
 use boldcast::data::{parse_subject_list, split, Dataset};
 use boldcast::fixtures::{Ar1Spec, Layout};
+use boldcast_train::order::epoch_order;
 use common::*;
 
 fn dataset(subjects: usize, runs: usize) -> Dataset {
@@ -16,7 +15,7 @@ fn dataset(subjects: usize, runs: usize) -> Dataset {
 #[test]
 fn lists_fractions_and_the_fallback() {
     let ds = dataset(5, 2);
-    let mut d = RunConfig::preset("quick").unwrap().data;
+    let mut d = bc_cli::presets::preset("quick").unwrap().data;
     // Fallback: the last val_subjects.
     d.val_subjects = 2;
     let s = split(&ds, &d, 0).unwrap();

@@ -107,6 +107,14 @@ pub trait Model<E: Elem> {
         let _ = (t, moments);
         Ok(())
     }
+
+    /// Elements that received a non-zero weight decay in the last update of the optimizer
+    /// this backend runs itself (see [`Model::optimizer_state`]), as
+    /// [`crate::Adam::decayed_last_step`] counts them for the host optimizer. `None`, the
+    /// default: the backend updates through the host optimizer, which reports it.
+    fn decayed_elements(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Every method forwarded to `M`, the defaulted ones too: a borrow behaves exactly as the model.
@@ -149,6 +157,9 @@ impl<E: Elem, M: Model<E> + ?Sized> Model<E> for &mut M {
     }
     fn restore_optimizer_state(&mut self, t: u64, moments: &[Moments<E>]) -> Result<()> {
         (**self).restore_optimizer_state(t, moments)
+    }
+    fn decayed_elements(&self) -> Option<u64> {
+        (**self).decayed_elements()
     }
 }
 

@@ -129,13 +129,14 @@ pub struct Adam<E> {
     cfg: OptimConfig,
     t: u64,
     state: Vec<Moments<E>>,
+    decayed: u64,
 }
 
 impl<E: Elem> Adam<E> {
     /// A fresh optimizer (all moments zero, `t = 0`).
     pub fn new(cfg: OptimConfig) -> Result<Self> {
         cfg.validate()?;
-        Ok(Self { cfg, t: 0, state: Vec::new() })
+        Ok(Self { cfg, t: 0, state: Vec::new(), decayed: 0 })
     }
     /// The hyperparameters (validated by [`Adam::new`]), for backends that run the update on a
     /// device.
@@ -145,6 +146,12 @@ impl<E: Elem> Adam<E> {
     /// The moments per tensor index, for checkpoints.
     pub fn moments(&self) -> &[Moments<E>] {
         &self.state
+    }
+    /// Elements that received a non-zero weight decay in the current (last) step: the sizes
+    /// of the tensors of the decaying group updated since the last [`Optimizer::begin_step`]
+    /// when `weight_decay > 0`, else 0. A run can check from it that its decay reaches a tensor.
+    pub fn decayed_last_step(&self) -> u64 {
+        self.decayed
     }
     /// Restores moments and step count from a checkpoint.
     pub fn restore(&mut self, t: u64, state: Vec<Moments<E>>) {
@@ -167,6 +174,7 @@ impl<E: Elem> Optimizer<E> for Adam<E> {
 
     fn begin_step(&mut self) {
         self.t += 1;
+        self.decayed = 0;
     }
 
     fn update(&mut self, p: ParamMut<'_, E>, lr: f64) {
@@ -184,6 +192,9 @@ impl<E: Elem> Optimizer<E> for Adam<E> {
         let bc1 = 1.0 - libm_powi(b1, t);
         let bc2 = 1.0 - libm_powi(b2, t);
         let wd = if decays(p.name, p.shape) { self.cfg.weight_decay } else { 0.0 };
+        if wd != 0.0 {
+            self.decayed += p.value.len() as u64;
+        }
         let (coupled, decoupled) = match self.cfg.kind {
             OptimizerKind::AdamW => (E::zero(), E::of(lr * wd)),
             OptimizerKind::AdamL2 => (E::of(wd), E::zero()),
@@ -258,6 +269,23 @@ mod tests {
         assert!((run(OptimizerKind::AdamW, "head.weight", &[1, 1]) - 0.95).abs() < 1e-12);
         assert_eq!(run(OptimizerKind::AdamW, "head.bias", &[1]), 1.0);
         assert_eq!(run(OptimizerKind::AdamW, "layers.0.mamba.mamba.A_log", &[1, 1]), 1.0);
+    }
+
+    #[test]
+    fn adam_reports_the_elements_it_decayed() {
+        let cfg = OptimConfig { kind: OptimizerKind::AdamW, weight_decay: 0.5, betas: (0.9, 0.999), eps: 1e-8 };
+        let mut opt = Adam::<f64>::new(cfg.clone()).unwrap();
+        let (mut w, mut b, g) = (vec![1.0f64; 6], vec![1.0f64; 3], vec![0.0f64; 6]);
+        for _ in 0..2 {
+            opt.begin_step();
+            opt.update(ParamMut { index: 0, name: "head.weight", shape: &[2, 3], value: &mut w, grad: &g }, 0.1);
+            opt.update(ParamMut { index: 1, name: "head.bias", shape: &[3], value: &mut b, grad: &g[..3] }, 0.1);
+            assert_eq!(opt.decayed_last_step(), 6);
+        }
+        let mut none = Adam::<f64>::new(OptimConfig { weight_decay: 0.0, ..cfg }).unwrap();
+        none.begin_step();
+        none.update(ParamMut { index: 0, name: "head.weight", shape: &[2, 3], value: &mut w, grad: &g }, 0.1);
+        assert_eq!(none.decayed_last_step(), 0);
     }
 
     #[test]

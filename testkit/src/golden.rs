@@ -24,8 +24,8 @@ use boldcast_core::forecast::build_forecast_targets;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{clip_factor, OptimizerKind};
 use boldcast_core::{
-    Adam, Adjacency, Elem, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut,
-    Schedule, ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
+    Adam, Adjacency, Elem, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut, Schedule,
+    ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
 use serde::Deserialize;
 use std::collections::HashMap;

@@ -322,6 +322,10 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
         Some(self.adam.export(self.params.tensors.len()))
     }
 
+    fn decayed_elements(&self) -> Option<u64> {
+        Some(self.adam.decayed_last_step())
+    }
+
     /// Uploads the moments (one entry per parameter; an empty entry means "not updated yet")
     /// and the step count; a host [`boldcast_core::Adam`]'s checkpoint restores the same way.
     fn restore_optimizer_state(&mut self, t: u64, moments: &[boldcast_core::optim::Moments<E>]) -> Result<(), Error> {

@@ -22,11 +22,12 @@ type Moments<E, D> = (Vector<E, D, NoneTape>, Vector<E, D, NoneTape>);
 pub struct DeviceAdam<E: Dtype, D: Device<E>> {
     moments: Vec<Option<Moments<E, D>>>,
     t: u64,
+    decayed: u64,
 }
 
 impl<E: Dtype, D: Device<E>> Default for DeviceAdam<E, D> {
     fn default() -> Self {
-        Self { moments: Vec::new(), t: 0 }
+        Self { moments: Vec::new(), t: 0, decayed: 0 }
     }
 }
 
@@ -34,6 +35,11 @@ impl<E: Dtype + Elem, D: Device<E>> DeviceAdam<E, D> {
     /// Completed steps (the `t` of the last bias correction).
     pub fn steps(&self) -> u64 {
         self.t
+    }
+
+    /// Elements that received a non-zero weight decay in the last step.
+    pub fn decayed_last_step(&self) -> u64 {
+        self.decayed
     }
 
     /// The moments `(m, v)` of tensor `i` on the host, `None` before its first update.
@@ -102,6 +108,7 @@ impl<E: Dtype + Elem, D: Device<E>> DeviceAdam<E, D> {
         grads: &[Vector<E, D, NoneTape>],
     ) {
         self.t += 1;
+        self.decayed = 0;
         if self.moments.len() < params.len() {
             self.moments.resize(params.len(), None);
         }
@@ -113,6 +120,9 @@ impl<E: Dtype + Elem, D: Device<E>> DeviceAdam<E, D> {
         let eps = E::of(cfg.eps);
         for (i, (p, g)) in params.iter_mut().zip(grads).enumerate() {
             let wd = if decays(&specs[i].name, &specs[i].shape) { cfg.weight_decay } else { 0.0 };
+            if wd != 0.0 {
+                self.decayed += p.shape().0 as u64;
+            }
             let (m0, v0) = self.moments[i].take().unwrap_or_else(|| {
                 let dev = p.device().clone();
                 let n = p.shape().0;

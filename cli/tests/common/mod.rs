@@ -2,8 +2,8 @@
 //! text, and checkpoint readers.
 #![allow(dead_code)]
 
-use boldcast::checkpoint::load_safetensors;
 use boldcast::core::model::NamedTensor;
+use boldcast::train::tensorfile::load_safetensors;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 /// bits do not depend on it, README.md, "Determinism").
 pub fn bc() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_bc-cli"));
-    c.env("RAYON_NUM_THREADS", "2").env_remove(bc_cli::checkpointing::PAUSE_HOOK_ENV);
+    c.env("RAYON_NUM_THREADS", "2").env_remove(boldcast_train::checkpoint::PAUSE_HOOK_ENV);
     c
 }
 

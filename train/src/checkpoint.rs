@@ -1,4 +1,5 @@
-//! Training checkpoints: one directory per checkpoint, made visible only when complete.
+//! Training checkpoints: one directory per checkpoint, made visible only when complete, and
+//! their consistency checks when read back.
 //!
 //! ```text
 //! <out>/checkpoints/step-000200/model.safetensors      the MODEL.md names only (PyTorch-loadable)
@@ -17,7 +18,7 @@
 //!
 //! `model.safetensors` carries `__metadata__` that PyTorch ignores: `format`, `step`, the
 //! resolved `config` (TOML) and the `adjacency` (JSON `{"parcels","k","indices"}` or `null`),
-//! so [`crate::eval`] can rebuild the model from the file alone.
+//! so `bc-cli eval` can rebuild the model from the file alone.
 //!
 //! **Test hook**: with the environment variable [`PAUSE_HOOK_ENV`] set to a step number, the
 //! write of that step's checkpoint prints `test hook: paused in the checkpoint write of step N`
@@ -25,11 +26,12 @@
 //! ten minutes, so a test can SIGKILL the process in the middle of a checkpoint write. It has
 //! no other effect and is meant for tests only.
 
-use crate::error::CliError;
-use boldcast::checkpoint::{save_safetensors, SafetensorsFile};
-use boldcast::core::model::NamedTensor;
-use boldcast::core::optim::Moments;
-use boldcast::core::{Adjacency, ParamSpec};
+use crate::error::TrainError;
+use crate::fsutil::{sync_dir, write_atomic};
+use crate::tensorfile::{save_safetensors, SafetensorsFile};
+use boldcast_core::model::NamedTensor;
+use boldcast_core::optim::Moments;
+use boldcast_core::{Adjacency, ParamSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,14 +47,14 @@ pub const PAUSE_HOOK_ENV: &str = "BOLDCAST_TEST_PAUSE_IN_CKPT_WRITE";
 /// `state.json`'s `format`.
 pub const STATE_FORMAT: &str = "boldcast-train-state-v1";
 
-/// The position of the data-order generator (ChaCha8, see [`crate::train::epoch_order`]).
+/// The position of the data-order generator (ChaCha8, see [`crate::order::epoch_order`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RngState {
     /// `"ChaCha8Rng"`.
     pub algorithm: String,
     /// `seed_from_u64` seed (`train.seed`).
     pub seed: u64,
-    /// The stream: [`crate::train::ORDER_STREAM_BASE`] + epoch.
+    /// The stream: [`crate::order::ORDER_STREAM_BASE`] + epoch.
     pub stream: u64,
     /// `get_word_pos()` after the epoch's order was drawn (decimal; a 68-bit number).
     pub word_pos: String,
@@ -128,8 +130,11 @@ pub fn adjacency_json(a: Option<&Adjacency>) -> String {
 }
 
 /// The adjacency from the metadata's JSON.
-pub fn adjacency_from_json(origin: &Path, text: &str) -> Result<Option<Adjacency>, CliError> {
-    let bad = |why: String| CliError::Msg(format!("{}: metadata `adjacency`: {why}", origin.display()));
+pub fn adjacency_from_json(origin: &Path, text: &str) -> Result<Option<Adjacency>, TrainError> {
+    let bad = |why: String| TrainError::Checkpoint {
+        path: origin.to_path_buf(),
+        reason: format!("metadata `adjacency`: {why}"),
+    };
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     if v.is_null() {
         return Ok(None);
@@ -165,16 +170,6 @@ fn parse_step_dir(name: &str) -> Option<u64> {
     name.strip_prefix("step-").and_then(|s| s.parse().ok())
 }
 
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
-fn ckpt_err(e: boldcast::checkpoint::CheckpointError) -> CliError {
-    CliError::Msg(e.to_string())
-}
-
 /// Everything a checkpoint holds, ready to write.
 pub struct CheckpointData<'a> {
     /// The parameters in state-dict order.
@@ -192,25 +187,23 @@ pub struct CheckpointData<'a> {
 /// Writes the checkpoint of `data.state.step` under `out/checkpoints` (see the module
 /// documentation for the order of operations), points `latest` at it and prunes to [`KEEP`].
 /// Returns the checkpoint directory.
-pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf, CliError> {
+pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf, TrainError> {
     let ck = out.join(CKPT_DIR);
-    std::fs::create_dir_all(&ck).map_err(CliError::io(&ck))?;
+    std::fs::create_dir_all(&ck).map_err(TrainError::io(&ck))?;
     remove_leftovers(&ck)?;
     let step = data.state.step;
     let name = step_dir_name(step);
     let tmp = ck.join(format!(".{name}.tmp"));
-    std::fs::create_dir(&tmp).map_err(CliError::io(&tmp))?;
+    std::fs::create_dir(&tmp).map_err(TrainError::io(&tmp))?;
     let meta = model_metadata(step, &data.state.config, data.adjacency);
-    save_safetensors(tmp.join("model.safetensors"), &data.params, Some(meta)).map_err(ckpt_err)?;
+    save_safetensors(tmp.join("model.safetensors"), &data.params, Some(meta))?;
     if std::env::var(PAUSE_HOOK_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(step) {
         eprintln!("test hook: paused in the checkpoint write of step {step}");
         std::thread::sleep(std::time::Duration::from_secs(600));
     }
     let mut opt = Vec::with_capacity(2 * data.moments.len());
     for (i, m) in data.moments.iter().enumerate() {
-        let spec = data.specs.get(i).ok_or_else(|| {
-            CliError::Msg(format!("optimizer state for parameter {i}, but the model has {}", data.specs.len()))
-        })?;
+        let spec = data.specs.get(i).ok_or(TrainError::OptimizerState { index: i, params: data.specs.len() })?;
         if m.m.is_empty() {
             continue;
         }
@@ -218,45 +211,45 @@ pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf
         opt.push(NamedTensor { name: format!("v.{}", spec.name), shape: spec.shape.clone(), data: m.v.clone() });
     }
     let opt_meta: HashMap<String, String> = [("t".to_string(), data.state.optimizer_t.to_string())].into();
-    save_safetensors(tmp.join("optimizer.safetensors"), &opt, Some(opt_meta)).map_err(ckpt_err)?;
+    save_safetensors(tmp.join("optimizer.safetensors"), &opt, Some(opt_meta))?;
     let state_path = tmp.join("state.json");
     let text = serde_json::to_string_pretty(data.state).expect("state serializes") + "\n";
-    crate::fsutil::write_atomic(&state_path, text.as_bytes()).map_err(CliError::io(&state_path))?;
+    write_atomic(&state_path, text.as_bytes()).map_err(TrainError::io(&state_path))?;
     sync_dir(&tmp);
     let dest = ck.join(&name);
     if dest.exists() {
         // A stale checkpoint of this step from a run killed before `latest` named it.
-        std::fs::remove_dir_all(&dest).map_err(CliError::io(&dest))?;
+        std::fs::remove_dir_all(&dest).map_err(TrainError::io(&dest))?;
     }
-    std::fs::rename(&tmp, &dest).map_err(CliError::io(&dest))?;
+    std::fs::rename(&tmp, &dest).map_err(TrainError::io(&dest))?;
     sync_dir(&ck);
     let latest = ck.join(LATEST);
-    crate::fsutil::write_atomic(&latest, format!("{name}\n").as_bytes()).map_err(CliError::io(&latest))?;
+    write_atomic(&latest, format!("{name}\n").as_bytes()).map_err(TrainError::io(&latest))?;
     sync_dir(&ck);
     prune(&ck, step)?;
     Ok(dest)
 }
 
-fn remove_leftovers(ck: &Path) -> Result<(), CliError> {
-    for e in std::fs::read_dir(ck).map_err(CliError::io(ck))? {
-        let e = e.map_err(CliError::io(ck))?;
+fn remove_leftovers(ck: &Path) -> Result<(), TrainError> {
+    for e in std::fs::read_dir(ck).map_err(TrainError::io(ck))? {
+        let e = e.map_err(TrainError::io(ck))?;
         let n = e.file_name().to_string_lossy().into_owned();
         if n.starts_with(".step-") && n.contains(".tmp") {
             let p = e.path();
-            std::fs::remove_dir_all(&p).map_err(CliError::io(&p))?;
+            std::fs::remove_dir_all(&p).map_err(TrainError::io(&p))?;
         }
     }
     Ok(())
 }
 
 /// Checkpoint directories `(step, path)` under `ck`, by step.
-fn step_dirs(ck: &Path) -> Result<Vec<(u64, PathBuf)>, CliError> {
+fn step_dirs(ck: &Path) -> Result<Vec<(u64, PathBuf)>, TrainError> {
     let mut v = Vec::new();
     if !ck.is_dir() {
         return Ok(v);
     }
-    for e in std::fs::read_dir(ck).map_err(CliError::io(ck))? {
-        let e = e.map_err(CliError::io(ck))?;
+    for e in std::fs::read_dir(ck).map_err(TrainError::io(ck))? {
+        let e = e.map_err(TrainError::io(ck))?;
         if let Some(s) = parse_step_dir(&e.file_name().to_string_lossy()) {
             if e.path().is_dir() {
                 v.push((s, e.path()));
@@ -269,12 +262,12 @@ fn step_dirs(ck: &Path) -> Result<Vec<(u64, PathBuf)>, CliError> {
 
 /// Keeps the [`KEEP`] newest checkpoints up to `latest`; removes older ones and stale ones
 /// after it (left by a killed run).
-fn prune(ck: &Path, latest: u64) -> Result<(), CliError> {
+fn prune(ck: &Path, latest: u64) -> Result<(), TrainError> {
     let dirs = step_dirs(ck)?;
     let kept: Vec<u64> = dirs.iter().filter(|(s, _)| *s <= latest).rev().take(KEEP).map(|(s, _)| *s).collect();
     for (s, p) in dirs {
         if !kept.contains(&s) {
-            std::fs::remove_dir_all(&p).map_err(CliError::io(&p))?;
+            std::fs::remove_dir_all(&p).map_err(TrainError::io(&p))?;
         }
     }
     Ok(())
@@ -282,7 +275,7 @@ fn prune(ck: &Path, latest: u64) -> Result<(), CliError> {
 
 /// The newest complete checkpoint of a run directory: the one `latest` names, else (no or a
 /// dangling pointer) the highest-numbered step directory; `None` when there is none.
-pub fn latest_checkpoint(out: &Path) -> Result<Option<PathBuf>, CliError> {
+pub fn latest_checkpoint(out: &Path) -> Result<Option<PathBuf>, TrainError> {
     let ck = out.join(CKPT_DIR);
     let pointer = ck.join(LATEST);
     if let Ok(text) = std::fs::read_to_string(&pointer) {
@@ -309,32 +302,52 @@ pub struct Loaded {
     pub adjacency: Option<Adjacency>,
 }
 
-/// Reads the checkpoint directory `dir` for a model with parameters `specs`.
-pub fn load_checkpoint(dir: &Path, specs: &[ParamSpec]) -> Result<Loaded, CliError> {
+/// Reads `state.json` of the checkpoint directory `dir` (any format: see [`load_checkpoint`]
+/// for the checks).
+pub fn read_state(dir: &Path) -> Result<TrainState, TrainError> {
     let sp = dir.join("state.json");
-    let text = std::fs::read_to_string(&sp).map_err(CliError::io(&sp))?;
-    let state: TrainState = serde_json::from_str(&text)
-        .map_err(|e| CliError::Msg(format!("{}: not a training state: {e}", sp.display())))?;
+    let text = std::fs::read_to_string(&sp).map_err(TrainError::io(&sp))?;
+    serde_json::from_str(&text)
+        .map_err(|e| TrainError::Checkpoint { path: sp.clone(), reason: format!("not a training state: {e}") })
+}
+
+/// The configuration stored in a checkpoint's state, validated.
+pub fn stored_config(dir: &Path, state: &TrainState) -> Result<crate::config::RunConfig, TrainError> {
+    let cfg: crate::config::RunConfig = toml::from_str(&state.config).map_err(|e| TrainError::Checkpoint {
+        path: dir.join("state.json"),
+        reason: format!("the stored configuration: {e}"),
+    })?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Reads the checkpoint directory `dir` for a model with parameters `specs`, checking the
+/// state's format and configuration hash.
+pub fn load_checkpoint(dir: &Path, specs: &[ParamSpec]) -> Result<Loaded, TrainError> {
+    let sp = dir.join("state.json");
+    let state = read_state(dir)?;
+    let bad = |reason: String| TrainError::Checkpoint { path: sp.clone(), reason };
     if state.format != STATE_FORMAT {
-        return Err(CliError::Msg(format!("{}: format `{}`, expected `{STATE_FORMAT}`", sp.display(), state.format)));
+        return Err(bad(format!("format `{}`, expected `{STATE_FORMAT}`", state.format)));
     }
     if config_hash(&state.config) != state.config_hash {
-        return Err(CliError::Msg(format!(
-            "{}: config_hash {} does not match its config ({}): the file was altered",
-            sp.display(),
+        return Err(bad(format!(
+            "config_hash {} does not match its config ({}): the file was altered",
             state.config_hash,
             config_hash(&state.config)
         )));
     }
     let mp = dir.join("model.safetensors");
-    let mf = SafetensorsFile::open(&mp).map_err(ckpt_err)?;
-    let params = mf.all::<f32>().map_err(ckpt_err)?;
+    let mf = SafetensorsFile::open(&mp)?;
+    let params = mf.all::<f32>()?;
     let adjacency = match mf.metadata().and_then(|m| m.get("adjacency").cloned()) {
         Some(t) => adjacency_from_json(&mp, &t)?,
-        None => return Err(CliError::Msg(format!("{}: no `adjacency` in the metadata", mp.display()))),
+        None => {
+            return Err(TrainError::Checkpoint { path: mp.clone(), reason: "no `adjacency` in the metadata".into() })
+        }
     };
     let op = dir.join("optimizer.safetensors");
-    let of = SafetensorsFile::open(&op).map_err(ckpt_err)?;
+    let of = SafetensorsFile::open(&op)?;
     let mut moments = Vec::with_capacity(specs.len());
     for s in specs {
         let (mn, vn) = (format!("m.{}", s.name), format!("v.{}", s.name));
@@ -342,16 +355,13 @@ pub fn load_checkpoint(dir: &Path, specs: &[ParamSpec]) -> Result<Loaded, CliErr
             moments.push(Moments::default());
             continue;
         }
-        let (m, v) = (of.tensor::<f32>(&mn).map_err(ckpt_err)?, of.tensor::<f32>(&vn).map_err(ckpt_err)?);
+        let (m, v) = (of.tensor::<f32>(&mn)?, of.tensor::<f32>(&vn)?);
         for t in [&m, &v] {
             if t.shape != s.shape {
-                return Err(CliError::Msg(format!(
-                    "{}: tensor `{}` has shape {:?}, the model needs {:?}",
-                    op.display(),
-                    t.name,
-                    t.shape,
-                    s.shape
-                )));
+                return Err(TrainError::Checkpoint {
+                    path: op.clone(),
+                    reason: format!("tensor `{}` has shape {:?}, the model needs {:?}", t.name, t.shape, s.shape),
+                });
             }
         }
         moments.push(Moments { m: m.data, v: v.data });

@@ -1,0 +1,122 @@
+//! The data of a run: the dataset of a configuration ([`load_data`]: `data.dir`, or the
+//! synthetic AR(1) fixture of `[data.synthetic]` generated in memory), its subject split
+//! ([`Split`], decided by the caller), the training and validation windows at `window.stride`,
+//! the adjacency for `model.k_neighbors` (from the training runs) and the loss floor shown
+//! beside the validation loss (exact for the fixture, else empirical on the held-out runs).
+
+use crate::config::RunConfig;
+use crate::error::TrainError;
+use boldcast_core::Adjacency;
+use boldcast_data::{Dataset, WindowRef, WindowSpec};
+use boldcast_fixtures::{circle_centroids, Ar1Spec, Layout};
+
+/// The subject split of a run: [`boldcast_data::split()`] decides it from `[data]`.
+pub use boldcast_data::split::Split;
+
+/// A loss floor, overall and per horizon.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloorInfo {
+    /// Mean over horizons.
+    pub overall: f64,
+    /// Per horizon.
+    pub per_horizon: Vec<f64>,
+    /// `"exact AR(1) floor"` or `"empirical single-lag floor (held-out runs)"`.
+    pub kind: String,
+}
+
+/// A dataset of a configuration: `data.dir` or the synthetic fixture.
+pub struct LoadedData {
+    /// The runs.
+    pub ds: Dataset,
+    /// The fixture, when synthetic.
+    pub fixture: Option<Ar1Spec>,
+    /// Where the data came from, in words.
+    pub source: String,
+    /// Notes for standard error.
+    pub notes: Vec<String>,
+}
+
+fn load_dir(dir: &std::path::Path) -> Result<LoadedData, TrainError> {
+    let ds = Dataset::load(dir)?;
+    let mut notes: Vec<String> = ds.warnings.iter().map(|w| format!("warning: {w}")).collect();
+    if !ds.ignored.is_empty() {
+        let names: Vec<String> = ds.ignored.iter().map(|p| p.display().to_string()).collect();
+        notes.push(format!("note: ignored {} file(s) not named like runs: {}", names.len(), names.join(", ")));
+    }
+    let source = format!("{} ({} runs, {} parcels)", dir.display(), ds.runs.len(), ds.parcels);
+    Ok(LoadedData { ds, fixture: None, source, notes })
+}
+
+/// Loads `data.dir`, or generates the synthetic AR(1) fixture of `[data.synthetic]` (parcels
+/// on a circle, so the adjacency is the ring).
+pub fn load_data(cfg: &RunConfig) -> Result<LoadedData, TrainError> {
+    if let Some(dir) = &cfg.data.dir {
+        return load_dir(dir);
+    }
+    let s = &cfg.data.synthetic;
+    let layout = Layout { subjects: s.subjects, runs: s.runs, trs: s.trs, parcels: s.parcels, seed: s.seed };
+    let fx = Ar1Spec::new(layout, s.rho);
+    let runs = fx.generate()?;
+    let ds = Dataset::from_synth(&runs, Some(circle_centroids(s.parcels)))?;
+    let source = format!(
+        "synthetic AR(1), rho {}, {} subjects x {} runs x {} TRs, {} parcels, seed {}",
+        s.rho, s.subjects, s.runs, s.trs, s.parcels, s.seed
+    );
+    Ok(LoadedData { ds, fixture: Some(fx), source, notes: Vec::new() })
+}
+
+/// The empirical single-lag floor of the runs `runs`, per horizon.
+pub fn empirical_floor(ds: &Dataset, runs: &[usize], horizons: &[usize], d_in: usize) -> Result<FloorInfo, TrainError> {
+    let all = ds.series();
+    let series: Vec<Vec<Vec<f64>>> = runs.iter().map(|&r| all[r].clone()).collect();
+    let mut per = Vec::with_capacity(horizons.len());
+    for &h in horizons {
+        let pp = boldcast_core::floor::empirical_floor_per_parcel(&series, &[h], d_in)?;
+        per.push(pp.iter().sum::<f64>() / pp.len() as f64);
+    }
+    let overall = per.iter().sum::<f64>() / per.len() as f64;
+    Ok(FloorInfo { overall, per_horizon: per, kind: "empirical single-lag floor (held-out runs)".into() })
+}
+
+/// Everything a training run needs from the data.
+pub struct TrainData {
+    /// The dataset.
+    pub ds: Dataset,
+    /// Windows.
+    pub spec: WindowSpec,
+    /// The subject split.
+    pub split: Split,
+    /// Training windows (the runs of the training subjects).
+    pub train_windows: Vec<WindowRef>,
+    /// Validation windows (the held-out runs).
+    pub val_windows: Vec<WindowRef>,
+    /// The adjacency for `model.k_neighbors` (from the training runs).
+    pub adjacency: Option<Adjacency>,
+    /// The floor beside the validation loss: exact for the fixture, else empirical on the
+    /// held-out runs.
+    pub floor: FloorInfo,
+    /// Where the data came from.
+    pub source: String,
+    /// Notes for standard error.
+    pub notes: Vec<String>,
+}
+
+impl TrainData {
+    /// The windows, adjacency and floor of `loaded` split by `split`, as `cfg` says.
+    pub fn new(loaded: LoadedData, split: Split, cfg: &RunConfig) -> Result<TrainData, TrainError> {
+        let LoadedData { ds, fixture, source, notes } = loaded;
+        let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
+        let train_windows = ds.windows_of(&spec, &split.train_runs)?;
+        let val_windows = ds.windows_of(&spec, &split.heldout_runs)?;
+        let h = &cfg.model.horizons;
+        let floor = match &fixture {
+            Some(fx) => {
+                let f = fx.floor(h, spec.d_in)?;
+                FloorInfo { overall: f.overall, per_horizon: f.per_horizon, kind: "exact AR(1) floor".into() }
+            }
+            None => empirical_floor(&ds, &split.heldout_runs, h, spec.d_in)?,
+        };
+        let adjacency = ds.adjacency(cfg.model.k_neighbors, &split.train_runs)?;
+        Ok(TrainData { ds, spec, split, train_windows, val_windows, adjacency, floor, source, notes })
+    }
+}

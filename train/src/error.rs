@@ -1,0 +1,178 @@
+//! [`TrainError`]: what a run can fail with. Every variant names the file, field or step at
+//! fault; the texts are those `bc-cli train` has always printed after `error: `.
+
+use std::path::{Path, PathBuf};
+
+fn or_none(p: &Option<PathBuf>, none: &str) -> String {
+    p.as_ref().map_or(none.to_string(), |p| p.display().to_string())
+}
+
+/// What a training run can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The dataset could not be loaded or windowed.
+    #[error(transparent)]
+    Data(#[from] boldcast_data::DataError),
+    /// A fixture parameter is invalid.
+    #[error(transparent)]
+    Fixture(#[from] boldcast_fixtures::FixtureError),
+    /// The model, optimizer, trainer or collective failed.
+    #[error(transparent)]
+    Model(#[from] boldcast_core::Error),
+    /// A safetensors file could not be written or read.
+    #[error(transparent)]
+    Safetensors(#[from] crate::tensorfile::CheckpointError),
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A checkpoint file is not what this run wrote (format, hash, shapes, metadata).
+    #[error("{}: {reason}", path.display())]
+    Checkpoint {
+        /// The file.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A checkpoint does not belong to this run (configuration, data, adjacency).
+    #[error("{}: {reason}", dir.display())]
+    Resume {
+        /// The checkpoint directory.
+        dir: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// `loss_log.jsonl` is not the log of this run.
+    #[error("{}: {reason}", path.display())]
+    Log {
+        /// The log.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A non-finite loss or gradient norm stopped the run.
+    #[error(
+        "non-finite {what} ({value}) at step {step}: training stopped; the last good checkpoint is {}",
+        or_none(last_good, "none (no checkpoint was written yet)")
+    )]
+    NonFinite {
+        /// The step (0-based).
+        step: u64,
+        /// `loss` or `gradient norm`.
+        what: String,
+        /// The value.
+        value: f64,
+        /// The newest checkpoint, which stays `latest`.
+        last_good: Option<PathBuf>,
+    },
+    /// A non-finite validation loss stopped the run.
+    #[error("non-finite validation loss ({value}) after step {step}")]
+    NonFiniteValidation {
+        /// Steps done.
+        step: u64,
+        /// The value.
+        value: f64,
+    },
+    /// A parameter became non-finite; no checkpoint is written with it.
+    #[error(
+        "non-finite parameter `{tensor}` after step {step}: training stopped; the last good checkpoint is {}",
+        or_none(last_good, "none")
+    )]
+    NonFiniteParameter {
+        /// Steps done.
+        step: u64,
+        /// The first tensor holding a non-finite value.
+        tensor: String,
+        /// The newest checkpoint, which stays `latest`.
+        last_good: Option<PathBuf>,
+    },
+    /// `train.batch_size` exceeds the training windows.
+    #[error("train.batch_size = {batch}: the training subjects give only {windows} windows of {window} TRs at stride {stride}")]
+    BatchTooLarge {
+        /// `train.batch_size`.
+        batch: usize,
+        /// Training windows.
+        windows: usize,
+        /// `window.window`.
+        window: usize,
+        /// `window.stride`.
+        stride: usize,
+    },
+    /// The held-out subjects give no validation window.
+    #[error("the held-out subjects give no validation window")]
+    NoValidationWindows,
+    /// A global batch past the end of the epoch's order.
+    #[error("global batch {pos} of {batch} windows is past the {windows} windows of the epoch")]
+    BatchOutOfEpoch {
+        /// The batch within the epoch.
+        pos: usize,
+        /// The global batch size.
+        batch: usize,
+        /// Windows in the epoch's order.
+        windows: usize,
+    },
+    /// Optimizer moments for more tensors than the model has.
+    #[error("optimizer state for parameter {index}, but the model has {params}")]
+    OptimizerState {
+        /// The moment's tensor index.
+        index: usize,
+        /// The model's tensors.
+        params: usize,
+    },
+    /// The run in this directory already finished.
+    #[error("the run in {} already finished at step {step}", out.display())]
+    AlreadyFinished {
+        /// The output directory.
+        out: PathBuf,
+        /// Its last step.
+        step: u64,
+    },
+    /// The final checkpoint names a reason this version does not know.
+    #[error("the final checkpoint's reason `{reason}` is unknown")]
+    UnknownFinish {
+        /// The reason.
+        reason: String,
+    },
+    /// An output directory that must be new or empty is neither.
+    #[error("output directory {} already exists and is not empty; choose another --out", dir.display())]
+    OutputNotEmpty {
+        /// The directory.
+        dir: PathBuf,
+    },
+}
+
+impl TrainError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl AsRef<Path>) -> impl FnOnce(std::io::Error) -> TrainError {
+        let path = path.as_ref().to_path_buf();
+        move |source| TrainError::Io { path, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_texts_name_the_step_and_the_checkpoint() {
+        let e = TrainError::NonFinite { step: 7, what: "loss".into(), value: f64::NAN, last_good: None };
+        assert_eq!(
+            e.to_string(),
+            "non-finite loss (NaN) at step 7: training stopped; the last good checkpoint is none (no checkpoint was \
+             written yet)"
+        );
+        let e = TrainError::NonFiniteParameter { step: 3, tensor: "head.weight".into(), last_good: None };
+        assert_eq!(
+            e.to_string(),
+            "non-finite parameter `head.weight` after step 3: training stopped; the last good checkpoint is none"
+        );
+    }
+}

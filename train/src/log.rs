@@ -1,0 +1,144 @@
+//! The JSON-lines log of a run (`loss_log.jsonl`).
+//!
+//! One line per optimizer step, `{"step","loss","lr","grad_norm"}` in
+//! [`StepRecord`] field order, written with one `write` call and flushed, so a killed run
+//! keeps every finished line; validation and event lines go through [`RunLog::write_value`].
+//! [`RunLog::open_at`] reopens a log truncated to a checkpoint's byte length, so a resumed
+//! run's log equals an uninterrupted one. The log prints nothing: what is shown of a run is
+//! its observers' business ([`crate::observer`]).
+
+use crate::error::TrainError;
+use boldcast_core::{Logger, StepRecord};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Appends one JSON line per step to the log, flushed per line, and keeps the losses. A
+/// [`RunLog::silent`] one (the ranks other than 0 of a data-parallel run) keeps the losses and
+/// writes nothing.
+pub struct RunLog {
+    file: Option<std::fs::File>,
+    path: PathBuf,
+    bytes: u64,
+    /// Every loss logged by this process.
+    pub losses: Vec<f64>,
+}
+
+impl RunLog {
+    /// Creates (truncates) the log at `path`.
+    pub fn create(path: &Path) -> Result<Self, TrainError> {
+        let file = Some(std::fs::File::create(path).map_err(TrainError::io(path))?);
+        Ok(Self { file, path: path.to_path_buf(), bytes: 0, losses: Vec::new() })
+    }
+
+    /// Reopens the log at `path` keeping only its first `bytes` bytes (a checkpoint's length):
+    /// the kept prefix is written to a temporary file, synced and renamed over the log, so a
+    /// kill during the truncation leaves the old log. A log shorter than `bytes` is an error.
+    pub fn open_at(path: &Path, bytes: u64) -> Result<Self, TrainError> {
+        let mut prefix = Vec::new();
+        let f = std::fs::File::open(path).map_err(TrainError::io(path))?;
+        f.take(bytes).read_to_end(&mut prefix).map_err(TrainError::io(path))?;
+        let bad = |reason: String| TrainError::Log { path: path.to_path_buf(), reason };
+        if (prefix.len() as u64) < bytes {
+            return Err(bad(format!(
+                "{} bytes, but the checkpoint was written when it had {bytes}: the log is not the one of this run",
+                prefix.len()
+            )));
+        }
+        if bytes > 0 && prefix.last() != Some(&b'\n') {
+            return Err(bad(format!(
+                "the checkpoint's length {bytes} does not end a line: the log is not the one of this run"
+            )));
+        }
+        crate::fsutil::write_atomic(path, &prefix).map_err(TrainError::io(path))?;
+        let file = Some(std::fs::OpenOptions::new().append(true).open(path).map_err(TrainError::io(path))?);
+        Ok(Self { file, path: path.to_path_buf(), bytes, losses: Vec::new() })
+    }
+
+    /// A log that writes nothing (a data-parallel rank other than 0); `path` is only named in
+    /// messages.
+    pub fn silent(path: &Path) -> Self {
+        Self { file: None, path: path.to_path_buf(), bytes: 0, losses: Vec::new() }
+    }
+
+    /// Bytes in the log so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Forces the log to disk (before a checkpoint records its length).
+    pub fn sync(&self) -> Result<(), TrainError> {
+        match &self.file {
+            Some(f) => f.sync_data().map_err(TrainError::io(&self.path)),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends one line holding `v` (a struct keeps its field order; a `json!` map is sorted).
+    pub fn write_value<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> Result<(), TrainError> {
+        let line = serde_json::to_string(v).expect("JSON serializes") + "\n";
+        self.write_line(&line).map_err(TrainError::io(&self.path))
+    }
+
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        let Some(file) = &mut self.file else { return Ok(()) };
+        file.write_all(line.as_bytes())?;
+        file.flush()?;
+        self.bytes += line.len() as u64;
+        Ok(())
+    }
+}
+
+impl Logger for RunLog {
+    fn log_step(&mut self, rec: &StepRecord) -> boldcast_core::error::Result<()> {
+        // StepRecord serializes its fields in order: step, loss, lr, grad_norm.
+        let line = serde_json::to_string(rec)
+            .map_err(|e| boldcast_core::Error::Backend(format!("{}: {e}", self.path.display())))?;
+        self.write_line(&format!("{line}\n"))
+            .map_err(|e| boldcast_core::Error::Backend(format!("{}: {e}", self.path.display())))?;
+        self.losses.push(rec.loss);
+        Ok(())
+    }
+}
+
+/// `(step, value)` points of a curve.
+pub type Curve = Vec<(u64, f64)>;
+
+/// The records of a log file: `(step, loss)` of every step line and `(step, val_loss)` of
+/// every validation line, in file order (for the loss-curve figure).
+pub fn read_curves(path: &Path) -> Result<(Curve, Curve), TrainError> {
+    let (mut train, mut val) = (Vec::new(), Vec::new());
+    for v in read_lines(path)? {
+        let step = v.get("step").and_then(|s| s.as_u64());
+        match (step, v.get("loss").and_then(|x| x.as_f64()), v.get("val_loss").and_then(|x| x.as_f64())) {
+            (Some(s), Some(l), _) => train.push((s, l)),
+            (Some(s), None, Some(l)) => val.push((s, l)),
+            _ => {}
+        }
+    }
+    Ok((train, val))
+}
+
+/// `(step, grad_norm)` of every step line of a log file, in file order.
+pub fn read_grad_norms(path: &Path) -> Result<Curve, TrainError> {
+    let lines = read_lines(path)?;
+    let point = |v: &serde_json::Value| Some((v.get("step")?.as_u64()?, v.get("grad_norm")?.as_f64()?));
+    Ok(lines.iter().filter_map(point).collect())
+}
+
+fn read_lines(path: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
+    let text = std::fs::read_to_string(path).map_err(TrainError::io(path))?;
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|e| TrainError::Log {
+                path: path.to_path_buf(),
+                reason: format!("line {}: not JSON: {e}", i + 1),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,548 @@
+//! The training loop: [`Run`] says what to train on and where to write; [`Run::run`] trains a
+//! model, writing `loss_log.jsonl`, `best.safetensors`, the checkpoints and `summary.json`
+//! into the output directory, and reporting to the observers.
+//!
+//! - Steps: [`Trainer`] (MODEL.md "one step") with the configuration's Adam, schedule and
+//!   clipping; step `s` trains on batch `s % bpe` of epoch `s / bpe` of [`epoch_order`], rank
+//!   `r` on its shard ([`rank_batch`]).
+//! - Validation after `k` steps when `k = 0`, `k % val_every = 0` or `k = max_steps`
+//!   ([`crate::validate`]): the log line [`ValRecord`], the best weights in
+//!   `best.safetensors`, [`EarlyStopping::observe`], the overfitting flag.
+//! - Checkpoints ([`crate::checkpoint`]) after `k` steps when `k % ckpt_every = 0` and
+//!   whenever the run stops; never with non-finite weights.
+//! - A non-finite loss or gradient norm stops the run with [`TrainError::NonFinite`] after the
+//!   log line `{"event":"stopped","reason":"non_finite",...}`; the last checkpoint stays.
+//! - The end: `{"event":"finished"|"stopped","reason","step"}`, the red flags
+//!   ([`crate::flags`]), and for a finished run the held-out verdict and `summary.json`.
+
+use crate::checkpoint::{self as ck, CheckpointData, Loaded, RngState, TrainState, ValState};
+use crate::config::RunConfig;
+use crate::data::TrainData;
+use crate::dist::Dist;
+use crate::early_stopping::EarlyStopping;
+use crate::error::TrainError;
+use crate::flags::{self, OverfitJudge, RedFlag};
+use crate::log::RunLog;
+use crate::observer::{Observer, RunStart, ValRecord};
+use crate::order::{epoch_order, rank_batch};
+use crate::summary::{summary_json, StopReason, TrainReport};
+use boldcast_core::accept::heldout_verdict;
+use boldcast_core::{Adam, DataParallel, Model, Optimizer, ParamSpec, Schedule, ScheduleConfig, Trainer};
+use boldcast_data::WindowRef;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// A training run to do: the configuration, the data, the output directory and how to run.
+pub struct Run<'a> {
+    cfg: &'a RunConfig,
+    data: &'a TrainData,
+    out: PathBuf,
+    stop_after: Option<u64>,
+    dist: Dist,
+    resume: Option<Loaded>,
+    summary_extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl<'a> Run<'a> {
+    /// A fresh run of `cfg` on `data` writing into `out`, on one rank.
+    pub fn new(cfg: &'a RunConfig, data: &'a TrainData, out: impl Into<PathBuf>) -> Self {
+        let (out, summary_extra) = (out.into(), serde_json::Map::new());
+        Self { cfg, data, out, stop_after: None, dist: Dist::default(), resume: None, summary_extra }
+    }
+
+    /// Stops cleanly after `steps` steps of this invocation (the schedule still follows
+    /// `max_steps`); the run can be resumed.
+    pub fn stop_after(mut self, steps: Option<u64>) -> Self {
+        self.stop_after = steps;
+        self
+    }
+
+    /// Trains data-parallel over the ranks of `dist`.
+    pub fn dist(mut self, dist: Dist) -> Self {
+        self.dist = dist;
+        self
+    }
+
+    /// Continues from a checkpoint ([`ck::load_checkpoint`]) of this run.
+    pub fn resume(mut self, checkpoint: Option<Loaded>) -> Self {
+        self.resume = checkpoint;
+        self
+    }
+
+    /// Adds a top-level key to `summary.json` (the caller's figure, for instance).
+    pub fn summary_extra(mut self, key: &str, value: serde_json::Value) -> Self {
+        self.summary_extra.insert(key.into(), value);
+        self
+    }
+
+    /// Trains `model` (freshly built: a resumed run loads the checkpoint's weights into it),
+    /// reporting to `observers`. See the module documentation.
+    pub fn run<M: DataParallel<f32>>(
+        self,
+        model: M,
+        observers: &mut [&mut dyn Observer],
+    ) -> Result<TrainReport, TrainError> {
+        let mut lp = Loop::new(&self, model, observers)?;
+        lp.notify(|o, s| o.on_start(&s.start_info()));
+        lp.run()
+    }
+}
+
+type Tr<M> = Trainer<f32, M, Adam<f32>, ScheduleConfig, RunLog>;
+
+/// The state of a run in progress.
+struct Loop<'r, 'o, 'i, M: DataParallel<f32>> {
+    run: &'r Run<'r>,
+    trainer: Tr<M>,
+    observers: &'o mut [&'i mut dyn Observer],
+    val: ValState,
+    early: EarlyStopping,
+    judge: OverfitJudge,
+    flags: Vec<RedFlag>,
+    order: Option<(u64, Vec<usize>, RngState)>,
+    last_val: Option<(f64, Vec<f64>)>,
+    last_ckpt: Option<PathBuf>,
+    config_text: String,
+    hash: String,
+    specs: Vec<ParamSpec>,
+    finished: Option<String>,
+    start: u64,
+    bpe: u64,
+    decayed: Option<u64>,
+}
+
+fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// The configuration as a checkpoint stores it: without `train.out`, so a run directory can
+/// move, and two runs differing only in where they write hold byte-identical checkpoints.
+pub fn stored_config_text(cfg: &RunConfig) -> String {
+    let train = crate::config::TrainConfig { out: None, ..cfg.train.clone() };
+    RunConfig { train, ..cfg.clone() }.to_toml()
+}
+
+/// Batches per epoch, or the error of a batch larger than the training windows.
+fn batches_per_epoch(cfg: &RunConfig, data: &TrainData) -> Result<u64, TrainError> {
+    let (b, n) = (cfg.train.batch_size, data.train_windows.len());
+    if n / b == 0 {
+        let (window, stride) = (data.spec.window, data.spec.stride);
+        return Err(TrainError::BatchTooLarge { batch: b, windows: n, window, stride });
+    }
+    if data.val_windows.is_empty() {
+        return Err(TrainError::NoValidationWindows);
+    }
+    Ok((n / b) as u64)
+}
+
+impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
+    fn new(run: &'r Run<'r>, mut model: M, observers: &'o mut [&'i mut dyn Observer]) -> Result<Self, TrainError> {
+        let (cfg, data, dist) = (run.cfg, run.data, &run.dist);
+        boldcast_core::collective::shard_range(cfg.train.batch_size, dist.rank(), dist.size())?;
+        let bpe = batches_per_epoch(cfg, data)?;
+        let config_text = stored_config_text(cfg);
+        let hash = ck::config_hash(&config_text);
+        if dist.is_root() {
+            std::fs::create_dir_all(&run.out).map_err(TrainError::io(&run.out))?;
+        }
+        let mut adam = Adam::<f32>::new(cfg.optim_config())?;
+        let log_path = run.out.join("loss_log.jsonl");
+        let (log, val, start, finished) = match &run.resume {
+            Some(l) => {
+                check_resume(l, &hash, data, bpe)?;
+                restore(&mut model, &mut adam, l)?;
+                let log = if dist.is_root() {
+                    RunLog::open_at(&log_path, l.state.log_bytes)?
+                } else {
+                    RunLog::silent(&log_path)
+                };
+                (log, l.state.val.clone(), l.state.step, l.state.finished.clone())
+            }
+            None if dist.is_root() => (RunLog::create(&log_path)?, ValState::default(), 0, None),
+            None => (RunLog::silent(&log_path), ValState::default(), 0, None),
+        };
+        dist.check_same_params(&model, "the parameters at the start")?;
+        let t = &cfg.train;
+        let mut trainer =
+            Trainer::new(model, adam, cfg.schedule_config(), log, cfg.max_norm()).with_collective(dist.0.clone());
+        trainer.set_step_index(start);
+        let early = EarlyStopping::resumed(t.patience, t.min_delta, val.patience_ref, val.bad_validations);
+        let specs = trainer.model.config().param_specs();
+        let mut lp = Loop {
+            run,
+            trainer,
+            observers,
+            val,
+            early,
+            judge: OverfitJudge::new(t.overfit_ratio),
+            flags: Vec::new(),
+            order: None,
+            last_val: None,
+            last_ckpt: ck::latest_checkpoint(&run.out)?,
+            config_text,
+            hash,
+            specs,
+            finished,
+            start,
+            bpe,
+            decayed: Some(0),
+        };
+        lp.replay_ratios()?;
+        Ok(lp)
+    }
+
+    fn start_info(&self) -> RunStart {
+        let (step, max_steps) = (self.start, self.run.cfg.train.max_steps);
+        RunStart { step, max_steps, out: self.run.out.clone(), resumed: self.run.resume.is_some() }
+    }
+
+    /// Calls `f` on every observer (rank 0 only).
+    fn notify(&mut self, f: impl Fn(&mut dyn Observer, &Self)) {
+        if !self.run.dist.is_root() {
+            return;
+        }
+        let observers = std::mem::take(&mut self.observers);
+        for o in observers.iter_mut() {
+            f(&mut **o, self);
+        }
+        self.observers = observers;
+    }
+
+    fn raise(&mut self, flag: Option<RedFlag>) {
+        if let Some(flag) = flag {
+            self.notify(|o, _| o.on_flag(&flag));
+            self.flags.push(flag);
+        }
+    }
+
+    /// A resumed run's overfitting judge sees the ratios of the log's validations first, so
+    /// it raises its flag where an uninterrupted run would (flags already raised stay in the
+    /// report without being announced again).
+    fn replay_ratios(&mut self) -> Result<(), TrainError> {
+        if self.start == 0 || !self.run.dist.is_root() {
+            return Ok(());
+        }
+        let text =
+            std::fs::read_to_string(self.trainer.logger.path()).map_err(TrainError::io(self.trainer.logger.path()))?;
+        for line in text.lines() {
+            if let Ok(v) = serde_json::from_str::<ValRecord>(line) {
+                self.flags.extend(self.judge.observe(v.step, v.val_over_train));
+            }
+        }
+        Ok(())
+    }
+
+    fn run(mut self) -> Result<TrainReport, TrainError> {
+        if self.start == 0 {
+            self.validation(0)?;
+        }
+        let reason = match self.finished.clone() {
+            // Killed after its final checkpoint but before the summary: only the end is redone.
+            Some(r) => StopReason::from_finished(&r).ok_or(TrainError::UnknownFinish { reason: r })?,
+            None if self.start >= self.run.cfg.train.max_steps => {
+                return Err(TrainError::AlreadyFinished { out: self.run.out.clone(), step: self.start })
+            }
+            None => self.train_until_stop()?,
+        };
+        self.end(reason)
+    }
+
+    fn train_until_stop(&mut self) -> Result<StopReason, TrainError> {
+        let t = &self.run.cfg.train;
+        loop {
+            self.train_step()?;
+            let k = self.trainer.step_index();
+            let fin = k >= t.max_steps;
+            let early = (k.is_multiple_of(t.val_every) || fin) && self.validation(k)?;
+            let reason = if fin {
+                Some(StopReason::MaxSteps)
+            } else if early {
+                Some(StopReason::EarlyStopping)
+            } else if self.run.stop_after.is_some_and(|s| k - self.start >= s) {
+                Some(StopReason::StopAfter)
+            } else {
+                None
+            };
+            if k.is_multiple_of(t.ckpt_every) || reason.is_some() {
+                self.checkpoint(k, reason)?;
+            }
+            if let Some(r) = reason {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// The order of `epoch`, drawn once per epoch.
+    fn epoch_order(&mut self, epoch: u64) -> &(u64, Vec<usize>, RngState) {
+        let t = &self.run.cfg.train;
+        if self.order.as_ref().is_none_or(|(e, _, _)| *e != epoch) {
+            let (o, st) = epoch_order(self.run.data.train_windows.len(), t.seed, epoch, t.shuffle);
+            self.order = Some((epoch, o, st));
+        }
+        self.order.as_ref().expect("set above")
+    }
+
+    fn train_step(&mut self) -> Result<(), TrainError> {
+        let (data, b) = (self.run.data, self.run.cfg.train.batch_size);
+        let k = self.trainer.step_index();
+        let (epoch, pos) = (k / self.bpe, k % self.bpe);
+        let dist = self.run.dist.clone();
+        let order = &self.epoch_order(epoch).1;
+        let batch: Vec<WindowRef> =
+            rank_batch(order, pos as usize, b, &dist)?.iter().map(|&i| data.train_windows[i]).collect();
+        let tokens = data.ds.tokens::<f32>(&batch, &data.spec)?;
+        match self.trainer.step(&tokens) {
+            Ok(rec) => {
+                self.val.train_losses_since_val.push(rec.loss);
+                self.count_decayed();
+                self.notify(|o, _| o.on_step(&rec));
+                Ok(())
+            }
+            Err(boldcast_core::Error::NonFinite { step, what, value }) => Err(self.non_finite(step, what, value)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Adds the elements the optimizer decayed in the last step (see [`crate::flags`]).
+    fn count_decayed(&mut self) {
+        let m = &self.trainer.model;
+        let d = if m.optimizer_state().is_some() {
+            m.decayed_elements()
+        } else {
+            Some(self.trainer.optimizer.decayed_last_step())
+        };
+        self.decayed = self.decayed.zip(d).map(|(a, b)| a + b);
+    }
+
+    fn last_ckpt_text(&self) -> Option<String> {
+        self.last_ckpt.as_ref().map(|p| p.display().to_string())
+    }
+
+    fn non_finite(&mut self, step: u64, what: &str, value: f64) -> TrainError {
+        let line = json!({
+            "event": "stopped", "reason": "non_finite", "step": step, "what": what,
+            "value": value.to_string(), "last_checkpoint": self.last_ckpt_text(),
+        });
+        match self.trainer.logger.write_value(&line) {
+            Ok(()) => TrainError::NonFinite { step, what: what.into(), value, last_good: self.last_ckpt.clone() },
+            Err(e) => e,
+        }
+    }
+
+    /// One validation after `k` steps: log, best weights, patience, overfitting. True to stop
+    /// early.
+    fn validation(&mut self, k: u64) -> Result<bool, TrainError> {
+        let (data, b) = (self.run.data, self.run.cfg.train.batch_size);
+        let (loss, per) = crate::validate::validate(&self.trainer.model, data, &data.val_windows, b, &self.run.dist)?;
+        if !loss.is_finite() {
+            let line = json!({
+                "event": "stopped", "reason": "non_finite", "step": k, "what": "validation loss",
+                "value": loss.to_string(),
+            });
+            self.trainer.logger.write_value(&line)?;
+            return Err(TrainError::NonFiniteValidation { step: k, value: loss });
+        }
+        let train_loss = mean(&self.val.train_losses_since_val);
+        let ratio = train_loss.map(|m| loss / m);
+        self.val.train_losses_since_val.clear();
+        self.val.history.push((k, loss));
+        if self.val.best.is_none_or(|(_, bv)| loss < bv) {
+            self.val.best = Some((k, loss));
+            self.save_best(k, loss)?;
+        }
+        let stop = self.early.observe(loss);
+        (self.val.patience_ref, self.val.bad_validations) = (self.early.patience_ref, self.early.bad_validations);
+        let (best_step, best_val_loss) = self.val.best.expect("set above");
+        let rec = ValRecord {
+            step: k,
+            val_loss: loss,
+            val_per_horizon: per.clone(),
+            floor: data.floor.overall,
+            floor_per_horizon: data.floor.per_horizon.clone(),
+            val_over_train: ratio,
+            train_loss,
+            best_val_loss,
+            best_step,
+            bad_validations: self.val.bad_validations,
+        };
+        self.trainer.logger.write_value(&rec)?;
+        self.notify(|o, _| o.on_validation(&rec));
+        let flag = self.judge.observe(k, ratio);
+        self.raise(flag);
+        self.last_val = Some((loss, per));
+        Ok(stop)
+    }
+
+    fn save_best(&self, k: u64, loss: f64) -> Result<(), TrainError> {
+        if !self.run.dist.is_root() {
+            return Ok(());
+        }
+        let mut meta = ck::model_metadata(k, &self.config_text, self.run.data.adjacency.as_ref());
+        meta.insert("val_loss".into(), loss.to_string());
+        let path = self.run.out.join("best.safetensors");
+        crate::tensorfile::save_safetensors(&path, &self.trainer.model.state(), Some(meta))?;
+        Ok(())
+    }
+
+    /// The checkpoint after `k` steps (`reason`: the run stops here).
+    fn checkpoint(&mut self, k: u64, reason: Option<StopReason>) -> Result<(), TrainError> {
+        let params = self.trainer.model.state();
+        // A checkpoint never holds non-finite weights: the last good one stays `latest`.
+        if let Some(bad) = params.iter().find(|p| p.data.iter().any(|x| !x.is_finite())) {
+            let line = json!({
+                "event": "stopped", "reason": "non_finite", "step": k, "what": "parameters",
+                "tensor": bad.name, "last_checkpoint": self.last_ckpt_text(),
+            });
+            self.trainer.logger.write_value(&line)?;
+            return Err(TrainError::NonFiniteParameter {
+                step: k,
+                tensor: bad.name.clone(),
+                last_good: self.last_ckpt.clone(),
+            });
+        }
+        self.trainer.logger.sync()?;
+        let state = self.state_at(k, reason);
+        let held = self.trainer.model.optimizer_state();
+        let data_ck = CheckpointData {
+            params,
+            moments: held.as_ref().map_or(self.trainer.optimizer.moments(), |(_, m)| m.as_slice()),
+            specs: &self.specs,
+            adjacency: self.run.data.adjacency.as_ref(),
+            state: &state,
+        };
+        // The ranks must still hold the same weights (they took the same steps).
+        self.run.dist.check_same_params(&self.trainer.model, &format!("the parameters after step {k}"))?;
+        if self.run.dist.is_root() {
+            let dir = ck::write_checkpoint(&self.run.out, &data_ck)?;
+            self.notify(|o, _| o.on_checkpoint(k, &dir));
+            self.last_ckpt = Some(dir);
+        }
+        Ok(())
+    }
+
+    /// `state.json` after `k` steps.
+    fn state_at(&self, k: u64, reason: Option<StopReason>) -> TrainState {
+        let t = &self.run.cfg.train;
+        let (epoch, position_in_epoch) = (k / self.bpe, k % self.bpe);
+        let n = self.run.data.train_windows.len();
+        let rng = match &self.order {
+            Some((e, _, st)) if *e == epoch => st.clone(),
+            _ => epoch_order(n, t.seed, epoch, t.shuffle).1,
+        };
+        TrainState {
+            format: ck::STATE_FORMAT.into(),
+            step: k,
+            max_steps: t.max_steps,
+            optimizer_t: self.trainer.optimizer.steps(),
+            next_lr: self.trainer.schedule.lr(k),
+            epoch,
+            position_in_epoch,
+            batches_per_epoch: self.bpe,
+            train_windows: n as u64,
+            rng,
+            val: self.val.clone(),
+            log_bytes: self.trainer.logger.bytes(),
+            finished: reason.filter(|r| *r != StopReason::StopAfter).map(|r| r.as_str().to_string()),
+            config_hash: self.hash.clone(),
+            config: self.config_text.clone(),
+        }
+    }
+
+    /// The end of the run: the event line, the red flags, and for a finished run the verdict
+    /// and `summary.json`.
+    fn end(mut self, reason: StopReason) -> Result<TrainReport, TrainError> {
+        let steps = self.trainer.step_index();
+        let event = if reason == StopReason::StopAfter { "stopped" } else { "finished" };
+        self.trainer.logger.write_value(&json!({"event": event, "reason": reason.as_str(), "step": steps}))?;
+        self.end_flags(reason, steps)?;
+        let finished = reason != StopReason::StopAfter;
+        if finished && self.last_val.is_none() {
+            let (data, b) = (self.run.data, self.run.cfg.train.batch_size);
+            self.last_val =
+                Some(crate::validate::validate(&self.trainer.model, data, &data.val_windows, b, &self.run.dist)?);
+        }
+        let vals: Vec<f64> = self.val.history.iter().map(|(_, v)| *v).collect();
+        let report = TrainReport {
+            steps,
+            start_step: self.start,
+            max_steps: self.run.cfg.train.max_steps,
+            reason,
+            val_history: self.val.history.clone(),
+            best: self.val.best,
+            verdict: if finished { heldout_verdict(&vals) } else { None },
+            last_val: self.last_val.clone(),
+            floor: self.run.data.floor.clone(),
+            red_flags: self.flags.clone(),
+            out: self.run.out.clone(),
+        };
+        if finished && self.run.dist.is_root() {
+            self.write_summary(&report)?;
+        }
+        self.notify(|o, _| o.on_end(&report));
+        Ok(report)
+    }
+
+    fn end_flags(&mut self, reason: StopReason, steps: u64) -> Result<(), TrainError> {
+        if !self.run.dist.is_root() {
+            return Ok(());
+        }
+        if reason != StopReason::StopAfter {
+            let flag = flags::best_at_start(self.val.best, self.val.history.len(), steps);
+            self.raise(flag);
+        }
+        let norms = crate::log::read_grad_norms(self.trainer.logger.path())?;
+        self.raise(flags::gradient_growth(&norms));
+        let wd = self.run.cfg.train.weight_decay;
+        let flag = flags::weight_decay_unused(wd, steps - self.start, self.decayed, steps);
+        self.raise(flag);
+        Ok(())
+    }
+
+    fn write_summary(&self, report: &TrainReport) -> Result<(), TrainError> {
+        let summary = summary_json(report, self.run.cfg, self.run.data, &self.run.summary_extra);
+        let sp = self.run.out.join("summary.json");
+        let text = serde_json::to_string_pretty(&summary).expect("JSON serializes") + "\n";
+        crate::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))
+    }
+}
+
+/// A checkpoint belongs to this run: the same configuration, data and adjacency.
+fn check_resume(l: &Loaded, hash: &str, data: &TrainData, bpe: u64) -> Result<(), TrainError> {
+    let bad = |reason: String| TrainError::Resume { dir: l.dir.clone(), reason };
+    if l.state.config_hash != hash {
+        return Err(bad(format!(
+            "the checkpoint's configuration (hash {}) differs from this run's ({hash})",
+            l.state.config_hash
+        )));
+    }
+    let n = data.train_windows.len();
+    if l.state.train_windows != n as u64 || l.state.batches_per_epoch != bpe {
+        return Err(bad(format!(
+            "the checkpoint saw {} training windows ({} batches per epoch), the data now gives {n} ({bpe})",
+            l.state.train_windows, l.state.batches_per_epoch
+        )));
+    }
+    if l.adjacency != data.adjacency {
+        return Err(bad("the adjacency of the checkpoint differs from the one of the data".into()));
+    }
+    Ok(())
+}
+
+/// Loads a checkpoint's weights and moments. The moments go where the backend keeps them: on
+/// its device when it holds its own optimizer state (the host Adam then only counts steps),
+/// else in the host Adam.
+fn restore<M: Model<f32>>(model: &mut M, adam: &mut Adam<f32>, l: &Loaded) -> Result<(), TrainError> {
+    model.load_state(&l.params)?;
+    if model.optimizer_state().is_some() {
+        model.restore_optimizer_state(l.state.optimizer_t, &l.moments)?;
+        adam.restore(l.state.optimizer_t, Vec::new());
+    } else {
+        adam.restore(l.state.optimizer_t, l.moments.clone());
+    }
+    Ok(())
+}
+
+/// The path of a run's log.
+pub fn log_path(out: &Path) -> PathBuf {
+    out.join("loss_log.jsonl")
+}
