@@ -1,6 +1,7 @@
 //! `bc-cli golden` as a user runs it: every golden case of the repository (and of
-//! `../shared/golden` when present) passes with exit status 0 and a line per tensor group; a case whose expected forecast is perturbed
-//! fails with exit status 1 naming the tensor; a missing directory is an error (status 2).
+//! `../shared/golden` when present) passes with exit status 0 and a line per tensor group; a
+//! case whose expected forecast is perturbed fails with exit status 1 naming the tensor; a
+//! missing directory is an error (status 2).
 
 use boldcast::train::tensorfile::{load_safetensors, save_safetensors};
 use boldcast_testkit::cases::{repo_case, CaseSet};
