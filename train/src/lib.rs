@@ -33,6 +33,7 @@
 //! [`error`].
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
@@ -44,6 +45,7 @@ pub mod fsutil;
 pub mod log;
 pub mod observer;
 pub mod order;
+pub mod overfit;
 pub mod run;
 pub mod summary;
 pub mod tensorfile;
