@@ -141,6 +141,14 @@ pub enum TrainError {
         /// The reason.
         reason: String,
     },
+    /// No weights at the path given for evaluation.
+    #[error("{}: {reason}", path.display())]
+    Weights {
+        /// The path given.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
     /// The data of the overfit check does not give exactly its 4 windows.
     #[error(
         "overfit needs exactly {} windows (4 subjects x 1 run x 1 window of {window} TRs), but {data} gives {windows} \

@@ -40,6 +40,7 @@ pub mod data;
 pub mod dist;
 pub mod early_stopping;
 pub mod error;
+pub mod eval;
 pub mod flags;
 pub mod fsutil;
 pub mod log;
