@@ -1,11 +1,14 @@
 //! The library behind `bc-cli`: argument definitions and one module per command, so the
-//! commands can be tested without spawning the binary.
+//! commands can be tested without spawning the binary. The commands' logic is in the library
+//! crates (`boldcast-train`, the core); these modules parse flags, resolve presets, print,
+//! draw figures and choose exit codes.
 //!
 //! - [`backend`]: the one place a backend name becomes a model constructor;
 //! - [`args`]: the clap definitions of every command and its flags;
 //! - [`synth`]: `bc-cli synth`, a synthetic dataset written as real datasets are;
 //! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
-//! - [`overfit`]: the single-batch overfit check, generic over [`boldcast::core::Model`];
+//! - [`overfit`]: `bc-cli overfit`: flags, step lines, the figure and the verdict line around
+//!   [`boldcast_train::overfit`], generic over [`boldcast::core::Model`];
 //! - [`golden`]: `bc-cli golden`, a backend checked against a PyTorch golden case;
 //! - [`presets`]: the preset files and the preset / `--config` / flag layers of a configuration;
 //! - [`train`]: `bc-cli train`: flags, printing ([`progress`]), the figure and the exit status
@@ -13,8 +16,10 @@
 //!   [`boldcast::data::split()`];
 //! - [`distributed`]: the ranks of `mpirun`/`srun` for data-parallel `train` and `bench`, and
 //!   the abort of every rank on an error;
-//! - [`bench`]: `bc-cli bench`, timed training steps against the measured matrix-product peak;
-//! - [`eval`]: `bc-cli eval`, a checkpoint's per-horizon MSE beside baselines and the floor;
+//! - [`bench`]: `bc-cli bench`: the preset, the measured matrix-product peak and the JSON line
+//!   around [`boldcast_train::bench`] (timed training steps);
+//! - [`eval`]: `bc-cli eval`: flags, `--config` and the table around [`boldcast_train::eval`]
+//!   (a checkpoint's per-horizon MSE beside baselines and the floor);
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
 //! - [`error`]: the error every command returns, printed as `error: ...`.
 #![deny(missing_docs)]

@@ -66,7 +66,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
             } else {
-                print!("{}", rep.table());
+                print!("{}", bc_cli::eval::table(&rep));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -3,8 +3,8 @@
 //! itself: order, steps, validation, early stopping, best weights, checkpoints, resume,
 //! data-parallel sharding, the non-finite stop, red flags).
 //!
-//! - Data: `data.dir`, or the synthetic AR(1) fixture of `[data.synthetic]`
-//!   ([`boldcast_train::data::load_data`]), split by subject by [`crate::split`].
+//! - Data: `data.dir`, or the synthetic AR(1) fixture of `[data.synthetic]`, split by subject
+//!   ([`boldcast_train::data::TrainData::load`]).
 //! - `--stop-after N` stops cleanly after N steps of this invocation; `--resume DIR` continues
 //!   from the newest checkpoint with the configuration stored there.
 //! - Observers: [`Printer`] (the progress bar on a terminal and the `step`, `val`, `red flag`,
@@ -20,25 +20,16 @@ use crate::progress::Progress;
 use boldcast::core::{Adjacency, DataParallel, Model, ModelConfig};
 use boldcast_train::checkpoint::{self as ck, Loaded};
 use boldcast_train::config::RunConfig;
-use boldcast_train::data::{load_data, Split, TrainData};
+use boldcast_train::data::TrainData;
 use boldcast_train::{Dist, Observer, RedFlag, Run, RunStart, StepRecord, StopReason, ValRecord};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
 pub use boldcast_train::TrainReport;
 
-/// Loads and splits the data of a configuration.
+/// Loads and splits the data of a configuration ([`TrainData::load`]).
 pub fn train_data(cfg: &RunConfig) -> Result<TrainData, CliError> {
-    let loaded = load_data(cfg)?;
-    let s = boldcast::data::split(&loaded.ds, &cfg.data, cfg.train.seed)?;
-    let split = Split {
-        train_subjects: s.train_subjects,
-        heldout_subjects: s.heldout_subjects,
-        train_runs: s.train_runs,
-        heldout_runs: s.heldout_runs,
-        how: s.how,
-    };
-    Ok(TrainData::new(loaded, split, cfg)?)
+    Ok(TrainData::load(cfg)?)
 }
 
 /// The stdout of a run: the progress bar and the lines printed through it.

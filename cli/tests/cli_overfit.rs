@@ -5,13 +5,14 @@
 //! CPU backend and with Mamba-2 on dfdx, and bad requests write nothing).
 
 use bc_cli::args::{OverfitArgs, RunArgs};
-use bc_cli::overfit::{overfit_command, overfit_data};
+use bc_cli::overfit::overfit_command;
 use bc_cli::presets::{preset, resolve, DEFAULT_PRESET};
 use boldcast::core::forecast::{build_forecast_targets, forecasting_loss};
 use boldcast::core::model::NamedTensor;
 use boldcast::core::{
     Adjacency, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer, ParamMut, Shape, Tokens,
 };
+use boldcast_train::overfit::overfit_data;
 use std::path::{Path, PathBuf};
 
 mod common;

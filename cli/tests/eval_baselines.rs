@@ -2,11 +2,11 @@
 //! weights come from.
 
 mod common;
-use bc_cli::eval::{baseline_forecasts, fit_ar1};
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
 use boldcast::core::{TokenShape, Tokens};
 use boldcast::data::Dataset;
 use boldcast::fixtures::{Ar1Spec, Layout};
+use boldcast_train::eval::{baseline_forecasts, fit_ar1};
 use common::*;
 
 #[test]

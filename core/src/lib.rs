@@ -12,6 +12,7 @@
 //! - [`model`]: the [`Model`] trait every backend implements;
 //! - [`forecast`]: targets, the forecasting loss and per-horizon losses as pure functions;
 //! - [`floor`]: the AR(1) loss floor and the empirical single-lag floor;
+//! - [`flops`]: the FLOPs model of a training step ([`ModelConfig::flops_per_step`]);
 //! - [`optim`]: AdamW, Adam with coupled L2, the weight-decay groups, global-norm clipping;
 //! - [`schedule`]: constant and warm-up + cosine learning rates;
 //! - [`trainer`]: the backend-generic training step and the [`Logger`] trait;
@@ -32,6 +33,7 @@ pub mod config;
 pub mod elem;
 pub mod error;
 pub mod floor;
+pub mod flops;
 pub mod forecast;
 pub mod model;
 pub mod optim;

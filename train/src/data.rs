@@ -102,6 +102,14 @@ pub struct TrainData {
 }
 
 impl TrainData {
+    /// The data of `cfg`: [`load_data`], split by subject as `[data]` says
+    /// ([`boldcast_data::split()`], seeded by `train.seed`), then [`TrainData::new`].
+    pub fn load(cfg: &RunConfig) -> Result<TrainData, TrainError> {
+        let loaded = load_data(cfg)?;
+        let split = boldcast_data::split(&loaded.ds, &cfg.data, cfg.train.seed)?;
+        TrainData::new(loaded, split, cfg)
+    }
+
     /// The windows, adjacency and floor of `loaded` split by `split`, as `cfg` says.
     pub fn new(loaded: LoadedData, split: Split, cfg: &RunConfig) -> Result<TrainData, TrainError> {
         let LoadedData { ds, fixture, source, notes } = loaded;

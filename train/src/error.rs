@@ -141,6 +141,34 @@ pub enum TrainError {
         /// The reason.
         reason: String,
     },
+    /// No weights at the path given for evaluation.
+    #[error("{}: {reason}", path.display())]
+    Weights {
+        /// The path given.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The data of the overfit check does not give exactly its 4 windows.
+    #[error(
+        "overfit needs exactly {} windows (4 subjects x 1 run x 1 window of {window} TRs), but {data} gives {windows} \
+         (one per run): use a directory with exactly 4 runs",
+        crate::overfit::OVERFIT_WINDOWS
+    )]
+    OverfitWindows {
+        /// `window.window`.
+        window: usize,
+        /// Where the data came from, in words.
+        data: String,
+        /// The windows it gives.
+        windows: usize,
+    },
+    /// The overfit check ran no step (`overfit.max_steps = 0`), so it has no verdict.
+    #[error("overfit ran no step")]
+    OverfitNoStep,
+    /// The subjects could not be split.
+    #[error(transparent)]
+    Split(#[from] boldcast_data::SplitError),
     /// An output directory that must be new or empty is neither.
     #[error("output directory {} already exists and is not empty; choose another --out", dir.display())]
     OutputNotEmpty {

@@ -30,20 +30,25 @@
 //! directories and `state.json`), [`observer`], [`flags`] (red flags), [`summary`]
 //! (the report and `summary.json`), [`run`] (the loop), [`tensorfile`] (safetensors files of
 //! named tensors), [`fsutil`] (atomic writes),
-//! [`error`].
+//! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
+//! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
+//! the floor) and [`bench`] (timed training steps).
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod dist;
 pub mod early_stopping;
 pub mod error;
+pub mod eval;
 pub mod flags;
 pub mod fsutil;
 pub mod log;
 pub mod observer;
 pub mod order;
+pub mod overfit;
 pub mod run;
 pub mod summary;
 pub mod tensorfile;

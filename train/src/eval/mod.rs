@@ -1,0 +1,203 @@
+//! Evaluation of trained weights: the per-horizon MSE of a checkpoint on held-out windows,
+//! beside the baselines a reviewer asks for and the loss floor (what `bc-cli eval` reports).
+//!
+//! The weights are a `.safetensors` file with the MODEL.md names ([`Weights::open`]: a
+//! checkpoint directory's `model.safetensors`, a run directory's `best.safetensors` or, without
+//! one, its newest checkpoint, or any file given by path). The configuration and adjacency come
+//! from the file's metadata (every file a run writes carries them, [`Weights::stored_config`]);
+//! for a file without them (written by PyTorch) the caller gives the configuration, and the
+//! adjacency is rebuilt from the training runs ([`Weights::rebuild_adjacency`]). The held-out
+//! windows are those of the configuration's subject split ([`boldcast_data::split()`]) at
+//! `window.stride` ([`EvalData`]).
+//!
+//! Rows ([`baselines`]), each a mean squared error per horizon and their mean (the loss):
+//!
+//! - `model`: the checkpoint;
+//! - `zero`: predict 0 (the standardized mean): the MSE is the targets' mean square, about 1;
+//! - `last_token`: repeat the last token seen, `pred[t, h, j] = tokens[t, j]`, every horizon;
+//! - `window_mean`: the mean of the window's tokens up to `t`;
+//! - `ar1`: per parcel, `phi_p^L * x_last` with `phi_p` fitted by least squares
+//!   (`sum x_t x_(t+1) / sum x_t^2`, pooled over the training runs) and `L = (h - 1) D + j + 1`
+//!   TRs past the last TR seen: the best single-lag predictor, optimal for AR(1) data;
+//!
+//! and the floors: `1 - acf(L)^2` on the held-out runs (empirical), and for the synthetic
+//! fixture the exact `1 - rho^(2L)`. [`evaluate_weights`] puts them into an [`EvalReport`]
+//! ([`report`]); [`eval_checkpoint`] does everything from a path.
+
+pub mod baselines;
+pub mod report;
+
+pub use baselines::{baseline_forecasts, evaluate, fit_ar1};
+pub use report::{EvalReport, Row};
+
+use crate::checkpoint as ck;
+use crate::config::RunConfig;
+use crate::data::{empirical_floor, load_data, LoadedData, Split};
+use crate::error::TrainError;
+use crate::tensorfile::SafetensorsFile;
+use boldcast_core::{Adjacency, Model, ModelConfig};
+use boldcast_data::{WindowRef, WindowSpec};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Where the weights of `path` are: the file itself, a checkpoint directory's
+/// `model.safetensors`, a run directory's `best.safetensors`, or its newest checkpoint.
+pub fn weights_path(path: &Path) -> Result<PathBuf, TrainError> {
+    let none = |reason: &str| TrainError::Weights { path: path.to_path_buf(), reason: reason.into() };
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_dir() {
+        return Err(none("no such file or directory"));
+    }
+    for name in ["model.safetensors", "best.safetensors"] {
+        if path.join(name).is_file() {
+            return Ok(path.join(name));
+        }
+    }
+    match ck::latest_checkpoint(path)? {
+        Some(d) => Ok(d.join("model.safetensors")),
+        None => Err(none("holds no model.safetensors, best.safetensors or checkpoints/")),
+    }
+}
+
+/// An opened weights file and its metadata.
+pub struct Weights {
+    path: PathBuf,
+    file: SafetensorsFile,
+    meta: HashMap<String, String>,
+    stored_adjacency: bool,
+}
+
+impl Weights {
+    /// Opens the weights of `path` ([`weights_path`]).
+    pub fn open(path: &Path) -> Result<Weights, TrainError> {
+        let path = weights_path(path)?;
+        let file = SafetensorsFile::open(&path)?;
+        let meta = file.metadata().unwrap_or_default();
+        Ok(Weights { path, file, meta, stored_adjacency: true })
+    }
+
+    /// The weights file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The run configuration stored in the metadata (`None` for a file without one).
+    pub fn stored_config(&self) -> Result<Option<RunConfig>, TrainError> {
+        let Some(text) = self.meta.get("config") else { return Ok(None) };
+        let bad = |e: toml::de::Error| TrainError::Checkpoint {
+            path: self.path.clone(),
+            reason: format!("metadata `config`: {e}"),
+        };
+        toml::from_str(text).map(Some).map_err(bad)
+    }
+
+    /// Ignores the adjacency stored in the metadata: the model's is rebuilt from the training
+    /// runs (for a configuration other than the stored one).
+    pub fn rebuild_adjacency(mut self) -> Weights {
+        self.stored_adjacency = false;
+        self
+    }
+
+    /// The model's adjacency: the stored one, else `k_neighbors` rebuilt from `data`'s
+    /// training runs; it must have the data's parcels.
+    fn adjacency(&self, cfg: &RunConfig, data: &EvalData) -> Result<Option<Adjacency>, TrainError> {
+        let ds = &data.loaded.ds;
+        let adjacency = match self.meta.get("adjacency") {
+            Some(t) if self.stored_adjacency => ck::adjacency_from_json(&self.path, t)?,
+            _ => ds.adjacency(cfg.model.k_neighbors, &data.split.train_runs)?,
+        };
+        match &adjacency {
+            Some(a) if a.parcels() != ds.parcels => Err(TrainError::Checkpoint {
+                path: self.path.clone(),
+                reason: format!("the model's adjacency has {} parcels, the data {}", a.parcels(), ds.parcels),
+            }),
+            _ => Ok(adjacency),
+        }
+    }
+}
+
+/// The data of an evaluation: the dataset, its subject split and the held-out windows.
+pub struct EvalData {
+    /// The dataset (its notes are for the user).
+    pub loaded: LoadedData,
+    /// The subject split of the configuration.
+    pub split: Split,
+    /// Windows at `window.stride`.
+    pub spec: WindowSpec,
+    /// The held-out windows.
+    pub windows: Vec<WindowRef>,
+}
+
+impl EvalData {
+    /// Splits `loaded` as `cfg` says and takes the held-out windows.
+    pub fn new(loaded: LoadedData, cfg: &RunConfig) -> Result<EvalData, TrainError> {
+        let split = boldcast_data::split(&loaded.ds, &cfg.data, cfg.train.seed)?;
+        let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
+        let windows = loaded.ds.windows_of(&spec, &split.heldout_runs)?;
+        Ok(EvalData { loaded, split, spec, windows })
+    }
+
+    /// Loads the data of `cfg` ([`load_data`]) and splits it.
+    pub fn load(cfg: &RunConfig) -> Result<EvalData, TrainError> {
+        EvalData::new(load_data(cfg)?, cfg)
+    }
+}
+
+/// Builds the model of `cfg` with `build`, loads `weights` into it and evaluates it and the
+/// baselines on `data`'s held-out windows, beside the floors.
+pub fn evaluate_weights<M, F>(
+    weights: &Weights,
+    cfg: &RunConfig,
+    data: &EvalData,
+    build: F,
+) -> Result<EvalReport, TrainError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
+{
+    let adjacency = weights.adjacency(cfg, data)?;
+    let mut model = build(cfg.model_config(), adjacency, cfg.train.seed)?;
+    let params = weights.file.all::<f32>()?;
+    let reason = |e: boldcast_core::Error| TrainError::Checkpoint { path: weights.path.clone(), reason: e.to_string() };
+    model.load_state(&params).map_err(reason)?;
+    let (ds, split, spec) = (&data.loaded.ds, &data.split, &data.spec);
+    let phi = fit_ar1(ds, &split.train_runs);
+    let rows = evaluate(&model, ds, spec, &data.windows, &phi, cfg.train.batch_size)?;
+    let h = &cfg.model.horizons;
+    let emp = empirical_floor(ds, &split.heldout_runs, h, spec.d_in)?;
+    let mut floors = vec![Row::new("floor_empirical", emp.per_horizon)];
+    if let Some(fx) = &data.loaded.fixture {
+        floors.push(Row::new("floor_exact", fx.floor(h, spec.d_in)?.per_horizon));
+    }
+    Ok(EvalReport {
+        weights: weights.path.clone(),
+        data: data.loaded.source.clone(),
+        horizons: h.clone(),
+        heldout_subjects: split.heldout_subjects.clone(),
+        windows: data.windows.len(),
+        rows,
+        floors,
+        ar1_phi: phi,
+    })
+}
+
+/// Everything from a path: opens the weights, takes their stored configuration (with
+/// `data.dir` replaced by `data` when given), loads and splits the data and evaluates.
+pub fn eval_checkpoint<M, F>(path: &Path, data: Option<PathBuf>, build: F) -> Result<EvalReport, TrainError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
+{
+    let weights = Weights::open(path)?;
+    let mut cfg = weights.stored_config()?.ok_or_else(|| TrainError::Checkpoint {
+        path: weights.path.clone(),
+        reason: "no configuration in the file's metadata".into(),
+    })?;
+    if let Some(d) = data {
+        cfg.data.dir = Some(d);
+    }
+    cfg.validate()?;
+    evaluate_weights(&weights, &cfg, &EvalData::load(&cfg)?, build)
+}
