@@ -81,15 +81,8 @@ fn invalid(field: &str, value: impl std::fmt::Display, reason: impl Into<String>
     ConfigError::Invalid { field: field.into(), value: value.to_string(), reason: reason.into() }
 }
 
-/// The learning-rate schedule of `[train]`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScheduleKind {
-    /// Constant `lr`.
-    Constant,
-    /// Linear warm-up over `warmup_steps`, then cosine to `min_lr` at `max_steps`.
-    Cosine,
-}
+/// The learning-rate schedule of `[train]`: `"constant"` or `"cosine"`.
+pub use boldcast_core::schedule::ScheduleKind;
 
 /// `[train]`: the optimizer, schedule and loop.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -200,6 +193,15 @@ impl RunConfig {
             boldcast_core::Error::Config { field, value, reason } => ConfigError::Invalid { field, value, reason },
             other => invalid("model", "", other.to_string()),
         })?;
+        self.validate_window()?;
+        self.validate_train()?;
+        self.validate_subjects()?;
+        self.validate_schedule()?;
+        self.validate_synthetic()
+    }
+
+    /// `[window]` against the model's `d_in` and horizons.
+    fn validate_window(&self) -> Result<(), ConfigError> {
         let (w, d) = (self.window.window, self.model.d_in);
         if w == 0 {
             return Err(invalid("window.window", w, "must be at least 1"));
@@ -221,6 +223,11 @@ impl RunConfig {
         if self.window.stride == 0 {
             return Err(invalid("window.stride", 0, "must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// `[train]`'s backend and numbers, and `overfit.lr` / `overfit.max_steps`.
+    fn validate_train(&self) -> Result<(), ConfigError> {
         let t = &self.train;
         if !BACKENDS.contains(&t.backend.as_str()) {
             return Err(invalid("train.backend", &t.backend, format!("must be one of {}", BACKENDS.join(", "))));
@@ -254,6 +261,11 @@ impl RunConfig {
         if !(t.overfit_ratio.is_finite() && t.overfit_ratio > 0.0) {
             return Err(invalid("train.overfit_ratio", t.overfit_ratio, "must be finite and > 0"));
         }
+        Ok(())
+    }
+
+    /// The subject lists and fraction of `[data]`: no label twice, none in both lists.
+    fn validate_subjects(&self) -> Result<(), ConfigError> {
         let d = &self.data;
         if !(d.heldout_fraction.is_finite() && (0.0..1.0).contains(&d.heldout_fraction)) {
             return Err(invalid("data.heldout_fraction", d.heldout_fraction, "must be in [0, 1)"));
@@ -278,6 +290,12 @@ impl RunConfig {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The schedule's warm-up and the optimizer's settings.
+    fn validate_schedule(&self) -> Result<(), ConfigError> {
+        let t = &self.train;
         if t.schedule == ScheduleKind::Cosine && t.warmup_steps == 0 {
             return Err(invalid("train.warmup_steps", 0, "the cosine schedule needs at least 1 warm-up step"));
         }
@@ -285,6 +303,11 @@ impl RunConfig {
             boldcast_core::Error::Config { field, value, reason } => ConfigError::Invalid { field, value, reason },
             other => invalid("train", "", other.to_string()),
         })?;
+        Ok(())
+    }
+
+    /// `[data.synthetic]`, and `model.k_neighbors` against its parcels when it is used.
+    fn validate_synthetic(&self) -> Result<(), ConfigError> {
         let s = &self.data.synthetic;
         for (f, v) in [
             ("data.synthetic.subjects", s.subjects),
@@ -326,15 +349,7 @@ impl RunConfig {
     /// The training schedule.
     pub fn schedule_config(&self) -> ScheduleConfig {
         let t = &self.train;
-        match t.schedule {
-            ScheduleKind::Constant => ScheduleConfig::Constant { lr: t.lr },
-            ScheduleKind::Cosine => ScheduleConfig::Cosine {
-                lr: t.lr,
-                warmup_steps: t.warmup_steps,
-                max_steps: t.max_steps,
-                min_lr: t.min_lr,
-            },
-        }
+        t.schedule.config(t.lr, t.warmup_steps, t.max_steps, t.min_lr)
     }
 
     /// The training clipping threshold (`None` when `grad_clip_norm = 0`).

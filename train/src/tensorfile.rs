@@ -505,7 +505,7 @@ mod tests {
     #[test]
     fn a_torch_state_dict_loads_unchanged_and_survives_our_round_trip() {
         // Written by `safetensors.torch.save_file` in the golden generator.
-        let torch = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cases/tiny/weights.safetensors");
+        let torch = Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/cases/tiny/weights.safetensors");
         assert!(torch.is_file(), "golden weights missing: {}", torch.display());
         let f = SafetensorsFile::open(&torch).unwrap();
         let cfg: serde_json::Value = serde_json::from_str(&f.metadata().unwrap()["config"]).unwrap();
