@@ -10,6 +10,8 @@
 //! - `adjacency`: the k-nearest-neighbour table from centroids or correlation;
 //! - [`split`](mod@split): the one subject split ([`split()`], [`Split`], [`parse_subject_list`]);
 //! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
+//! - [`tensorfile`]: safetensors files of named tensors (checkpoints, `best.safetensors`, the
+//!   golden cases), read and written by name, every error naming the file and the tensor;
 //! - `error`: [`DataError`], [`SplitError`].
 //!
 //! # The directory
@@ -55,6 +57,7 @@ mod parcels;
 mod read;
 pub mod split;
 mod standardize;
+pub mod tensorfile;
 mod window;
 pub mod write;
 

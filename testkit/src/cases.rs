@@ -82,7 +82,10 @@ impl CaseSet {
         let set = CaseSet::find(&repo_cases_dir(), &shared_cases_dir(), "../shared/golden")
             .unwrap_or_else(|e| panic!("the repository's golden cases: {e}"));
         if let Some(note) = set.note() {
-            println!("{note}");
+            // Straight to the process's stderr, past the test harness's capture of `println!`:
+            // the line must show in every test log, passing or not.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "{note}");
         }
         set
     }

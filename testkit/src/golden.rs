@@ -19,7 +19,6 @@
 //! MODEL.md ([`Tolerance::FORWARD`], [`Tolerance::OPTIMIZER`]); a check passes when the ratio is
 //! at most 1.
 
-use crate::st::{in_spec_order, StError, StFile};
 use boldcast_core::forecast::build_forecast_targets;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{clip_factor, OptimizerKind};
@@ -27,6 +26,7 @@ use boldcast_core::{
     Adam, Adjacency, Elem, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut, Schedule,
     ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
+use boldcast_data::tensorfile::{in_spec_order, CheckpointError, SafetensorsFile};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
@@ -50,7 +50,7 @@ pub enum GoldenError {
         reason: String,
     },
     /// A safetensors file could not be read or lacks a tensor.
-    Safetensors(StError),
+    Safetensors(CheckpointError),
     /// An input or weight tensor does not fit the case's configuration.
     Input {
         /// The file.
@@ -90,8 +90,8 @@ impl std::error::Error for GoldenError {
     }
 }
 
-impl From<StError> for GoldenError {
-    fn from(e: StError) -> Self {
+impl From<CheckpointError> for GoldenError {
+    fn from(e: CheckpointError) -> Self {
         GoldenError::Safetensors(e)
     }
 }
@@ -268,12 +268,12 @@ impl GoldenCase {
         let mc = config.model_config();
 
         let wpath = dir.join("weights.safetensors");
-        let wfile = StFile::open(&wpath)?;
+        let wfile = SafetensorsFile::open(&wpath)?;
         let weights = in_spec_order(&mc.param_specs(), wfile.all::<f32>()?)
             .map_err(|e| GoldenError::Input { path: wpath.clone(), reason: e.to_string() })?;
 
         let ipath = dir.join("inputs.safetensors");
-        let inputs = StFile::open(&ipath)?;
+        let inputs = SafetensorsFile::open(&ipath)?;
         let t = inputs.tensor::<f32>("tokens")?;
         let want = vec![config.batch, config.tokens, config.parcels, config.d_in];
         if t.shape != want {
@@ -311,7 +311,7 @@ impl GoldenCase {
             };
 
         let epath = dir.join("expected.safetensors");
-        let efile = StFile::open(&epath)?;
+        let efile = SafetensorsFile::open(&epath)?;
         let expected_order = efile.names();
         let mut expected = HashMap::with_capacity(expected_order.len());
         for name in &expected_order {

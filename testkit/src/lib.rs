@@ -3,12 +3,14 @@
 //! golden cases; [`cases`] says where those cases are (the repository's `golden/cases`, and
 //! `../shared/golden` when present); the conformance suite ([`conformance`], run with
 //! [`conformance_tests!`]) runs every golden case and randomized comparisons with the CPU
-//! backend, the suite's reference. [`st`] reads the golden files' safetensors.
+//! backend, the suite's reference. The golden files'
+//! safetensors are read with `boldcast-data`'s [`tensorfile`](boldcast_data::tensorfile).
 //!
 //! Start here when adding a backend: implement [`boldcast_core::Model`], then put one
 //! [`conformance_tests!`] in a test file of your crate.
 //!
-//! The kit depends on the core, the CPU backend (the reference) and the fixtures, never on
+//! The kit depends on the core, the CPU backend (the reference), the fixtures and the data
+//! crate (for its safetensors reader), never on
 //! the dfdx backend, the CLI or the training crate: the dfdx backend's own tests use it as a
 //! dev-dependency, without a cycle.
 #![deny(missing_docs)]
@@ -16,4 +18,3 @@
 pub mod cases;
 pub mod conformance;
 pub mod golden;
-pub mod st;

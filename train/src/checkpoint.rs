@@ -28,10 +28,10 @@
 
 use crate::error::TrainError;
 use crate::fsutil::{sync_dir, write_atomic};
-use crate::tensorfile::{save_safetensors, SafetensorsFile};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Adjacency, ParamSpec};
+use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

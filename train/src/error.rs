@@ -24,7 +24,7 @@ pub enum TrainError {
     Model(#[from] boldcast_core::Error),
     /// A safetensors file could not be written or read.
     #[error(transparent)]
-    Safetensors(#[from] crate::tensorfile::CheckpointError),
+    Safetensors(#[from] boldcast_data::tensorfile::CheckpointError),
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {

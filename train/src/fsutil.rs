@@ -2,7 +2,7 @@
 //! a rename followed by a sync of the directory ([`write_atomic`]), directories built under a
 //! temporary name and renamed into place at the end ([`StagedDir`]). The one home of these
 //! rules: every file a run writes goes through here or through
-//! [`crate::tensorfile::save_safetensors`], which follows the same steps.
+//! [`boldcast_data::tensorfile::save_safetensors`], which follows the same steps.
 
 use crate::error::TrainError;
 use std::path::{Path, PathBuf};

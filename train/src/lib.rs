@@ -28,8 +28,7 @@
 //! windows, floor), [`order`] (epoch orders and shards), [`dist`] (the ranks),
 //! [`validate`], [`early_stopping`], [`log`] (`loss_log.jsonl`), [`checkpoint`] (checkpoint
 //! directories and `state.json`), [`observer`], [`flags`] (red flags), [`summary`]
-//! (the report and `summary.json`), [`run`] (the loop), [`tensorfile`] (safetensors files of
-//! named tensors), [`fsutil`] (atomic writes),
+//! (the report and `summary.json`), [`run`] (the loop), [`fsutil`] (atomic writes),
 //! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
 //! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
 //! the floor) and [`bench`] (timed training steps).
@@ -51,7 +50,6 @@ pub mod order;
 pub mod overfit;
 pub mod run;
 pub mod summary;
-pub mod tensorfile;
 pub mod validate;
 
 pub use boldcast_core::Model;

@@ -380,7 +380,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let mut meta = ck::model_metadata(k, &self.config_text, self.run.data.adjacency.as_ref());
         meta.insert("val_loss".into(), loss.to_string());
         let path = self.run.out.join("best.safetensors");
-        crate::tensorfile::save_safetensors(&path, &self.trainer.model.state(), Some(meta))?;
+        boldcast_data::tensorfile::save_safetensors(&path, &self.trainer.model.state(), Some(meta))?;
         Ok(())
     }
 

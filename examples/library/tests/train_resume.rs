@@ -4,12 +4,12 @@
 //! history, and the last checkpoint's files.
 
 use boldcast_cpu::CpuModel;
+use boldcast_data::tensorfile::SafetensorsFile;
 use boldcast_example_library::training::{quick_config, resume_point, train_data, Printer};
 use boldcast_example_library::{Op, Timed};
 use boldcast_train::checkpoint::{step_dir_name, CKPT_DIR};
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::TrainData;
-use boldcast_train::tensorfile::SafetensorsFile;
 use boldcast_train::{Model, Recorder, Run, StopReason, TrainReport};
 use std::collections::BTreeMap;
 use std::path::Path;
