@@ -210,7 +210,7 @@ where
 
 /// `--resume DIR`: the newest checkpoint of `dir` and its stored configuration.
 fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliError> {
-    let ckdir = ck::latest_checkpoint(dir)?.ok_or_else(|| {
+    let (cfg, loaded) = ck::resume_point(dir)?.ok_or_else(|| {
         CliError::Msg(format!(
             "--resume {}: no checkpoint in {}/{} (a run killed before its first checkpoint starts again in an \
              empty directory)",
@@ -219,8 +219,7 @@ fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliEr
             ck::CKPT_DIR
         ))
     })?;
-    let state = ck::read_state(&ckdir)?;
-    let cfg = ck::stored_config(&ckdir, &state)?;
+    let state = &loaded.state;
     if let (Some(r), true) = (&state.finished, dir.join("summary.json").is_file()) {
         return Err(CliError::Msg(format!(
             "--resume {}: the run already finished ({r}) at step {}",
@@ -228,9 +227,8 @@ fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliEr
             state.step
         )));
     }
-    let loaded = ck::load_checkpoint(&ckdir, &cfg.model_config().param_specs())?;
     if req.dist.is_root() {
-        println!("resuming from {} (step {} of {})", ckdir.display(), state.step, state.max_steps);
+        println!("resuming from {} (step {} of {})", loaded.dir.display(), state.step, state.max_steps);
     }
     Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: Some(loaded) })
 }

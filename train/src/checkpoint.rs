@@ -321,6 +321,17 @@ pub fn stored_config(dir: &Path, state: &TrainState) -> Result<crate::config::Ru
     Ok(cfg)
 }
 
+/// Where the run directory `out` continues from: its newest complete checkpoint
+/// ([`latest_checkpoint`]), read back with [`load_checkpoint`], and the configuration stored in
+/// it ([`stored_config`]), so that a resume needs nothing but the directory. `None` when the run
+/// has no checkpoint yet (it was stopped before its first one: start it again).
+pub fn resume_point(out: &Path) -> Result<Option<(crate::config::RunConfig, Loaded)>, TrainError> {
+    let Some(dir) = latest_checkpoint(out)? else { return Ok(None) };
+    let cfg = stored_config(&dir, &read_state(&dir)?)?;
+    let loaded = load_checkpoint(&dir, &cfg.model_config().param_specs())?;
+    Ok(Some((cfg, loaded)))
+}
+
 /// Reads the checkpoint directory `dir` for a model with parameters `specs`, checking the
 /// state's format and configuration hash.
 pub fn load_checkpoint(dir: &Path, specs: &[ParamSpec]) -> Result<Loaded, TrainError> {

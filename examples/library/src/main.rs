@@ -6,8 +6,10 @@
 //! `runs/example-library`) must be new or empty.
 
 use boldcast_cpu::CpuModel;
-use boldcast_example_library::training::{quick_config, resume_point, train_data, Printer};
+use boldcast_example_library::training::{quick_config, Printer};
 use boldcast_example_library::Timed;
+use boldcast_train::checkpoint::resume_point;
+use boldcast_train::data::TrainData;
 use boldcast_train::{Run, StopReason};
 use std::error::Error;
 use std::path::PathBuf;
@@ -20,7 +22,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // Part 1: a fresh run of 24 steps (validation and checkpoint every 8), stopped after 12.
     let cfg = quick_config(24, 8, 8)?;
-    let data = train_data(&cfg)?;
+    let data = TrainData::load(&cfg)?;
     let mut model = Timed::new(CpuModel::<f32>::new(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?);
     let mut printer = Printer { every: 4 };
     let report = Run::new(&cfg, &data, &out).stop_after(Some(12)).run(&mut model, &mut [&mut printer])?;
@@ -30,7 +32,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // Part 2: the newest checkpoint and the configuration stored in it, a fresh model (the run
     // loads the checkpoint's weights and optimizer state into it), and on to `max_steps`.
     let (cfg, loaded) = resume_point(&out)?.ok_or("no checkpoint to resume from")?;
-    let data = train_data(&cfg)?;
+    let data = TrainData::load(&cfg)?;
     let mut model = Timed::new(CpuModel::<f32>::new(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?);
     let report = Run::new(&cfg, &data, &out).resume(Some(loaded)).run(&mut model, &mut [&mut printer])?;
     print!("part 2, the backend's time:\n{}", model.table());

@@ -1,12 +1,9 @@
 //! The lines around [`Run`](boldcast_train::Run) that the example binary and the tests share:
-//! [`quick_config`], [`train_data`], [`Printer`] (an observer) and [`resume_point`]. Each is
-//! a few calls of `boldcast-train`; nothing here is a backend's business.
+//! [`quick_config`] and [`Printer`] (an observer). The data is `TrainData::load`, the resume
+//! point `boldcast_train::checkpoint::resume_point`: the library's own calls.
 
-use boldcast_train::checkpoint::{self as ck, Loaded};
 use boldcast_train::config::RunConfig;
-use boldcast_train::data::{load_data, TrainData};
 use boldcast_train::{Observer, RedFlag, RunStart, StepRecord, TrainError, TrainReport, ValRecord};
-use std::error::Error;
 use std::path::Path;
 
 /// The preset `quick` (`configs/presets/quick.toml`: synthetic AR(1) data of 4 subjects, one
@@ -20,25 +17,6 @@ pub fn quick_config(max_steps: u64, val_every: u64, ckpt_every: u64) -> Result<R
     cfg.train.warmup_steps = cfg.train.warmup_steps.min(max_steps / 4);
     cfg.validate()?;
     Ok(cfg)
-}
-
-/// The data of `cfg` (its directory or its synthetic fixture), split by subject as its
-/// `[data]` section says, cut into training and validation windows.
-pub fn train_data(cfg: &RunConfig) -> Result<TrainData, Box<dyn Error>> {
-    let loaded = load_data(cfg)?;
-    let split = boldcast_data::split(&loaded.ds, &cfg.data, cfg.train.seed)?;
-    Ok(TrainData::new(loaded, split, cfg)?)
-}
-
-/// Where a run directory continues from: its newest checkpoint, read back, with the
-/// configuration stored in it (so a resume needs nothing but the directory). `None` when the
-/// run has no checkpoint yet.
-pub fn resume_point(out: &Path) -> Result<Option<(RunConfig, Loaded)>, TrainError> {
-    let Some(dir) = ck::latest_checkpoint(out)? else { return Ok(None) };
-    let state = ck::read_state(&dir)?;
-    let cfg = ck::stored_config(&dir, &state)?;
-    let loaded = ck::load_checkpoint(&dir, &cfg.model_config().param_specs())?;
-    Ok(Some((cfg, loaded)))
 }
 
 /// An observer that prints the run's events to stdout: every `every`-th step, every

@@ -5,8 +5,9 @@
 
 use boldcast_cpu::CpuModel;
 use boldcast_data::tensorfile::SafetensorsFile;
-use boldcast_example_library::training::{quick_config, resume_point, train_data, Printer};
+use boldcast_example_library::training::{quick_config, Printer};
 use boldcast_example_library::{Op, Timed};
+use boldcast_train::checkpoint::resume_point;
 use boldcast_train::checkpoint::{step_dir_name, CKPT_DIR};
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::TrainData;
@@ -59,7 +60,7 @@ fn forward_calls(data: &TrainData, cfg: &RunConfig, validations: usize) -> u64 {
 #[test]
 fn a_stopped_and_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_ends() {
     let cfg = quick_config(MAX_STEPS, VAL_EVERY, VAL_EVERY).unwrap();
-    let data = train_data(&cfg).unwrap();
+    let data = TrainData::load(&cfg).unwrap();
     let (whole, split) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
 
     // The uninterrupted run.
@@ -84,7 +85,7 @@ fn a_stopped_and_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_ends()
     // Resumed from the directory alone: its newest checkpoint and the configuration in it.
     let (cfg2, loaded) = resume_point(split.path()).unwrap().expect("a checkpoint");
     assert_eq!(loaded.state.step, STOP_AFTER);
-    let data2 = train_data(&cfg2).unwrap();
+    let data2 = TrainData::load(&cfg2).unwrap();
     let (b2, b2_rec, b2_model) = train(Run::new(&cfg2, &data2, split.path()).resume(Some(loaded)), &cfg2, &data2);
     assert_eq!((b2.reason, b2.steps, b2.start_step), (StopReason::MaxSteps, MAX_STEPS, STOP_AFTER));
     assert_eq!(b2_rec.steps.len() as u64, MAX_STEPS - STOP_AFTER);
