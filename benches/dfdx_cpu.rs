@@ -10,8 +10,8 @@
 //! - `dfdx-cpu/train_step_quick`: one full training step of the `quick` preset through the
 //!   core's `Trainer`, as `cpu/train_step_quick`.
 //!
-//! Sample counts are small: the dfdx scan runs step by step as small tensor operations, tens
-//! of times slower than the CPU backend's.
+//! Sample counts are small: the dfdx scan runs step by step as small tensor operations, far
+//! slower than the CPU backend's (BENCHMARKS.md, "Criterion benches", has both).
 
 mod common;
 

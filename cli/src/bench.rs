@@ -37,8 +37,8 @@ pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
     let mut rep = crate::backend::dispatch(args.backend, Bench(&cfg, args, dist))?;
     // Rank 0 reports; the other ranks leave the cores to it. The best of 10 products: on a
     // shared machine a few of them run while other work holds a core, and the peak is what the
-    // machine can do, not what it did once (best of 3 read anywhere from 130 to 267 GFLOP/s on
-    // the project's 2-core machine within minutes).
+    // machine can do, not what it did once (BENCHMARKS.md, CPU backend, "Peak", has how far a
+    // best of 3 scattered).
     if dist.is_root() {
         rep.set_peak(peak_gflops(2048, PEAK_REPS));
     }

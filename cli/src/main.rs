@@ -106,13 +106,13 @@ impl Job for Eval<'_> {
 }
 
 /// Every buffer of 64 bytes or more on a cache-line boundary, so the CPU backend's 16-lane
-/// loads never straddle two lines (`boldcast::cpu::alloc::CacheAligned` has the measurement).
+/// loads never straddle two lines (`boldcast::cpu::alloc::CacheAligned` says why that matters).
 #[global_allocator]
 static ALLOC: boldcast::cpu::alloc::CacheAligned = boldcast::cpu::alloc::CacheAligned;
 
 fn main() -> ExitCode {
     // Training steps free and reallocate large buffers: keep them on the heap
-    // (boldcast::cpu::alloc explains the measurement behind this).
+    // (boldcast::cpu::alloc says why; BENCHMARKS.md, "Allocator policy", has the cost).
     boldcast::cpu::alloc::retain_freed_memory();
     let cli = Cli::parse();
     match run(cli) {

@@ -5,7 +5,8 @@
 mod common;
 use common::*;
 
-/// The quick model on 6 subjects x 400 TRs (2 held out), lr 3e-3, 400 steps: about 5 s.
+/// The quick model on 6 subjects x 400 TRs (2 held out), lr 3e-3, 400 steps: small enough
+/// for a test to train in seconds.
 const CONFIG: &str = r#"
 preset = "quick"
 [data]

@@ -4,12 +4,13 @@
 //! cache-line-aligned address ([`CacheAligned`](crate::alloc::CacheAligned)).
 //!
 //! A training step allocates and frees many buffers above glibc's default mmap threshold
-//! (128 KiB): when this policy was added, a dozen activation buffers of `B * T * P * M`
-//! values (16 MiB each at the `cpu-demo` preset), which cost a page fault and a zeroed page
-//! per 4 KiB written, about 5 % of a `cpu-demo` step (measured with `perf`). The CPU model
-//! now keeps its activation buffers itself from step to step (its buffer pool); what this
-//! policy still covers is every other large allocation: the per-block gradient partials
-//! (a few hundred KiB each, dozens per step), the dfdx backend's tensors, the data loaders.
+//! (128 KiB), and by default glibc hands them back to the kernel when they are freed
+//! (unmapping them, or trimming the heap top), so the next step's buffers are fresh pages and
+//! every 4 KiB written costs a page fault and a zeroed page (BENCHMARKS.md, CPU backend,
+//! "Allocator policy", has what that cost). The CPU model keeps its activation buffers
+//! itself from step to step (its buffer pool); this policy covers every other large
+//! allocation: the per-block gradient partials (a few hundred KiB each, dozens per step),
+//! the dfdx backend's tensors, the data loaders.
 //! Raising the mmap threshold to glibc's maximum (32 MiB) and the trim threshold to 1 GiB
 //! keeps such buffers on the heap and reuses them; larger ones are still mapped, and at most
 //! 1 GiB of freed heap is kept. `bc-cli` calls [`retain_freed_memory`] once at start; a
@@ -26,9 +27,8 @@ const LINE: usize = 64;
 /// Why: the CPU backend's kernels run over its buffers 16 `f32` lanes (64 bytes) at a time.
 /// glibc's `malloc` aligns to 16 bytes only, so in a buffer that starts 16 bytes past a line
 /// every 64-byte load and store spans two cache lines, and on AVX-512 a split access costs
-/// about twice a whole one. Measured on the project's machine, one `cpu-demo` sequence
-/// through the scan's chunk recomputation and walk: 5.4 and 8.4 ns per 16 lanes and state
-/// index with 16-byte-aligned buffers, 3.9 and 5.2 with 64-byte-aligned ones.
+/// about twice a whole one. BENCHMARKS.md, CPU backend, "Buffers on cache-line boundaries",
+/// has the scan kernels timed with and without it.
 ///
 /// `bc-cli` and the benches install it; a program that uses the library directly gets the
 /// same speed by installing it too:

@@ -238,8 +238,9 @@ struct Trace<E> {
 
 /// Bytes of scan checkpoints a training forward may keep for the backward, all layers
 /// together ([`mamba1::forward_keeping_checkpoints`]): they spare the backward one pass over
-/// the scan states per layer, about 10 % of the mixer's backward. `cpu-demo` keeps 128 MiB;
-/// `boldcast-demo` (16 GiB of them) keeps none and its backward makes its own, as before.
+/// the scan states per layer (BENCHMARKS.md, CPU backend, "Cache-sized chunks and
+/// checkpoints left by the forward", has what that pass costs). The budget holds `cpu-demo`'s
+/// 128 MiB; `boldcast-demo` (16 GiB of them) keeps none and its backward makes its own.
 const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
 
 /// The BOLDcast model on the CPU, generic over `f32` (training) and `f64` (gradient checks).

@@ -4,15 +4,14 @@
 //! computations as the portable loops of [`super::scan`], operation for operation, so the
 //! results are the same bits.
 //!
-//! Why they exist: LLVM vectorizes the portable kernels to 16 lanes, but around each vector
-//! iteration it kept about 30 scalar instructions (bounds checks, stack reloads of pointers,
-//! broadcasts of `B_t[j]` and `C_t[j]` through a register), which were the bottleneck, not the
-//! arithmetic. Written with intrinsics over raw pointers (every bound checked once at entry),
-//! an iteration is its vector operations, `B` and `C` enter as embedded broadcasts
+//! Why they exist: LLVM vectorizes the portable kernels to 16 lanes, but keeps scalar
+//! instructions around each vector iteration (bounds checks, stack reloads of pointers,
+//! broadcasts of `B_t[j]` and `C_t[j]` through a register), and those, not the arithmetic,
+//! bound the loops. Written with intrinsics over raw pointers (every bound checked once at
+//! entry), an iteration is its vector operations, `B` and `C` enter as embedded broadcasts
 //! (`{1to16}`), and the exponential's `2^k` is one `vscalefps` instead of a shift, an integer
-//! add and a product. Timed alone on the project's machine (both versions in one process,
-//! alternated, best of 60 runs over a `cpu-demo` sequence): the chunk recomputation in
-//! 0.63-0.83 of the portable kernel's time, the walk in about 0.8.
+//! add and a product. BENCHMARKS.md, CPU backend, "The scan loops in AVX-512 intrinsics", has
+//! both versions timed.
 //!
 //! Bit-exactness: every product, sum and fused multiply-add of the portable kernel appears here
 //! in the same order with the same operands. `vscalefps(p, k)` is `p 2^k` rounded once, as the
@@ -336,9 +335,10 @@ pub(super) unsafe fn chunk_forward(
 /// ([`super::scan`]'s `finish_step`) for those channels, done in registers. `b.gxs_row` and
 /// `b.gdt_row` are not used. The channels of a last partial block are left to the caller.
 ///
-/// (Keeping a block's carries and `A` gradients in registers over the steps, in passes over
-/// 8 state indices at a time, was tried: a quarter slower than this, as the passes' pointer
-/// arithmetic spilled the general registers.)
+/// (The carries and `A` gradients stay in memory, not in registers across the steps: doing
+/// that in passes over 8 state indices at a time needs more pointer arithmetic than the
+/// general registers hold, and the spills cost more than the loads they save; BENCHMARKS.md,
+/// CPU backend, issue 8's fourth pass, "Tried in this pass and dropped", has the timing.)
 ///
 /// # Safety
 /// As [`forward_gated`].

@@ -198,14 +198,13 @@ fn blocks(n_seq: usize) -> Vec<(usize, usize)> {
 }
 
 /// Bytes of one chunk's recomputed states and decays (`2 Q N Di` values). The backward writes
-/// them and walks them back at once, so they should stay in the core's L2 cache: with the
-/// whole sequence recomputed in one piece (8 MiB at `cpu-demo`), writing the states went out
-/// to L3 and took as long as the scan's arithmetic. Measured on the project's machine (one
-/// thread, 16 `cpu-demo` sequences, including the pass that leaves the checkpoints):
-/// Q = 8 (128 KiB) 24.0-24.3 ms per backward, Q = 4 25.0, Q = 64 25.4, Q = T = 256 25.4-25.9.
-/// (Those figures predate the channel groups of `scan::GROUP`, which now keep a group's
-/// quarter of a `cpu-demo` chunk, 32 KiB, in L1; Q also sets the memory of the forward's
-/// checkpoints, `T / Q` states per sequence, which is why it stays at 8 there.)
+/// them and walks them back at once, so they should stay in the core's L2 cache: a whole
+/// sequence recomputed in one piece (8 MiB at `cpu-demo`) does not fit, and its states would
+/// go out to L3 and back. Q also sets the memory of the forward's checkpoints, `T / Q` states
+/// per sequence, so the bound stays at L2 (Q = 8 at `cpu-demo`) although the channel groups
+/// of `scan::GROUP` read a group's quarter of a chunk (32 KiB there) back from L1.
+/// BENCHMARKS.md, CPU backend, "Cache-sized chunks and checkpoints left by the forward", has
+/// the backward timed for Q = 4 to 256.
 const CHUNK_BYTES: usize = 128 << 10;
 
 /// The backward's chunk length Q: the largest power of two up to 32 whose states and decays

@@ -91,7 +91,8 @@ fn state_step<E: CpuElem>(dt: E, a: E, h: E, dx: E, b: E) -> (E, E) {
 /// Writes `B_t[j]` and `C_t[j]` each repeated over [`LANES`] lanes into `bc`
 /// (`(N, 2, LANES)`), so that [`forward_gated`]'s block loop reads them as whole vectors: a
 /// broadcast from a register takes a slot on the vector ports the exponential saturates, a
-/// vector load does not (the kernel timed alone: about 6 % faster).
+/// vector load does not (BENCHMARKS.md, CPU backend, "B and C loaded as vectors in the
+/// forward scan", has the kernel's timing).
 #[inline(always)]
 fn broadcast_rows<E: CpuElem>(bt: &[E], ct: &[E], bc: &mut [E]) {
     for (j, (&b, &c)) in bt.iter().zip(ct).enumerate() {
