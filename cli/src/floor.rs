@@ -49,11 +49,7 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
         let p = ds.empirical_floor_per_parcel(&[hh], d)?;
         per_horizon.push(p.iter().sum::<f64>() / p.len() as f64);
     }
-    let mut notes: Vec<String> = ds.warnings.iter().map(|w| format!("warning: {w}")).collect();
-    if !ds.ignored.is_empty() {
-        let names: Vec<String> = ds.ignored.iter().map(|p| p.display().to_string()).collect();
-        notes.push(format!("note: ignored {} file(s) not named like runs: {}", names.len(), names.join(", ")));
-    }
+    let notes = ds.notes();
     let mut text = format!(
         "empirical single-lag floor of {} ({} runs, {} parcels), d_in {d}, horizons {}\n",
         dir.display(),

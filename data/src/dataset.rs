@@ -44,6 +44,18 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// What a user should be told about this dataset, one line each for standard error: every
+    /// warning (`warning: ...`), then the data files not named like runs (`note: ignored N
+    /// file(s) not named like runs: a, b`).
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self.warnings.iter().map(|w| format!("warning: {w}")).collect();
+        if !self.ignored.is_empty() {
+            let names: Vec<String> = self.ignored.iter().map(|p| p.display().to_string()).collect();
+            notes.push(format!("note: ignored {} file(s) not named like runs: {}", names.len(), names.join(", ")));
+        }
+        notes
+    }
+
     /// Loads every run of `dir` (see the [crate] documentation) and standardizes it.
     pub fn load(dir: impl AsRef<Path>) -> Result<Dataset, DataError> {
         let dir = dir.as_ref();

@@ -38,11 +38,7 @@ pub struct LoadedData {
 
 fn load_dir(dir: &std::path::Path) -> Result<LoadedData, TrainError> {
     let ds = Dataset::load(dir)?;
-    let mut notes: Vec<String> = ds.warnings.iter().map(|w| format!("warning: {w}")).collect();
-    if !ds.ignored.is_empty() {
-        let names: Vec<String> = ds.ignored.iter().map(|p| p.display().to_string()).collect();
-        notes.push(format!("note: ignored {} file(s) not named like runs: {}", names.len(), names.join(", ")));
-    }
+    let notes = ds.notes();
     let source = format!("{} ({} runs, {} parcels)", dir.display(), ds.runs.len(), ds.parcels);
     Ok(LoadedData { ds, fixture: None, source, notes })
 }

@@ -87,11 +87,7 @@ pub fn overfit_data(cfg: &RunConfig) -> Result<OverfitData, TrainError> {
     cfg.model.check_tokens(&batch.shape())?;
     let all: Vec<usize> = (0..ds.runs.len()).collect();
     let adjacency = ds.adjacency(cfg.model.k_neighbors, &all)?;
-    let mut notes: Vec<String> = ds.warnings.iter().map(|w| format!("warning: {w}")).collect();
-    if !ds.ignored.is_empty() {
-        let names: Vec<String> = ds.ignored.iter().map(|p| p.display().to_string()).collect();
-        notes.push(format!("note: ignored {} file(s) not named like runs: {}", names.len(), names.join(", ")));
-    }
+    let notes = ds.notes();
     Ok(OverfitData { batch, adjacency, floor, source, notes })
 }
 
