@@ -2,9 +2,9 @@
 
 use crate::args::{Format, SynthArgs};
 use crate::error::CliError;
+use boldcast::data::fsutil::StagedDir;
 use boldcast::data::{run_file_name, write_parcels, write_run, RunFormat};
 use boldcast::fixtures::{circle_centroids, parcel_names, Ar1Spec, Floor, Layout, Var1Spec};
-use boldcast_train::fsutil::StagedDir;
 use serde_json::json;
 use std::path::PathBuf;
 

@@ -40,6 +40,12 @@ pub enum DataError {
         #[source]
         source: std::io::Error,
     },
+    /// An output directory that must be new or empty is neither.
+    #[error("output directory {} already exists and is not empty; choose another --out", dir.display())]
+    OutputNotEmpty {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// Writing a file failed.
     #[error("{}: {source}", path.display())]
     Write {

@@ -12,6 +12,7 @@
 //! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
 //! - [`tensorfile`]: safetensors files of named tensors (checkpoints, `best.safetensors`, the
 //!   golden cases), read and written by name, every error naming the file and the tensor;
+//! - [`fsutil`]: atomic files and staged directories, the one home of those rules;
 //! - `error`: [`DataError`], [`SplitError`].
 //!
 //! # The directory
@@ -52,6 +53,7 @@ mod adjacency;
 pub mod config;
 mod dataset;
 mod error;
+pub mod fsutil;
 mod names;
 mod parcels;
 mod read;

@@ -5,8 +5,9 @@
 //! here loads in PyTorch with `load_state_dict`.
 //!
 //! - [`save_safetensors`] writes `f32` tensors (or `f64` when the element type is `f64`)
-//!   atomically: the bytes go to `<path>.tmp`, which is fsynced and renamed over `path`, so a
-//!   reader never sees a half-written file and a crash leaves the old file in place.
+//!   atomically ([`crate::fsutil::replace_with`]): the bytes go to a temporary sibling, which
+//!   is fsynced and renamed over `path`, so a reader never sees a half-written file and a crash
+//!   leaves the old file in place.
 //! - [`load_safetensors`] reads every floating-point tensor, accepting `f32` and `f64` in the
 //!   file whatever the element type asked for (values are converted; `f64 -> f32` rounds to
 //!   nearest).
@@ -124,20 +125,13 @@ fn dtype_of<E: Elem>() -> Dtype {
     }
 }
 
-/// `path` with `.tmp` appended to its file name (`model.safetensors.tmp`).
-fn tmp_path(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_os_string();
-    s.push(".tmp");
-    PathBuf::from(s)
-}
-
 /// Writes `tensors` to `path` as safetensors, atomically.
 ///
 /// Elements are stored as `F32` for `E = f32` and `F64` for `E = f64`, little-endian,
 /// row-major, under their MODEL.md names; `metadata` becomes the header's `__metadata__`.
-/// The bytes are written to `<path>.tmp`, fsynced, then renamed over `path` (replacing an
-/// existing file), and the directory is synced where the platform allows. On error the
-/// temporary file is removed and `path` is untouched.
+/// The bytes are written through [`crate::fsutil::replace_with`] (a temporary sibling,
+/// synced, renamed over `path`, the directory synced): on error `path` is untouched and no
+/// temporary file is left.
 pub fn save_safetensors<E: Elem>(
     path: impl AsRef<Path>,
     tensors: &[NamedTensor<E>],
@@ -183,25 +177,7 @@ pub fn save_safetensors<E: Elem>(
     let buf = safetensors::serialize(views, metadata)
         .map_err(|e| CheckpointError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
 
-    let tmp = tmp_path(path);
-    let write = || -> Result<(), CheckpointError> {
-        let mut f = fs::File::create(&tmp).map_err(io(&tmp, "creating"))?;
-        f.write_all(&buf).map_err(io(&tmp, "writing"))?;
-        f.sync_all().map_err(io(&tmp, "syncing"))?;
-        drop(f);
-        fs::rename(&tmp, path).map_err(io(path, "renaming the temporary file onto"))
-    };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    // Make the rename itself durable; not every platform can open a directory, so best effort.
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+    crate::fsutil::replace_with(path, |w| w.write_all(&buf)).map_err(io(path, "writing"))
 }
 
 /// A safetensors file read into memory, to take tensors out of it by name.
@@ -436,7 +412,6 @@ mod tests {
         let path = dir.0.join("ckpt.safetensors");
         fs::write(&path, b"an older checkpoint").unwrap();
         save_safetensors(&path, &sample::<f32>(), None).unwrap();
-        assert!(!tmp_path(&path).exists(), "no .tmp left behind");
         let names: Vec<_> = fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("ckpt.safetensors")]);
         assert_eq!(load_safetensors::<f32>(&path).unwrap().len(), 3);
@@ -449,10 +424,11 @@ mod tests {
         let e = save_safetensors(&path, &bad, None).unwrap_err();
         assert!(e.to_string().contains("`y`") && e.to_string().contains("ckpt.safetensors"), "{e}");
         assert_eq!(load_safetensors::<f32>(&path).unwrap(), one);
-        assert!(!tmp_path(&path).exists());
-        // A directory that does not exist: the error names the temporary path.
+        let names: Vec<_> = fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("ckpt.safetensors")], "no temporary file left");
+        // A directory that does not exist: the error names the file.
         let e = save_safetensors(dir.0.join("nope/x.safetensors"), &one, None).unwrap_err();
-        assert!(e.to_string().contains("nope/x.safetensors.tmp"), "{e}");
+        assert!(e.to_string().contains("nope/x.safetensors"), "{e}");
     }
 
     #[test]

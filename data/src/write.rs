@@ -35,27 +35,13 @@ pub fn run_file_name(run: &SynthRun, format: RunFormat) -> String {
     format!("sub-{}_run-{}_bold.{}", run.subject, run.run, format.extension())
 }
 
-/// Writes `path` through a temporary sibling: `fill` writes the contents, then the file is
-/// synced and renamed into place. On error the temporary file is removed and `path` is left
-/// as it was.
+/// Writes `path` through [`crate::fsutil::replace_with`]; a failure is a [`DataError::Write`]
+/// naming `path`.
 fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<(), DataError> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let res = (|| {
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        fill(&mut w)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res.map_err(|source| DataError::Write { path: path.to_path_buf(), source })
+    crate::fsutil::replace_with(path, fill).map_err(|source| DataError::Write { path: path.to_path_buf(), source })
 }
 
 /// Writes `run` to `path` in `format`; `names` are the parcel names of the text header.

@@ -27,10 +27,10 @@
 //! no other effect and is meant for tests only.
 
 use crate::error::TrainError;
-use crate::fsutil::{sync_dir, write_atomic};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Adjacency, ParamSpec};
+use boldcast_data::fsutil::{sync_dir, write_atomic};
 use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

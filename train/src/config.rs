@@ -382,7 +382,7 @@ impl RunConfig {
             self.preset.as_deref().unwrap_or("?"),
             self.to_toml()
         );
-        crate::fsutil::write_atomic(&path, text.as_bytes())
+        boldcast_data::fsutil::write_atomic(&path, text.as_bytes())
             .map_err(|source| ConfigError::Write { path: path.clone(), source })?;
         Ok(path)
     }

@@ -169,12 +169,6 @@ pub enum TrainError {
     /// The subjects could not be split.
     #[error(transparent)]
     Split(#[from] boldcast_data::SplitError),
-    /// An output directory that must be new or empty is neither.
-    #[error("output directory {} already exists and is not empty; choose another --out", dir.display())]
-    OutputNotEmpty {
-        /// The directory.
-        dir: PathBuf,
-    },
 }
 
 impl TrainError {

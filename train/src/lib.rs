@@ -28,7 +28,8 @@
 //! windows, floor), [`order`] (epoch orders and shards), [`dist`] (the ranks),
 //! [`validate`], [`early_stopping`], [`log`] (`loss_log.jsonl`), [`checkpoint`] (checkpoint
 //! directories and `state.json`), [`observer`], [`flags`] (red flags), [`summary`]
-//! (the report and `summary.json`), [`run`] (the loop), [`fsutil`] (atomic writes),
+//! (the report and `summary.json`), [`run`] (the loop) (files are written through
+//! `boldcast_data::fsutil`),
 //! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
 //! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
 //! the floor) and [`bench`] (timed training steps).
@@ -43,7 +44,6 @@ pub mod early_stopping;
 pub mod error;
 pub mod eval;
 pub mod flags;
-pub mod fsutil;
 pub mod log;
 pub mod observer;
 pub mod order;

@@ -49,7 +49,7 @@ impl RunLog {
                 "the checkpoint's length {bytes} does not end a line: the log is not the one of this run"
             )));
         }
-        crate::fsutil::write_atomic(path, &prefix).map_err(TrainError::io(path))?;
+        boldcast_data::fsutil::write_atomic(path, &prefix).map_err(TrainError::io(path))?;
         let file = Some(std::fs::OpenOptions::new().append(true).open(path).map_err(TrainError::io(path))?);
         Ok(Self { file, path: path.to_path_buf(), bytes, losses: Vec::new() })
     }

@@ -14,11 +14,11 @@
 
 use crate::config::RunConfig;
 use crate::error::TrainError;
-use crate::fsutil::write_atomic;
 use crate::log::RunLog;
 use crate::observer::{Observer, RunStart};
 use boldcast_core::accept::{overfit_verdict, Verdict};
 use boldcast_core::{Adam, Adjacency, Model, OptimConfig, ScheduleConfig, Tokens, Trainer};
+use boldcast_data::fsutil::write_atomic;
 use boldcast_data::{Dataset, WindowSpec};
 use boldcast_fixtures::{circle_centroids, Ar1Spec, Layout};
 use serde_json::json;

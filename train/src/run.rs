@@ -502,7 +502,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let summary = summary_json(report, self.run.cfg, self.run.data, &self.run.summary_extra);
         let sp = self.run.out.join("summary.json");
         let text = serde_json::to_string_pretty(&summary).expect("JSON serializes") + "\n";
-        crate::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))
+        boldcast_data::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))
     }
 }
 

@@ -1,10 +1,12 @@
-//! Writing without leaving half-written output: files through a temporary sibling, a sync and
-//! a rename followed by a sync of the directory ([`write_atomic`]), directories built under a
-//! temporary name and renamed into place at the end ([`StagedDir`]). The one home of these
-//! rules: every file a run writes goes through here or through
-//! [`boldcast_data::tensorfile::save_safetensors`], which follows the same steps.
+//! Writing without leaving half-written output, the one home of these rules: a file is
+//! written to a temporary sibling, synced, renamed over its destination and the directory
+//! synced ([`replace_with`], [`write_atomic`]), so that after a crash the destination is absent,
+//! the old file or the whole new one; a directory is built under a temporary name and renamed
+//! into place at the end ([`StagedDir`]). Run files, `parcels.tsv`, safetensors files,
+//! checkpoints, logs, summaries and resolved configurations are all written through here.
 
-use crate::error::TrainError;
+use crate::error::DataError;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Syncs a directory, so that a rename inside it is durable; best effort (not every platform
@@ -19,18 +21,20 @@ fn parent_of(path: &Path) -> &Path {
     path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory, synced, renamed
-/// over `path`, then the directory synced: `path` is either absent, the old file or the whole
-/// new file, even after a crash. Creates the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
+/// Replaces `path` by what `fill` writes: into `.<name>.tmp-<pid>` beside it, which is synced
+/// and renamed over `path`, then the directory is synced. On error the temporary file is
+/// removed and `path` is as it was. The directory must exist.
+pub fn replace_with(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = parent_of(path);
-    std::fs::create_dir_all(dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        fill(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -40,6 +44,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         sync_dir(dir);
     }
     res
+}
+
+/// Writes `bytes` to `path` as [`replace_with`] does, creating the directory first.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(parent_of(path))?;
+    replace_with(path, |w| w.write_all(bytes))
 }
 
 /// A directory built under a temporary name next to its destination; [`StagedDir::commit`]
@@ -53,21 +63,21 @@ pub struct StagedDir {
 
 impl StagedDir {
     /// Stages `dest`, which must not exist or be an empty directory.
-    pub fn new(dest: &Path) -> Result<Self, TrainError> {
+    pub fn new(dest: &Path) -> Result<Self, DataError> {
         if dest.exists() {
-            let empty = dest.is_dir() && std::fs::read_dir(dest).map_err(TrainError::io(dest))?.next().is_none();
+            let empty = dest.is_dir() && std::fs::read_dir(dest).map_err(crate::error::io_err(dest))?.next().is_none();
             if !empty {
-                return Err(TrainError::OutputNotEmpty { dir: dest.to_path_buf() });
+                return Err(DataError::OutputNotEmpty { dir: dest.to_path_buf() });
             }
         }
         let parent = parent_of(dest);
-        std::fs::create_dir_all(parent).map_err(TrainError::io(parent))?;
+        std::fs::create_dir_all(parent).map_err(crate::error::io_err(parent))?;
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
         let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
         if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
+            std::fs::remove_dir_all(&tmp).map_err(crate::error::io_err(&tmp))?;
         }
-        std::fs::create_dir(&tmp).map_err(TrainError::io(&tmp))?;
+        std::fs::create_dir(&tmp).map_err(crate::error::io_err(&tmp))?;
         Ok(Self { tmp, dest: dest.to_path_buf(), done: false })
     }
 
@@ -78,11 +88,11 @@ impl StagedDir {
 
     /// Renames the temporary directory to the destination (replacing an empty directory) and
     /// syncs the parent.
-    pub fn commit(mut self) -> Result<PathBuf, TrainError> {
+    pub fn commit(mut self) -> Result<PathBuf, DataError> {
         if self.dest.is_dir() {
-            std::fs::remove_dir(&self.dest).map_err(TrainError::io(&self.dest))?;
+            std::fs::remove_dir(&self.dest).map_err(crate::error::io_err(&self.dest))?;
         }
-        std::fs::rename(&self.tmp, &self.dest).map_err(TrainError::io(&self.dest))?;
+        std::fs::rename(&self.tmp, &self.dest).map_err(crate::error::io_err(&self.dest))?;
         sync_dir(parent_of(&self.dest));
         self.done = true;
         Ok(self.dest.clone())
