@@ -46,6 +46,9 @@ pub enum DataError {
         /// The directory.
         dir: PathBuf,
     },
+    /// A synthetic generator's parameters are invalid.
+    #[error(transparent)]
+    Fixture(#[from] boldcast_fixtures::FixtureError),
     /// Writing a file failed.
     #[error("{}: {source}", path.display())]
     Write {

@@ -12,6 +12,7 @@
 //! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
 //! - [`tensorfile`]: safetensors files of named tensors (checkpoints, `best.safetensors`, the
 //!   golden cases), read and written by name, every error naming the file and the tensor;
+//! - [`synth`](mod@synth): a synthetic dataset written as real ones are, with its exact floor;
 //! - [`fsutil`]: atomic files and staged directories, the one home of those rules;
 //! - `error`: [`DataError`], [`SplitError`].
 //!
@@ -59,6 +60,7 @@ mod parcels;
 mod read;
 pub mod split;
 mod standardize;
+pub mod synth;
 pub mod tensorfile;
 mod window;
 pub mod write;
