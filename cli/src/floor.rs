@@ -42,13 +42,7 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
     }
     let dir = args.data.as_ref().expect("clap requires --rho or --data");
     let ds = Dataset::load(dir)?;
-    let per_parcel = ds.empirical_floor_per_parcel(h, d)?;
-    let overall = per_parcel.iter().sum::<f64>() / per_parcel.len() as f64;
-    let mut per_horizon = Vec::new();
-    for &hh in h {
-        let p = ds.empirical_floor_per_parcel(&[hh], d)?;
-        per_horizon.push(p.iter().sum::<f64>() / p.len() as f64);
-    }
+    let boldcast::data::EmpiricalFloor { overall, per_horizon, per_parcel } = ds.empirical_floor(h, d)?;
     let notes = ds.notes();
     let mut text = format!(
         "empirical single-lag floor of {} ({} runs, {} parcels), d_in {d}, horizons {}\n",

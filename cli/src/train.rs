@@ -27,11 +27,6 @@ use std::path::{Path, PathBuf};
 
 pub use boldcast_train::TrainReport;
 
-/// Loads and splits the data of a configuration ([`TrainData::load`]).
-pub fn train_data(cfg: &RunConfig) -> Result<TrainData, CliError> {
-    Ok(TrainData::load(cfg)?)
-}
-
 /// The stdout of a run: the progress bar and the lines printed through it.
 pub struct Printer {
     bar: Progress,
@@ -335,7 +330,7 @@ where
     }
     // An indivisible global batch is refused before anything is written.
     boldcast::core::collective::shard_range(cfg.train.batch_size, req.dist.rank(), req.dist.size())?;
-    let data = train_data(&cfg)?;
+    let data = TrainData::load(&cfg)?;
     let root = req.dist.is_root();
     for n in data.notes.iter().filter(|_| root) {
         eprintln!("{n}");

@@ -26,6 +26,17 @@ pub struct Run {
     pub data: Vec<f64>,
 }
 
+/// The empirical single-lag floor of a dataset ([`Dataset::empirical_floor`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmpiricalFloor {
+    /// The mean of `per_parcel`.
+    pub overall: f64,
+    /// Per horizon, the mean over parcels.
+    pub per_horizon: Vec<f64>,
+    /// Per parcel (in the runs' column order), the mean over horizons and token elements.
+    pub per_parcel: Vec<f64>,
+}
+
 /// A set of standardized runs with the same parcels.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {
@@ -254,6 +265,19 @@ impl Dataset {
     }
 
     /// The empirical single-lag floor per parcel (MODEL.md, "The loss floor"), from
+    /// The empirical single-lag floor of every run: per parcel over `horizons`, its mean
+    /// (`overall`), and per horizon the mean over parcels.
+    pub fn empirical_floor(&self, horizons: &[usize], d_in: usize) -> Result<EmpiricalFloor, DataError> {
+        let per_parcel = self.empirical_floor_per_parcel(horizons, d_in)?;
+        let overall = per_parcel.iter().sum::<f64>() / per_parcel.len() as f64;
+        let mut per_horizon = Vec::with_capacity(horizons.len());
+        for &h in horizons {
+            let p = self.empirical_floor_per_parcel(&[h], d_in)?;
+            per_horizon.push(p.iter().sum::<f64>() / p.len() as f64);
+        }
+        Ok(EmpiricalFloor { overall, per_horizon, per_parcel })
+    }
+
     /// `boldcast_core::floor::empirical_floor_per_parcel` on the standardized runs.
     pub fn empirical_floor_per_parcel(&self, horizons: &[usize], d_in: usize) -> Result<Vec<f64>, DataError> {
         empirical_floor_per_parcel(&self.series(), horizons, d_in)

@@ -68,7 +68,7 @@ pub mod write;
 #[cfg(test)]
 mod testutil;
 
-pub use dataset::{Dataset, Run};
+pub use dataset::{Dataset, EmpiricalFloor, Run};
 pub use error::{DataError, SplitError};
 pub use names::{parse_run_name, RunId};
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
