@@ -57,7 +57,7 @@ pub struct ModelConfig {
     pub chunk_size: usize,
     /// k: neighbours per parcel in the spatial attention, self included; 0 for none.
     pub k_neighbors: usize,
-    /// Forecast horizons in tokens, each at least 1.
+    /// Forecast horizons in tokens, each at least 1 and none twice.
     pub horizons: Vec<usize>,
 }
 
@@ -133,6 +133,15 @@ impl ModelConfig {
         }
         if let Some(h) = self.horizons.iter().find(|&&h| h == 0) {
             return Err(Error::config("model.horizons", h, "horizons are counted in tokens and must be at least 1"));
+        }
+        for (i, h) in self.horizons.iter().enumerate() {
+            if let Some(first) = self.horizons[..i].iter().position(|g| g == h) {
+                return Err(Error::config(
+                    "model.horizons",
+                    h,
+                    format!("duplicate horizon (entries {} and {}): list each horizon once", first + 1, i + 1),
+                ));
+            }
         }
         if self.temporal == Temporal::Mamba2 {
             pos("headdim", self.headdim)?;
@@ -346,6 +355,20 @@ mod tests {
         let mut c = ModelConfig::boldcast_demo();
         c.d_model = 0;
         assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
+    }
+
+    #[test]
+    fn duplicate_horizons_are_refused_and_zero_layers_are_not() {
+        for hs in [&[1, 1][..], &[1, 5, 3, 5]] {
+            let e = ModelConfig::builder().horizons(hs).build().unwrap_err();
+            let m = alloc::format!("{e}");
+            assert!(m.contains("model.horizons") && m.contains("5") == (hs.len() == 4), "{m}");
+            assert!(m.contains("duplicate"), "{m}");
+        }
+        let e = ModelConfig::builder().horizons(&[2, 7, 2]).build().unwrap_err();
+        assert!(alloc::format!("{e}").contains("model.horizons = 2"), "{e}");
+        assert!(ModelConfig::builder().horizons(&[5, 1]).build().is_ok());
+        assert!(ModelConfig::builder().n_layers(0).build().is_ok());
     }
 
     #[test]
