@@ -65,6 +65,18 @@ pub enum DataError {
         /// What is missing.
         reason: String,
     },
+    /// A header names a parcel with an empty or repeated name.
+    #[error("{}, line 1, column {column}: {reason}", path.display())]
+    Header {
+        /// The file.
+        path: PathBuf,
+        /// 1-based column.
+        column: usize,
+        /// The name in that column (empty for an empty name).
+        name: String,
+        /// What is wrong with it, in words that quote the name.
+        reason: String,
+    },
     /// A row has a different number of cells than the header.
     #[error("{}, line {line}: {found} columns, but the header has {expected}", path.display())]
     Ragged {
