@@ -169,6 +169,12 @@ pub enum TrainError {
     /// The subjects could not be split.
     #[error(transparent)]
     Split(#[from] boldcast_data::SplitError),
+    /// An output directory's path is taken by something that is not a directory.
+    #[error("output {} exists and is not a directory; choose another --out", path.display())]
+    OutputNotADir {
+        /// The path.
+        path: PathBuf,
+    },
     /// An output directory that must be new or empty is neither.
     #[error("output directory {} already exists and is not empty; choose another --out", dir.display())]
     OutputNotEmpty {

@@ -52,10 +52,14 @@ pub struct StagedDir {
 }
 
 impl StagedDir {
-    /// Stages `dest`, which must not exist or be an empty directory.
+    /// Stages `dest`, which must not exist or be an empty directory (a file there is
+    /// [`TrainError::OutputNotADir`], a non-empty directory [`TrainError::OutputNotEmpty`]).
     pub fn new(dest: &Path) -> Result<Self, TrainError> {
+        if dest.exists() && !dest.is_dir() {
+            return Err(TrainError::OutputNotADir { path: dest.to_path_buf() });
+        }
         if dest.exists() {
-            let empty = dest.is_dir() && std::fs::read_dir(dest).map_err(TrainError::io(dest))?.next().is_none();
+            let empty = std::fs::read_dir(dest).map_err(TrainError::io(dest))?.next().is_none();
             if !empty {
                 return Err(TrainError::OutputNotEmpty { dir: dest.to_path_buf() });
             }
@@ -124,5 +128,16 @@ mod tests {
         assert!(e.contains("already exists and is not empty"), "{e}");
         drop(StagedDir::new(&d.path().join("other")).unwrap());
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "an uncommitted stage is removed");
+    }
+
+    #[test]
+    fn a_file_in_the_way_is_not_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("out");
+        std::fs::write(&f, b"x").unwrap();
+        let e = StagedDir::new(&f).unwrap_err().to_string();
+        assert!(e.contains("is not a directory") && e.contains("out"), "{e}");
+        assert!(!e.contains("not empty"), "{e}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"x");
     }
 }
