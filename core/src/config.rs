@@ -171,7 +171,11 @@ impl ModelConfig {
             ));
         }
         if shape.batch == 0 || shape.parcels == 0 {
-            return Err(Error::config("tokens", format!("{shape:?}"), "batch and parcels must be at least 1"));
+            return Err(Error::config(
+                "tokens",
+                format!("{} windows of {} parcels", shape.batch, shape.parcels),
+                "batch and parcels must be at least 1",
+            ));
         }
         if self.k_neighbors > shape.parcels {
             return Err(Error::config(
@@ -369,6 +373,15 @@ mod tests {
         assert!(alloc::format!("{e}").contains("model.horizons = 2"), "{e}");
         assert!(ModelConfig::builder().horizons(&[5, 1]).build().is_ok());
         assert!(ModelConfig::builder().n_layers(0).build().is_ok());
+    }
+
+    #[test]
+    fn tokens_without_parcels_are_refused_in_a_sentence() {
+        let c = ModelConfig::builder().k_neighbors(0).build().unwrap();
+        let shape = crate::shape::TokenShape { batch: 4, time: 32, parcels: 0, d_in: c.d_in };
+        let e = alloc::format!("{}", c.check_tokens(&shape).unwrap_err());
+        assert!(e.contains("0 parcels") && e.contains("at least 1"), "{e}");
+        assert!(!e.contains('{') && !e.contains("TokenShape"), "a sentence, not a Debug struct: {e}");
     }
 
     #[test]
