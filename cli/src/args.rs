@@ -100,8 +100,8 @@ pub struct BenchArgs {
     /// The backend to time.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
-    /// Timed steps (the median and minimum are reported).
-    #[arg(long, default_value_t = 5)]
+    /// Timed steps, at least 1 (the median and minimum are reported).
+    #[arg(long, default_value_t = 5, value_parser = parse_at_least_one)]
     pub steps: usize,
     /// Untimed steps before them (buffers, caches, page faults).
     #[arg(long, default_value_t = 1)]
@@ -238,6 +238,15 @@ pub struct RunArgs {
     /// Temporal mixer: mamba or mamba2.
     #[arg(long, value_parser = parse_temporal)]
     pub temporal: Option<Temporal>,
+}
+
+/// A count that must be at least 1 (clap names the flag in its error).
+fn parse_at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_temporal(s: &str) -> Result<Temporal, String> {

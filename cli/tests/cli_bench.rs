@@ -44,3 +44,12 @@ fn bench_prints_consistent_figures_for_both_mixers() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("`mamba3` is not a temporal mixer"), "{}", stderr(&o));
 }
+
+#[test]
+fn zero_timed_steps_are_an_error_naming_steps() {
+    let o = run(&["bench", "--preset", "quick", "--steps", "0", "--warmup", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    let e = stderr(&o);
+    assert!(e.contains("--steps") && e.contains("at least 1"), "{e}");
+    assert!(stdout(&o).is_empty(), "no report: {}", stdout(&o));
+}

@@ -167,3 +167,18 @@ fn ignored_files_and_constant_parcels_are_reported() {
     .unwrap();
     assert_eq!(j["per_parcel"][1]["floor"].as_f64(), Some(1.0));
 }
+
+#[test]
+fn a_horizon_past_i32_lags_has_the_floor_of_an_unpredictable_target() {
+    // 2L = 2^31 used to wrap an i32 exponent and print -inf.
+    let o = run(&["floor", "--rho", "0.9", "--horizons", "1073741824", "--json"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let j: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
+    assert_eq!(j["overall"].as_f64(), Some(1.0), "{j}");
+    assert_eq!(j["per_horizon"][0].as_f64(), Some(1.0), "{j}");
+    let t = stdout(&run(&["floor", "--rho", "0.9", "--horizons", "1,1073741824"]));
+    assert!(t.contains("horizon 1073741824: 1.000000") && t.contains("overall: 0.595000"), "{t}");
+    assert!(!t.contains("inf") && !t.contains("NaN"), "{t}");
+    let t = stdout(&run(&["floor", "--rho", "0.9", "--horizons", &usize::MAX.to_string(), "--d-in", "2"]));
+    assert!(t.contains("overall: 1.000000"), "{t}");
+}

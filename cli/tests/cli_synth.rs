@@ -198,3 +198,17 @@ fn synth_errors_leave_nothing_behind() {
     assert!(o.status.success(), "{}", text(&o).1);
     assert_eq!(ls(&out).len(), 6);
 }
+
+#[test]
+fn synth_into_an_existing_file_says_it_is_not_a_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ds.txt");
+    std::fs::write(&out, "x").unwrap();
+    let o = run(&["synth", "--out", out.to_str().unwrap(), "--trs", "10"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o).1;
+    assert!(e.starts_with("error: ") && e.contains("is not a directory") && e.contains("ds.txt"), "{e}");
+    assert!(!e.contains("not empty"), "{e}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "x", "the file is left as it was");
+    assert_eq!(ls(d.path()), ["ds.txt"]);
+}

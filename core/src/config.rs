@@ -57,7 +57,7 @@ pub struct ModelConfig {
     pub chunk_size: usize,
     /// k: neighbours per parcel in the spatial attention, self included; 0 for none.
     pub k_neighbors: usize,
-    /// Forecast horizons in tokens, each at least 1.
+    /// Forecast horizons in tokens, each at least 1 and none twice.
     pub horizons: Vec<usize>,
 }
 
@@ -134,6 +134,15 @@ impl ModelConfig {
         if let Some(h) = self.horizons.iter().find(|&&h| h == 0) {
             return Err(Error::config("model.horizons", h, "horizons are counted in tokens and must be at least 1"));
         }
+        for (i, h) in self.horizons.iter().enumerate() {
+            if let Some(first) = self.horizons[..i].iter().position(|g| g == h) {
+                return Err(Error::config(
+                    "model.horizons",
+                    h,
+                    format!("duplicate horizon (entries {} and {}): list each horizon once", first + 1, i + 1),
+                ));
+            }
+        }
         if self.temporal == Temporal::Mamba2 {
             pos("headdim", self.headdim)?;
             pos("chunk_size", self.chunk_size)?;
@@ -162,7 +171,11 @@ impl ModelConfig {
             ));
         }
         if shape.batch == 0 || shape.parcels == 0 {
-            return Err(Error::config("tokens", format!("{shape:?}"), "batch and parcels must be at least 1"));
+            return Err(Error::config(
+                "tokens",
+                format!("{} windows of {} parcels", shape.batch, shape.parcels),
+                "batch and parcels must be at least 1",
+            ));
         }
         if self.k_neighbors > shape.parcels {
             return Err(Error::config(
@@ -346,6 +359,29 @@ mod tests {
         let mut c = ModelConfig::boldcast_demo();
         c.d_model = 0;
         assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
+    }
+
+    #[test]
+    fn duplicate_horizons_are_refused_and_zero_layers_are_not() {
+        for hs in [&[1, 1][..], &[1, 5, 3, 5]] {
+            let e = ModelConfig::builder().horizons(hs).build().unwrap_err();
+            let m = alloc::format!("{e}");
+            assert!(m.contains("model.horizons") && m.contains("5") == (hs.len() == 4), "{m}");
+            assert!(m.contains("duplicate"), "{m}");
+        }
+        let e = ModelConfig::builder().horizons(&[2, 7, 2]).build().unwrap_err();
+        assert!(alloc::format!("{e}").contains("model.horizons = 2"), "{e}");
+        assert!(ModelConfig::builder().horizons(&[5, 1]).build().is_ok());
+        assert!(ModelConfig::builder().n_layers(0).build().is_ok());
+    }
+
+    #[test]
+    fn tokens_without_parcels_are_refused_in_a_sentence() {
+        let c = ModelConfig::builder().k_neighbors(0).build().unwrap();
+        let shape = crate::shape::TokenShape { batch: 4, time: 32, parcels: 0, d_in: c.d_in };
+        let e = alloc::format!("{}", c.check_tokens(&shape).unwrap_err());
+        assert!(e.contains("0 parcels") && e.contains("at least 1"), "{e}");
+        assert!(!e.contains('{') && !e.contains("TokenShape"), "a sentence, not a Debug struct: {e}");
     }
 
     #[test]

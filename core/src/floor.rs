@@ -9,9 +9,26 @@ use crate::error::{Error, Result};
 use alloc::vec::Vec;
 use num_traits::Float;
 
-/// The lag in TRs of element `j < d_in` of the target at horizon `h >= 1`.
+/// The lag in TRs of element `j < d_in` of the target at horizon `h >= 1`; a lag past
+/// `usize::MAX` saturates there (no series is that long: its autocorrelation is 0).
 pub fn lag(h: usize, j: usize, d_in: usize) -> usize {
-    (h - 1) * d_in + j + 1
+    usize::try_from(lag_wide(h, j, d_in)).unwrap_or(usize::MAX)
+}
+
+/// [`lag`] in a `u128`, which holds it for every `h`, `j` and `d_in` without overflow.
+fn lag_wide(h: usize, j: usize, d_in: usize) -> u128 {
+    (h as u128 - 1) * d_in as u128 + j as u128 + 1
+}
+
+/// `rho^(2L)` at the lag `L` of element `j` of horizon `h`, for any horizon. An exponent that
+/// fits an `i32` is `powi`'s (the familiar values, bit for bit); a larger one would wrap there,
+/// so it is `exp(2L ln|rho|)` (`2L` is even, so the sign of rho does not matter).
+fn rho_pow_2lag(rho: f64, h: usize, j: usize, d_in: usize) -> f64 {
+    let two_l = 2 * lag_wide(h, j, d_in);
+    match i32::try_from(two_l) {
+        Ok(e) => Float::powi(rho, e),
+        Err(_) => Float::exp(two_l as f64 * Float::ln(Float::abs(rho))),
+    }
 }
 
 fn check_rho(rho: f64) -> Result<()> {
@@ -41,7 +58,7 @@ pub fn ar1_floor_per_horizon(rho: f64, horizons: &[usize], d_in: usize) -> Resul
     check_horizons(horizons, d_in)?;
     Ok(horizons
         .iter()
-        .map(|&h| (0..d_in).map(|j| 1.0 - Float::powi(rho, 2 * lag(h, j, d_in) as i32)).sum::<f64>() / d_in as f64)
+        .map(|&h| (0..d_in).map(|j| 1.0 - rho_pow_2lag(rho, h, j, d_in)).sum::<f64>() / d_in as f64)
         .collect())
 }
 
@@ -115,4 +132,36 @@ pub fn empirical_floor_per_parcel(runs: &[Vec<Vec<f64>>], horizons: &[usize], d_
 pub fn empirical_floor(runs: &[Vec<Vec<f64>>], horizons: &[usize], d_in: usize) -> Result<f64> {
     let per = empirical_floor_per_parcel(runs, horizons, d_in)?;
     Ok(per.iter().sum::<f64>() / per.len().max(1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_of_a_horizon_past_i32_lags_is_finite_and_right() {
+        // 2L = 2^31 does not fit an i32 exponent: it used to wrap to i32::MIN and give -inf.
+        let per = ar1_floor_per_horizon(0.9, &[1 << 30], 1).unwrap();
+        assert_eq!(per, [1.0]);
+        assert_eq!(ar1_floor(0.9, &[1, 1 << 30], 1).unwrap(), (0.19 + 1.0) / 2.0);
+        // (h - 1) D overflows a usize: still the floor of an unpredictable target.
+        assert_eq!(ar1_floor_per_horizon(0.9, &[usize::MAX], 2).unwrap(), [1.0]);
+        assert_eq!(ar1_floor_per_horizon(-0.5, &[usize::MAX], 3).unwrap(), [1.0]);
+        // A rho so near 1 that the power is not 0 at such a lag: 1 - rho^(2L) = 1 - exp(2L ln rho).
+        let rho = 1.0 - 1e-12;
+        let got = ar1_floor_per_horizon(rho, &[1 << 30], 1).unwrap()[0];
+        let want = 1.0 - (-2.0 * (1u64 << 30) as f64 * 1e-12).exp();
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        // Small lags keep their old values exactly.
+        assert_eq!(ar1_floor_per_horizon(0.9, &[1, 5], 1).unwrap(), {
+            let r = core::hint::black_box(0.9f64);
+            [1.0 - Float::powi(r, 2), 1.0 - Float::powi(r, 10)]
+        });
+    }
+
+    #[test]
+    fn lag_saturates_instead_of_overflowing() {
+        assert_eq!(lag(4, 0, 3), 10);
+        assert_eq!(lag(usize::MAX, 1, 2), usize::MAX);
+    }
 }

@@ -128,6 +128,9 @@ impl Dataset {
                 "tsv" => read_text(&path, '\t')?,
                 _ => read_text(&path, ',')?,
             };
+            if raw.parcels == 0 {
+                return Err(DataError::Empty { path, reason: format!("no parcels: {} TRs of 0 columns", raw.n_tr) });
+            }
             raws.push((id, path, raw));
         }
         // Parcel count and names against the first run (and the first named run).

@@ -40,6 +40,12 @@ pub enum DataError {
         #[source]
         source: std::io::Error,
     },
+    /// An output directory's path is taken by something that is not a directory.
+    #[error("output {} exists and is not a directory; choose another --out", path.display())]
+    OutputNotADir {
+        /// The path.
+        path: PathBuf,
+    },
     /// An output directory that must be new or empty is neither.
     #[error("output directory {} already exists and is not empty; choose another --out", dir.display())]
     OutputNotEmpty {
@@ -72,6 +78,18 @@ pub enum DataError {
         /// The file.
         path: PathBuf,
         /// What is missing.
+        reason: String,
+    },
+    /// A header names a parcel with an empty or repeated name.
+    #[error("{}, line 1, column {column}: {reason}", path.display())]
+    Header {
+        /// The file.
+        path: PathBuf,
+        /// 1-based column.
+        column: usize,
+        /// The name in that column (empty for an empty name).
+        name: String,
+        /// What is wrong with it, in words that quote the name.
         reason: String,
     },
     /// A row has a different number of cells than the header.

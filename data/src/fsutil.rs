@@ -62,10 +62,14 @@ pub struct StagedDir {
 }
 
 impl StagedDir {
-    /// Stages `dest`, which must not exist or be an empty directory.
+    /// Stages `dest`, which must not exist or be an empty directory (a file there is
+    /// [`DataError::OutputNotADir`], a non-empty directory [`DataError::OutputNotEmpty`]).
     pub fn new(dest: &Path) -> Result<Self, DataError> {
+        if dest.exists() && !dest.is_dir() {
+            return Err(DataError::OutputNotADir { path: dest.to_path_buf() });
+        }
         if dest.exists() {
-            let empty = dest.is_dir() && std::fs::read_dir(dest).map_err(crate::error::io_err(dest))?.next().is_none();
+            let empty = std::fs::read_dir(dest).map_err(crate::error::io_err(dest))?.next().is_none();
             if !empty {
                 return Err(DataError::OutputNotEmpty { dir: dest.to_path_buf() });
             }
@@ -134,5 +138,16 @@ mod tests {
         assert!(e.contains("already exists and is not empty"), "{e}");
         drop(StagedDir::new(&d.path().join("other")).unwrap());
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "an uncommitted stage is removed");
+    }
+
+    #[test]
+    fn a_file_in_the_way_is_not_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("out");
+        std::fs::write(&f, b"x").unwrap();
+        let e = StagedDir::new(&f).unwrap_err().to_string();
+        assert!(e.contains("is not a directory") && e.contains("out"), "{e}");
+        assert!(!e.contains("not empty"), "{e}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"x");
     }
 }

@@ -45,4 +45,13 @@ mod tests {
         assert_eq!(ds.runs[0].data, ds.runs[1].data);
         assert!(ds.runs[0].data[3] < ds.runs[0].data[6], "row-major after reading");
     }
+
+    #[test]
+    fn zero_parcels_are_an_error_naming_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        write_npy_f32(&d.path().join("sub-01_run-1.npy"), 100, 0, &[]);
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(e.contains("sub-01_run-1.npy") && e.contains("no parcels"), "{e}");
+        assert!(!e.contains('{'), "a sentence, not a Debug struct: {e}");
+    }
 }
