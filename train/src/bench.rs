@@ -100,7 +100,7 @@ pub struct BenchOptions {
     pub backend: String,
     /// The preset's name, for the report.
     pub preset: String,
-    /// Timed steps (at least one is timed).
+    /// Timed steps, at least 1 (0 is an error).
     pub steps: usize,
     /// Untimed steps before them.
     pub warmup: usize,
@@ -185,7 +185,7 @@ fn time_steps<M: DataParallel<f32>>(
     let mut times = Vec::with_capacity(opts.steps);
     let mut last_loss = f64::NAN;
     let cpu0 = process_cpu_s();
-    for _ in 0..opts.steps.max(1) {
+    for _ in 0..opts.steps {
         if let Some(d) = dist {
             // Every rank starts the step together; the step's all-reduce ends it together.
             d.collective().barrier()?;
@@ -209,6 +209,10 @@ pub fn bench_model<M: DataParallel<f32>>(
     make: impl Fn(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
     dist: &Dist,
 ) -> Result<BenchReport, TrainError> {
+    if opts.steps == 0 {
+        let reason = "must be at least 1: the report is the median of the timed steps".to_string();
+        return Err(crate::config::ConfigError::Invalid { field: "steps".into(), value: "0".into(), reason }.into());
+    }
     let mc = cfg.model_config();
     let (global, mine) = bench_tokens(cfg, &mc, dist)?;
     let timed = time_steps(cfg, opts, &make, &mine, Some(dist))?;
@@ -275,6 +279,15 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_timed_steps_are_an_error_naming_steps() {
+        let cfg = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml")).unwrap();
+        let opts = BenchOptions { backend: "cpu".into(), preset: "quick".into(), steps: 0, warmup: 0, threads: 1 };
+        let make = |c, a, _| boldcast_cpu::CpuModel::<f32>::new(c, a, 1);
+        let e = bench_model(&cfg, &opts, make, &Dist::default()).unwrap_err().to_string();
+        assert!(e.contains("steps") && e.contains("at least 1"), "{e}");
+    }
 
     #[test]
     fn rss_and_cpu_time_are_measured() {
