@@ -21,7 +21,7 @@ pub fn from_env(transport: Transport) -> Result<Dist, CliError> {
 pub fn abort_on_error<T>(dist: &Dist, r: Result<T, CliError>) -> Result<T, CliError> {
     match r {
         Err(e) if dist.size() > 1 => {
-            eprintln!("error: rank {} of {}: {e}", dist.rank(), dist.size());
+            crate::errln!("error: rank {} of {}: {e}", dist.rank(), dist.size());
             dist.0.abort(2);
             // A collective that cannot abort the others (none of the real ones): exit alone.
             std::process::exit(2)

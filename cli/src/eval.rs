@@ -99,7 +99,7 @@ where
     }
     let loaded = load_data(&cfg)?;
     for n in &loaded.notes {
-        eprintln!("{n}");
+        crate::errln!("{n}");
     }
     let data = EvalData::new(loaded, &cfg)?;
     Ok(evaluate_weights(&weights, &cfg, &data, build)?)

@@ -24,6 +24,35 @@
 //! - [`error`]: the error every command returns, printed as `error: ...`.
 #![deny(missing_docs)]
 
+/// `println!` that never panics: when stdout is closed (`bc-cli train ... | head -1`) the line
+/// is dropped and the run goes on to write its files. Every line `bc-cli` prints goes through
+/// this macro or [`errln!`].
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `print!` that never panics (see [`outln!`]).
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that never panics (see [`outln!`]).
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod args;
 pub mod backend;
 pub mod bench;

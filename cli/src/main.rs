@@ -14,7 +14,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Synth(a) => {
             let out = bc_cli::synth::run(&a)?;
-            println!(
+            bc_cli::outln!(
                 "wrote {} runs, parcels.tsv and synth.json to {} (exact floor, horizons 1,5, d_in 1: {:.6})",
                 out.files.len(),
                 out.dir.display(),
@@ -25,12 +25,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Floor(a) => {
             let r = bc_cli::floor::run(&a)?;
             for n in &r.notes {
-                eprintln!("{n}");
+                bc_cli::errln!("{n}");
             }
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&r.json).expect("JSON serializes"));
+                bc_cli::outln!("{}", serde_json::to_string_pretty(&r.json).expect("JSON serializes"));
             } else {
-                print!("{}", r.text);
+                bc_cli::out!("{}", r.text);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -56,7 +56,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let dist = from_env(transport)?;
             let rep = abort_on_error(&dist, bc_cli::bench::run(&a, &dist))?;
             if dist.is_root() {
-                println!("{}", serde_json::to_string(&rep).expect("JSON serializes"));
+                bc_cli::outln!("{}", serde_json::to_string(&rep).expect("JSON serializes"));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -64,15 +64,15 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let req = bc_cli::eval::EvalRequest { checkpoint: a.checkpoint, data: a.data, config: a.config };
             let rep = dispatch(a.backend, Eval(&req))?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
+                bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
             } else {
-                print!("{}", bc_cli::eval::table(&rep));
+                bc_cli::out!("{}", bc_cli::eval::table(&rep));
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
-            println!("{report}");
+            bc_cli::outln!("{report}");
             Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
     }
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            bc_cli::errln!("error: {e}");
             ExitCode::from(2)
         }
     }

@@ -47,7 +47,7 @@ impl Observer for StepLines {
 /// The two lines before the first step.
 fn print_preamble<M: Model<f32>>(cfg: &RunConfig, preset: &str, model: &M, data: &OverfitData, out: &Path) {
     let s = data.batch.shape();
-    println!(
+    crate::outln!(
         "overfit: preset {preset}, {} parameters, batch (B {}, T {}, P {}, D {}) from {}",
         model.config().n_params(),
         s.batch,
@@ -56,7 +56,7 @@ fn print_preamble<M: Model<f32>>(cfg: &RunConfig, preset: &str, model: &M, data:
         s.d_in,
         data.source
     );
-    println!(
+    crate::outln!(
         "overfit: {} steps, constant lr {}, weight decay 0 (no tensor decays), clip {}, log {}",
         cfg.overfit.max_steps,
         cfg.overfit.lr,
@@ -69,10 +69,10 @@ fn print_preamble<M: Model<f32>>(cfg: &RunConfig, preset: &str, model: &M, data:
 fn print_outcome(rep: &OverfitReport) {
     let (final_loss, v) = (rep.final_loss(), &rep.verdict);
     match &rep.floor {
-        Some(f) => println!("final loss {final_loss:.6}   {} {:.6}", f.kind, f.value),
-        None => println!("final loss {final_loss:.6}"),
+        Some(f) => crate::outln!("final loss {final_loss:.6}   {} {:.6}", f.kind, f.value),
+        None => crate::outln!("final loss {final_loss:.6}"),
     }
-    println!(
+    crate::outln!(
         "verdict: {}  mean(last 50) = {:.6} {} 0.7 * mean(first 50) = 0.7 * {:.6} = {:.6}",
         if v.passed { "PASS" } else { "FAIL" },
         v.last,
@@ -129,7 +129,7 @@ where
     let preset = cfg.preset.clone().unwrap_or_default();
     let data = overfit_data(&cfg)?;
     for n in &data.notes {
-        eprintln!("{n}");
+        crate::errln!("{n}");
     }
     let model = build(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?;
     let out = cfg.train.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/overfit-{preset}")));

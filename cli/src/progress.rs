@@ -27,7 +27,7 @@ impl Progress {
     pub fn println(&self, msg: &str) {
         match &self.bar {
             Some(b) => b.println(msg),
-            None => println!("{msg}"),
+            None => crate::outln!("{msg}"),
         }
     }
 

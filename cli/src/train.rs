@@ -119,7 +119,7 @@ impl Observer for Printer {
     fn on_end(&mut self, r: &TrainReport) {
         self.bar.finish();
         for l in self.end_lines(r) {
-            println!("{l}");
+            crate::outln!("{l}");
         }
     }
 }
@@ -223,7 +223,7 @@ fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliEr
         )));
     }
     if req.dist.is_root() {
-        println!("resuming from {} (step {} of {})", loaded.dir.display(), state.step, state.max_steps);
+        crate::outln!("resuming from {} (step {} of {})", loaded.dir.display(), state.step, state.max_steps);
     }
     Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: Some(loaded) })
 }
@@ -255,7 +255,7 @@ fn print_preamble<M: Model<f32>>(cfg: &RunConfig, data: &TrainData, model: &M, r
     let t = &cfg.train;
     let println = |msg: String| {
         if root {
-            println!("{msg}");
+            crate::outln!("{msg}");
         }
     };
     if req.dist.size() > 1 {
@@ -333,7 +333,7 @@ where
     let data = TrainData::load(&cfg)?;
     let root = req.dist.is_root();
     for n in data.notes.iter().filter(|_| root) {
-        eprintln!("{n}");
+        crate::errln!("{n}");
     }
     let model = build(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?;
     if loaded.is_none() && root {
