@@ -125,6 +125,38 @@ fn dtype_of<E: Elem>() -> Dtype {
     }
 }
 
+/// `file` (a serialized safetensors file) with its JSON header's keys sorted at every level.
+/// The metadata reaches `safetensors::serialize` as a `HashMap`, whose order changes from one
+/// map to the next: sorted, equal tensors and metadata give equal bytes. The header is padded
+/// with spaces to a multiple of 8 bytes, as safetensors writes it.
+fn canonical_header(file: Vec<u8>) -> Result<Vec<u8>, safetensors::SafeTensorError> {
+    fn sorted(v: serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let entries: std::collections::BTreeMap<String, serde_json::Value> =
+                    m.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+                serde_json::Value::Object(entries.into_iter().collect())
+            }
+            other => other,
+        }
+    }
+    let bad = || safetensors::SafeTensorError::InvalidHeaderStart;
+    let n = u64::from_le_bytes(file.get(..8).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+    let header = file.get(8..8 + n).ok_or_else(bad)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(header).map_err(safetensors::SafeTensorError::InvalidHeaderDeserialization)?;
+    let mut text =
+        serde_json::to_string(&sorted(value)).map_err(safetensors::SafeTensorError::InvalidHeaderDeserialization)?;
+    while text.len() % 8 != 0 {
+        text.push(' ');
+    }
+    let mut out = Vec::with_capacity(8 + text.len() + file.len() - 8 - n);
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(&file[8 + n..]);
+    Ok(out)
+}
+
 /// Writes `tensors` to `path` as safetensors, atomically.
 ///
 /// Elements are stored as `F32` for `E = f32` and `F64` for `E = f64`, little-endian,
@@ -175,6 +207,7 @@ pub fn save_safetensors<E: Elem>(
         views.push((name.as_str(), v));
     }
     let buf = safetensors::serialize(views, metadata)
+        .and_then(canonical_header)
         .map_err(|e| CheckpointError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
 
     crate::fsutil::replace_with(path, |w| w.write_all(&buf)).map_err(io(path, "writing"))
@@ -429,6 +462,28 @@ mod tests {
         // A directory that does not exist: the error names the file.
         let e = save_safetensors(dir.0.join("nope/x.safetensors"), &one, None).unwrap_err();
         assert!(e.to_string().contains("nope/x.safetensors"), "{e}");
+    }
+
+    #[test]
+    fn equal_tensors_and_metadata_give_equal_bytes() {
+        let dir = TempDir::new("bytes");
+        let meta =
+            || -> HashMap<String, String> { (0..8).map(|i| (format!("key{i}"), format!("value {i}"))).collect() };
+        let first = dir.0.join("a.safetensors");
+        save_safetensors(&first, &sample::<f32>(), Some(meta())).unwrap();
+        let want = fs::read(&first).unwrap();
+        for i in 0..8 {
+            let p = dir.0.join(format!("b{i}.safetensors"));
+            save_safetensors(&p, &sample::<f32>(), Some(meta())).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), want, "save {i} differs from the first");
+        }
+        let f = SafetensorsFile::open(&first).unwrap();
+        assert_eq!(f.metadata().unwrap(), meta());
+        let mut back = f.all::<f32>().unwrap();
+        let mut want_tensors = sample::<f32>();
+        back.sort_by(|a, b| a.name.cmp(&b.name));
+        want_tensors.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(back, want_tensors);
     }
 
     #[test]
