@@ -47,3 +47,24 @@ pub(crate) fn load_err(files: &[(&str, &str)]) -> String {
     }
     Dataset::load(d.path()).unwrap_err().to_string()
 }
+
+/// Writes a `.npy` file by hand: NPY magic, version 1.0, the header length, the header dict
+/// `dict` padded with spaces and a newline to a multiple of 64 bytes, then `data` as is; the
+/// header may claim any shape, whatever `data` holds.
+pub(crate) fn write_npy_raw(path: &Path, dict: &str, data: &[u8]) {
+    let mut header = dict.to_string();
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// `n` little-endian doubles `0.0, 1.0, ...`.
+pub(crate) fn f8_bytes(n: usize) -> Vec<u8> {
+    (0..n).flat_map(|i| (i as f64).to_le_bytes()).collect()
+}
