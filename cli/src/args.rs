@@ -370,6 +370,10 @@ pub struct EvalArgs {
     /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Evaluate on data other than the training data (other parcel names, or training runs
+    /// that differ from those the weights recorded), with a warning, instead of refusing.
+    #[arg(long)]
+    pub allow_other_data: bool,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,

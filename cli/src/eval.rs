@@ -51,6 +51,8 @@ pub struct EvalRequest {
     pub data: Option<PathBuf>,
     /// `--config` (for weights without a stored configuration).
     pub config: Option<PathBuf>,
+    /// `--allow-other-data`.
+    pub allow_other_data: bool,
 }
 
 /// The weights of `--checkpoint`; a missing path is named by its flag.
@@ -97,10 +99,22 @@ where
     if req.config.is_some() {
         weights = weights.rebuild_adjacency();
     }
+    if req.allow_other_data {
+        weights = weights.allow_other_data();
+    }
     let loaded = load_data(&cfg)?;
     for n in &loaded.notes {
         crate::errln!("{n}");
     }
     let data = EvalData::new(loaded, &cfg)?;
-    Ok(evaluate_weights(&weights, &cfg, &data, build)?)
+    let report = evaluate_weights(&weights, &cfg, &data, build).map_err(|e| match e {
+        e @ TrainError::OtherData { .. } => {
+            CliError::Msg(format!("{e}; give --allow-other-data to evaluate on these data anyway"))
+        }
+        e => e.into(),
+    })?;
+    for w in &report.warnings {
+        crate::errln!("{w}");
+    }
+    Ok(report)
 }

@@ -61,7 +61,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval(a) => {
-            let req = bc_cli::eval::EvalRequest { checkpoint: a.checkpoint, data: a.data, config: a.config };
+            let req = bc_cli::eval::EvalRequest {
+                checkpoint: a.checkpoint,
+                data: a.data,
+                config: a.config,
+                allow_other_data: a.allow_other_data,
+            };
             let rep = dispatch(a.backend, Eval(&req))?;
             if a.json {
                 bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));

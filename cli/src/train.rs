@@ -177,6 +177,7 @@ pub struct PreparedTrain {
     cfg: RunConfig,
     out: PathBuf,
     loaded: Option<Loaded>,
+    resume: bool,
 }
 
 impl PreparedTrain {
@@ -203,17 +204,27 @@ where
     train_prepared(prepare_train(cfg, req)?, req, backend, build)
 }
 
-/// `--resume DIR`: the newest checkpoint of `dir` and its stored configuration.
+/// `--resume DIR`: the newest checkpoint of `dir` and its stored configuration, or for a run
+/// stopped before its first checkpoint its `config.resolved.toml` (it starts again from step 0).
 fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliError> {
-    let (cfg, loaded) = ck::resume_point(dir)?.ok_or_else(|| {
-        CliError::Msg(format!(
-            "--resume {}: no checkpoint in {}/{} (a run killed before its first checkpoint starts again in an \
-             empty directory)",
-            dir.display(),
-            dir.display(),
-            ck::CKPT_DIR
-        ))
+    let point = ck::continue_point(dir).map_err(|e| match e {
+        e @ boldcast_train::TrainError::NotARunDir { .. } => CliError::Msg(format!("--resume {e}")),
+        e => e.into(),
     })?;
+    for n in point.notes.iter().filter(|_| req.dist.is_root()) {
+        crate::errln!("{n}");
+    }
+    let cfg = point.cfg;
+    let Some(loaded) = point.checkpoint else {
+        if req.dist.is_root() {
+            crate::outln!(
+                "resuming {}: no checkpoint yet, so the run starts again from step 0 with its {}",
+                dir.display(),
+                boldcast_train::run_dir::RESOLVED
+            );
+        }
+        return Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: None, resume: true });
+    };
     let state = &loaded.state;
     if let (Some(r), true) = (&state.finished, dir.join("summary.json").is_file()) {
         return Err(CliError::Msg(format!(
@@ -225,7 +236,7 @@ fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliEr
     if req.dist.is_root() {
         crate::outln!("resuming from {} (step {} of {})", loaded.dir.display(), state.step, state.max_steps);
     }
-    Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: Some(loaded) })
+    Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: Some(loaded), resume: true })
 }
 
 /// The first half of [`train_command`]: reads the checkpoint of `--resume` (and its stored
@@ -238,15 +249,20 @@ pub fn prepare_train(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<Prepa
     let preset = cfg.preset.clone().unwrap_or_else(|| DEFAULT_PRESET.into());
     let out = cfg.train.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/train-{preset}")));
     // Rank 0 alone checks and writes the output directory (the others would see its files).
-    if req.dist.is_root() && out.exists() && std::fs::read_dir(&out).map_err(CliError::io(&out))?.next().is_some() {
-        return Err(CliError::Msg(format!(
-            "output directory {} already exists and is not empty: choose another --out, or continue it with \
-             --resume {}",
-            out.display(),
-            out.display()
-        )));
+    if req.dist.is_root() {
+        boldcast_train::run_dir::check_fresh(&out).map_err(|e| match e {
+            boldcast_train::TrainError::Data(boldcast::data::DataError::OutputNotEmpty { .. }) => {
+                CliError::Msg(format!(
+                    "output directory {} already exists and is not empty: choose another --out, or continue it with \
+                 --resume {}",
+                    out.display(),
+                    out.display()
+                ))
+            }
+            e => e.into(),
+        })?;
     }
-    Ok(PreparedTrain { cfg, out, loaded: None })
+    Ok(PreparedTrain { cfg, out, loaded: None, resume: false })
 }
 
 /// The lines printed before the first step.
@@ -321,7 +337,7 @@ where
     M: DataParallel<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let PreparedTrain { cfg, out, loaded } = prep;
+    let PreparedTrain { cfg, out, loaded, resume } = prep;
     if cfg.train.backend != backend {
         return Err(CliError::Msg(format!(
             "train.backend = {}, but the model would be built on the {backend} backend",
@@ -336,17 +352,15 @@ where
         crate::errln!("{n}");
     }
     let model = build(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?;
-    if loaded.is_none() && root {
-        cfg.write_resolved(&out)?;
-    }
     print_preamble(&cfg, &data, &model, req);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut printer = Printer::new(&cfg, &data, progress);
     let mut figure = Figure::default();
-    let report = Run::new(&cfg, &data, out)
-        .stop_after(req.stop_after)
-        .dist(req.dist.clone())
-        .resume(loaded)
+    let mut run = Run::new(&cfg, &data, out).stop_after(req.stop_after).dist(req.dist.clone());
+    if resume {
+        run = run.resume(loaded);
+    }
+    let report = run
         .summary_extra("figure", json!(Figure::FILE))
         .summary_extra("figure_legend", json!(crate::plot::CURVES_LEGEND))
         .run(model, &mut [&mut printer, &mut figure])?;

@@ -55,6 +55,26 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// The fingerprint of the runs `runs` (indices into [`Dataset::runs`]): the
+    /// [`crate::hash::Fnv64`] of the parcel names, then of each run its identity, its TRs and
+    /// its standardized values' bits. A checkpoint records it for its training runs, so a
+    /// resume or an evaluation can tell that a training file was replaced.
+    pub fn fingerprint(&self, runs: &[usize]) -> String {
+        let mut h = crate::hash::Fnv64::default();
+        h.count(self.parcel_names.len());
+        for n in &self.parcel_names {
+            h.text(n);
+        }
+        h.count(runs.len());
+        for r in runs.iter().filter_map(|&i| self.runs.get(i)) {
+            h.text(&r.id.to_string()).count(r.n_tr).count(r.data.len());
+            for x in &r.data {
+                h.update(&x.to_bits().to_le_bytes());
+            }
+        }
+        h.hex()
+    }
+
     /// What a user should be told about this dataset, one line each for standard error: every
     /// warning (`warning: ...`), then the data files not named like runs (`note: ignored N
     /// file(s) not named like runs: a, b`).

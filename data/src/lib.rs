@@ -14,6 +14,7 @@
 //!   golden cases), read and written by name, every error naming the file and the tensor;
 //! - [`synth`](mod@synth): a synthetic dataset written as real ones are, with its exact floor;
 //! - [`fsutil`]: atomic files and staged directories, the one home of those rules;
+//! - [`hash`]: the one content hash (FNV-1a 64) of recorded identities;
 //! - `error`: [`DataError`], [`SplitError`].
 //!
 //! # The directory
@@ -55,6 +56,7 @@ pub mod config;
 mod dataset;
 mod error;
 pub mod fsutil;
+pub mod hash;
 mod names;
 mod parcels;
 mod read;

@@ -323,6 +323,26 @@ impl SafetensorsFile {
     pub fn all<E: Elem>(&self) -> Result<Vec<NamedTensor<E>>, CheckpointError> {
         self.names().iter().map(|n| self.tensor(n)).collect()
     }
+
+    /// The hash ([`crate::hash::Fnv64`]) of the file's tensors: every tensor in name order,
+    /// its name, dtype, shape and data bytes as stored. The metadata is not part of it, so two
+    /// files with the same tensors hash alike whatever else their headers say, and a flipped
+    /// bit in any tensor's data changes it.
+    pub fn content_hash(&self) -> Result<String, CheckpointError> {
+        let mut names = self.names();
+        names.sort();
+        let mut h = crate::hash::Fnv64::default();
+        h.count(names.len());
+        for n in &names {
+            let v = self.view(n)?;
+            h.text(n).text(&v.dtype().to_string()).count(v.shape().len());
+            for &d in v.shape() {
+                h.count(d);
+            }
+            h.count(v.data().len()).update(v.data());
+        }
+        Ok(h.hex())
+    }
 }
 
 /// Reads every tensor of a safetensors file as `E` (from `F32` or `F64`), in file order.

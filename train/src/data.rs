@@ -13,6 +13,46 @@ use boldcast_fixtures::{circle_centroids, Ar1Spec, Layout};
 /// The subject split of a run: [`boldcast_data::split()`] decides it from `[data]`.
 pub use boldcast_data::split::Split;
 
+/// What a checkpoint records of its training data, to tell when it is given other data: the
+/// parcel names and the fingerprint of the training runs ([`Dataset::fingerprint`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DataIdentity {
+    /// The parcel names, in column order.
+    pub parcels: Vec<String>,
+    /// The fingerprint of the training runs.
+    pub fingerprint: String,
+}
+
+impl DataIdentity {
+    /// The identity of `ds` trained on its runs `train_runs`.
+    pub fn of(ds: &Dataset, train_runs: &[usize]) -> Self {
+        Self { parcels: ds.parcel_names.clone(), fingerprint: ds.fingerprint(train_runs) }
+    }
+
+    /// What differs between the identity `self` a checkpoint recorded and `now`, in words;
+    /// `None` when they agree.
+    pub fn differs_from(&self, now: &DataIdentity) -> Option<String> {
+        if self.parcels != now.parcels {
+            let show = |p: &[String]| {
+                let head: Vec<&str> = p.iter().take(4).map(String::as_str).collect();
+                format!("{} parcels ({}{})", p.len(), head.join(", "), if p.len() > 4 { ", ..." } else { "" })
+            };
+            return Some(format!(
+                "the parcel names differ: trained on {}, the data has {}",
+                show(&self.parcels),
+                show(&now.parcels)
+            ));
+        }
+        (self.fingerprint != now.fingerprint).then(|| {
+            format!(
+                "the training data differ from those it was trained on (fingerprint {}, the data's now {}): a \
+                 training file was replaced or edited, or the split differs",
+                self.fingerprint, now.fingerprint
+            )
+        })
+    }
+}
+
 /// A loss floor, overall and per horizon.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FloorInfo {
@@ -95,6 +135,8 @@ pub struct TrainData {
     pub source: String,
     /// Notes for standard error.
     pub notes: Vec<String>,
+    /// The parcel names and the fingerprint of the training runs (recorded in checkpoints).
+    pub identity: DataIdentity,
 }
 
 impl TrainData {
@@ -121,6 +163,7 @@ impl TrainData {
             None => empirical_floor(&ds, &split.heldout_runs, h, spec.d_in)?,
         };
         let adjacency = ds.adjacency(cfg.model.k_neighbors, &split.train_runs)?;
-        Ok(TrainData { ds, spec, split, train_windows, val_windows, adjacency, floor, source, notes })
+        let identity = DataIdentity::of(&ds, &split.train_runs);
+        Ok(TrainData { ds, spec, split, train_windows, val_windows, adjacency, floor, source, notes, identity })
     }
 }

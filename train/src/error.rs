@@ -169,6 +169,54 @@ pub enum TrainError {
     /// The subjects could not be split.
     #[error(transparent)]
     Split(#[from] boldcast_data::SplitError),
+    /// Another process works in the run directory (it holds its lock).
+    #[error(
+        "{}: in use by {} (it holds {}/.lock): wait for it to end or stop it; two processes in one run directory \
+         would corrupt it",
+        dir.display(),
+        pid.map_or("another process".to_string(), |p| format!("process {p}")),
+        dir.display()
+    )]
+    Busy {
+        /// The run directory.
+        dir: PathBuf,
+        /// The holder's process id, as it wrote it in the lock file.
+        pid: Option<u32>,
+    },
+    /// A directory to continue holds neither a checkpoint nor `config.resolved.toml`.
+    #[error("{}: not a run directory (no checkpoint and no config.resolved.toml)", dir.display())]
+    NotARunDir {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A run directory has checkpoints, but none is complete.
+    #[error("every checkpoint under {} is broken: {}", dir.display(), reasons.join("; "))]
+    BrokenCheckpoints {
+        /// The `checkpoints` directory.
+        dir: PathBuf,
+        /// What is wrong with each, newest first.
+        reasons: Vec<String>,
+    },
+    /// Weights or moments hold a non-finite value.
+    #[error("{}: tensor `{tensor}` holds a non-finite value ({value}) at index {index}", path.display())]
+    NonFiniteWeights {
+        /// The file.
+        path: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// The first non-finite element's index.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// Weights are given data other than the data they were trained on.
+    #[error("{}: {reason}", path.display())]
+    OtherData {
+        /// The weights file.
+        path: PathBuf,
+        /// What differs, in words.
+        reason: String,
+    },
 }
 
 impl TrainError {

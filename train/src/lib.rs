@@ -27,7 +27,7 @@
 //! Modules: [`config`] (the run configuration and its TOML text), [`data`] (dataset, split,
 //! windows, floor), [`order`] (epoch orders and shards), [`dist`] (the ranks),
 //! [`validate`], [`early_stopping`], [`log`] (`loss_log.jsonl`), [`checkpoint`] (checkpoint
-//! directories and `state.json`), [`observer`], [`flags`] (red flags), [`summary`]
+//! directories and `state.json`), [`run_dir`] (the lock, fresh and existing run directories), [`observer`], [`flags`] (red flags), [`summary`]
 //! (the report and `summary.json`), [`run`] (the loop) (files are written through
 //! `boldcast_data::fsutil`),
 //! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
@@ -49,6 +49,7 @@ pub mod observer;
 pub mod order;
 pub mod overfit;
 pub mod run;
+pub mod run_dir;
 pub mod summary;
 pub mod validate;
 

@@ -39,7 +39,7 @@ pub struct Run<'a> {
     out: PathBuf,
     stop_after: Option<u64>,
     dist: Dist,
-    resume: Option<Loaded>,
+    resume: Option<Option<Loaded>>,
     summary_extra: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -63,9 +63,12 @@ impl<'a> Run<'a> {
         self
     }
 
-    /// Continues from a checkpoint ([`ck::load_checkpoint`]) of this run.
+    /// Continues the run in `out` (see [`ck::resume_point`]): from `checkpoint`, or, for a run
+    /// stopped before its first checkpoint (`None`), from step 0 in place, the directory's
+    /// `config.resolved.toml` being this run's. Without this call the run is a fresh one, and
+    /// `out` must not exist or be empty.
     pub fn resume(mut self, checkpoint: Option<Loaded>) -> Self {
-        self.resume = checkpoint;
+        self.resume = Some(checkpoint);
         self
     }
 
@@ -101,7 +104,8 @@ struct Loop<'r, 'o, 'i, M: DataParallel<f32>> {
     flags: Vec<RedFlag>,
     order: Option<(u64, Vec<usize>, RngState)>,
     last_val: Option<(f64, Vec<f64>)>,
-    last_ckpt: Option<PathBuf>,
+    last_ckpt: Option<(u64, PathBuf)>,
+    _lock: Option<crate::run_dir::RunDirLock>,
     config_text: String,
     hash: String,
     specs: Vec<ParamSpec>,
@@ -142,12 +146,10 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let bpe = batches_per_epoch(cfg, data)?;
         let config_text = stored_config_text(cfg);
         let hash = ck::config_hash(&config_text);
-        if dist.is_root() {
-            std::fs::create_dir_all(&run.out).map_err(TrainError::io(&run.out))?;
-        }
+        let lock = if dist.is_root() { Some(open_dir(run, &config_text)?) } else { None };
         let mut adam = Adam::<f32>::new(cfg.optim_config())?;
         let log_path = run.out.join("loss_log.jsonl");
-        let (log, val, start, finished) = match &run.resume {
+        let (log, val, start, finished) = match run.resume.as_ref().and_then(Option::as_ref) {
             Some(l) => {
                 check_resume(l, &hash, data, bpe)?;
                 restore(&mut model, &mut adam, l)?;
@@ -178,7 +180,8 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             flags: Vec::new(),
             order: None,
             last_val: None,
-            last_ckpt: ck::latest_checkpoint(&run.out)?,
+            last_ckpt: run.resume.as_ref().and_then(Option::as_ref).map(|l| (l.state.step, l.dir.clone())),
+            _lock: lock,
             config_text,
             hash,
             specs,
@@ -193,7 +196,8 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
 
     fn start_info(&self) -> RunStart {
         let (step, max_steps) = (self.start, self.run.cfg.train.max_steps);
-        RunStart { step, max_steps, out: self.run.out.clone(), resumed: self.run.resume.is_some() }
+        let resumed = self.run.resume.as_ref().is_some_and(Option::is_some);
+        RunStart { step, max_steps, out: self.run.out.clone(), resumed }
     }
 
     /// Calls `f` on every observer (rank 0 only).
@@ -315,16 +319,32 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
     }
 
     fn last_ckpt_text(&self) -> Option<String> {
-        self.last_ckpt.as_ref().map(|p| p.display().to_string())
+        self.last_ckpt.as_ref().map(|(_, p)| p.display().to_string())
+    }
+
+    /// The last good checkpoint once the weights after `failed` steps turned out not to train
+    /// (a non-finite loss, gradient or update from them): a checkpoint of exactly those
+    /// weights is demoted ([`ck::write::demote`]); every earlier one trained on.
+    fn last_good(&mut self, failed: u64) -> Result<Option<PathBuf>, TrainError> {
+        if self.run.dist.is_root() && self.last_ckpt.as_ref().is_some_and(|(s, _)| *s == failed) {
+            let before = ck::write::demote(&self.run.out, failed)?;
+            self.last_ckpt = before
+                .map(|p| (ck::parse_step_dir(&p.file_name().unwrap_or_default().to_string_lossy()).unwrap_or(0), p));
+        }
+        Ok(self.last_ckpt.as_ref().map(|(_, p)| p.clone()))
     }
 
     fn non_finite(&mut self, step: u64, what: &str, value: f64) -> TrainError {
+        let last_good = match self.last_good(step) {
+            Ok(g) => g,
+            Err(e) => return e,
+        };
         let line = json!({
             "event": "stopped", "reason": "non_finite", "step": step, "what": what,
             "value": value.to_string(), "last_checkpoint": self.last_ckpt_text(),
         });
         match self.trainer.logger.write_value(&line) {
-            Ok(()) => TrainError::NonFinite { step, what: what.into(), value, last_good: self.last_ckpt.clone() },
+            Ok(()) => TrainError::NonFinite { step, what: what.into(), value, last_good },
             Err(e) => e,
         }
     }
@@ -335,6 +355,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let (data, b) = (self.run.data, self.run.cfg.train.batch_size);
         let (loss, per) = crate::validate::validate(&self.trainer.model, data, &data.val_windows, b, &self.run.dist)?;
         if !loss.is_finite() {
+            self.last_good(k)?;
             let line = json!({
                 "event": "stopped", "reason": "non_finite", "step": k, "what": "validation loss",
                 "value": loss.to_string(),
@@ -377,7 +398,8 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         if !self.run.dist.is_root() {
             return Ok(());
         }
-        let mut meta = ck::model_metadata(k, &self.config_text, self.run.data.adjacency.as_ref());
+        let data = self.run.data;
+        let mut meta = ck::model_metadata(k, &self.config_text, data.adjacency.as_ref(), &data.identity);
         meta.insert("val_loss".into(), loss.to_string());
         let path = self.run.out.join("best.safetensors");
         boldcast_data::tensorfile::save_safetensors(&path, &self.trainer.model.state(), Some(meta))?;
@@ -389,16 +411,14 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let params = self.trainer.model.state();
         // A checkpoint never holds non-finite weights: the last good one stays `latest`.
         if let Some(bad) = params.iter().find(|p| p.data.iter().any(|x| !x.is_finite())) {
+            // The step from the weights after k - 1 steps made them non-finite.
+            let last_good = self.last_good(k.saturating_sub(1))?;
             let line = json!({
                 "event": "stopped", "reason": "non_finite", "step": k, "what": "parameters",
                 "tensor": bad.name, "last_checkpoint": self.last_ckpt_text(),
             });
             self.trainer.logger.write_value(&line)?;
-            return Err(TrainError::NonFiniteParameter {
-                step: k,
-                tensor: bad.name.clone(),
-                last_good: self.last_ckpt.clone(),
-            });
+            return Err(TrainError::NonFiniteParameter { step: k, tensor: bad.name.clone(), last_good });
         }
         self.trainer.logger.sync()?;
         let state = self.state_at(k, reason);
@@ -408,6 +428,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             moments: held.as_ref().map_or(self.trainer.optimizer.moments(), |(_, m)| m.as_slice()),
             specs: &self.specs,
             adjacency: self.run.data.adjacency.as_ref(),
+            data: &self.run.data.identity,
             state: &state,
         };
         // The ranks must still hold the same weights (they took the same steps).
@@ -415,7 +436,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         if self.run.dist.is_root() {
             let dir = ck::write_checkpoint(&self.run.out, &data_ck)?;
             self.notify(|o, _| o.on_checkpoint(k, &dir));
-            self.last_ckpt = Some(dir);
+            self.last_ckpt = Some((k, dir));
         }
         Ok(())
     }
@@ -445,6 +466,8 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             finished: reason.filter(|r| *r != StopReason::StopAfter).map(|r| r.as_str().to_string()),
             config_hash: self.hash.clone(),
             config: self.config_text.clone(),
+            files: None,
+            data: Some(self.run.data.identity.clone()),
         }
     }
 
@@ -525,7 +548,29 @@ fn check_resume(l: &Loaded, hash: &str, data: &TrainData, bpe: u64) -> Result<()
     if l.adjacency != data.adjacency {
         return Err(bad("the adjacency of the checkpoint differs from the one of the data".into()));
     }
-    Ok(())
+    match &l.state.data {
+        Some(id) => id.differs_from(&data.identity).map_or(Ok(()), |why| Err(bad(why))),
+        None => Ok(()),
+    }
+}
+
+/// Opens the output directory of `run` on rank 0, locked: created for a fresh run
+/// ([`crate::run_dir::create_fresh`]), else opened with its leftovers removed; a run continued
+/// without a checkpoint must be the one of the directory's `config.resolved.toml`.
+fn open_dir(run: &Run<'_>, config_text: &str) -> Result<crate::run_dir::RunDirLock, TrainError> {
+    match &run.resume {
+        None => crate::run_dir::create_fresh(&run.out, run.cfg),
+        Some(checkpoint) => {
+            let lock = crate::run_dir::open_existing(&run.out)?;
+            if checkpoint.is_none() && stored_config_text(&crate::run_dir::read_resolved(&run.out)?) != config_text {
+                return Err(TrainError::Resume {
+                    dir: run.out.clone(),
+                    reason: format!("its {} is not this run's configuration", crate::run_dir::RESOLVED),
+                });
+            }
+            Ok(lock)
+        }
+    }
 }
 
 /// Loads a checkpoint's weights and moments. The moments go where the backend keeps them: on

@@ -67,6 +67,7 @@ pub struct Weights {
     file: SafetensorsFile,
     meta: HashMap<String, String>,
     stored_adjacency: bool,
+    allow_other_data: bool,
 }
 
 impl Weights {
@@ -75,7 +76,7 @@ impl Weights {
         let path = weights_path(path)?;
         let file = SafetensorsFile::open(&path)?;
         let meta = file.metadata().unwrap_or_default();
-        Ok(Weights { path, file, meta, stored_adjacency: true })
+        Ok(Weights { path, file, meta, stored_adjacency: true, allow_other_data: false })
     }
 
     /// The weights file.
@@ -98,6 +99,35 @@ impl Weights {
     pub fn rebuild_adjacency(mut self) -> Weights {
         self.stored_adjacency = false;
         self
+    }
+
+    /// Evaluates on data other than the training data (other parcel names, or training runs
+    /// with another fingerprint) with a warning in the report, instead of refusing them.
+    pub fn allow_other_data(mut self) -> Weights {
+        self.allow_other_data = true;
+        self
+    }
+
+    /// Whether `data` is the data the weights were trained on, as far as the metadata tells
+    /// (`parcels`, `data_fingerprint`; files without them are not checked): an error when not,
+    /// or with [`Weights::allow_other_data`] a warning.
+    fn check_data(&self, data: &EvalData) -> Result<Vec<String>, TrainError> {
+        let (Some(names), Some(fingerprint)) = (self.meta.get("parcels"), self.meta.get("data_fingerprint")) else {
+            return Ok(Vec::new());
+        };
+        let parcels: Vec<String> = serde_json::from_str(names).map_err(|e| TrainError::Checkpoint {
+            path: self.path.clone(),
+            reason: format!("metadata `parcels`: {e}"),
+        })?;
+        let trained = crate::data::DataIdentity { parcels, fingerprint: fingerprint.clone() };
+        let now = crate::data::DataIdentity::of(&data.loaded.ds, &data.split.train_runs);
+        match trained.differs_from(&now) {
+            None => Ok(Vec::new()),
+            Some(why) if self.allow_other_data => {
+                Ok(vec![format!("warning: {}: {why}; evaluating anyway, as asked", self.path.display())])
+            }
+            Some(why) => Err(TrainError::OtherData { path: self.path.clone(), reason: why }),
+        }
     }
 
     /// The model's adjacency: the stored one, else `k_neighbors` rebuilt from `data`'s
@@ -157,14 +187,22 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
 {
+    let warnings = weights.check_data(data)?;
     let adjacency = weights.adjacency(cfg, data)?;
     let mut model = build(cfg.model_config(), adjacency, cfg.train.seed)?;
     let params = weights.file.all::<f32>()?;
+    crate::checkpoint::verify::check_finite(&weights.path, &params)?;
     let reason = |e: boldcast_core::Error| TrainError::Checkpoint { path: weights.path.clone(), reason: e.to_string() };
     model.load_state(&params).map_err(reason)?;
     let (ds, split, spec) = (&data.loaded.ds, &data.split, &data.spec);
     let phi = fit_ar1(ds, &split.train_runs);
     let rows = evaluate(&model, ds, spec, &data.windows, &phi, cfg.train.batch_size)?;
+    if let Some(r) = rows.iter().find(|r| r.per_horizon.iter().any(|v| !v.is_finite())) {
+        return Err(TrainError::Checkpoint {
+            path: weights.path.clone(),
+            reason: format!("the `{}` row's MSE is non-finite ({:?}): the forecasts overflow", r.name, r.per_horizon),
+        });
+    }
     let h = &cfg.model.horizons;
     let emp = empirical_floor(ds, &split.heldout_runs, h, spec.d_in)?;
     let mut floors = vec![Row::new("floor_empirical", emp.per_horizon)];
@@ -180,6 +218,7 @@ where
         rows,
         floors,
         ar1_phi: phi,
+        warnings,
     })
 }
 

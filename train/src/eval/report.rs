@@ -42,6 +42,8 @@ pub struct EvalReport {
     pub floors: Vec<Row>,
     /// The fitted AR(1) coefficient per parcel.
     pub ar1_phi: Vec<f64>,
+    /// What the user should be warned of (data other than the training data, when allowed).
+    pub warnings: Vec<String>,
 }
 
 impl EvalReport {

@@ -1,0 +1,364 @@
+//! A run directory never lies and is never left half-made (issue 17, items 5 to 8): checks
+//! before `--out` is created, a directory without a checkpoint that `--resume` starts again,
+//! the identity of a checkpoint's three files, non-finite weights, and the lock that keeps a
+//! second process out.
+
+mod common;
+
+use common::{bc, run, text};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// A quick run of `steps` steps, checkpointing every 10, in a new directory under `d`.
+fn stopped_run(d: &Path, steps: &str) -> PathBuf {
+    let out = d.join("run");
+    let o = run(&["train", "--preset", "quick", "--ckpt-every", "10", "--stop-after", steps, "--out", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn resume(out: &Path) -> (Option<i32>, String, String) {
+    let o = run(&["train", "--resume", s(out)]);
+    let (so, se) = text(&o);
+    (o.status.code(), so, se)
+}
+
+fn step_dir(out: &Path, step: u64) -> PathBuf {
+    out.join(format!("checkpoints/step-{step:06}"))
+}
+
+/// An edit of a `state.json`.
+type Edit = fn(&mut serde_json::Value);
+
+/// Edits `state.json` of a checkpoint with `f`.
+fn edit_state(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let p = dir.join("state.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// Asserts a resume of `out` is refused with an error containing every one of `words`, and
+/// that it changed nothing in the log.
+fn assert_refused(out: &Path, words: &[&str]) {
+    let log = std::fs::read(out.join("loss_log.jsonl")).unwrap();
+    let (code, so, se) = resume(out);
+    assert_eq!(code, Some(2), "stdout:\n{so}\nstderr:\n{se}");
+    for w in words {
+        assert!(se.contains(w), "`{w}` missing from: {se}");
+    }
+    assert!(!se.contains("panicked"), "{se}");
+    assert_eq!(std::fs::read(out.join("loss_log.jsonl")).unwrap(), log, "the refused resume touched the log");
+}
+
+// ---- item 5: nothing half-made ----
+
+#[test]
+fn a_batch_larger_than_the_data_creates_no_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let o = run(&["train", "--preset", "quick", "--batch-size", "1000", "--out", s(&out)]);
+    let (_, se) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("batch_size = 1000"), "{se}");
+    assert!(!out.exists(), "the refused run created {}", out.display());
+}
+
+#[test]
+fn a_run_killed_before_its_first_checkpoint_starts_again_with_resume() {
+    let d = tempfile::tempdir().unwrap();
+    let reference = d.path().join("reference");
+    let args = |out: &Path| -> Vec<String> {
+        ["train", "--preset", "quick", "--ckpt-every", "10", "--stop-after", "20", "--out", s(out)]
+            .map(String::from)
+            .to_vec()
+    };
+    assert_eq!(bc().args(args(&reference)).output().unwrap().status.code(), Some(0));
+    // Killed inside the write of its first checkpoint.
+    let out = d.path().join("run");
+    let mut child = bc()
+        .args(args(&out))
+        .env(boldcast_train::checkpoint::PAUSE_HOOK_ENV, "10")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_pause(&mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!out.join("checkpoints/latest").exists());
+    let o = run(&["train", "--resume", s(&out), "--stop-after", "20"]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(so.contains("no checkpoint yet") && so.contains("from step 0"), "{so}");
+    let log = |p: &Path| std::fs::read(p.join("loss_log.jsonl")).unwrap();
+    assert_eq!(log(&out), log(&reference), "the restarted run's log equals an uninterrupted run's");
+    common::assert_same_tensors(&out.join("best.safetensors"), &reference.join("best.safetensors"));
+}
+
+#[test]
+fn a_non_finite_stop_before_the_first_checkpoint_leaves_a_directory_resume_accepts() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let o = run(&["train", "--preset", "quick", "--lr", "100", "--ckpt-every", "1000", "--out", s(&out)]);
+    let first = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{first}");
+    assert!(first.contains("non-finite loss (NaN) at step 6"), "{first}");
+    // The directory is accepted: the run starts again and meets the same stop.
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(2), "{so}\n{se}");
+    assert!(so.contains("no checkpoint yet"), "{so}");
+    assert!(se.contains("non-finite loss (NaN) at step 6"), "{se}");
+}
+
+// ---- item 6: one identity per checkpoint ----
+
+#[test]
+fn a_state_whose_step_was_edited_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    edit_state(&step_dir(&out, 20), |v| v["step"] = 15.into());
+    assert_refused(&out, &["step-000020", "step 15", "model.safetensors"]);
+}
+
+#[test]
+fn an_optimizer_t_of_zero_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    edit_state(&step_dir(&out, 20), |v| v["optimizer_t"] = 0.into());
+    assert_refused(&out, &["step-000020", "optimizer_t"]);
+}
+
+#[test]
+fn a_model_or_optimizer_file_from_another_step_is_refused() {
+    for file in ["model.safetensors", "optimizer.safetensors"] {
+        let d = tempfile::tempdir().unwrap();
+        let out = stopped_run(d.path(), "20");
+        std::fs::copy(step_dir(&out, 10).join(file), step_dir(&out, 20).join(file)).unwrap();
+        assert_refused(&out, &[&format!("step-000020/{file}")]);
+    }
+}
+
+#[test]
+fn moments_removed_from_the_optimizer_file_are_refused() {
+    use boldcast::data::tensorfile::{save_safetensors, SafetensorsFile};
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    let p = step_dir(&out, 20).join("optimizer.safetensors");
+    let f = SafetensorsFile::open(&p).unwrap();
+    let meta = f.metadata();
+    let kept: Vec<_> = f.all::<f32>().unwrap().into_iter().filter(|t| !t.name.ends_with("head.weight")).collect();
+    save_safetensors(&p, &kept, meta).unwrap();
+    assert_refused(&out, &["step-000020/optimizer.safetensors"]);
+}
+
+#[test]
+fn a_flipped_bit_in_tensor_data_is_refused() {
+    for file in ["model.safetensors", "optimizer.safetensors"] {
+        let d = tempfile::tempdir().unwrap();
+        let out = stopped_run(d.path(), "20");
+        let p = step_dir(&out, 20).join(file);
+        let mut bytes = std::fs::read(&p).unwrap();
+        let n = bytes.len();
+        bytes[n - 3] ^= 0x04;
+        std::fs::write(&p, bytes).unwrap();
+        assert_refused(&out, &[&format!("step-000020/{file}")]);
+    }
+}
+
+#[test]
+fn state_fields_that_contradict_the_configuration_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    let dir = step_dir(&out, 20);
+    let original = std::fs::read(dir.join("state.json")).unwrap();
+    let cases: [(&str, Edit); 4] = [
+        ("max_steps", |v| v["max_steps"] = 30.into()),
+        ("finished", |v| v["finished"] = "max_steps".into()),
+        ("val.best", |v| v["val"]["best"] = serde_json::json!([0, 0.5])),
+        ("epoch", |v| v["epoch"] = 0.into()),
+    ];
+    for (field, edit) in cases {
+        edit_state(&dir, edit);
+        assert_refused(&out, &["step-000020/state.json", field]);
+        std::fs::write(dir.join("state.json"), &original).unwrap();
+    }
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(1), "the restored checkpoint resumes (the quick verdict fails): {so}\n{se}");
+}
+
+// ---- item 7: non-finite weights ----
+
+#[test]
+fn the_last_good_checkpoint_of_a_non_finite_stop_can_train() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let o = run(&["train", "--preset", "quick", "--lr", "100", "--ckpt-every", "1", "--out", s(&out)]);
+    let se = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    // Step 6 is the first step whose weights (those after 6 steps) give NaN: the checkpoint of
+    // step 6 is not good; the one of step 5 is, and `latest` names it again.
+    assert!(se.contains("non-finite loss (NaN) at step 6"), "{se}");
+    assert!(se.contains("last good checkpoint is") && se.contains("step-000005"), "{se}");
+    assert_eq!(common::latest(&out), step_dir(&out, 5));
+    // Training goes on from it: the resumed run's first step (step 5, from the weights after 5
+    // steps; the checkpoint's log ends with step 4) has a finite loss.
+    let ck5 = common::state(&step_dir(&out, 5))["log_bytes"].as_u64().unwrap() as usize;
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(2), "{so}\n{se}");
+    assert!(so.contains("resuming from") && so.contains("step-000005"), "{so}");
+    let log = std::fs::read_to_string(out.join("loss_log.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(log[ck5..].lines().next().unwrap()).unwrap();
+    assert_eq!(first["step"], 5, "{first}");
+    assert!(first["loss"].as_f64().is_some_and(f64::is_finite), "{first}");
+}
+
+#[test]
+fn eval_of_non_finite_weights_is_an_error() {
+    use boldcast::data::tensorfile::{save_safetensors, SafetensorsFile};
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    let p = out.join("best.safetensors");
+    let f = SafetensorsFile::open(&p).unwrap();
+    let meta = f.metadata();
+    let mut ts = f.all::<f32>().unwrap();
+    let t = ts.iter_mut().find(|t| t.name == "head.weight").unwrap();
+    t.data[1] = f32::NAN;
+    save_safetensors(&p, &ts, meta).unwrap();
+    let o = run(&["eval", "--checkpoint", s(&p)]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "stdout:\n{so}\nstderr:\n{se}");
+    assert!(se.contains("head.weight") && se.contains("non-finite"), "{se}");
+    assert!(!so.contains("NaN"), "{so}");
+}
+
+// ---- item 8: one process per run directory ----
+
+/// Waits for the pause hook's line on the child's stderr.
+fn wait_for_pause(child: &mut std::process::Child) {
+    let err = child.stderr.take().unwrap();
+    for line in BufReader::new(err).lines() {
+        if line.unwrap().contains("test hook: paused") {
+            return;
+        }
+    }
+    panic!("the child ended before the pause hook");
+}
+
+#[test]
+fn a_second_process_in_a_run_directory_is_refused_naming_the_first() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "10");
+    let mut first = bc()
+        .args(["train", "--resume", s(&out)])
+        .env(boldcast_train::checkpoint::PAUSE_HOOK_ENV, "20")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_pause(&mut first);
+    let log = std::fs::read(out.join("loss_log.jsonl")).unwrap();
+    let (code, _, se) = resume(&out);
+    let pid = first.id();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(code, Some(2), "{se}");
+    assert!(se.contains(&format!("process {pid}")) && se.contains("in use"), "{se}");
+    assert_eq!(std::fs::read(out.join("loss_log.jsonl")).unwrap(), log, "the refused process wrote the log");
+    // The lock died with its process: the directory resumes, and the killed write's leftovers go.
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(1), "{so}\n{se}");
+    assert!(!out.join("checkpoints/.step-000020.tmp").exists());
+}
+
+// ---- weaker answers: notes, leftovers, data identity ----
+
+#[test]
+fn a_dangling_latest_or_a_missing_state_is_said_and_every_broken_checkpoint_too() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    std::fs::write(out.join("checkpoints/latest"), "step-000090\n").unwrap();
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(1), "{so}\n{se}");
+    assert!(se.contains("step-000090") && se.contains("does not exist"), "{se}");
+
+    let out = d.path().join("second");
+    let o = run(&["train", "--preset", "quick", "--ckpt-every", "10", "--stop-after", "20", "--out", s(&out)]);
+    assert_eq!(o.status.code(), Some(0));
+    std::fs::remove_file(step_dir(&out, 20).join("state.json")).unwrap();
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(1), "{so}\n{se}");
+    assert!(se.contains("step-000020") && se.contains("no state.json"), "{se}");
+    assert!(so.contains("step-000010"), "{so}");
+
+    std::fs::remove_file(common::latest(&out).join("state.json")).unwrap();
+    for e in std::fs::read_dir(out.join("checkpoints")).unwrap() {
+        let p = e.unwrap().path().join("state.json");
+        let _ = std::fs::remove_file(p);
+    }
+    let (code, _, se) = resume(&out);
+    assert_eq!(code, Some(2), "{se}");
+    assert!(se.contains("every checkpoint") && se.contains("broken"), "{se}");
+    assert!(!se.contains("no checkpoint in"), "{se}");
+}
+
+#[test]
+fn stale_temporaries_are_removed_when_a_run_starts() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    let stale = [
+        out.join(".loss_log.jsonl.tmp-999999"),
+        out.join(".best.safetensors.tmp-999999"),
+        out.join("checkpoints/.latest.tmp-999999"),
+    ];
+    for p in &stale {
+        std::fs::write(p, b"left by a killed run").unwrap();
+    }
+    std::fs::create_dir_all(out.join("checkpoints/.step-000030.tmp")).unwrap();
+    std::fs::create_dir_all(out.join("checkpoints/.pruned-step-000005")).unwrap();
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(1), "{so}\n{se}");
+    for p in &stale {
+        assert!(!p.exists(), "{} is still there", p.display());
+    }
+    assert!(!out.join("checkpoints/.step-000030.tmp").exists());
+    assert!(!out.join("checkpoints/.pruned-step-000005").exists());
+}
+
+#[test]
+fn a_checkpoint_knows_its_data_and_refuses_other_data() {
+    let d = tempfile::tempdir().unwrap();
+    let (data, other) = (d.path().join("data"), d.path().join("other"));
+    for (dir, seed) in [(&data, "1"), (&other, "2")] {
+        let o = run(&["synth", "--out", s(dir), "--subjects", "4", "--trs", "200", "--seed", seed]);
+        assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    }
+    let out = d.path().join("run");
+    let args = ["train", "--preset", "quick", "--data", s(&data), "--ckpt-every", "10", "--stop-after", "10"];
+    let o = run(&[&args[..], &["--out", s(&out)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    // A training file replaced by another with the same shape and names.
+    let name = "sub-01_run-1_bold.npy";
+    let original = std::fs::read(data.join(name)).unwrap();
+    std::fs::copy(other.join(name), data.join(name)).unwrap();
+    assert_refused(&out, &["training data", "fingerprint"]);
+    std::fs::write(data.join(name), original).unwrap();
+    // Evaluation on data with other parcel names: refused, or allowed with a warning.
+    let renamed = std::fs::read_to_string(other.join("parcels.tsv")).unwrap().replace("parcel", "roi");
+    std::fs::write(other.join("parcels.tsv"), renamed).unwrap();
+    let ckpt = common::latest(&out);
+    let o = run(&["eval", "--checkpoint", s(&ckpt), "--data", s(&other)]);
+    let se = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("parcel names") && se.contains("--allow-other-data"), "{se}");
+    let o = run(&["eval", "--checkpoint", s(&ckpt), "--data", s(&other), "--allow-other-data"]);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{so}\n{se}");
+    assert!(se.contains("warning") && se.contains("parcel names"), "{se}");
+    assert!(so.contains("model"), "{so}");
+}
