@@ -298,7 +298,9 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub run: RunArgs,
     /// Continue the run in DIR from its newest checkpoint, with the configuration stored there
-    /// (no other configuration flag may be given).
+    /// (no other configuration flag may be given); a run stopped before its first checkpoint
+    /// starts again from step 0 with its config.resolved.toml. Refused while another process
+    /// works in DIR (it holds DIR/.lock).
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Stop cleanly after N steps of this invocation, with a checkpoint (as a job time limit

@@ -207,6 +207,10 @@ where
 /// `--resume DIR`: the newest checkpoint of `dir` and its stored configuration, or for a run
 /// stopped before its first checkpoint its `config.resolved.toml` (it starts again from step 0).
 fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliError> {
+    if req.dist.is_root() {
+        // An early answer when another process works there; the run itself takes the lock.
+        boldcast_train::run_dir::ensure_free(dir)?;
+    }
     let point = ck::continue_point(dir).map_err(|e| match e {
         e @ boldcast_train::TrainError::NotARunDir { .. } => CliError::Msg(format!("--resume {e}")),
         e => e.into(),

@@ -69,6 +69,36 @@ fn a_batch_larger_than_the_data_creates_no_directory() {
     assert!(!out.exists(), "the refused run created {}", out.display());
 }
 
+/// A `.npy` file of `f8` zeros of shape `(rows, cols)`, written by hand.
+fn npy_zeros(path: &Path, rows: usize, cols: usize) {
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.resize(bytes.len() + rows * cols * 8, 0);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn zero_parcel_data_creates_no_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    for sub in ["01", "02", "03", "04"] {
+        npy_zeros(&data.join(format!("sub-{sub}_run-1_bold.npy")), 100, 0);
+    }
+    let out = d.path().join("run");
+    let o = run(&["train", "--preset", "quick", "--data", s(&data), "--out", s(&out)]);
+    let se = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("no parcels") && se.contains("sub-01_run-1_bold.npy"), "{se}");
+    assert!(!out.exists(), "the refused run created {}", out.display());
+}
+
 #[test]
 fn a_run_killed_before_its_first_checkpoint_starts_again_with_resume() {
     let d = tempfile::tempdir().unwrap();

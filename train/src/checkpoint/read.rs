@@ -133,10 +133,9 @@ fn read_found(found: &Found) -> Result<(RunConfig, Loaded), TrainError> {
 /// The newest checkpoint of the run directory `out` ([`find_checkpoint`]), read back with
 /// [`load_checkpoint`] and checked against the configuration stored in it ([`check_state`]),
 /// with that configuration, so that a resume needs nothing but the directory. `None` when the
-/// run has no checkpoint yet ([`continue_point`] says how such a run starts again). Refused
-/// while another process works in the directory ([`crate::run_dir::ensure_free`]).
+/// run has no checkpoint yet ([`continue_point`] says how such a run starts again). Only reads:
+/// the run that continues takes the directory's lock ([`crate::run_dir`]).
 pub fn resume_point(out: &Path) -> Result<Option<(RunConfig, Loaded)>, TrainError> {
-    crate::run_dir::ensure_free(out)?;
     find_checkpoint(out)?.map(|f| read_found(&f)).transpose()
 }
 
@@ -145,7 +144,6 @@ pub fn resume_point(out: &Path) -> Result<Option<(RunConfig, Loaded)>, TrainErro
 /// step 0 with its `config.resolved.toml` ([`crate::run_dir::read_resolved`]), and a directory
 /// with neither is [`TrainError::NotARunDir`].
 pub fn continue_point(out: &Path) -> Result<ResumePoint, TrainError> {
-    crate::run_dir::ensure_free(out)?;
     match find_checkpoint(out)? {
         Some(found) => {
             let (cfg, loaded) = read_found(&found)?;
