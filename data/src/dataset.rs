@@ -233,10 +233,16 @@ impl Dataset {
     /// A dataset from generated runs (standardized like loaded ones); `centroids`, if given,
     /// play the role of `parcels.tsv`.
     pub fn from_synth(runs: &[SynthRun], centroids: Option<Vec<[f64; 3]>>) -> Result<Dataset, DataError> {
+        Self::from_synth_owned(runs.to_vec(), centroids)
+    }
+
+    /// [`Dataset::from_synth`] taking the runs, whose values it keeps instead of copying them
+    /// (a training run's data are held once, not twice).
+    pub fn from_synth_owned(runs: Vec<SynthRun>, centroids: Option<Vec<[f64; 3]>>) -> Result<Dataset, DataError> {
         let first = runs.first().ok_or_else(|| DataError::config("data", "[]", "no runs were generated"))?;
         let p = first.parcels;
         let parts = runs
-            .iter()
+            .into_iter()
             .map(|r| {
                 let id = RunId { subject: r.subject.clone(), session: None, other: Vec::new(), run: r.run.clone() };
                 let path = PathBuf::from(format!("{id} (synthetic)"));
@@ -248,7 +254,7 @@ impl Dataset {
                         found: r.parcels,
                     });
                 }
-                Ok((id, path, r.n_tr, r.data.clone()))
+                Ok((id, path, r.n_tr, r.data))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(c) = &centroids {
@@ -261,9 +267,17 @@ impl Dataset {
 
     /// `series[r][p]`: parcel `p` of run `r` as a series (standardized).
     pub fn series(&self) -> Vec<Vec<Vec<f64>>> {
-        self.runs
-            .iter()
-            .map(|r| (0..self.parcels).map(|q| (0..r.n_tr).map(|t| r.data[t * self.parcels + q]).collect()).collect())
+        self.series_of(&(0..self.runs.len()).collect::<Vec<_>>())
+    }
+
+    /// [`Dataset::series`] of the runs `runs` only (indices into [`Dataset::runs`]), in that
+    /// order.
+    pub fn series_of(&self, runs: &[usize]) -> Vec<Vec<Vec<f64>>> {
+        runs.iter()
+            .map(|&i| {
+                let r = &self.runs[i];
+                (0..self.parcels).map(|q| (0..r.n_tr).map(|t| r.data[t * self.parcels + q]).collect()).collect()
+            })
             .collect()
     }
 

@@ -52,6 +52,9 @@ pub enum DataError {
         /// The directory.
         dir: PathBuf,
     },
+    /// What a dataset would need exceeds the machine's memory.
+    #[error(transparent)]
+    Memory(#[from] crate::memory::OutOfMemory),
     /// A synthetic generator's parameters are invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast_fixtures::FixtureError),

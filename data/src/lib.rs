@@ -13,6 +13,8 @@
 //! - [`tensorfile`]: safetensors files of named tensors (checkpoints, `best.safetensors`, the
 //!   golden cases), read and written by name, every error naming the file and the tensor;
 //! - [`synth`](mod@synth): a synthetic dataset written as real ones are, with its exact floor;
+//! - [`memory`]: the machine's memory and the check of an estimate against it
+//!   ([`memory::OutOfMemory`]: what a configuration would need, part by part);
 //! - [`fsutil`]: atomic files and staged directories, the one home of those rules;
 //! - `error`: [`DataError`], [`SplitError`].
 //!
@@ -55,6 +57,7 @@ pub mod config;
 mod dataset;
 mod error;
 pub mod fsutil;
+pub mod memory;
 mod names;
 mod parcels;
 mod read;
