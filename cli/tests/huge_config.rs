@@ -197,3 +197,29 @@ fn a_synthetic_dataset_whose_size_overflows_is_refused_naming_the_flag() {
         ),
     ]);
 }
+
+/// `bc-cli overfit` builds the same model on 4 windows: a model larger than the machine is
+/// refused before its batch or model is made, and `--out` is not created.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_overfit_check_refuses_a_model_larger_than_the_machine() {
+    let d = tempfile::tempdir().unwrap();
+    let mut results = Vec::new();
+    for (name, toml, field) in [
+        ("d_state", "[model]\nd_state = 100000000000\n", "model.d_state"),
+        ("parcels", "[data.synthetic]\nparcels = 10000000\n", "data.synthetic.parcels"),
+    ] {
+        let cfg = d.path().join(format!("{name}.toml"));
+        std::fs::write(&cfg, toml).unwrap();
+        let out = d.path().join(format!("out-{name}"));
+        let o = run_limited(&["overfit", "--config", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        results.push(refused(name, o, field, &out).and_then(|e| {
+            if e.contains("the configuration would need about") && e.contains("this machine has") {
+                Ok(e)
+            } else {
+                Err(format!("{name}: {e}"))
+            }
+        }));
+    }
+    all_ok(results);
+}
