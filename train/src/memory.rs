@@ -94,7 +94,8 @@ impl RunConfig {
         }
         parts.push(("parameters and optimizer", self.model.param_bytes()?));
         let (batch, window) = (of("train.batch_size", self.train.batch_size), of("window.window", self.window.window));
-        parts.push(("activations", self.model.activation_bytes(batch, window, parcels, threads)?));
+        let name = if matches!(data, DataSize::Unread) { "activations of one parcel" } else { "activations" };
+        parts.push((name, self.model.activation_bytes(batch, window, parcels, threads)?));
         Ok(parts)
     }
 
@@ -245,6 +246,9 @@ mod tests {
         c.data.dir = Some("somewhere".into());
         c.data.synthetic.trs = 1 << 62;
         c.validate().unwrap();
+        let need = c.memory_need(DataSize::Unread, 1).unwrap();
+        let names: Vec<&str> = need.parts.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["parameters and optimizer", "activations of one parcel"]);
         c.train.batch_size = 1 << 62;
         assert!(c.validate().unwrap_err().to_string().starts_with("invalid train.batch_size = "));
     }
