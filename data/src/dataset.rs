@@ -194,28 +194,34 @@ impl Dataset {
         }
         let parcel_names = parcel_names.unwrap_or_else(|| boldcast_fixtures::parcel_names(p));
         let runs = raws.into_iter().map(|(id, path, raw)| (id, path, raw.n_tr, raw.data)).collect();
-        let mut ds = Self::from_parts(runs, p, parcel_names, centroids);
+        let mut ds = Self::from_parts(runs, p, parcel_names, centroids)?;
         ds.ignored = ignored;
         Ok(ds)
     }
 
-    /// Standardizes raw runs `(id, path, n_tr, x[n_tr, p])` into a dataset.
+    /// Standardizes raw runs `(id, path, n_tr, x[n_tr, p])` into a dataset; a non-finite value
+    /// is [`DataError::Cell`] naming the run's path, the row and the parcel.
     fn from_parts(
         runs: Vec<(RunId, PathBuf, usize, Vec<f64>)>,
         parcels: usize,
         parcel_names: Vec<String>,
         centroids: Option<Vec<[f64; 3]>>,
-    ) -> Self {
+    ) -> Result<Self, DataError> {
         let mut constant: BTreeMap<usize, (usize, PathBuf)> = BTreeMap::new();
         let runs: Vec<Run> = runs
             .into_iter()
             .map(|(id, path, n_tr, mut data)| {
-                for q in standardize(&mut data, n_tr, parcels) {
+                let zero = standardize(&mut data, n_tr, parcels).map_err(|e| DataError::Cell {
+                    path: path.clone(),
+                    location: format!("row {}, column {} ({})", e.row, e.parcel + 1, parcel_names[e.parcel]),
+                    reason: format!("non-finite value {}", e.value),
+                })?;
+                for q in zero {
                     constant.entry(q).or_insert((0, path.clone())).0 += 1;
                 }
-                Run { id, path, n_tr, data }
+                Ok(Run { id, path, n_tr, data })
             })
-            .collect();
+            .collect::<Result<_, DataError>>()?;
         let warnings = constant
             .into_iter()
             .map(|(q, (count, first))| {
@@ -227,7 +233,7 @@ impl Dataset {
                 )
             })
             .collect();
-        Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), warnings }
+        Ok(Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), warnings })
     }
 
     /// A dataset from generated runs (standardized like loaded ones); `centroids`, if given,
@@ -262,7 +268,7 @@ impl Dataset {
                 return Err(DataError::config("centroids", c.len(), format!("the runs have {p} parcels")));
             }
         }
-        Ok(Self::from_parts(parts, p, boldcast_fixtures::parcel_names(p), centroids))
+        Self::from_parts(parts, p, boldcast_fixtures::parcel_names(p), centroids)
     }
 
     /// `series[r][p]`: parcel `p` of run `r` as a series (standardized).
@@ -391,6 +397,96 @@ mod tests {
         assert_eq!(ds.warnings.len(), 1, "{:?}", ds.warnings);
         assert!(ds.warnings[0].contains("parcel `b` (column 2) has zero variance in 2 run(s)"), "{}", ds.warnings[0]);
         assert!(ds.runs.iter().all(|r| (0..r.n_tr).all(|t| r.data[t * 2 + 1] == 0.0)));
+    }
+
+    /// Column `q` of a run.
+    fn column(run: &Run, p: usize, q: usize) -> Vec<f64> {
+        (0..run.n_tr).map(|t| run.data[t * p + q]).collect()
+    }
+
+    #[test]
+    fn parcels_near_the_ends_of_f64_standardize_to_unit_variance() {
+        // Per parcel: the same ramp at five scales, two alternating near f64's largest values
+        // (their sum overflows), a constant near 1e200, and an ordinary ramp.
+        let n = 20;
+        let ramp: Vec<f64> = (0..n).map(|t| (t * 3 % 7) as f64 + 0.25 * t as f64).collect();
+        let scales = [1e200, 1e-300, 1e300, 1e-310, 1.0];
+        let p = scales.len() + 3;
+        let mut x = vec![0.0; n * p];
+        for t in 0..n {
+            for (q, s) in scales.iter().enumerate() {
+                x[t * p + q] = ramp[t] * s;
+            }
+            x[t * p + 5] = if t % 2 == 0 { 1.7e308 } else { -1.6e308 };
+            x[t * p + 6] = 3e200;
+            x[t * p + 7] = ramp[t] - 50.0;
+        }
+        let d = tempfile::tempdir().unwrap();
+        write_npy_f64(&d.path().join("sub-01_run-1_bold.npy"), n, p, &x);
+        let ds = Dataset::load(d.path()).unwrap();
+        // The only warning is the truly constant parcel's.
+        assert_eq!(
+            ds.warnings,
+            [format!(
+                "parcel `parcel-006` (column 7) has zero variance in 1 run(s) (first: {}); it is set to zeros there",
+                d.path().join("sub-01_run-1_bold.npy").display()
+            )]
+        );
+        let want = column(&ds.runs[0], p, 7);
+        let (m, v) = (want.iter().sum::<f64>() / n as f64, want.iter().map(|a| a * a).sum::<f64>() / n as f64);
+        assert!(m.abs() < 1e-14 && (v - 1.0).abs() < 1e-14, "{m} {v}");
+        for (q, s) in scales.iter().enumerate() {
+            let got = column(&ds.runs[0], p, q);
+            // 1e-310 is subnormal: the ramp keeps about 15 of its 52 bits there.
+            let tol = if *s < 1e-300 { 1e-4 } else { 1e-12 };
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < tol, "parcel {q} (scale {s}): {g} vs {w}");
+            }
+        }
+        let alt = column(&ds.runs[0], p, 5);
+        // Two values: standardized to +-1 exactly up to rounding.
+        assert!(
+            alt.iter().enumerate().all(|(t, z)| (z - if t % 2 == 0 { 1.0 } else { -1.0 }).abs() < 1e-12),
+            "{alt:?}"
+        );
+        assert!(column(&ds.runs[0], p, 6).iter().all(|&z| z == 0.0));
+    }
+
+    #[test]
+    fn ordinary_parcels_standardize_to_the_same_bits_as_the_two_pass_formula() {
+        let (n, p) = (50, 3);
+        let x: Vec<f64> = (0..n * p).map(|i| ((i * 37) % 101) as f64 * 0.37 - 12.0 + (i % p) as f64 * 1e3).collect();
+        let mut got = x.clone();
+        assert_eq!(standardize(&mut got, n, p).unwrap(), Vec::<usize>::new());
+        for q in 0..p {
+            let col: Vec<f64> = (0..n).map(|t| x[t * p + q]).collect();
+            let mean = col.iter().sum::<f64>() / n as f64;
+            let sd = (col.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+            for t in 0..n {
+                assert_eq!(got[t * p + q].to_bits(), ((col[t] - mean) / sd).to_bits(), "parcel {q}, TR {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_non_finite_generated_value_is_an_error_naming_the_run_and_parcel() {
+        let mut data: Vec<f64> = (0..12).map(|i| i as f64).collect();
+        data[7] = f64::NAN;
+        let run = SynthRun { subject: "01".into(), run: "1".into(), n_tr: 4, parcels: 3, data };
+        let e = Dataset::from_synth(std::slice::from_ref(&run), None).unwrap_err().to_string();
+        assert_eq!(e, "sub-01_run-1 (synthetic), row 2, column 2 (parcel-001): non-finite value NaN");
+        let mut inf = run;
+        inf.data[7] = f64::INFINITY;
+        inf.data[10] = f64::NEG_INFINITY;
+        let e = Dataset::from_synth(&[inf], None).unwrap_err().to_string();
+        assert!(e.ends_with("row 2, column 2 (parcel-001): non-finite value inf"), "{e}");
+        // In a file, the reader says so first, naming the file, row and column.
+        let d = tempfile::tempdir().unwrap();
+        let mut x: Vec<f64> = (0..12).map(|i| (i * i) as f64).collect();
+        x[5] = f64::INFINITY;
+        write_npy_f64(&d.path().join("sub-01_run-1.npy"), 4, 3, &x);
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(e.ends_with("sub-01_run-1.npy, row 1, column 3: non-finite value inf"), "{e}");
     }
 
     #[test]

@@ -46,9 +46,12 @@
 //!
 //! # Standardization, windows, tokens
 //!
-//! Each run is standardized per parcel in f64 (mean 0, population standard deviation 1); a
-//! parcel with zero standard deviation becomes zeros and [`Dataset::warnings`] says so once per
-//! parcel. Windows of `window` TRs start at `0, stride, 2 stride, ...` while they fit; a window
+//! Each run is standardized per parcel in f64 (mean 0, population standard deviation 1), the
+//! parcel first scaled by a power of two so that values near 1e300 or 1e-300 standardize as
+//! ordinary ones do (and ordinary ones to the same bits as the plain two-pass formula); a
+//! parcel whose values are all equal has zero standard deviation, becomes zeros and
+//! [`Dataset::warnings`] says so once per parcel; a non-finite value is an error naming the
+//! file (or generated run), the row and the parcel. Windows of `window` TRs start at `0, stride, 2 stride, ...` while they fit; a window
 //! becomes tokens `tokens[t, p, j] = x[start + t D + j, p]`.
 #![deny(missing_docs)]
 
@@ -75,6 +78,6 @@ pub use dataset::{Dataset, EmpiricalFloor, Run};
 pub use error::{DataError, SplitError};
 pub use names::{parse_run_name, RunId};
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
-pub use standardize::standardize;
+pub use standardize::{standardize, NonFinite};
 pub use window::{WindowRef, WindowSpec};
 pub use write::{run_file_name, write_parcels, write_run, RunFormat};
