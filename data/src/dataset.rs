@@ -13,6 +13,31 @@ use boldcast_fixtures::SynthRun;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The data extension of a file name, `npy`, `tsv` or `csv` in any case, and whether it is in
+/// lowercase (the only case [`parse_run_name`] accepts).
+fn data_extension(name: &str) -> Option<(&'static str, bool)> {
+    let (_, ext) = name.rsplit_once('.')?;
+    let known = ["npy", "tsv", "csv"].into_iter().find(|k| ext.eq_ignore_ascii_case(k))?;
+    Some((known, ext == known))
+}
+
+/// `Ok` for a regular file (through symbolic links), else why it cannot be read as one.
+fn readable_file(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(m) if m.is_dir() => Err("a directory".into()),
+        Ok(_) => Err("not a regular file".into()),
+        Err(e) => {
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            Err(match (link, e.kind()) {
+                (true, std::io::ErrorKind::NotFound) => "a dangling symbolic link".into(),
+                (true, _) => format!("a symbolic link that cannot be followed: {e}"),
+                (false, _) => format!("cannot be read: {e}"),
+            })
+        }
+    }
+}
+
 /// One run, standardized.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Run {
@@ -48,8 +73,12 @@ pub struct Dataset {
     pub parcel_names: Vec<String>,
     /// Centroids from `parcels.tsv`, if present.
     pub centroids: Option<Vec<[f64; 3]>>,
-    /// Data files in the directory whose names do not match the run pattern.
+    /// Data files in the directory whose names do not match the run pattern (a data
+    /// extension in another case, `.NPY`, included).
     pub ignored: Vec<PathBuf>,
+    /// Entries named like runs (or `parcels.tsv`) that are not readable files, with why: a
+    /// dangling symbolic link, one that cannot be followed (a loop), a directory.
+    pub skipped: Vec<(PathBuf, String)>,
     /// Warnings (zero-variance parcels), one per parcel.
     pub warnings: Vec<String>,
 }
@@ -57,12 +86,30 @@ pub struct Dataset {
 impl Dataset {
     /// What a user should be told about this dataset, one line each for standard error: every
     /// warning (`warning: ...`), then the data files not named like runs (`note: ignored N
-    /// file(s) not named like runs: a, b`).
+    /// file(s) not named like runs: a, b`, with a hint when one's extension is in another case),
+    /// then the entries named like runs that cannot be read (`note: skipped N entries named like
+    /// runs or parcels.tsv that cannot be read: a (a directory), b (a dangling symbolic link)`).
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.warnings.iter().map(|w| format!("warning: {w}")).collect();
         if !self.ignored.is_empty() {
             let names: Vec<String> = self.ignored.iter().map(|p| p.display().to_string()).collect();
-            notes.push(format!("note: ignored {} file(s) not named like runs: {}", names.len(), names.join(", ")));
+            let case =
+                self.ignored.iter().any(|p| data_extension(&p.to_string_lossy()).is_some_and(|(_, exact)| !exact));
+            notes.push(format!(
+                "note: ignored {} file(s) not named like runs: {}{}",
+                names.len(),
+                names.join(", "),
+                if case { " (run files end in lowercase .npy, .tsv or .csv)" } else { "" }
+            ));
+        }
+        if !self.skipped.is_empty() {
+            let entries: Vec<String> = self.skipped.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
+            notes.push(format!(
+                "note: skipped {} {} named like runs or parcels.tsv that cannot be read: {}",
+                entries.len(),
+                if entries.len() == 1 { "entry" } else { "entries" },
+                entries.join(", ")
+            ));
         }
         notes
     }
@@ -77,18 +124,27 @@ impl Dataset {
             return Err(DataError::NotADir { path: dir.to_path_buf() });
         }
         let mut files: Vec<(String, PathBuf)> = Vec::new();
+        let mut ignored = Vec::new();
+        let mut skipped = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
             let entry = entry.map_err(io_err(dir))?;
             let path = entry.path();
-            if !path.is_file() {
+            let os_name = entry.file_name();
+            let lossy = os_name.to_string_lossy();
+            // Entries that are no run, no data file and not parcels.tsv are none of our business.
+            if lossy != "parcels.tsv" && parse_run_name(&lossy).is_none() && data_extension(&lossy).is_none() {
                 continue;
             }
-            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
-                files.push((name.to_string(), path.clone()));
+            match readable_file(&path) {
+                Err(why) => skipped.push((path, why)),
+                Ok(()) => match os_name.to_str() {
+                    Some(name) => files.push((name.to_string(), path)),
+                    None => ignored.push(path),
+                },
             }
         }
         files.sort();
-        let mut ignored = Vec::new();
+        skipped.sort();
         let mut found: Vec<(RunId, &'static str, PathBuf)> = Vec::new();
         let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
         for (name, path) in files {
@@ -104,21 +160,19 @@ impl Dataset {
                     found.push((id, ext, path));
                 }
                 None => {
-                    let ext = name.rsplit_once('.').map(|(_, e)| e);
-                    if matches!(ext, Some("npy" | "tsv" | "csv")) {
+                    if data_extension(&name).is_some() {
                         ignored.push(path);
                     }
                 }
             }
         }
+        ignored.sort();
         if found.is_empty() {
+            let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             return Err(DataError::NoRuns {
                 dir: dir.to_path_buf(),
-                ignored: ignored
-                    .iter()
-                    .filter_map(|p| p.file_name())
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .collect(),
+                ignored: ignored.iter().map(name).collect(),
+                skipped: skipped.iter().map(|(p, why)| format!("{}, {why}", name(p))).collect(),
             });
         }
         let mut raws = Vec::new();
@@ -196,6 +250,7 @@ impl Dataset {
         let runs = raws.into_iter().map(|(id, path, raw)| (id, path, raw.n_tr, raw.data)).collect();
         let mut ds = Self::from_parts(runs, p, parcel_names, centroids)?;
         ds.ignored = ignored;
+        ds.skipped = skipped;
         Ok(ds)
     }
 
@@ -233,7 +288,7 @@ impl Dataset {
                 )
             })
             .collect();
-        Ok(Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), warnings })
+        Ok(Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), skipped: Vec::new(), warnings })
     }
 
     /// A dataset from generated runs (standardized like loaded ones); `centroids`, if given,
@@ -386,6 +441,54 @@ mod tests {
         let missing = std::env::temp_dir().join("boldcast-no-such-dir-xyz");
         let e = Dataset::load(&missing).unwrap_err().to_string();
         assert!(e.contains("does not exist") && e.contains("boldcast-no-such-dir-xyz"), "{e}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn entries_named_like_runs_that_cannot_be_read_are_listed_in_the_notes() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        write(p, "sub-01_run-1.tsv", &tsv_run(20, 3));
+        symlink(p.join("nowhere.tsv"), p.join("sub-02_run-1.tsv")).unwrap();
+        symlink(p.join("sub-03_run-1.tsv"), p.join("sub-03_run-1.tsv")).unwrap();
+        std::fs::create_dir(p.join("sub-04_run-1.npy")).unwrap();
+        std::fs::create_dir(p.join("parcels.tsv")).unwrap();
+        write_npy_f64(&p.join("sub-05_run-1.NPY"), 20, 3, &[1.0; 60]);
+        // Not named like runs or data: skipped without a word, as before.
+        std::fs::create_dir(p.join("derivatives")).unwrap();
+        symlink(p.join("nowhere"), p.join("README")).unwrap();
+        let ds = Dataset::load(p).unwrap();
+        assert_eq!(ds.runs.len(), 1);
+        assert_eq!(ds.ignored, [p.join("sub-05_run-1.NPY")]);
+        let notes = ds.notes();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            format!(
+                "note: ignored 1 file(s) not named like runs: {} (run files end in lowercase .npy, .tsv or .csv)",
+                p.join("sub-05_run-1.NPY").display()
+            )
+        );
+        let want = format!(
+            "note: skipped 4 entries named like runs or parcels.tsv that cannot be read: {} (a directory), {} (a \
+             dangling symbolic link), {} (a symbolic link that cannot be followed: ",
+            p.join("parcels.tsv").display(),
+            p.join("sub-02_run-1.tsv").display(),
+            p.join("sub-03_run-1.tsv").display(),
+        );
+        assert!(notes[1].starts_with(&want), "{}\nwant {want}", notes[1]);
+        assert!(
+            notes[1].ends_with(&format!("), {} (a directory)", p.join("sub-04_run-1.npy").display())),
+            "{}",
+            notes[1]
+        );
+        // With no readable run, the error lists them.
+        let d = tempfile::tempdir().unwrap();
+        symlink(d.path().join("gone.npy"), d.path().join("sub-01_run-1.npy")).unwrap();
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(e.starts_with("no runs found in "), "{e}");
+        assert!(e.ends_with(" (cannot be read: sub-01_run-1.npy, a dangling symbolic link)"), "{e}");
     }
 
     #[test]

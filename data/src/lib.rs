@@ -31,9 +31,13 @@
 //!   ignored.
 //!
 //! Other entities between `ses` and `run` (e.g. `task-rest`) are allowed and part of the run's
-//! identity. Files with a data extension whose names do not match the pattern are **ignored and
-//! listed** in [`Dataset::ignored`] (the command line prints them as a note); files with other
-//! extensions are skipped silently, and so is `parcels.tsv`, which is read on its own:
+//! identity. Files with a data extension whose names do not match the pattern (an extension in
+//! another case, `.NPY`, included: run files end in lowercase) are **ignored and listed** in
+//! [`Dataset::ignored`] (the command line prints them as a note, [`Dataset::notes`]); entries
+//! named like runs or `parcels.tsv` that are not readable files (a dangling symbolic link, one
+//! that cannot be followed, a directory) are **skipped and listed** in [`Dataset::skipped`],
+//! with why (a note too); files with other extensions are skipped silently, and so is
+//! `parcels.tsv`, which is read on its own:
 //! `name x y z` per parcel (a header row `name x y z`, then one row per parcel in the order of
 //! the runs' columns). With it, the adjacency is the k nearest parcels by Euclidean distance;
 //! without it, the k most correlated parcels on the training runs (both self first, ties
