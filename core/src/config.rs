@@ -81,9 +81,10 @@ impl ParamSpec {
     fn new(name: String, shape: &[usize]) -> Self {
         Self { name, shape: shape.to_vec() }
     }
-    /// Number of elements.
+    /// Number of elements (saturating at `usize::MAX`, which no configuration that
+    /// [`ModelConfig::validate`] accepts reaches).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
     /// Whether weight decay applies (MODEL.md: tensors of two or more dimensions except
     /// `A_log`).
@@ -93,9 +94,10 @@ impl ParamSpec {
 }
 
 impl ModelConfig {
-    /// Di = `expand * d_model`.
+    /// Di = `expand * d_model` (saturating: [`ModelConfig::validate`] refuses a configuration
+    /// whose sizes overflow).
     pub fn d_inner(&self) -> usize {
-        self.expand * self.d_model
+        self.expand.saturating_mul(self.d_model)
     }
     /// R = `ceil(d_model / 16)` (Mamba-1).
     pub fn dt_rank(&self) -> usize {
@@ -114,7 +116,10 @@ impl ModelConfig {
         self.horizons.iter().copied().max().unwrap_or(0)
     }
 
-    /// Checks every size; the error names the field and value.
+    /// Checks every size; the error names the field and value. Sizes are at least 1, and every
+    /// tensor's element count, the parameter count and the bytes training holds per parameter
+    /// fit in `usize` ([`ModelConfig::param_memory`]; an overflow names the field of the largest
+    /// factor).
     pub fn validate(&self) -> Result<()> {
         let pos = |field: &str, v: usize| -> Result<()> {
             if v == 0 {
@@ -143,6 +148,7 @@ impl ModelConfig {
                 ));
             }
         }
+        self.param_memory()?;
         if self.temporal == Temporal::Mamba2 {
             pos("headdim", self.headdim)?;
             pos("chunk_size", self.chunk_size)?;
@@ -188,8 +194,12 @@ impl ModelConfig {
     }
 
     /// Every parameter in state-dict order (the order PyTorch's `named_parameters` gives).
+    ///
+    /// Sizes are computed saturating, so a configuration that [`ModelConfig::validate`] refuses
+    /// gives nonsense shapes rather than a panic; validate first.
     pub fn param_specs(&self) -> Vec<ParamSpec> {
         let (m, d, di, n, k) = (self.d_model, self.d_in, self.d_inner(), self.d_state, self.d_conv);
+        let (two_di, two_n) = (di.saturating_mul(2), n.saturating_mul(2));
         let mut v =
             vec![ParamSpec::new("embed_proj.weight".into(), &[m, d]), ParamSpec::new("embed_proj.bias".into(), &[m])];
         for i in 0..self.n_layers {
@@ -203,8 +213,8 @@ impl ModelConfig {
                     let r = self.dt_rank();
                     v.push(ParamSpec::new(mm("conv1d.weight"), &[di, 1, k]));
                     v.push(ParamSpec::new(mm("conv1d.bias"), &[di]));
-                    v.push(ParamSpec::new(mm("in_proj.weight"), &[2 * di, m]));
-                    v.push(ParamSpec::new(mm("x_proj.weight"), &[r + 2 * n, di]));
+                    v.push(ParamSpec::new(mm("in_proj.weight"), &[two_di, m]));
+                    v.push(ParamSpec::new(mm("x_proj.weight"), &[r.saturating_add(two_n), di]));
                     v.push(ParamSpec::new(mm("dt_proj.weight"), &[di, r]));
                     v.push(ParamSpec::new(mm("dt_proj.bias"), &[di]));
                     v.push(ParamSpec::new(mm("A_log"), &[di, n]));
@@ -214,11 +224,11 @@ impl ModelConfig {
                 // Order as in transformers' Mamba2Mixer: dt_bias, conv1d, in_proj, A_log, D, norm, out_proj.
                 Temporal::Mamba2 => {
                     let h = self.nheads();
-                    let conv = di + 2 * n;
+                    let conv = di.saturating_add(two_n);
                     v.push(ParamSpec::new(mm("dt_bias"), &[h]));
                     v.push(ParamSpec::new(mm("conv1d.weight"), &[conv, 1, k]));
                     v.push(ParamSpec::new(mm("conv1d.bias"), &[conv]));
-                    v.push(ParamSpec::new(mm("in_proj.weight"), &[2 * di + 2 * n + h, m]));
+                    v.push(ParamSpec::new(mm("in_proj.weight"), &[two_di.saturating_add(two_n).saturating_add(h), m]));
                     v.push(ParamSpec::new(mm("A_log"), &[h]));
                     v.push(ParamSpec::new(mm("D"), &[h]));
                     v.push(ParamSpec::new(mm("norm.weight"), &[di]));
@@ -236,14 +246,16 @@ impl ModelConfig {
         }
         v.push(ParamSpec::new("final_norm.weight".into(), &[m]));
         v.push(ParamSpec::new("final_norm.bias".into(), &[m]));
-        v.push(ParamSpec::new("head.weight".into(), &[self.n_horizons() * d, m]));
-        v.push(ParamSpec::new("head.bias".into(), &[self.n_horizons() * d]));
+        let hd = self.n_horizons().saturating_mul(d);
+        v.push(ParamSpec::new("head.weight".into(), &[hd, m]));
+        v.push(ParamSpec::new("head.bias".into(), &[hd]));
         v
     }
 
-    /// Total number of scalar parameters.
+    /// Total number of scalar parameters: [`ModelConfig::param_count`], saturating at
+    /// `usize::MAX` for a configuration [`ModelConfig::validate`] refuses.
     pub fn n_params(&self) -> usize {
-        self.param_specs().iter().map(ParamSpec::numel).sum()
+        self.param_count().unwrap_or(usize::MAX)
     }
 
     /// A builder starting from [`ModelConfig::boldcast_demo`]: set the sizes that differ, then
@@ -359,6 +371,35 @@ mod tests {
         let mut c = ModelConfig::boldcast_demo();
         c.d_model = 0;
         assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
+    }
+
+    #[test]
+    fn sizes_whose_products_overflow_are_refused_naming_the_field() {
+        let huge = 1usize << 62;
+        let demo = ModelConfig::boldcast_demo;
+        for (field, c) in [
+            ("model.d_model", ModelConfig { d_model: huge, ..demo() }),
+            ("model.expand", ModelConfig { expand: huge, ..demo() }),
+            ("model.d_conv", ModelConfig { d_conv: huge, ..demo() }),
+            ("model.d_state", ModelConfig { d_state: huge, ..demo() }),
+            ("model.n_layers", ModelConfig { n_layers: huge, ..demo() }),
+            ("model.d_in", ModelConfig { d_in: huge, ..demo() }),
+            ("model.d_model", ModelConfig { temporal: Temporal::Mamba2, d_model: huge / 2, ..demo() }),
+            ("model.d_model", ModelConfig { temporal: Temporal::Mamba2, d_model: huge, ..demo() }),
+        ] {
+            let e = alloc::format!("{}", c.validate().unwrap_err());
+            assert!(e.starts_with(&alloc::format!("invalid {field} = ")), "{e}");
+            assert!(e.contains("would need more than 16.0 EiB of memory"), "{e}");
+            assert_eq!(c.n_params(), usize::MAX, "saturates");
+            // Shapes saturate instead of panicking.
+            let one_layer = c.clone().into_builder().n_layers(1).cfg;
+            assert!(field == "model.n_layers" || one_layer.param_specs().iter().any(|s| s.numel() > 1 << 40));
+        }
+        // Large but countable: valid (the memory it needs is checked by the crates that know the
+        // machine).
+        let c = ModelConfig { d_state: 100_000_000_000, ..demo() };
+        assert!(c.validate().is_ok());
+        assert_eq!(c.n_params(), c.param_specs().iter().map(ParamSpec::numel).sum::<usize>());
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! - [`model`]: the [`Model`] trait every backend implements;
 //! - [`forecast`]: targets, the forecasting loss and per-horizon losses as pure functions;
 //! - [`floor`]: the AR(1) loss floor and the empirical single-lag floor;
+//! - [`memory`]: sizes in checked arithmetic ([`memory::Size`]), the parameter count in
+//!   closed form and the bytes of the parameters and of one training step's activations;
 //! - [`flops`]: the FLOPs model of a training step ([`ModelConfig::flops_per_step`]);
 //! - [`optim`]: AdamW, Adam with coupled L2, the weight-decay groups, global-norm clipping;
 //! - [`schedule`]: constant and warm-up + cosine learning rates;
@@ -35,6 +37,7 @@ pub mod error;
 pub mod floor;
 pub mod flops;
 pub mod forecast;
+pub mod memory;
 pub mod model;
 pub mod optim;
 pub mod schedule;

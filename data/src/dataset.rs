@@ -13,6 +13,31 @@ use boldcast_fixtures::SynthRun;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The data extension of a file name, `npy`, `tsv` or `csv` in any case, and whether it is in
+/// lowercase (the only case [`parse_run_name`] accepts).
+fn data_extension(name: &str) -> Option<(&'static str, bool)> {
+    let (_, ext) = name.rsplit_once('.')?;
+    let known = ["npy", "tsv", "csv"].into_iter().find(|k| ext.eq_ignore_ascii_case(k))?;
+    Some((known, ext == known))
+}
+
+/// `Ok` for a regular file (through symbolic links), else why it cannot be read as one.
+fn readable_file(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(m) if m.is_dir() => Err("a directory".into()),
+        Ok(_) => Err("not a regular file".into()),
+        Err(e) => {
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            Err(match (link, e.kind()) {
+                (true, std::io::ErrorKind::NotFound) => "a dangling symbolic link".into(),
+                (true, _) => format!("a symbolic link that cannot be followed: {e}"),
+                (false, _) => format!("cannot be read: {e}"),
+            })
+        }
+    }
+}
+
 /// One run, standardized.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Run {
@@ -48,8 +73,12 @@ pub struct Dataset {
     pub parcel_names: Vec<String>,
     /// Centroids from `parcels.tsv`, if present.
     pub centroids: Option<Vec<[f64; 3]>>,
-    /// Data files in the directory whose names do not match the run pattern.
+    /// Data files in the directory whose names do not match the run pattern (a data
+    /// extension in another case, `.NPY`, included).
     pub ignored: Vec<PathBuf>,
+    /// Entries named like runs (or `parcels.tsv`) that are not readable files, with why: a
+    /// dangling symbolic link, one that cannot be followed (a loop), a directory.
+    pub skipped: Vec<(PathBuf, String)>,
     /// Warnings (zero-variance parcels), one per parcel.
     pub warnings: Vec<String>,
 }
@@ -77,12 +106,30 @@ impl Dataset {
 
     /// What a user should be told about this dataset, one line each for standard error: every
     /// warning (`warning: ...`), then the data files not named like runs (`note: ignored N
-    /// file(s) not named like runs: a, b`).
+    /// file(s) not named like runs: a, b`, with a hint when one's extension is in another case),
+    /// then the entries named like runs that cannot be read (`note: skipped N entries named like
+    /// runs or parcels.tsv that cannot be read: a (a directory), b (a dangling symbolic link)`).
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.warnings.iter().map(|w| format!("warning: {w}")).collect();
         if !self.ignored.is_empty() {
             let names: Vec<String> = self.ignored.iter().map(|p| p.display().to_string()).collect();
-            notes.push(format!("note: ignored {} file(s) not named like runs: {}", names.len(), names.join(", ")));
+            let case =
+                self.ignored.iter().any(|p| data_extension(&p.to_string_lossy()).is_some_and(|(_, exact)| !exact));
+            notes.push(format!(
+                "note: ignored {} file(s) not named like runs: {}{}",
+                names.len(),
+                names.join(", "),
+                if case { " (run files end in lowercase .npy, .tsv or .csv)" } else { "" }
+            ));
+        }
+        if !self.skipped.is_empty() {
+            let entries: Vec<String> = self.skipped.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
+            notes.push(format!(
+                "note: skipped {} {} named like runs or parcels.tsv that cannot be read: {}",
+                entries.len(),
+                if entries.len() == 1 { "entry" } else { "entries" },
+                entries.join(", ")
+            ));
         }
         notes
     }
@@ -97,18 +144,27 @@ impl Dataset {
             return Err(DataError::NotADir { path: dir.to_path_buf() });
         }
         let mut files: Vec<(String, PathBuf)> = Vec::new();
+        let mut ignored = Vec::new();
+        let mut skipped = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
             let entry = entry.map_err(io_err(dir))?;
             let path = entry.path();
-            if !path.is_file() {
+            let os_name = entry.file_name();
+            let lossy = os_name.to_string_lossy();
+            // Entries that are no run, no data file and not parcels.tsv are none of our business.
+            if lossy != "parcels.tsv" && parse_run_name(&lossy).is_none() && data_extension(&lossy).is_none() {
                 continue;
             }
-            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
-                files.push((name.to_string(), path.clone()));
+            match readable_file(&path) {
+                Err(why) => skipped.push((path, why)),
+                Ok(()) => match os_name.to_str() {
+                    Some(name) => files.push((name.to_string(), path)),
+                    None => ignored.push(path),
+                },
             }
         }
         files.sort();
-        let mut ignored = Vec::new();
+        skipped.sort();
         let mut found: Vec<(RunId, &'static str, PathBuf)> = Vec::new();
         let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
         for (name, path) in files {
@@ -124,21 +180,19 @@ impl Dataset {
                     found.push((id, ext, path));
                 }
                 None => {
-                    let ext = name.rsplit_once('.').map(|(_, e)| e);
-                    if matches!(ext, Some("npy" | "tsv" | "csv")) {
+                    if data_extension(&name).is_some() {
                         ignored.push(path);
                     }
                 }
             }
         }
+        ignored.sort();
         if found.is_empty() {
+            let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             return Err(DataError::NoRuns {
                 dir: dir.to_path_buf(),
-                ignored: ignored
-                    .iter()
-                    .filter_map(|p| p.file_name())
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .collect(),
+                ignored: ignored.iter().map(name).collect(),
+                skipped: skipped.iter().map(|(p, why)| format!("{}, {why}", name(p))).collect(),
             });
         }
         let mut raws = Vec::new();
@@ -214,28 +268,35 @@ impl Dataset {
         }
         let parcel_names = parcel_names.unwrap_or_else(|| boldcast_fixtures::parcel_names(p));
         let runs = raws.into_iter().map(|(id, path, raw)| (id, path, raw.n_tr, raw.data)).collect();
-        let mut ds = Self::from_parts(runs, p, parcel_names, centroids);
+        let mut ds = Self::from_parts(runs, p, parcel_names, centroids)?;
         ds.ignored = ignored;
+        ds.skipped = skipped;
         Ok(ds)
     }
 
-    /// Standardizes raw runs `(id, path, n_tr, x[n_tr, p])` into a dataset.
+    /// Standardizes raw runs `(id, path, n_tr, x[n_tr, p])` into a dataset; a non-finite value
+    /// is [`DataError::Cell`] naming the run's path, the row and the parcel.
     fn from_parts(
         runs: Vec<(RunId, PathBuf, usize, Vec<f64>)>,
         parcels: usize,
         parcel_names: Vec<String>,
         centroids: Option<Vec<[f64; 3]>>,
-    ) -> Self {
+    ) -> Result<Self, DataError> {
         let mut constant: BTreeMap<usize, (usize, PathBuf)> = BTreeMap::new();
         let runs: Vec<Run> = runs
             .into_iter()
             .map(|(id, path, n_tr, mut data)| {
-                for q in standardize(&mut data, n_tr, parcels) {
+                let zero = standardize(&mut data, n_tr, parcels).map_err(|e| DataError::Cell {
+                    path: path.clone(),
+                    location: format!("row {}, column {} ({})", e.row, e.parcel + 1, parcel_names[e.parcel]),
+                    reason: format!("non-finite value {}", e.value),
+                })?;
+                for q in zero {
                     constant.entry(q).or_insert((0, path.clone())).0 += 1;
                 }
-                Run { id, path, n_tr, data }
+                Ok(Run { id, path, n_tr, data })
             })
-            .collect();
+            .collect::<Result<_, DataError>>()?;
         let warnings = constant
             .into_iter()
             .map(|(q, (count, first))| {
@@ -247,16 +308,22 @@ impl Dataset {
                 )
             })
             .collect();
-        Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), warnings }
+        Ok(Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), skipped: Vec::new(), warnings })
     }
 
     /// A dataset from generated runs (standardized like loaded ones); `centroids`, if given,
     /// play the role of `parcels.tsv`.
     pub fn from_synth(runs: &[SynthRun], centroids: Option<Vec<[f64; 3]>>) -> Result<Dataset, DataError> {
+        Self::from_synth_owned(runs.to_vec(), centroids)
+    }
+
+    /// [`Dataset::from_synth`] taking the runs, whose values it keeps instead of copying them
+    /// (a training run's data are held once, not twice).
+    pub fn from_synth_owned(runs: Vec<SynthRun>, centroids: Option<Vec<[f64; 3]>>) -> Result<Dataset, DataError> {
         let first = runs.first().ok_or_else(|| DataError::config("data", "[]", "no runs were generated"))?;
         let p = first.parcels;
         let parts = runs
-            .iter()
+            .into_iter()
             .map(|r| {
                 let id = RunId { subject: r.subject.clone(), session: None, other: Vec::new(), run: r.run.clone() };
                 let path = PathBuf::from(format!("{id} (synthetic)"));
@@ -268,7 +335,7 @@ impl Dataset {
                         found: r.parcels,
                     });
                 }
-                Ok((id, path, r.n_tr, r.data.clone()))
+                Ok((id, path, r.n_tr, r.data))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(c) = &centroids {
@@ -276,14 +343,22 @@ impl Dataset {
                 return Err(DataError::config("centroids", c.len(), format!("the runs have {p} parcels")));
             }
         }
-        Ok(Self::from_parts(parts, p, boldcast_fixtures::parcel_names(p), centroids))
+        Self::from_parts(parts, p, boldcast_fixtures::parcel_names(p), centroids)
     }
 
     /// `series[r][p]`: parcel `p` of run `r` as a series (standardized).
     pub fn series(&self) -> Vec<Vec<Vec<f64>>> {
-        self.runs
-            .iter()
-            .map(|r| (0..self.parcels).map(|q| (0..r.n_tr).map(|t| r.data[t * self.parcels + q]).collect()).collect())
+        self.series_of(&(0..self.runs.len()).collect::<Vec<_>>())
+    }
+
+    /// [`Dataset::series`] of the runs `runs` only (indices into [`Dataset::runs`]), in that
+    /// order.
+    pub fn series_of(&self, runs: &[usize]) -> Vec<Vec<Vec<f64>>> {
+        runs.iter()
+            .map(|&i| {
+                let r = &self.runs[i];
+                (0..self.parcels).map(|q| (0..r.n_tr).map(|t| r.data[t * self.parcels + q]).collect()).collect()
+            })
             .collect()
     }
 
@@ -388,6 +463,54 @@ mod tests {
         assert!(e.contains("does not exist") && e.contains("boldcast-no-such-dir-xyz"), "{e}");
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn entries_named_like_runs_that_cannot_be_read_are_listed_in_the_notes() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        write(p, "sub-01_run-1.tsv", &tsv_run(20, 3));
+        symlink(p.join("nowhere.tsv"), p.join("sub-02_run-1.tsv")).unwrap();
+        symlink(p.join("sub-03_run-1.tsv"), p.join("sub-03_run-1.tsv")).unwrap();
+        std::fs::create_dir(p.join("sub-04_run-1.npy")).unwrap();
+        std::fs::create_dir(p.join("parcels.tsv")).unwrap();
+        write_npy_f64(&p.join("sub-05_run-1.NPY"), 20, 3, &[1.0; 60]);
+        // Not named like runs or data: skipped without a word, as before.
+        std::fs::create_dir(p.join("derivatives")).unwrap();
+        symlink(p.join("nowhere"), p.join("README")).unwrap();
+        let ds = Dataset::load(p).unwrap();
+        assert_eq!(ds.runs.len(), 1);
+        assert_eq!(ds.ignored, [p.join("sub-05_run-1.NPY")]);
+        let notes = ds.notes();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            format!(
+                "note: ignored 1 file(s) not named like runs: {} (run files end in lowercase .npy, .tsv or .csv)",
+                p.join("sub-05_run-1.NPY").display()
+            )
+        );
+        let want = format!(
+            "note: skipped 4 entries named like runs or parcels.tsv that cannot be read: {} (a directory), {} (a \
+             dangling symbolic link), {} (a symbolic link that cannot be followed: ",
+            p.join("parcels.tsv").display(),
+            p.join("sub-02_run-1.tsv").display(),
+            p.join("sub-03_run-1.tsv").display(),
+        );
+        assert!(notes[1].starts_with(&want), "{}\nwant {want}", notes[1]);
+        assert!(
+            notes[1].ends_with(&format!("), {} (a directory)", p.join("sub-04_run-1.npy").display())),
+            "{}",
+            notes[1]
+        );
+        // With no readable run, the error lists them.
+        let d = tempfile::tempdir().unwrap();
+        symlink(d.path().join("gone.npy"), d.path().join("sub-01_run-1.npy")).unwrap();
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(e.starts_with("no runs found in "), "{e}");
+        assert!(e.ends_with(" (cannot be read: sub-01_run-1.npy, a dangling symbolic link)"), "{e}");
+    }
+
     #[test]
     fn constant_parcel_warns_once() {
         let d = tempfile::tempdir().unwrap();
@@ -397,6 +520,96 @@ mod tests {
         assert_eq!(ds.warnings.len(), 1, "{:?}", ds.warnings);
         assert!(ds.warnings[0].contains("parcel `b` (column 2) has zero variance in 2 run(s)"), "{}", ds.warnings[0]);
         assert!(ds.runs.iter().all(|r| (0..r.n_tr).all(|t| r.data[t * 2 + 1] == 0.0)));
+    }
+
+    /// Column `q` of a run.
+    fn column(run: &Run, p: usize, q: usize) -> Vec<f64> {
+        (0..run.n_tr).map(|t| run.data[t * p + q]).collect()
+    }
+
+    #[test]
+    fn parcels_near_the_ends_of_f64_standardize_to_unit_variance() {
+        // Per parcel: the same ramp at five scales, two alternating near f64's largest values
+        // (their sum overflows), a constant near 1e200, and an ordinary ramp.
+        let n = 20;
+        let ramp: Vec<f64> = (0..n).map(|t| (t * 3 % 7) as f64 + 0.25 * t as f64).collect();
+        let scales = [1e200, 1e-300, 1e300, 1e-310, 1.0];
+        let p = scales.len() + 3;
+        let mut x = vec![0.0; n * p];
+        for t in 0..n {
+            for (q, s) in scales.iter().enumerate() {
+                x[t * p + q] = ramp[t] * s;
+            }
+            x[t * p + 5] = if t % 2 == 0 { 1.7e308 } else { -1.6e308 };
+            x[t * p + 6] = 3e200;
+            x[t * p + 7] = ramp[t] - 50.0;
+        }
+        let d = tempfile::tempdir().unwrap();
+        write_npy_f64(&d.path().join("sub-01_run-1_bold.npy"), n, p, &x);
+        let ds = Dataset::load(d.path()).unwrap();
+        // The only warning is the truly constant parcel's.
+        assert_eq!(
+            ds.warnings,
+            [format!(
+                "parcel `parcel-006` (column 7) has zero variance in 1 run(s) (first: {}); it is set to zeros there",
+                d.path().join("sub-01_run-1_bold.npy").display()
+            )]
+        );
+        let want = column(&ds.runs[0], p, 7);
+        let (m, v) = (want.iter().sum::<f64>() / n as f64, want.iter().map(|a| a * a).sum::<f64>() / n as f64);
+        assert!(m.abs() < 1e-14 && (v - 1.0).abs() < 1e-14, "{m} {v}");
+        for (q, s) in scales.iter().enumerate() {
+            let got = column(&ds.runs[0], p, q);
+            // 1e-310 is subnormal: the ramp keeps about 15 of its 52 bits there.
+            let tol = if *s < 1e-300 { 1e-4 } else { 1e-12 };
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < tol, "parcel {q} (scale {s}): {g} vs {w}");
+            }
+        }
+        let alt = column(&ds.runs[0], p, 5);
+        // Two values: standardized to +-1 exactly up to rounding.
+        assert!(
+            alt.iter().enumerate().all(|(t, z)| (z - if t % 2 == 0 { 1.0 } else { -1.0 }).abs() < 1e-12),
+            "{alt:?}"
+        );
+        assert!(column(&ds.runs[0], p, 6).iter().all(|&z| z == 0.0));
+    }
+
+    #[test]
+    fn ordinary_parcels_standardize_to_the_same_bits_as_the_two_pass_formula() {
+        let (n, p) = (50, 3);
+        let x: Vec<f64> = (0..n * p).map(|i| ((i * 37) % 101) as f64 * 0.37 - 12.0 + (i % p) as f64 * 1e3).collect();
+        let mut got = x.clone();
+        assert_eq!(standardize(&mut got, n, p).unwrap(), Vec::<usize>::new());
+        for q in 0..p {
+            let col: Vec<f64> = (0..n).map(|t| x[t * p + q]).collect();
+            let mean = col.iter().sum::<f64>() / n as f64;
+            let sd = (col.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+            for t in 0..n {
+                assert_eq!(got[t * p + q].to_bits(), ((col[t] - mean) / sd).to_bits(), "parcel {q}, TR {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_non_finite_generated_value_is_an_error_naming_the_run_and_parcel() {
+        let mut data: Vec<f64> = (0..12).map(|i| i as f64).collect();
+        data[7] = f64::NAN;
+        let run = SynthRun { subject: "01".into(), run: "1".into(), n_tr: 4, parcels: 3, data };
+        let e = Dataset::from_synth(std::slice::from_ref(&run), None).unwrap_err().to_string();
+        assert_eq!(e, "sub-01_run-1 (synthetic), row 2, column 2 (parcel-001): non-finite value NaN");
+        let mut inf = run;
+        inf.data[7] = f64::INFINITY;
+        inf.data[10] = f64::NEG_INFINITY;
+        let e = Dataset::from_synth(&[inf], None).unwrap_err().to_string();
+        assert!(e.ends_with("row 2, column 2 (parcel-001): non-finite value inf"), "{e}");
+        // In a file, the reader says so first, naming the file, row and column.
+        let d = tempfile::tempdir().unwrap();
+        let mut x: Vec<f64> = (0..12).map(|i| (i * i) as f64).collect();
+        x[5] = f64::INFINITY;
+        write_npy_f64(&d.path().join("sub-01_run-1.npy"), 4, 3, &x);
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(e.ends_with("sub-01_run-1.npy, row 1, column 3: non-finite value inf"), "{e}");
     }
 
     #[test]

@@ -21,15 +21,18 @@ pub enum DataError {
     },
     /// No file matched the run pattern.
     #[error(
-        "no runs found in {}: expected files named sub-<label>[_ses-<label>]_run-<label>[_<anything>].npy|.tsv|.csv{}",
+        "no runs found in {}: expected files named sub-<label>[_ses-<label>]_run-<label>[_<anything>].npy|.tsv|.csv{}{}",
         dir.display(),
-        if ignored.is_empty() { String::new() } else { format!(" (ignored: {})", ignored.join(", ")) }
+        if ignored.is_empty() { String::new() } else { format!(" (ignored: {})", ignored.join(", ")) },
+        if skipped.is_empty() { String::new() } else { format!(" (cannot be read: {})", skipped.join("; ")) }
     )]
     NoRuns {
         /// The directory.
         dir: PathBuf,
         /// Data files whose names did not match.
         ignored: Vec<String>,
+        /// Entries named like runs that are not readable files: `name, why`.
+        skipped: Vec<String>,
     },
     /// Reading a file failed.
     #[error("{}: {source}", path.display())]
@@ -52,6 +55,9 @@ pub enum DataError {
         /// The directory.
         dir: PathBuf,
     },
+    /// What a dataset would need exceeds the machine's memory.
+    #[error(transparent)]
+    Memory(#[from] crate::memory::OutOfMemory),
     /// A synthetic generator's parameters are invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast_fixtures::FixtureError),

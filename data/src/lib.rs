@@ -13,6 +13,8 @@
 //! - [`tensorfile`]: safetensors files of named tensors (checkpoints, `best.safetensors`, the
 //!   golden cases), read and written by name, every error naming the file and the tensor;
 //! - [`synth`](mod@synth): a synthetic dataset written as real ones are, with its exact floor;
+//! - [`memory`]: the machine's memory and the check of an estimate against it
+//!   ([`memory::OutOfMemory`]: what a configuration would need, part by part);
 //! - [`fsutil`]: atomic files and staged directories, the one home of those rules;
 //! - [`hash`]: the one content hash (FNV-1a 64) of recorded identities;
 //! - `error`: [`DataError`], [`SplitError`].
@@ -30,9 +32,13 @@
 //!   ignored.
 //!
 //! Other entities between `ses` and `run` (e.g. `task-rest`) are allowed and part of the run's
-//! identity. Files with a data extension whose names do not match the pattern are **ignored and
-//! listed** in [`Dataset::ignored`] (the command line prints them as a note); files with other
-//! extensions are skipped silently, and so is `parcels.tsv`, which is read on its own:
+//! identity. Files with a data extension whose names do not match the pattern (an extension in
+//! another case, `.NPY`, included: run files end in lowercase) are **ignored and listed** in
+//! [`Dataset::ignored`] (the command line prints them as a note, [`Dataset::notes`]); entries
+//! named like runs or `parcels.tsv` that are not readable files (a dangling symbolic link, one
+//! that cannot be followed, a directory) are **skipped and listed** in [`Dataset::skipped`],
+//! with why (a note too); files with other extensions are skipped silently, and so is
+//! `parcels.tsv`, which is read on its own:
 //! `name x y z` per parcel (a header row `name x y z`, then one row per parcel in the order of
 //! the runs' columns). With it, the adjacency is the k nearest parcels by Euclidean distance;
 //! without it, the k most correlated parcels on the training runs (both self first, ties
@@ -45,9 +51,12 @@
 //!
 //! # Standardization, windows, tokens
 //!
-//! Each run is standardized per parcel in f64 (mean 0, population standard deviation 1); a
-//! parcel with zero standard deviation becomes zeros and [`Dataset::warnings`] says so once per
-//! parcel. Windows of `window` TRs start at `0, stride, 2 stride, ...` while they fit; a window
+//! Each run is standardized per parcel in f64 (mean 0, population standard deviation 1), the
+//! parcel first scaled by a power of two so that values near 1e300 or 1e-300 standardize as
+//! ordinary ones do (and ordinary ones to the same bits as the plain two-pass formula); a
+//! parcel whose values are all equal has zero standard deviation, becomes zeros and
+//! [`Dataset::warnings`] says so once per parcel; a non-finite value is an error naming the
+//! file (or generated run), the row and the parcel. Windows of `window` TRs start at `0, stride, 2 stride, ...` while they fit; a window
 //! becomes tokens `tokens[t, p, j] = x[start + t D + j, p]`.
 #![deny(missing_docs)]
 
@@ -57,6 +66,7 @@ mod dataset;
 mod error;
 pub mod fsutil;
 pub mod hash;
+pub mod memory;
 mod names;
 mod parcels;
 mod read;
@@ -74,6 +84,6 @@ pub use dataset::{Dataset, EmpiricalFloor, Run};
 pub use error::{DataError, SplitError};
 pub use names::{parse_run_name, RunId};
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
-pub use standardize::standardize;
+pub use standardize::{standardize, NonFinite};
 pub use window::{WindowRef, WindowSpec};
 pub use write::{run_file_name, write_parcels, write_run, RunFormat};

@@ -1,24 +1,123 @@
 //! Run-wise standardization: each parcel of a run to mean 0 and population standard deviation 1,
-//! in f64; a constant parcel becomes zeros.
+//! in f64; a constant parcel becomes zeros, a non-finite value is an error.
+//!
+//! The two-pass formula `(x - mean) / sd` overflows when a parcel's values are near 1e200
+//! (their squares are infinite) or underflows near 1e-300 (their squares are 0), and either
+//! way the parcel looked constant. So each parcel is first scaled by the power of two nearest
+//! below its largest magnitude, which brings every value into `[-2, 2]`: scaling by a power of
+//! two is exact, and so commutes with every rounding of the formula, so an ordinary parcel
+//! standardizes to exactly the bits the unscaled formula gives, and an extreme one to what it
+//! would give had f64 more exponent. A parcel is constant when its values are all equal
+//! (tested as such: the rounded mean of equal values such as 0.1 need not equal them, and the
+//! formula then made noise of a constant); it alone becomes zeros.
+
+/// A non-finite value in [`standardize`]'s input.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct NonFinite {
+    /// The 0-based row (TR).
+    pub row: usize,
+    /// The 0-based parcel (column).
+    pub parcel: usize,
+    /// The value (NaN or an infinity).
+    pub value: f64,
+}
+
+/// `2^k` for `k` in the normal exponents `-1022..=1023`.
+fn pow2(k: i32) -> f64 {
+    debug_assert!((-1022..=1023).contains(&k));
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// `floor(log2 m)` of a finite `m > 0`, subnormals included.
+fn exponent(m: f64) -> i32 {
+    let e = ((m.to_bits() >> 52) & 0x7ff) as i32;
+    if e == 0 {
+        exponent(m * pow2(64)) - 64
+    } else {
+        e - 1023
+    }
+}
+
+/// `x * 2^k` for `k` in `-1074 - 1023 ..= 1074 + 1022`, in two exact steps.
+fn scale(x: f64, k: i32) -> f64 {
+    let a = k.clamp(-1022, 1023);
+    x * pow2(a) * pow2(k - a)
+}
 
 /// Standardizes `x[n, p]` per parcel in place (mean 0, population std 1); returns the parcels
-/// whose standard deviation is 0 (set to zeros).
-pub fn standardize(data: &mut [f64], n: usize, p: usize) -> Vec<usize> {
+/// whose standard deviation is 0 (set to zeros), or the first non-finite value (row-major
+/// order), leaving `data` unchanged.
+pub fn standardize(data: &mut [f64], n: usize, p: usize) -> Result<Vec<usize>, NonFinite> {
+    if let Some(i) = data[..n * p].iter().position(|v| !v.is_finite()) {
+        return Err(NonFinite { row: i / p, parcel: i % p, value: data[i] });
+    }
     let mut constant = Vec::new();
     for q in 0..p {
-        let mean = (0..n).map(|t| data[t * p + q]).sum::<f64>() / n as f64;
-        let var = (0..n).map(|t| (data[t * p + q] - mean).powi(2)).sum::<f64>() / n as f64;
-        let sd = var.sqrt();
-        if sd == 0.0 || !sd.is_finite() {
+        // All values equal: constant, whatever the rounding of their mean would make of them.
+        if (1..n).all(|t| data[t * p + q] == data[q]) {
             constant.push(q);
             for t in 0..n {
                 data[t * p + q] = 0.0;
             }
-        } else {
-            for t in 0..n {
-                data[t * p + q] = (data[t * p + q] - mean) / sd;
-            }
+            continue;
+        }
+        let big = (0..n).map(|t| data[t * p + q].abs()).fold(0.0f64, f64::max);
+        // y = x / 2^e lies in (-2, 2).
+        let k = if big > 0.0 { -exponent(big) } else { 0 };
+        for t in 0..n {
+            data[t * p + q] = scale(data[t * p + q], k);
+        }
+        let mean = (0..n).map(|t| data[t * p + q]).sum::<f64>() / n as f64;
+        let var = (0..n).map(|t| (data[t * p + q] - mean).powi(2)).sum::<f64>() / n as f64;
+        // Not all equal, and the largest magnitude is in [1, 2): some value lies at least 2^-53
+        // from the mean, so var > 0.
+        let sd = var.sqrt();
+        for t in 0..n {
+            data[t * p + q] = (data[t * p + q] - mean) / sd;
         }
     }
-    constant
+    Ok(constant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exponents_and_exact_scaling() {
+        for (m, e) in [(1.0, 0), (1.5, 0), (2.0, 1), (0.75, -1), (f64::MAX, 1023), (f64::MIN_POSITIVE, -1022)] {
+            assert_eq!(exponent(m), e, "{m}");
+        }
+        assert_eq!(exponent(5e-324), -1074);
+        assert_eq!(exponent(3.0 * 5e-324), -1073);
+        assert_eq!(scale(5e-324, 1074), 1.0);
+        assert_eq!(scale(f64::MAX, -1023), f64::MAX / pow2(1023));
+        assert_eq!(scale(1.7e308, -exponent(1.7e308)).abs().floor(), 1.0);
+    }
+
+    #[test]
+    fn the_values_of_one_parcel_scale_into_minus_two_two() {
+        for v in [1e300, -1e-310, 3.0, f64::MAX, 5e-324] {
+            let y = scale(v, -exponent(v.abs()));
+            assert!((1.0..2.0).contains(&y.abs()), "{v} -> {y}");
+        }
+    }
+
+    #[test]
+    fn a_non_finite_value_is_refused_with_its_place() {
+        let mut x = vec![1.0, 2.0, 3.0, f64::NEG_INFINITY, 5.0, f64::NAN];
+        let before = x.clone();
+        assert_eq!(standardize(&mut x, 3, 2), Err(NonFinite { row: 1, parcel: 1, value: f64::NEG_INFINITY }));
+        assert_eq!(x[..3], before[..3], "unchanged");
+    }
+
+    #[test]
+    fn constant_parcels_at_any_scale_have_zero_variance() {
+        for c in [0.0, 1e200, -1e-310, f64::MAX, 7.0, 0.1, 3e200] {
+            let n = 20;
+            let mut x: Vec<f64> = (0..n).flat_map(|t| [c, t as f64]).collect();
+            assert_eq!(standardize(&mut x, n, 2), Ok(vec![0]), "{c}");
+            assert!((0..n).all(|t| x[2 * t] == 0.0), "{c}: {x:?}");
+        }
+    }
 }

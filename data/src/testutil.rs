@@ -40,6 +40,15 @@ pub(crate) fn write_npy_f32(path: &Path, n: usize, p: usize, data: &[f32]) {
     w.finish().unwrap();
 }
 
+pub(crate) fn write_npy_f64(path: &Path, n: usize, p: usize, data: &[f64]) {
+    use npyz::WriterBuilder;
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut w =
+        npyz::WriteOptions::new().default_dtype().shape(&[n as u64, p as u64]).writer(&mut f).begin_nd().unwrap();
+    w.extend(data.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
 pub(crate) fn load_err(files: &[(&str, &str)]) -> String {
     let d = tempfile::tempdir().unwrap();
     for (n, t) in files {

@@ -66,6 +66,9 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// What the run would need exceeds the machine's memory ([`RunConfig::check_memory`]).
+    #[error(transparent)]
+    Memory(#[from] boldcast_data::memory::OutOfMemory),
     /// Writing the resolved configuration failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -187,7 +190,10 @@ impl RunConfig {
         Ok(cfg)
     }
 
-    /// Checks every value; the error names the field and the value.
+    /// Checks every value; the error names the field and the value. The sizes are checked
+    /// too: a configuration whose memory estimate ([`RunConfig::memory_need`]) overflows a
+    /// 64-bit count is refused naming the field of the largest factor. Whether it fits this
+    /// machine is not asked here ([`RunConfig::check_memory`] asks it).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.model.validate().map_err(|e| match e {
             boldcast_core::Error::Config { field, value, reason } => ConfigError::Invalid { field, value, reason },
@@ -197,7 +203,8 @@ impl RunConfig {
         self.validate_train()?;
         self.validate_subjects()?;
         self.validate_schedule()?;
-        self.validate_synthetic()
+        self.validate_synthetic()?;
+        self.validate_sizes()
     }
 
     /// `[window]` against the model's `d_in` and horizons.

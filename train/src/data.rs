@@ -84,8 +84,11 @@ fn load_dir(dir: &std::path::Path) -> Result<LoadedData, TrainError> {
 }
 
 /// Loads `data.dir`, or generates the synthetic AR(1) fixture of `[data.synthetic]` (parcels
-/// on a circle, so the adjacency is the ring).
+/// on a circle, so the adjacency is the ring). First, [`RunConfig::check_memory`]: a
+/// configuration whose run would not fit in the machine's memory (the synthetic data in full,
+/// for `data.dir` the model) is refused before anything is generated or read.
 pub fn load_data(cfg: &RunConfig) -> Result<LoadedData, TrainError> {
+    cfg.check_memory()?;
     if let Some(dir) = &cfg.data.dir {
         return load_dir(dir);
     }
@@ -93,7 +96,7 @@ pub fn load_data(cfg: &RunConfig) -> Result<LoadedData, TrainError> {
     let layout = Layout { subjects: s.subjects, runs: s.runs, trs: s.trs, parcels: s.parcels, seed: s.seed };
     let fx = Ar1Spec::new(layout, s.rho);
     let runs = fx.generate()?;
-    let ds = Dataset::from_synth(&runs, Some(circle_centroids(s.parcels)))?;
+    let ds = Dataset::from_synth_owned(runs, Some(circle_centroids(s.parcels)))?;
     let source = format!(
         "synthetic AR(1), rho {}, {} subjects x {} runs x {} TRs, {} parcels, seed {}",
         s.rho, s.subjects, s.runs, s.trs, s.parcels, s.seed
@@ -103,8 +106,7 @@ pub fn load_data(cfg: &RunConfig) -> Result<LoadedData, TrainError> {
 
 /// The empirical single-lag floor of the runs `runs`, per horizon.
 pub fn empirical_floor(ds: &Dataset, runs: &[usize], horizons: &[usize], d_in: usize) -> Result<FloorInfo, TrainError> {
-    let all = ds.series();
-    let series: Vec<Vec<Vec<f64>>> = runs.iter().map(|&r| all[r].clone()).collect();
+    let series = ds.series_of(runs);
     let mut per = Vec::with_capacity(horizons.len());
     for &h in horizons {
         let pp = boldcast_core::floor::empirical_floor_per_parcel(&series, &[h], d_in)?;
@@ -148,9 +150,12 @@ impl TrainData {
         TrainData::new(loaded, split, cfg)
     }
 
-    /// The windows, adjacency and floor of `loaded` split by `split`, as `cfg` says.
+    /// The windows, adjacency and floor of `loaded` split by `split`, as `cfg` says. First,
+    /// [`RunConfig::check_memory_of`] the dataset: a run that would not fit in the machine's
+    /// memory is refused before the windows, the adjacency or the model are made.
     pub fn new(loaded: LoadedData, split: Split, cfg: &RunConfig) -> Result<TrainData, TrainError> {
         let LoadedData { ds, fixture, source, notes } = loaded;
+        cfg.check_memory_of(&ds, fixture.is_none().then_some(&split.heldout_runs[..]))?;
         let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
         let train_windows = ds.windows_of(&spec, &split.train_runs)?;
         let val_windows = ds.windows_of(&spec, &split.heldout_runs)?;

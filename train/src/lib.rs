@@ -24,8 +24,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules: [`config`] (the run configuration and its TOML text), [`data`] (dataset, split,
-//! windows, floor), [`order`] (epoch orders and shards), [`dist`] (the ranks),
+//! Modules: [`config`] (the run configuration and its TOML text), [`memory`] (what a run would
+//! need in memory, checked against the machine's before anything is allocated), [`data`]
+//! (dataset, split, windows, floor), [`order`] (epoch orders and shards), [`dist`] (the ranks),
 //! [`validate`], [`early_stopping`], [`log`] (`loss_log.jsonl`), [`checkpoint`] (checkpoint
 //! directories and `state.json`), [`run_dir`] (the lock, fresh and existing run directories), [`observer`], [`flags`] (red flags), [`summary`]
 //! (the report and `summary.json`), [`run`] (the loop) (files are written through
@@ -45,6 +46,7 @@ pub mod error;
 pub mod eval;
 pub mod flags;
 pub mod log;
+pub mod memory;
 pub mod observer;
 pub mod order;
 pub mod overfit;

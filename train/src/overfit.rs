@@ -76,9 +76,22 @@ fn overfit_dataset(cfg: &RunConfig, spec: &WindowSpec) -> Result<(Dataset, Floor
 /// The overfit batch of a configuration: the 4 runs of `data.dir`, or without it the synthetic
 /// AR(1) fixture (4 subjects, 1 run of `window` TRs, `data.synthetic.parcels`, `rho` and
 /// `seed`), whose parcels lie on a circle so the adjacency is the ring.
+///
+/// First, [`RunConfig::check_memory`] of the check's own sizes (4 subjects x 1 run of one
+/// window, one batch of 4): a model or batch that would not fit in the machine's memory is
+/// refused before anything is generated or read (for `data.dir`, again once it is read).
 pub fn overfit_data(cfg: &RunConfig) -> Result<OverfitData, TrainError> {
+    let mut sizes = cfg.clone();
+    sizes.data.synthetic.subjects = OVERFIT_WINDOWS;
+    sizes.data.synthetic.runs = 1;
+    sizes.data.synthetic.trs = cfg.window.window;
+    sizes.train.batch_size = OVERFIT_WINDOWS;
+    sizes.check_memory()?;
     let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.window + STRIDE_GAP, d_in: cfg.model.d_in };
     let (ds, floor, source) = overfit_dataset(cfg, &spec)?;
+    if cfg.data.dir.is_some() {
+        sizes.check_memory_of(&ds, None)?;
+    }
     let windows = ds.windows(&spec)?;
     if windows.len() != OVERFIT_WINDOWS {
         return Err(TrainError::OverfitWindows { window: spec.window, data: source, windows: windows.len() });
