@@ -61,6 +61,14 @@ pub struct ModelConfig {
     pub horizons: Vec<usize>,
 }
 
+/// The largest size [`ModelConfig::validate`] accepts for any of its fields (and for
+/// `expand * d_model`, and the number of horizons).
+pub const MAX_SIZE: usize = 1 << 20;
+/// The most (temporal, spatial) layer pairs [`ModelConfig::validate`] accepts.
+pub const MAX_LAYERS: usize = 1024;
+/// The most parameters [`ModelConfig::validate`] accepts: 2^36 (275 GB of f32).
+pub const MAX_PARAMS: u64 = 1 << 36;
+
 fn default_headdim() -> usize {
     64
 }
@@ -115,10 +123,19 @@ impl ModelConfig {
     }
 
     /// Checks every size; the error names the field and value.
+    ///
+    /// Besides the lower bounds, every size is at most [`MAX_SIZE`], `n_layers` at most
+    /// [`MAX_LAYERS`], the horizons at most [`MAX_SIZE`] in number, `expand * d_model` at most
+    /// [`MAX_SIZE`] too, and the parameter count at most [`MAX_PARAMS`]: far beyond any model
+    /// trained here, and small enough that [`ModelConfig::param_specs`] and every size product
+    /// computed from a configuration that passes fit (a configuration file claiming
+    /// `n_layers = 9223372036854775807` is an error, not a loop that allocates without end).
     pub fn validate(&self) -> Result<()> {
         let pos = |field: &str, v: usize| -> Result<()> {
             if v == 0 {
                 Err(Error::config(format!("model.{field}"), v, "must be at least 1"))
+            } else if v > MAX_SIZE {
+                Err(Error::config(format!("model.{field}"), v, format!("must be at most {MAX_SIZE}")))
             } else {
                 Ok(())
             }
@@ -128,6 +145,26 @@ impl ModelConfig {
         pos("d_state", self.d_state)?;
         pos("expand", self.expand)?;
         pos("d_conv", self.d_conv)?;
+        if self.n_layers > MAX_LAYERS {
+            return Err(Error::config("model.n_layers", self.n_layers, format!("must be at most {MAX_LAYERS}")));
+        }
+        if self.k_neighbors > MAX_SIZE {
+            return Err(Error::config("model.k_neighbors", self.k_neighbors, format!("must be at most {MAX_SIZE}")));
+        }
+        if self.horizons.len() > MAX_SIZE {
+            return Err(Error::config("model.horizons", self.horizons.len(), format!("at most {MAX_SIZE} horizons")));
+        }
+        if let Some(h) = self.horizons.iter().find(|&&h| h > MAX_SIZE) {
+            return Err(Error::config("model.horizons", h, format!("horizons must be at most {MAX_SIZE}")));
+        }
+        let d_inner = self.expand as u64 * self.d_model as u64;
+        if d_inner > MAX_SIZE as u64 {
+            return Err(Error::config(
+                "model.expand",
+                self.expand,
+                format!("expand * d_model = {d_inner} must be at most {MAX_SIZE}"),
+            ));
+        }
         if self.horizons.is_empty() {
             return Err(Error::config("model.horizons", "[]", "at least one horizon is needed"));
         }
@@ -154,7 +191,19 @@ impl ModelConfig {
                 ));
             }
         }
-        Ok(())
+        // Every size is at most 2^20 and there are at most 1024 layers: the specs fit, and
+        // their element counts are summed without overflow in u64.
+        let params = self.param_specs().iter().try_fold(0u64, |sum, s| {
+            s.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64)).and_then(|n| sum.checked_add(n))
+        });
+        match params {
+            Some(n) if n <= MAX_PARAMS => Ok(()),
+            n => Err(Error::config(
+                "model",
+                n.map_or_else(|| "more than 2^64".into(), |n| alloc::format!("{n}")),
+                alloc::format!("parameters: at most {MAX_PARAMS} are allowed"),
+            )),
+        }
     }
 
     /// Checks a batch of tokens against the model: `d_in` must match and `T` must exceed the
@@ -359,6 +408,45 @@ mod tests {
         let mut c = ModelConfig::boldcast_demo();
         c.d_model = 0;
         assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
+    }
+
+    /// Fuzzing (issue 17): a configuration file with `n_layers = 9223372036854775807` passed
+    /// validation, and `param_specs` then pushed specs until memory ran out; sizes whose
+    /// product overflows panicked in `d_inner` (debug) or wrapped (release).
+    #[test]
+    fn sizes_beyond_the_bounds_are_refused_naming_the_field() {
+        let msg = |c: &ModelConfig| alloc::format!("{}", c.validate().unwrap_err());
+        let mut c = ModelConfig::boldcast_demo();
+        c.n_layers = 9_223_372_036_854_775_807;
+        assert_eq!(msg(&c), "invalid model.n_layers = 9223372036854775807: must be at most 1024");
+        c.n_layers = MAX_LAYERS;
+        assert!(c.validate().is_ok());
+        for field in ["d_in", "d_model", "d_state", "expand", "d_conv"] {
+            let mut c = ModelConfig::boldcast_demo();
+            let v = usize::MAX;
+            match field {
+                "d_in" => c.d_in = v,
+                "d_model" => c.d_model = v,
+                "d_state" => c.d_state = v,
+                "expand" => c.expand = v,
+                _ => c.d_conv = v,
+            }
+            assert_eq!(msg(&c), alloc::format!("invalid model.{field} = {v}: must be at most 1048576"));
+        }
+        // Within the bounds one by one, too large together.
+        let mut c = ModelConfig::builder().temporal(Temporal::Mamba2).build().unwrap();
+        c.expand = 1 << 20;
+        c.d_model = 1 << 20;
+        assert_eq!(msg(&c), "invalid model.expand = 1048576: expand * d_model = 1099511627776 must be at most 1048576");
+        let mut c = ModelConfig::boldcast_demo();
+        c.d_model = 1 << 19;
+        let m = msg(&c);
+        assert!(m.starts_with("invalid model = ") && m.ends_with("parameters: at most 68719476736 are allowed"), "{m}");
+        c.horizons = vec![1 << 21];
+        assert_eq!(msg(&c), "invalid model.horizons = 2097152: horizons must be at most 1048576");
+        let mut c = ModelConfig::boldcast_demo();
+        c.k_neighbors = usize::MAX;
+        assert!(msg(&c).starts_with("invalid model.k_neighbors = 18446744073709551615"));
     }
 
     #[test]
