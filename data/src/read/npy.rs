@@ -16,7 +16,15 @@ pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
     let npy_err = |reason: String| DataError::Npy { path: path.to_path_buf(), reason };
     // npyz allocates the header length the file claims before reading it, so a header that
     // runs past the end of the file is refused first.
-    let offset = data_offset(&bytes).map_err(|why| npy_err(format!("not a valid .npy file: {why}")))?;
+    let (start, offset) = data_offset(&bytes).map_err(|why| npy_err(format!("not a valid .npy file: {why}")))?;
+    // npyz's parser of the header backtracks exponentially on nested brackets (13 unclosed `{`
+    // take seconds); a header is a flat dict holding a tuple, so deep nesting is refused first.
+    let depth = nesting(&bytes[start..offset]);
+    if depth > MAX_NESTING {
+        return Err(npy_err(format!(
+            "not a valid .npy file: the header nests brackets {depth} deep (at most {MAX_NESTING})"
+        )));
+    }
     // npyz multiplies the shape out unchecked, so an overflowing shape is refused first.
     if let Some(shape) = header_shape(&bytes[..offset]) {
         if element_count(&shape).is_none() {
@@ -74,10 +82,31 @@ pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
     Ok(RawRun { n_tr: n, parcels: p, names: None, data })
 }
 
-/// The offset of the data: the end of the header of an NPY version 1, 2 or 3 file; an error
-/// says why there is none (no magic, another version, a header length that runs past the end
-/// of the file).
-fn data_offset(bytes: &[u8]) -> Result<usize, String> {
+/// The deepest bracket nesting [`read_npy`] hands to npyz: a header dict holding a tuple is 2
+/// deep, a structured dtype's list of tuples 4.
+const MAX_NESTING: usize = 4;
+
+/// How deep `(`, `[` and `{` nest in `header` (closing brackets of any kind close one level;
+/// brackets in quotes count too: no dtype this reader accepts has any).
+fn nesting(header: &[u8]) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for &c in header {
+        match c {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// The start and end of the header dict of an NPY version 1, 2 or 3 file (the data starts at
+/// its end); an error says why there is none (no magic, another version, a header length that
+/// runs past the end of the file).
+fn data_offset(bytes: &[u8]) -> Result<(usize, usize), String> {
     if bytes.get(..6) != Some(b"\x93NUMPY".as_slice()) {
         return Err("no NPY magic (\\x93NUMPY) at its start".into());
     }
@@ -97,7 +126,7 @@ fn data_offset(bytes: &[u8]) -> Result<usize, String> {
     if end > bytes.len() {
         return Err(format!("the header length {len} runs past the end of the file ({} bytes)", bytes.len()));
     }
-    Ok(end)
+    Ok((start, end))
 }
 
 /// The `'shape'` tuple of a header dict (`header` is the file up to the data), if it can be read
@@ -160,6 +189,27 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         write_npy_raw(&d.path().join("sub-01_run-1_bold.npy"), dict, data);
         Dataset::load(d.path()).unwrap_err().to_string()
+    }
+
+    /// Fuzzing (issue 17): npyz's header parser backtracks exponentially on nested brackets:
+    /// with 13 unclosed `{` (a 128-byte file) it takes seconds, every `{` more three times
+    /// as long (libFuzzer's find held 31 of them in 157 bytes).
+    #[test]
+    fn deeply_nested_header_brackets_are_an_error_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub-01_run-1_bold.npy");
+        let dict = format!("{{'descr': {}'<f4', 'fortran_order': True, 'shape': (2, 1), }}", "{".repeat(13));
+        write_npy_raw(&p, &dict, &[0; 8]);
+        let t = std::time::Instant::now();
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "took {:?}", t.elapsed());
+        assert!(
+            e.contains("sub-01_run-1_bold.npy: not a valid .npy file: the header nests brackets 15 deep (at most 4)"),
+            "{e}"
+        );
+        // A flat dict with a 2-D shape (depth 2) still loads.
+        write_npy_raw(&p, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 1), }", &[0; 8]);
+        assert_eq!(super::read_npy(&p).unwrap().n_tr, 2);
     }
 
     /// Fuzzing (issue 17): npyz allocated the header length a version-2 file claims (up to
