@@ -671,6 +671,9 @@ impl<'a> Ctx<'a> {
             ops.push(npy(d, format!("'{field}' twice")));
         }
         for (d, how) in [
+            // Nesting: npyz's header parser backtracks exponentially on it.
+            (dict.replacen("'descr': ", &format!("'descr': {}", "{".repeat(30)), 1), "30 unclosed braces"),
+            (dict.replacen("'shape': ", &format!("'shape': {}", "(".repeat(30)), 1), "30 unclosed parentheses"),
             (String::new(), "empty header"),
             ("[]".into(), "a list, not a dict"),
             (dict.trim_end_matches('}').trim_end().trim_end_matches(',').to_string(), "unterminated dict"),
