@@ -61,6 +61,9 @@ pub struct ModelConfig {
     pub horizons: Vec<usize>,
 }
 
+/// The most (temporal, spatial) layer pairs [`ModelConfig::validate`] accepts.
+pub const MAX_LAYERS: usize = 1024;
+
 fn default_headdim() -> usize {
     64
 }
@@ -116,10 +119,12 @@ impl ModelConfig {
         self.horizons.iter().copied().max().unwrap_or(0)
     }
 
-    /// Checks every size; the error names the field and value. Sizes are at least 1, and every
-    /// tensor's element count, the parameter count and the bytes training holds per parameter
-    /// fit in `usize` ([`ModelConfig::param_memory`]; an overflow names the field of the largest
-    /// factor).
+    /// Checks every size; the error names the field and value. Sizes are at least 1, there are
+    /// at most [`MAX_LAYERS`] layers (so [`ModelConfig::param_specs`] stays a short list: a file
+    /// claiming `n_layers = 9223372036854775807` is an error, not a loop that allocates without
+    /// end), and every tensor's element count, the parameter count and the bytes training holds
+    /// per parameter fit in `usize` ([`ModelConfig::param_memory`]; an overflow names the field
+    /// of the largest factor). Whether the machine has that memory is the caller's check.
     pub fn validate(&self) -> Result<()> {
         let pos = |field: &str, v: usize| -> Result<()> {
             if v == 0 {
@@ -149,6 +154,9 @@ impl ModelConfig {
             }
         }
         self.param_memory()?;
+        if self.n_layers > MAX_LAYERS {
+            return Err(Error::config("model.n_layers", self.n_layers, format!("must be at most {MAX_LAYERS}")));
+        }
         if self.temporal == Temporal::Mamba2 {
             pos("headdim", self.headdim)?;
             pos("chunk_size", self.chunk_size)?;
@@ -371,6 +379,21 @@ mod tests {
         let mut c = ModelConfig::boldcast_demo();
         c.d_model = 0;
         assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
+    }
+
+    /// Fuzzing (issue 17): a configuration file with `n_layers = 9223372036854775807` passed
+    /// validation, and `param_specs` then pushed specs until memory ran out; sizes whose
+    /// product overflows panicked in `d_inner` (debug) or wrapped (release).
+    #[test]
+    fn more_layers_than_the_bound_are_refused_naming_the_field() {
+        let msg = |c: &ModelConfig| alloc::format!("{}", c.validate().unwrap_err());
+        let mut c = ModelConfig::boldcast_demo();
+        c.n_layers = 1 << 40;
+        assert_eq!(msg(&c), "invalid model.n_layers = 1099511627776: must be at most 1024");
+        c.n_layers = MAX_LAYERS + 1;
+        assert_eq!(msg(&c), "invalid model.n_layers = 1025: must be at most 1024");
+        c.n_layers = MAX_LAYERS;
+        assert!(c.validate().is_ok());
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! of tensors.
 //!
 //! - [`GoldenCase::load`] reads `config.json` (every key of the golden README; an unknown key
-//!   is an error naming it and the file), `weights.safetensors`, `inputs.safetensors` and
-//!   `expected.safetensors`.
+//!   or an out-of-range value, such as `lr: -1`, is an error naming the file and the key),
+//!   `weights.safetensors`, `inputs.safetensors` and `expected.safetensors` (a non-finite value
+//!   in any of their tensors is an input error naming the file and the tensor): a case that
+//!   loads is checked, one that does not is an input error, never a FAIL.
 //! - [`check_optimizer`] needs no model: the case's fixed gradient `grad.*`, clipped once, is
 //!   applied `steps` times with the core's [`Adam`] and the case's schedule, and compared with
 //!   `opt.*` (and the norm with `opt.grad_norm`).
@@ -193,14 +195,56 @@ impl GoldenConfig {
         if c.temporal == Temporal::Mamba2 && c.headdim.is_none() {
             return Err(bad("key `headdim` is required with temporal \"mamba2\"".into()));
         }
-        c.model_config().validate().map_err(|e| bad(e.to_string()))?;
+        c.check_values().map_err(bad)?;
+        // The model's sizes, each error naming the key (`model.d_model` is `d_model` here).
+        c.model_config().validate().map_err(|e| match e {
+            boldcast_core::Error::Config { field, value, reason } => match field.strip_prefix("model.") {
+                Some(key) => bad(format!("key `{key}` = {value}: {reason}")),
+                None => bad(format!("the model's sizes: {value} {reason}")),
+            },
+            other => bad(other.to_string()),
+        })?;
         c.optim_config().validate().map_err(|e| bad(e.to_string()))?;
-        if let Some(m) = c.grad_clip_norm {
-            if !(m > 0.0 && m.is_finite()) {
-                return Err(bad(format!("key `grad_clip_norm` = {m}: must be finite and > 0")));
+        Ok(c)
+    }
+
+    /// The ranges of the values `serde` cannot check: every error names the key and value
+    /// (`key `lr` = -1: must be finite and > 0`).
+    fn check_values(&self) -> Result<(), String> {
+        let key = |k: &str, v: &dyn fmt::Display, why: &str| Err(format!("key `{k}` = {v}: {why}"));
+        for (k, v) in [("batch", self.batch), ("tokens", self.tokens), ("parcels", self.parcels)] {
+            if v == 0 {
+                return key(k, &v, "must be at least 1");
             }
         }
-        Ok(c)
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return key("lr", &self.lr, "must be finite and > 0");
+        }
+        if let Some(m) = self.min_lr {
+            if !(m.is_finite() && (0.0..=self.lr).contains(&m)) {
+                return key("min_lr", &m, &format!("must be in [0, lr = {}]", self.lr));
+            }
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return key("weight_decay", &self.weight_decay, "must be finite and >= 0");
+        }
+        if let Some((b1, b2)) = self.betas {
+            if !((0.0..1.0).contains(&b1) && (0.0..1.0).contains(&b2)) {
+                return key("betas", &format!("[{b1}, {b2}]"), "each beta must be in [0, 1)");
+            }
+        }
+        if let Some(m) = self.grad_clip_norm {
+            if !(m > 0.0 && m.is_finite()) {
+                return key("grad_clip_norm", &m, "must be finite and > 0");
+            }
+        }
+        if self.schedule == ScheduleKind::Cosine && self.warmup_steps == Some(0) {
+            return key("warmup_steps", &0, "the cosine schedule needs at least 1");
+        }
+        if self.steps == 0 {
+            return key("steps", &0, "must be at least 1");
+        }
+        Ok(())
     }
 
     /// The model sizes.
@@ -271,6 +315,9 @@ impl GoldenCase {
         let wfile = SafetensorsFile::open(&wpath)?;
         let weights = in_spec_order(&mc.param_specs(), wfile.all::<f32>()?)
             .map_err(|e| GoldenError::Input { path: wpath.clone(), reason: e.to_string() })?;
+        for w in &weights {
+            finite(&wpath, &w.name, &w.data)?;
+        }
 
         let ipath = dir.join("inputs.safetensors");
         let inputs = SafetensorsFile::open(&ipath)?;
@@ -282,6 +329,7 @@ impl GoldenCase {
                 reason: format!("tensor `tokens` has shape {:?}, config.json says (B,T,P,D) = {want:?}", t.shape),
             });
         }
+        finite(&ipath, "tokens", &t.data)?;
         let tokens = HostTensor::new(TokenShape::new(want[0], want[1], want[2], want[3]), t.data)
             .map_err(|e| GoldenError::Input { path: ipath.clone(), reason: format!("tensor `tokens`: {e}") })?;
         mc.check_tokens(&tokens.shape())
@@ -316,7 +364,22 @@ impl GoldenCase {
         let mut expected = HashMap::with_capacity(expected_order.len());
         for name in &expected_order {
             let t = efile.tensor::<f64>(name)?;
+            finite(&epath, name, &t.data)?;
             expected.insert(name.clone(), (t.shape, t.data));
+        }
+        // The series of `steps` training steps: a `steps` the file does not cover is the
+        // config's error (and would run that many steps).
+        if let Some((shape, _)) = expected.get("train.loss") {
+            if shape.as_slice() != [config.steps as usize] {
+                return Err(GoldenError::Config {
+                    path: cfg_path,
+                    reason: format!(
+                        "key `steps` = {}: {} holds train.loss of shape {shape:?}",
+                        config.steps,
+                        epath.display()
+                    ),
+                });
+            }
         }
         Ok(GoldenCase { dir, config, weights, tokens, adjacency, expected, expected_order })
     }
@@ -415,6 +478,17 @@ impl GoldenCase {
 
     fn expected_ref(&self, name: &str) -> Option<(&[usize], &[f64])> {
         self.expected.get(name).map(|(s, d)| (s.as_slice(), d.as_slice()))
+    }
+}
+
+/// A non-finite value of tensor `name` of `path` is an input error naming both.
+fn finite<E: Elem>(path: &Path, name: &str, data: &[E]) -> Result<(), GoldenError> {
+    match data.iter().position(|x| !x.f64().is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(GoldenError::Input {
+            path: path.to_path_buf(),
+            reason: format!("tensor `{name}` holds a non-finite value {} at flat index {i}", data[i].f64()),
+        }),
     }
 }
 
@@ -827,6 +901,84 @@ mod tests {
         assert_eq!(c.optim_config(), OptimConfig::adamw(0.0, (0.9, 0.999)));
         assert_eq!(c.schedule(), ScheduleConfig::Constant { lr: 0.01 });
         assert_eq!((c.k_neighbors, c.temporal, c.grad_clip_norm), (0, Temporal::Mamba, None));
+    }
+
+    /// Issue 17: `lr: -1` loaded and ran, and the report said FAIL; every out-of-range value
+    /// is an input error naming the file and the key.
+    #[test]
+    fn out_of_range_values_are_input_errors_naming_file_and_key() {
+        let path = Path::new("/x/tiny/config.json");
+        let text = std::fs::read_to_string(golden_root().join("tiny/config.json")).unwrap();
+        let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for (key, value, why) in [
+            ("lr", serde_json::json!(-1), "key `lr` = -1: must be finite and > 0"),
+            ("lr", serde_json::json!(0), "key `lr` = 0: must be finite and > 0"),
+            ("min_lr", serde_json::json!(-0.5), "key `min_lr` = -0.5: must be in [0, lr = 0.001]"),
+            ("min_lr", serde_json::json!(0.01), "key `min_lr` = 0.01: must be in [0, lr = 0.001]"),
+            ("weight_decay", serde_json::json!(-1), "key `weight_decay` = -1: must be finite and >= 0"),
+            ("betas", serde_json::json!([0.9, 1.0]), "key `betas` = [0.9, 1]: each beta must be in [0, 1)"),
+            ("warmup_steps", serde_json::json!(0), "key `warmup_steps` = 0: the cosine schedule needs at least 1"),
+            ("steps", serde_json::json!(0), "key `steps` = 0: must be at least 1"),
+            ("d_model", serde_json::json!(0), "key `d_model` = 0: must be at least 1"),
+            ("n_layers", serde_json::json!(1u64 << 40), "key `n_layers` = 1099511627776: must be at most 1024"),
+            ("batch", serde_json::json!(0), "key `batch` = 0: must be at least 1"),
+            ("parcels", serde_json::json!(0), "key `parcels` = 0: must be at least 1"),
+        ] {
+            let mut bad = doc.clone();
+            bad[key] = value;
+            let e = GoldenConfig::parse(&bad.to_string(), path).unwrap_err();
+            assert!(matches!(e, GoldenError::Config { .. }), "{key}: {e:?}");
+            assert_eq!(e.to_string(), format!("/x/tiny/config.json: {why}"), "{key}");
+        }
+        // A JSON number too large for f64 is no number at all.
+        let e = GoldenConfig::parse(&text.replace("\"lr\": 0.001", "\"lr\": 1e999"), path).unwrap_err().to_string();
+        assert!(e.starts_with("/x/tiny/config.json: ") && e.contains("number out of range"), "{e}");
+        doc["lr"] = serde_json::json!(0.5);
+        doc["min_lr"] = serde_json::json!(0.5);
+        assert!(GoldenConfig::parse(&doc.to_string(), path).is_ok());
+    }
+
+    /// Issue 17: NaN tokens ran into the model and ended in an error that named no file; a
+    /// non-finite value in any tensor of a case is an input error naming the file and tensor.
+    #[test]
+    fn non_finite_tensors_are_input_errors_naming_file_and_tensor() {
+        use boldcast_data::tensorfile::{load_safetensors, save_safetensors};
+        let src = golden_root().join("flat-d3");
+        for (file, tensor, index) in [
+            ("inputs.safetensors", "tokens", 7),
+            ("weights.safetensors", "head.bias", 0),
+            ("expected.safetensors", "pred", 5),
+        ] {
+            let dir = std::env::temp_dir().join(format!("boldcast-golden-nonfinite-{}-{file}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in ["config.json", "weights.safetensors", "inputs.safetensors", "expected.safetensors"] {
+                std::fs::copy(src.join(f), dir.join(f)).unwrap();
+            }
+            let mut ts = load_safetensors::<f64>(src.join(file)).unwrap();
+            let t = ts.iter_mut().find(|t| t.name == tensor).unwrap();
+            t.data[index] = f64::NAN;
+            if file == "expected.safetensors" {
+                save_safetensors(dir.join(file), &ts, None).unwrap();
+            } else {
+                let ts: Vec<NamedTensor<f32>> = ts
+                    .into_iter()
+                    .map(|t| NamedTensor {
+                        name: t.name,
+                        shape: t.shape,
+                        data: t.data.iter().map(|&x| x as f32).collect(),
+                    })
+                    .collect();
+                save_safetensors(dir.join(file), &ts, None).unwrap();
+            }
+            let e = GoldenCase::load(&dir).unwrap_err();
+            let text = e.to_string();
+            std::fs::remove_dir_all(&dir).unwrap();
+            assert!(matches!(e, GoldenError::Input { .. }), "{file}: {e:?}");
+            assert!(
+                text.contains(&format!("{file}: tensor `{tensor}` holds a non-finite value NaN at flat index {index}")),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -14,9 +14,19 @@ use std::path::Path;
 pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     let npy_err = |reason: String| DataError::Npy { path: path.to_path_buf(), reason };
-    let data_offset = data_offset(&bytes);
+    // npyz allocates the header length the file claims before reading it, so a header that
+    // runs past the end of the file is refused first.
+    let (start, offset) = data_offset(&bytes).map_err(|why| npy_err(format!("not a valid .npy file: {why}")))?;
+    // npyz's parser of the header backtracks exponentially on nested brackets (13 unclosed `{`
+    // take seconds); a header is a flat dict holding a tuple, so deep nesting is refused first.
+    let depth = nesting(&bytes[start..offset]);
+    if depth > MAX_NESTING {
+        return Err(npy_err(format!(
+            "not a valid .npy file: the header nests brackets {depth} deep (at most {MAX_NESTING})"
+        )));
+    }
     // npyz multiplies the shape out unchecked, so an overflowing shape is refused first.
-    if let Some(shape) = data_offset.and_then(|o| header_shape(&bytes[..o])) {
+    if let Some(shape) = header_shape(&bytes[..offset]) {
         if element_count(&shape).is_none() {
             return Err(npy_err(format!("header shape {}: the element count overflows", fmt_shape(&shape))));
         }
@@ -29,7 +39,6 @@ pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
     }
     let count = element_count(&shape)
         .ok_or_else(|| npy_err(format!("header shape {}: the element count overflows", fmt_shape(&shape))))?;
-    let offset = data_offset.ok_or_else(|| npy_err("cannot find the end of the header".into()))?;
     let held = bytes.len() - offset;
     let needs = npy.dtype().num_bytes().and_then(|b| count.checked_mul(b));
     if needs != Some(held) {
@@ -73,19 +82,51 @@ pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
     Ok(RawRun { n_tr: n, parcels: p, names: None, data })
 }
 
-/// The offset of the data: the end of the header of an NPY version 1, 2 or 3 file, if the
-/// magic, version and header length are well formed and the header lies within the file.
-fn data_offset(bytes: &[u8]) -> Option<usize> {
-    if bytes.get(..6)? != b"\x93NUMPY" {
-        return None;
+/// The deepest bracket nesting [`read_npy`] hands to npyz: a header dict holding a tuple is 2
+/// deep, a structured dtype's list of tuples 4.
+const MAX_NESTING: usize = 4;
+
+/// How deep `(`, `[` and `{` nest in `header` (closing brackets of any kind close one level;
+/// brackets in quotes count too: no dtype this reader accepts has any).
+fn nesting(header: &[u8]) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for &c in header {
+        match c {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
     }
-    let (start, len) = match bytes.get(6)? {
-        1 => (10usize, u16::from_le_bytes(bytes.get(8..10)?.try_into().ok()?) as usize),
-        2 | 3 => (12, usize::try_from(u32::from_le_bytes(bytes.get(8..12)?.try_into().ok()?)).ok()?),
-        _ => return None,
+    max
+}
+
+/// The start and end of the header dict of an NPY version 1, 2 or 3 file (the data starts at
+/// its end); an error says why there is none (no magic, another version, a header length that
+/// runs past the end of the file).
+fn data_offset(bytes: &[u8]) -> Result<(usize, usize), String> {
+    if bytes.get(..6) != Some(b"\x93NUMPY".as_slice()) {
+        return Err("no NPY magic (\\x93NUMPY) at its start".into());
+    }
+    let field = |r: std::ops::Range<usize>| {
+        bytes.get(r).ok_or_else(|| format!("the file ends inside the header length field ({} bytes)", bytes.len()))
     };
-    let end = start.checked_add(len)?;
-    (end <= bytes.len()).then_some(end)
+    let (start, len) = match bytes.get(6) {
+        Some(1) => (10usize, u16::from_le_bytes([field(8..10)?[0], field(8..10)?[1]]) as usize),
+        Some(2 | 3) => {
+            let f = field(8..12)?;
+            (12, u32::from_le_bytes([f[0], f[1], f[2], f[3]]) as usize)
+        }
+        Some(v) => return Err(format!("format version {v} (only 1, 2 and 3 exist)")),
+        None => return Err(format!("the file ends after {} bytes, inside the magic and version", bytes.len())),
+    };
+    let end = start.saturating_add(len);
+    if end > bytes.len() {
+        return Err(format!("the header length {len} runs past the end of the file ({} bytes)", bytes.len()));
+    }
+    Ok((start, end))
 }
 
 /// The `'shape'` tuple of a header dict (`header` is the file up to the data), if it can be read
@@ -148,6 +189,57 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         write_npy_raw(&d.path().join("sub-01_run-1_bold.npy"), dict, data);
         Dataset::load(d.path()).unwrap_err().to_string()
+    }
+
+    /// Fuzzing (issue 17): npyz's header parser backtracks exponentially on nested brackets:
+    /// with 13 unclosed `{` (a 128-byte file) it takes seconds, every `{` more three times
+    /// as long (libFuzzer's find held 31 of them in 157 bytes).
+    #[test]
+    fn deeply_nested_header_brackets_are_an_error_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub-01_run-1_bold.npy");
+        let dict = format!("{{'descr': {}'<f4', 'fortran_order': True, 'shape': (2, 1), }}", "{".repeat(13));
+        write_npy_raw(&p, &dict, &[0; 8]);
+        let t = std::time::Instant::now();
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "took {:?}", t.elapsed());
+        assert!(
+            e.contains("sub-01_run-1_bold.npy: not a valid .npy file: the header nests brackets 15 deep (at most 4)"),
+            "{e}"
+        );
+        // A flat dict with a 2-D shape (depth 2) still loads.
+        write_npy_raw(&p, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 1), }", &[0; 8]);
+        assert_eq!(super::read_npy(&p).unwrap().n_tr, 2);
+    }
+
+    /// Fuzzing (issue 17): npyz allocated the header length a version-2 file claims (up to
+    /// 4 GiB) before finding that the file is shorter.
+    #[test]
+    fn a_header_length_past_the_end_of_the_file_is_an_error_before_any_allocation() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub-01_run-1_bold.npy");
+        let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        bytes.extend_from_slice(b"{'descr': '<f8', ");
+        std::fs::write(&p, &bytes).unwrap();
+        let e = Dataset::load(d.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("sub-01_run-1_bold.npy: not a valid .npy file: the header length 4294967295 runs past the end of the file (29 bytes)"),
+            "{e}"
+        );
+        // Version 1 the same, and the other ways to have no header.
+        let mut v1 = b"\x93NUMPY\x01\x00".to_vec();
+        v1.extend_from_slice(&500u16.to_le_bytes());
+        for (bytes, why) in [
+            (v1, "the header length 500 runs past the end of the file (10 bytes)"),
+            (b"\x93NUMPY\x04\x00\x10\x00".to_vec(), "format version 4 (only 1, 2 and 3 exist)"),
+            (b"\x93NUMPY\x02\x00\x10".to_vec(), "the file ends inside the header length field (9 bytes)"),
+            (b"\x93NUMPY".to_vec(), "the file ends after 6 bytes, inside the magic and version"),
+        ] {
+            std::fs::write(&p, &bytes).unwrap();
+            let e = Dataset::load(d.path()).unwrap_err().to_string();
+            assert!(e.contains(&format!("sub-01_run-1_bold.npy: not a valid .npy file: {why}")), "{e}");
+        }
     }
 
     #[test]

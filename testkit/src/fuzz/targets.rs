@@ -1,0 +1,334 @@
+//! The fuzz targets of the data crate and the golden cases, and their seeds: each target
+//! writes its input where the tool would find the file and calls the public entry point the
+//! tool calls ([`Dataset::load`], [`SafetensorsFile::open`] and every tensor read,
+//! [`GoldenCase::load`]). A valid value is checked too (a parser that returns `Ok` with
+//! inconsistent sizes or non-finite values is caught by an assertion, which the checker counts
+//! as a panic).
+//!
+//! The same functions are the bodies of the `cargo fuzz` targets in `fuzz/`.
+
+use super::check::{Outcome, Target};
+use super::mutate::{npy_bytes, Format, Plan, Seed};
+use crate::golden::GoldenCase;
+use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
+use boldcast_data::write::{write_parcels, write_run, RunFormat};
+use boldcast_data::Dataset;
+use boldcast_fixtures::SynthRun;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The run file every run target writes (a BIDS name, so the loader takes it as a run).
+pub const RUN_STEM: &str = "sub-01_run-1_bold";
+/// The directory name of the golden targets' case (every path of their errors contains it).
+pub const GOLDEN_DIR: &str = "golden-fuzz-case";
+/// The golden case whose files the golden targets use (small: 36 KB; Mamba-2, k > 0).
+pub const GOLDEN_CASE: &str = "mamba2-full-k";
+
+/// A fresh directory of this process for target `name` (under the system's temporary
+/// directory; [`remove_scratch`] removes them all).
+pub fn scratch(name: &str) -> PathBuf {
+    let d = scratch_root().join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("creating the fuzz scratch directory {}: {e}", d.display()));
+    d
+}
+
+/// `BOLDCAST_FUZZ_DIR` when set, else `/dev/shm` when it is a directory (memory: a case
+/// rewrites its file, which on a disk filesystem such as ext4 starts a write-back each time and
+/// makes the run ten times slower), else the system's temporary directory.
+fn scratch_root() -> PathBuf {
+    let base = match std::env::var_os("BOLDCAST_FUZZ_DIR") {
+        Some(d) => PathBuf::from(d),
+        None if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
+        None => std::env::temp_dir(),
+    };
+    base.join(format!("boldcast-fuzz-{}", std::process::id()))
+}
+
+/// Removes the scratch directories of this process.
+pub fn remove_scratch() {
+    let _ = std::fs::remove_dir_all(scratch_root());
+}
+
+/// Writes `bytes` to `path` (a failure is the harness's, not the parser's: it panics).
+pub fn put(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("writing the fuzz input {}: {e}", path.display()));
+}
+
+/// Loads `dir` as a dataset and checks a valid one: one run, `n_tr * parcels` finite values,
+/// a name per parcel, a finite centroid per parcel when there are centroids.
+fn load_dataset(dir: &Path) -> Outcome {
+    let ds = Dataset::load(dir).map_err(|e| e.to_string())?;
+    assert_eq!(ds.runs.len(), 1, "one run file, one run");
+    assert!(ds.parcels >= 1);
+    let r = &ds.runs[0];
+    assert_eq!(r.data.len(), r.n_tr.checked_mul(ds.parcels).expect("n_tr * parcels fits"), "values of {r:?}");
+    assert!(r.data.iter().all(|v| v.is_finite()), "non-finite standardized values");
+    assert_eq!(ds.parcel_names.len(), ds.parcels);
+    if let Some(c) = &ds.centroids {
+        assert_eq!(c.len(), ds.parcels);
+        assert!(c.iter().flatten().all(|v| v.is_finite()));
+    }
+    Ok(())
+}
+
+fn run_dir(name: &'static str, dir: &'static OnceLock<PathBuf>) -> &'static Path {
+    dir.get_or_init(|| scratch(name))
+}
+
+/// A `.npy` run: `Dataset::load` of a directory holding only `sub-01_run-1_bold.npy`.
+pub fn npy(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = run_dir("npy", &DIR);
+    put(&dir.join(format!("{RUN_STEM}.npy")), bytes);
+    load_dataset(dir)
+}
+
+/// A `.tsv` run.
+pub fn tsv(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = run_dir("tsv", &DIR);
+    put(&dir.join(format!("{RUN_STEM}.tsv")), bytes);
+    load_dataset(dir)
+}
+
+/// A `.csv` run.
+pub fn csv(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = run_dir("csv", &DIR);
+    put(&dir.join(format!("{RUN_STEM}.csv")), bytes);
+    load_dataset(dir)
+}
+
+/// `parcels.tsv` beside a valid `.npy` run of [`PARCELS`] parcels (the parcels seed's count).
+pub fn parcels(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = scratch("parcels");
+        let run = synth_run(12, PARCELS);
+        write_run(&d.join(format!("{RUN_STEM}.npy")), &run, &names(PARCELS), RunFormat::Npy)
+            .expect("the parcels target's run is written");
+        d
+    });
+    put(&dir.join("parcels.tsv"), bytes);
+    load_dataset(dir)
+}
+
+/// Parcels of the `parcels` target's run.
+pub const PARCELS: usize = 4;
+
+/// A safetensors file: [`SafetensorsFile::open`], then its names, metadata, and every tensor
+/// read the way its dtype is read (`F32`/`F64` as f32 and f64, `I64` as integers; any other
+/// dtype must be refused by the float reader).
+pub fn safetensors(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let path = run_dir("safetensors", &DIR).join("fuzz.safetensors");
+    put(&path, bytes);
+    let f = SafetensorsFile::open(&path).map_err(|e| e.to_string())?;
+    let _ = f.metadata();
+    for name in f.names() {
+        let (shape, dtype) = f.info(&name).map_err(|e| e.to_string())?;
+        let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).expect("a validated shape's size fits");
+        match dtype.as_str() {
+            "F32" | "F64" => {
+                assert_eq!(f.tensor::<f32>(&name).map_err(|e| e.to_string())?.data.len(), n);
+                assert_eq!(f.tensor::<f64>(&name).map_err(|e| e.to_string())?.data.len(), n);
+            }
+            "I64" => assert_eq!(f.i64(&name).map_err(|e| e.to_string())?.1.len(), n),
+            _ => assert!(f.tensor::<f32>(&name).is_err(), "dtype {dtype} read as floats"),
+        }
+    }
+    Ok(())
+}
+
+/// The golden case directory of the golden targets: a copy of [`GOLDEN_CASE`].
+fn golden_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = scratch("golden").join(GOLDEN_DIR);
+        std::fs::create_dir_all(&d).expect("the golden scratch directory");
+        let src = crate::cases::repo_case(GOLDEN_CASE);
+        for f in GOLDEN_FILES {
+            std::fs::copy(src.join(f), d.join(f)).unwrap_or_else(|e| panic!("copying {}: {e}", src.join(f).display()));
+        }
+        d
+    })
+}
+
+const GOLDEN_FILES: [&str; 4] = ["config.json", "weights.safetensors", "inputs.safetensors", "expected.safetensors"];
+
+/// Loads the golden case with `file` replaced by `bytes` (the others are the case's own).
+fn golden_with(file: &str, bytes: &[u8]) -> Outcome {
+    let dir = golden_dir();
+    put(&dir.join(file), bytes);
+    let r = GoldenCase::load(dir).map(|c| {
+        let mc = c.model_config();
+        assert!(mc.validate().is_ok());
+        assert!(c.tokens().data().iter().all(|x| x.is_finite()), "non-finite golden tokens accepted");
+        assert!(c.weights().iter().all(|w| w.data.iter().all(|x| x.is_finite())), "non-finite weights accepted");
+    });
+    // Put the case's own file back for the other golden target.
+    let own = crate::cases::repo_case(GOLDEN_CASE).join(file);
+    std::fs::copy(&own, dir.join(file)).unwrap_or_else(|e| panic!("restoring {}: {e}", own.display()));
+    r.map_err(|e| e.to_string())
+}
+
+/// A golden case's `config.json`: [`GoldenCase::load`] of a copy of [`GOLDEN_CASE`] with it.
+pub fn golden_config(bytes: &[u8]) -> Outcome {
+    golden_with("config.json", bytes)
+}
+
+/// A golden case's `inputs.safetensors` (tokens and adjacency).
+pub fn golden_inputs(bytes: &[u8]) -> Outcome {
+    golden_with("inputs.safetensors", bytes)
+}
+
+/// Bytes of the golden case's files other than `file` (for [`Target::other_input`]).
+fn golden_other(file: &str) -> usize {
+    let src = crate::cases::repo_case(GOLDEN_CASE);
+    GOLDEN_FILES.iter().filter(|f| **f != file).map(|f| file_len(&src.join(f))).sum()
+}
+
+/// The length of a file (0 when it cannot be read).
+pub fn file_len(p: &Path) -> usize {
+    std::fs::metadata(p).map(|m| m.len() as usize).unwrap_or(0)
+}
+
+/// `n_tr x parcels` values `sin`-like and distinct per parcel.
+fn synth_run(n_tr: usize, parcels: usize) -> SynthRun {
+    let data = (0..n_tr * parcels).map(|i| ((i * 7919) % 101) as f64 / 10.0 - 5.0).collect();
+    SynthRun { subject: "01".into(), run: "1".into(), n_tr, parcels, data }
+}
+
+fn names(p: usize) -> Vec<String> {
+    (0..p).map(|q| format!("V{q}")).collect()
+}
+
+/// A run written by the data crate's writer in `format`; its bytes.
+fn written(format: RunFormat, n_tr: usize, parcels: usize) -> Vec<u8> {
+    let d = scratch(&format!("seed-{}", format.extension()));
+    let p = d.join(format!("{RUN_STEM}.{}", format.extension()));
+    write_run(&p, &synth_run(n_tr, parcels), &names(parcels), format).expect("a seed run is written");
+    std::fs::read(&p).expect("a seed run is read back")
+}
+
+/// Every data and golden target with its seeds and plan, as the harness runs them.
+pub fn data_targets() -> Vec<Target> {
+    let npy_dict =
+        |descr: &str, fortran: &str| format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': (6, 3), }}");
+    let f4: Vec<u8> = (0..18).flat_map(|i| (i as f32 * 0.5 - 2.0).to_le_bytes()).collect();
+    let f8: Vec<u8> = (0..18).flat_map(|i| (i as f64 * 0.25 + 1.0).to_le_bytes()).collect();
+    let npy_seeds = vec![
+        Seed::new("written.npy", Format::Npy, written(RunFormat::Npy, 8, 3)),
+        Seed::new("f4-fortran.npy", Format::Npy, npy_bytes(1, &npy_dict("<f4", "True"), None, &f4)),
+        Seed::new("f8-v2.npy", Format::Npy, npy_bytes(2, &npy_dict("<f8", "False"), None, &f8)),
+    ];
+    let text = |format: RunFormat, sep: u8| {
+        let mut bom = b"\xef\xbb\xbf".to_vec();
+        bom.extend_from_slice(&written(format, 5, 3));
+        vec![
+            Seed::new(format!("written.{}", format.extension()), Format::Delimited(sep), written(format, 12, 3)),
+            Seed::new(format!("bom.{}", format.extension()), Format::Delimited(sep), bom),
+        ]
+    };
+    let parcels_seed = {
+        let d = scratch("seed-parcels");
+        let xyz: Vec<[f64; 3]> = (0..PARCELS).map(|q| [q as f64, -1.5 * q as f64, 2e-3]).collect();
+        write_parcels(&d.join("parcels.tsv"), &names(PARCELS), &xyz).expect("the parcels seed is written");
+        std::fs::read(d.join("parcels.tsv")).expect("the parcels seed is read back")
+    };
+    let st_seed = {
+        use boldcast_core::model::NamedTensor;
+        let d = scratch("seed-safetensors");
+        let p = d.join("w.safetensors");
+        let ts = vec![
+            NamedTensor { name: "a.weight".into(), shape: vec![2, 3], data: vec![0.5f64, -1.0, 2.0, 3.5, 1e-3, 7.0] },
+            NamedTensor { name: "b".into(), shape: vec![1], data: vec![4.0] },
+        ];
+        let meta = [("config".to_string(), "{\"x\": 1}".to_string()), ("step".to_string(), "3".to_string())].into();
+        save_safetensors(&p, &ts, Some(meta)).expect("the safetensors seed is written");
+        std::fs::read(&p).expect("the safetensors seed is read back")
+    };
+    let golden = crate::cases::repo_case(GOLDEN_CASE);
+    let golden_inputs_seed = std::fs::read(golden.join("inputs.safetensors")).expect("the golden inputs");
+    let config_seeds: Vec<Seed> = crate::golden::case_dirs(crate::cases::repo_cases_dir())
+        .expect("the repository's golden cases")
+        .into_iter()
+        .map(|d| {
+            let name = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            Seed::new(
+                format!("{name}/config.json"),
+                Format::Json,
+                std::fs::read(d.join("config.json")).expect("a golden config"),
+            )
+        })
+        .collect();
+    // Case counts: fixed, sized so that every target of both harnesses takes about 40 s in
+    // all on two cores (the debug test profile, opt-level 2).
+    let text_plan = Plan { random: 4000, max_structured: 2000, max_numbers: 1500, ..Plan::default() };
+    vec![
+        Target {
+            name: "npy",
+            seeds: npy_seeds,
+            plan: Plan { random: 10_000, ..Plan::default() },
+            other_input: 0,
+            must_name: &["sub-01_run-1_bold.npy"],
+            run: Box::new(npy),
+        },
+        Target {
+            name: "tsv",
+            seeds: text(RunFormat::Tsv, b'\t'),
+            plan: text_plan,
+            other_input: 0,
+            must_name: &["sub-01_run-1_bold.tsv"],
+            run: Box::new(tsv),
+        },
+        Target {
+            name: "csv",
+            seeds: text(RunFormat::Csv, b','),
+            plan: text_plan,
+            other_input: 0,
+            must_name: &["sub-01_run-1_bold.csv"],
+            run: Box::new(csv),
+        },
+        Target {
+            name: "parcels",
+            seeds: vec![Seed::new("parcels.tsv", Format::Delimited(b'\t'), parcels_seed)],
+            plan: Plan { random: 5000, ..text_plan },
+            other_input: 1024,
+            must_name: &["parcels.tsv"],
+            run: Box::new(parcels),
+        },
+        Target {
+            name: "safetensors",
+            seeds: vec![
+                Seed::new("written.safetensors", Format::Safetensors, st_seed),
+                Seed::new(format!("{GOLDEN_CASE}/inputs.safetensors"), Format::Safetensors, golden_inputs_seed.clone()),
+            ],
+            plan: Plan { random: 10_000, ..Plan::default() },
+            other_input: 0,
+            must_name: &["fuzz.safetensors"],
+            run: Box::new(safetensors),
+        },
+        Target {
+            name: "golden_config",
+            seeds: config_seeds,
+            plan: Plan { random: 1500, max_structured: 1000, max_numbers: 300, ..Plan::default() },
+            other_input: golden_other("config.json"),
+            must_name: &[GOLDEN_DIR],
+            run: Box::new(golden_config),
+        },
+        Target {
+            name: "golden_inputs",
+            seeds: vec![Seed::new(
+                format!("{GOLDEN_CASE}/inputs.safetensors"),
+                Format::Safetensors,
+                golden_inputs_seed,
+            )],
+            plan: Plan { random: 1500, max_structured: 500, max_numbers: 300, ..Plan::default() },
+            other_input: golden_other("inputs.safetensors"),
+            must_name: &[GOLDEN_DIR],
+            run: Box::new(golden_inputs),
+        },
+    ]
+}
