@@ -24,8 +24,17 @@ impl Adjacency {
         if k > parcels {
             return Err(Error::config("k_neighbors", k, alloc::format!("exceeds the {parcels} parcels")));
         }
-        if idx.len() != parcels * k {
-            return Err(Error::shape("adjacency", parcels * k, idx.len()));
+        // A table read from a file may claim any sizes: their product is checked, not wrapped.
+        match parcels.checked_mul(k) {
+            Some(n) if n == idx.len() => {}
+            Some(n) => return Err(Error::shape("adjacency", n, idx.len())),
+            None => {
+                return Err(Error::config(
+                    "adjacency.parcels",
+                    parcels,
+                    alloc::format!("{parcels} parcels x k = {k} overflows: not a table"),
+                ))
+            }
         }
         for p in 0..parcels {
             let row = &idx[p * k..(p + 1) * k];
@@ -102,5 +111,12 @@ mod tests {
         assert!(alloc::format!("{e}").contains("adjacency[1][0]"), "{e}");
         assert!(Adjacency::new(2, 3, alloc::vec![0; 6]).is_err());
         assert!(Adjacency::new(2, 1, alloc::vec![0, 5]).is_err());
+    }
+
+    #[test]
+    fn sizes_whose_product_overflows_are_an_error_not_a_panic() {
+        // Found by the checkpoint_model fuzz target: a metadata `parcels` of u64::MAX.
+        let e = Adjacency::new(usize::MAX, 3, alloc::vec![0, 1, 2]).unwrap_err();
+        assert!(alloc::format!("{e}").contains("overflows"), "{e}");
     }
 }

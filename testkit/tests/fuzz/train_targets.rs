@@ -149,10 +149,9 @@ pub fn latest(bytes: &[u8]) -> Outcome {
     resume(out)
 }
 
-/// What an error of a mutated `state.json` names: the file, or, for a stored configuration
-/// that parses but does not validate, the field (`resume_point` validates the stored
-/// configuration before it checks the hash, and that error does not name the file).
-const STATE_ERRORS: &[&str] = &["state.json", "invalid "];
+/// What an error of a mutated `state.json` names: the file (the stored configuration's hash is
+/// checked before it is validated, and its validation errors name the file too).
+const STATE_ERRORS: &[&str] = &["state.json"];
 
 /// Every training target with its seeds and plan, as the harness runs them.
 pub fn train_targets() -> Vec<Target> {

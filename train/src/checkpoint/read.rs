@@ -97,13 +97,14 @@ pub fn read_state(dir: &Path) -> Result<TrainState, TrainError> {
         .map_err(|e| TrainError::Checkpoint { path: sp.clone(), reason: format!("not a training state: {e}") })
 }
 
-/// The configuration stored in a checkpoint's state, validated.
+/// The configuration stored in a checkpoint's state, after its hash is checked
+/// ([`super::verify::check_config_hash`]), validated; every error names `state.json`.
 pub fn stored_config(dir: &Path, state: &TrainState) -> Result<RunConfig, TrainError> {
-    let cfg: RunConfig = toml::from_str(&state.config).map_err(|e| TrainError::Checkpoint {
-        path: dir.join("state.json"),
-        reason: format!("the stored configuration: {e}"),
-    })?;
-    cfg.validate()?;
+    let sp = dir.join("state.json");
+    super::verify::check_config_hash(&sp, state)?;
+    let bad = |e: String| TrainError::Checkpoint { path: sp.clone(), reason: format!("the stored configuration: {e}") };
+    let cfg: RunConfig = toml::from_str(&state.config).map_err(|e| bad(e.to_string()))?;
+    cfg.validate().map_err(|e| bad(e.to_string()))?;
     Ok(cfg)
 }
 

@@ -38,13 +38,7 @@ pub fn check_files(
     if state.format != STATE_FORMAT && state.format != STATE_FORMAT_V1 {
         return Err(bad(format!("format `{}`, expected `{STATE_FORMAT}`", state.format)));
     }
-    if config_hash(&state.config) != state.config_hash {
-        return Err(bad(format!(
-            "config_hash {} does not match its config ({}): the file was altered",
-            state.config_hash,
-            config_hash(&state.config)
-        )));
-    }
+    check_config_hash(&sp, state)?;
     let model_step = meta_u64(model, "step")?;
     if model_step != state.step {
         return Err(checkpoint_error(model.path())(format!(
@@ -86,6 +80,18 @@ pub fn check_files(
     }
     if state.data.is_none() {
         return Err(bad("no `data` (the training data's identity)".into()));
+    }
+    Ok(())
+}
+
+/// The state `path` holds the configuration its `config_hash` names.
+pub fn check_config_hash(path: &Path, state: &TrainState) -> Result<(), TrainError> {
+    if config_hash(&state.config) != state.config_hash {
+        return Err(checkpoint_error(path)(format!(
+            "config_hash {} does not match its config ({}): the file was altered",
+            state.config_hash,
+            config_hash(&state.config)
+        )));
     }
     Ok(())
 }
