@@ -153,9 +153,16 @@ impl ModelConfig {
                 ));
             }
         }
-        self.param_memory()?;
+        let bytes = self.param_memory()?;
         if self.n_layers > MAX_LAYERS {
-            return Err(Error::config("model.n_layers", self.n_layers, format!("must be at most {MAX_LAYERS}")));
+            let need = crate::memory::format_bytes(bytes as f64);
+            return Err(Error::config(
+                "model.n_layers",
+                self.n_layers,
+                format!(
+                    "must be at most {MAX_LAYERS} (the parameters with their Adam state would need {need} of memory)"
+                ),
+            ));
         }
         if self.temporal == Temporal::Mamba2 {
             pos("headdim", self.headdim)?;
@@ -389,9 +396,11 @@ mod tests {
         let msg = |c: &ModelConfig| alloc::format!("{}", c.validate().unwrap_err());
         let mut c = ModelConfig::boldcast_demo();
         c.n_layers = 1 << 40;
-        assert_eq!(msg(&c), "invalid model.n_layers = 1099511627776: must be at most 1024");
+        let m = msg(&c);
+        assert!(m.starts_with("invalid model.n_layers = 1099511627776: must be at most 1024 ("), "{m}");
+        assert!(m.ends_with("would need 4.9 EiB of memory)"), "{m}");
         c.n_layers = MAX_LAYERS + 1;
-        assert_eq!(msg(&c), "invalid model.n_layers = 1025: must be at most 1024");
+        assert!(msg(&c).starts_with("invalid model.n_layers = 1025: must be at most 1024"));
         c.n_layers = MAX_LAYERS;
         assert!(c.validate().is_ok());
     }

@@ -920,7 +920,12 @@ mod tests {
             ("warmup_steps", serde_json::json!(0), "key `warmup_steps` = 0: the cosine schedule needs at least 1"),
             ("steps", serde_json::json!(0), "key `steps` = 0: must be at least 1"),
             ("d_model", serde_json::json!(0), "key `d_model` = 0: must be at least 1"),
-            ("n_layers", serde_json::json!(1u64 << 40), "key `n_layers` = 1099511627776: must be at most 1024"),
+            (
+                "n_layers",
+                serde_json::json!(1u64 << 40),
+                "key `n_layers` = 1099511627776: must be at most 1024 (the parameters with their Adam state would need \
+                 91.9 PiB of memory)",
+            ),
             ("batch", serde_json::json!(0), "key `batch` = 0: must be at least 1"),
             ("parcels", serde_json::json!(0), "key `parcels` = 0: must be at least 1"),
         ] {

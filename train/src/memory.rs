@@ -204,7 +204,6 @@ mod tests {
             ("model.d_state", &|c: &mut RunConfig| c.model.d_state = 100_000_000_000),
             ("model.d_model", &|c: &mut RunConfig| c.model.d_model = 1_000_000),
             ("train.batch_size", &|c: &mut RunConfig| c.train.batch_size = 1_000_000),
-            ("model.n_layers", &|c: &mut RunConfig| c.model.n_layers = 1 << 40),
             ("data.synthetic.parcels", &|c: &mut RunConfig| c.data.synthetic.parcels = 10_000_000),
         ] {
             let mut c = laptop();

@@ -3,9 +3,10 @@
 //!
 //! A harness installs it once:
 //!
-//! ```ignore
+//! ```no_run
 //! #[global_allocator]
 //! static ALLOC: boldcast_testkit::fuzz::CountingAlloc = boldcast_testkit::fuzz::CountingAlloc;
+//! # fn main() {}
 //! ```
 //!
 //! During a case, an allocation that would take the case's live bytes beyond its hard cap
