@@ -188,6 +188,21 @@ fn moments_removed_from_the_optimizer_file_are_refused() {
 }
 
 #[test]
+fn a_model_file_whose_metadata_names_another_configuration_is_refused() {
+    use boldcast::data::tensorfile::{save_safetensors, SafetensorsFile};
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    let p = step_dir(&out, 20).join("model.safetensors");
+    let f = SafetensorsFile::open(&p).unwrap();
+    let mut meta = f.metadata().unwrap();
+    let config = meta["config"].replace("seed = 0", "seed = 7");
+    assert_ne!(config, meta["config"], "the edit changes the configuration");
+    meta.insert("config".into(), config);
+    save_safetensors(&p, &f.all::<f32>().unwrap(), Some(meta)).unwrap();
+    assert_refused(&out, &["step-000020/model.safetensors", "metadata `config`"]);
+}
+
+#[test]
 fn a_flipped_bit_in_tensor_data_is_refused() {
     for file in ["model.safetensors", "optimizer.safetensors"] {
         let d = tempfile::tempdir().unwrap();

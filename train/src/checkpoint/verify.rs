@@ -52,6 +52,11 @@ pub fn check_files(
             state.optimizer_t, state.step
         )));
     }
+    if model.metadata().unwrap_or_default().get("config") != Some(&state.config) {
+        return Err(checkpoint_error(model.path())(
+            "the metadata `config` is not the configuration state.json holds: the file is from another run".into(),
+        ));
+    }
     let t = meta_u64(optimizer, "t")?;
     if t != state.optimizer_t {
         return Err(checkpoint_error(optimizer.path())(format!(
