@@ -41,7 +41,7 @@ pub enum Command {
     /// decay at the constant `overfit.lr` (1e-3), clipping at `train.grad_clip_norm`,
     /// `overfit.max_steps` steps (3000 in the default preset `laptop`). Writes into --out
     /// (default `runs/overfit-<preset>`): `loss_log.jsonl` (one line per step, flushed),
-    /// `summary.json`, `config.resolved.toml` and `figures/overfit_curve.png`. Prints the verdict
+    /// `summary.json`, `config.resolved.toml` and `figures/overfit_curve.png` (and `.svg`). Prints the verdict
     /// `mean(last 50) <= 0.7 * mean(first 50)`; exit status 1 when it fails. Without --data the
     /// batch is the synthetic AR(1) fixture (rho 0.9), whose exact floor is printed beside the
     /// final loss; with --data, the directory must give exactly 4 windows (4 runs).
@@ -65,7 +65,7 @@ pub enum Command {
     /// `best.safetensors`, stops early after `patience` validations without improvement, and
     /// checkpoints every `ckpt_every` steps into `checkpoints/step-NNNNNN/` (model, optimizer
     /// moments, state). Writes `loss_log.jsonl`, `summary.json`, `config.resolved.toml` and
-    /// `figures/loss_curves.png`, and prints the verdict `mean(last 3 val) <= 0.7 * mean(first 3
+    /// `figures/loss_curves.png` (and `.svg`), and prints the verdict `mean(last 3 val) <= 0.7 * mean(first 3
     /// val)`; exit status 1 when it fails, 2 on an error (a non-finite loss included).
     Train(TrainArgs),
     /// Time full training steps and print one JSON line with the speed and memory.
@@ -279,7 +279,7 @@ impl RunArgs {
 /// Overfit one fixed batch: 4 subjects x 1 run x 1 window, batch 4, no shuffle, the same
 /// batch every step; AdamW without weight decay at a constant learning rate, clipping at
 /// `train.grad_clip_norm`. Writes `loss_log.jsonl` (one line per step), `summary.json`,
-/// `config.resolved.toml` and `figures/overfit_curve.png` into --out (default
+/// `config.resolved.toml` and `figures/overfit_curve.png` (and `.svg`) into --out (default
 /// `runs/overfit-<preset>`), and prints the verdict `mean(last 50) <= 0.7 * mean(first 50)`;
 /// the exit status is 1 when it fails. Without --data the batch is the synthetic AR(1)
 /// fixture (rho from `data.synthetic.rho`, 0.9 in every preset), whose exact floor is printed

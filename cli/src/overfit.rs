@@ -98,10 +98,11 @@ fn overfit_run<M: Model<f32>>(
     let rep = train_overfit(model, &data.batch, &opts, &mut [&mut lines])?;
     lines.finish();
     let (v, floor) = (&rep.verdict, rep.floor.as_ref().map(|f| f.value));
-    crate::plot::overfit_curve(&figures.join("overfit_curve.png"), &rep.losses, v.first, v.last, floor)?;
+    let window = boldcast::core::accept::OVERFIT_WINDOW;
+    crate::plot::overfit_curve(&figures.join("overfit_curve.png"), &rep.losses, (v.first, v.last, window), floor)?;
     let mut extra = serde_json::Map::new();
     extra.insert("figure".into(), json!("figures/overfit_curve.png"));
-    extra.insert("figure_legend".into(), json!(crate::plot::LEGEND));
+    extra.insert("figure_svg".into(), json!("figures/overfit_curve.svg"));
     extra.insert("preset".into(), json!(preset));
     extra.insert("data".into(), json!(data.source));
     rep.write_summary(&extra)?;

@@ -134,10 +134,12 @@ pub struct Figure {
 impl Figure {
     /// The file, relative to the output directory.
     pub const FILE: &'static str = "figures/loss_curves.png";
+    /// Its SVG twin.
+    pub const SVG: &'static str = "figures/loss_curves.svg";
 
     fn draw(out: &Path, floor: f64) -> Result<(), CliError> {
         let (train, val) = boldcast_train::log::read_curves(&boldcast_train::run::log_path(out))?;
-        crate::plot::loss_curves(&out.join(Self::FILE), &train, &val, Some(floor))
+        crate::plot::loss_curves(&out.join(Self::FILE), &train, &val, Some(floor)).map(|_| ())
     }
 
     /// The error of the drawing, if any.
@@ -366,7 +368,7 @@ where
     }
     let report = run
         .summary_extra("figure", json!(Figure::FILE))
-        .summary_extra("figure_legend", json!(crate::plot::CURVES_LEGEND))
+        .summary_extra("figure_svg", json!(Figure::SVG))
         .run(model, &mut [&mut printer, &mut figure])?;
     figure.result()?;
     Ok(report)

@@ -327,7 +327,7 @@ fn assert_figure(path: &std::path::Path) {
     let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut buf).unwrap();
-    assert_eq!((info.width, info.height), (900, 540));
+    assert_eq!((info.width, info.height), (1000, 600));
     let px = info.color_type.samples();
     let mut colours: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
     colours.sort();

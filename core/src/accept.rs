@@ -26,9 +26,12 @@ pub fn windowed_drop(xs: &[f64], window: usize, ratio: f64) -> Option<Verdict> {
     Some(Verdict { first, last, passed: last <= ratio * first, ratio })
 }
 
-/// The overfit rule: `mean(loss[-50:]) <= 0.7 * mean(loss[:50])`.
+/// The steps the overfit rule averages at each end.
+pub const OVERFIT_WINDOW: usize = 50;
+
+/// The overfit rule: `mean(loss[-50:]) <= 0.7 * mean(loss[:50])` ([`OVERFIT_WINDOW`] steps).
 pub fn overfit_verdict(losses: &[f64]) -> Option<Verdict> {
-    windowed_drop(losses, 50, 0.7)
+    windowed_drop(losses, OVERFIT_WINDOW, 0.7)
 }
 
 /// The held-out rule: `mean(val[-3:]) <= 0.7 * mean(val[:3])`.
