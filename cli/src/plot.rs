@@ -42,19 +42,64 @@ pub struct Series {
     pub dots: bool,
 }
 
-/// A figure of lines against a step axis.
-pub struct LineFigure {
-    /// The title.
-    pub title: String,
-    /// The x axis label, with units.
-    pub x_label: String,
+/// `points` with at least `n` points spread along each segment (so a two-point level line
+/// counts along its whole length).
+fn interpolate(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
+    let finite: Vec<(f64, f64)> = points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+    let per = (n / finite.len().max(1)).max(1);
+    let mut out = Vec::with_capacity(finite.len() * per + 1);
+    for w in finite.windows(2) {
+        let ((xa, ya), (xb, yb)) = (w[0], w[1]);
+        out.extend((0..per).map(|k| {
+            let t = k as f64 / per as f64;
+            (xa + t * (xb - xa), ya + t * (yb - ya))
+        }));
+    }
+    out.extend(finite.last());
+    out
+}
+
+/// One panel of a figure: lines sharing a y axis.
+pub struct Panel {
     /// The y axis label, with units.
     pub y_label: String,
     /// The lines, drawn in order.
     pub series: Vec<Series>,
+    /// The tick labels of the y axis (`None`: plotters' own).
+    pub y_format: Option<fn(&f64) -> String>,
+    /// Whether a wide span of positive values gets a logarithmic axis.
+    pub log_allowed: bool,
 }
 
-impl LineFigure {
+impl Panel {
+    /// A panel of `series` under `y_label`, with plotters' tick labels.
+    pub fn new(y_label: &str, series: Vec<Series>) -> Self {
+        Self { y_label: y_label.into(), series, y_format: None, log_allowed: true }
+    }
+
+    /// Where the legend hides the fewest points: the upper, middle or lower third of the
+    /// right 45 % of the panel (the fractions measured on the axis as drawn, `y` its span).
+    fn legend_position(&self, (x0, x1): (f64, f64), (y0, y1, log): (f64, f64, bool)) -> SeriesLabelPosition {
+        let frac = |y: f64| if log { (y.ln() - y0.ln()) / (y1.ln() - y0.ln()) } else { (y - y0) / (y1 - y0) };
+        let mut counts = [0usize; 3];
+        for s in &self.series {
+            // Dense lines through the region count as many points as it spans.
+            let pts = interpolate(&s.points, 200);
+            for (_, y) in pts.into_iter().filter(|(x, _)| *x >= x0 + 0.55 * (x1 - x0)) {
+                let f = frac(y);
+                if (0.0..=1.0).contains(&f) {
+                    counts[(((1.0 - f) * 3.0) as usize).min(2)] += 1;
+                }
+            }
+        }
+        let best = (0..3).min_by_key(|&i| (counts[i], i)).unwrap_or(0);
+        match best {
+            0 => SeriesLabelPosition::UpperRight,
+            1 => SeriesLabelPosition::MiddleRight,
+            _ => SeriesLabelPosition::LowerRight,
+        }
+    }
+
     fn finite(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
         self.series.iter().flat_map(|s| s.points.iter().copied()).filter(|(x, y)| x.is_finite() && y.is_finite())
     }
@@ -69,10 +114,37 @@ impl LineFigure {
             return ((0.0, 1.0), (0.0, 1.0, false));
         }
         let x = if x1 > x0 { (x0, x1) } else { (x0, x0 + 1.0) };
-        if y0 > 0.0 && y1 / y0 > LOG_SPAN {
+        if self.log_allowed && y0 > 0.0 && y1 / y0 > LOG_SPAN {
             return (x, (y0 / 1.25, y1 * 1.25, true));
         }
         (x, (0.0_f64.min(y0), y1.max(1e-12) * 1.08, false))
+    }
+}
+
+/// A figure of panels stacked over one step axis: the first takes [`FIRST_PANEL_PERCENT`] of
+/// the height when there are two.
+pub struct LineFigure {
+    /// The title.
+    pub title: String,
+    /// The x axis label, with units (under the last panel).
+    pub x_label: String,
+    /// The panels, top to bottom (one or two).
+    pub panels: Vec<Panel>,
+}
+
+/// The height share of the first of two panels, in percent.
+pub const FIRST_PANEL_PERCENT: i32 = 70;
+
+impl LineFigure {
+    /// The x range of every panel's points together.
+    fn x_range(&self) -> (f64, f64) {
+        let xs = self.panels.iter().map(|p| p.ranges().0);
+        let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (c, d)| (a.min(c), b.max(d)));
+        if x0.is_finite() {
+            (x0, x1)
+        } else {
+            (0.0, 1.0)
+        }
     }
 }
 
@@ -104,17 +176,36 @@ pub fn draw_figure(path: &Path, fig: &LineFigure) -> Result<PathBuf, CliError> {
 
 fn draw_on<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &LineFigure) -> Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let ((x0, x1), (y0, y1, log)) = fig.ranges();
-    if log {
-        lines(&root, fig, x0..x1, (y0..y1).log_scale())?;
-    } else {
-        lines(&root, fig, x0..x1, y0..y1)?;
+    let body = root.titled(&fig.title, ("sans-serif", 24)).map_err(|e| e.to_string())?;
+    let areas = match fig.panels.len() {
+        2 => {
+            let (a, b) = body.split_vertically(FIRST_PANEL_PERCENT.percent_height());
+            vec![a, b]
+        }
+        _ => vec![body],
+    };
+    let (x0, x1) = fig.x_range();
+    for (i, (area, panel)) in areas.iter().zip(&fig.panels).enumerate() {
+        let x_label = (i + 1 == areas.len()).then_some(fig.x_label.as_str());
+        let (_, (y0, y1, log)) = panel.ranges();
+        if log {
+            lines(area, panel, x_label, x0..x1, (y0..y1).log_scale())?;
+        } else {
+            lines(area, panel, x_label, x0..x1, y0..y1)?;
+        }
     }
     root.present().map_err(|e| e.to_string())
 }
 
-/// The chart itself, over a linear or logarithmic y axis `y`.
-fn lines<DB, Y>(root: &DrawingArea<DB, Shift>, fig: &LineFigure, x: std::ops::Range<f64>, y: Y) -> Result<(), String>
+/// One panel's chart, over a linear or logarithmic y axis `y`; the x axis label only under
+/// the last panel.
+fn lines<DB, Y>(
+    root: &DrawingArea<DB, Shift>,
+    fig: &Panel,
+    x_label: Option<&str>,
+    x: std::ops::Range<f64>,
+    y: Y,
+) -> Result<(), String>
 where
     DB: DrawingBackend,
     Y: AsRangedCoord<Value = f64>,
@@ -122,16 +213,18 @@ where
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let (xmin, xmax) = (x.start, x.end);
+    let y_span = fig.ranges().1;
     let mut chart = ChartBuilder::on(root)
-        .caption(&fig.title, ("sans-serif", 24))
-        .margin(20)
-        .x_label_area_size(55)
+        .margin(15)
+        .x_label_area_size(if x_label.is_some() { 55 } else { 30 })
         .y_label_area_size(80)
         .build_cartesian_2d(x, y)
         .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc(fig.x_label.as_str())
+    let mut mesh = chart.configure_mesh();
+    if let Some(f) = &fig.y_format {
+        mesh.y_label_formatter(f);
+    }
+    mesh.x_desc(x_label.unwrap_or(""))
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_desc(fig.y_label.as_str())
         .label_style(("sans-serif", 15))
@@ -163,7 +256,7 @@ where
         .label_font(("sans-serif", 15))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
+        .position(fig.legend_position((xmin, xmax), y_span))
         .draw()
         .map_err(e)?;
     Ok(())
@@ -173,6 +266,8 @@ const BLUE_LINE: RGBColor = RGBColor(31, 119, 180);
 const ORANGE: RGBColor = RGBColor(255, 127, 14);
 const GREEN: RGBColor = RGBColor(44, 160, 44);
 const RED_LINE: RGBColor = RGBColor(214, 39, 40);
+const PURPLE: RGBColor = RGBColor(148, 103, 189);
+const GREY_LINE: RGBColor = RGBColor(90, 90, 90);
 
 /// A horizontal line across `[x0, x1]`.
 fn level(label: String, color: RGBColor, width: u32, (x0, x1): (f64, f64), y: f64) -> Series {
@@ -207,49 +302,86 @@ pub fn overfit_curve(
         series.push(level(format!("loss floor = {f:.4}"), RED_LINE, 2, (0.0, n), f));
     }
     let title = "Overfit check: the loss on one batch must fall".to_string();
-    draw_figure(path, &LineFigure { title, x_label: "optimizer step".into(), y_label: LOSS_AXIS.into(), series })
+    let panels = vec![Panel::new(LOSS_AXIS, series)];
+    draw_figure(path, &LineFigure { title, x_label: "optimizer step".into(), panels })
+}
+
+/// What a training run's figure shows, from its log.
+pub struct RunCurves<'a> {
+    /// `(step, loss)` of every step.
+    pub train: &'a [(u64, f64)],
+    /// `(step, val_loss)` of every validation.
+    pub val: &'a [(u64, f64)],
+    /// `(step, lr)` of every step.
+    pub lr: &'a [(u64, f64)],
+    /// The loss floor, when known.
+    pub floor: Option<f64>,
 }
 
 /// A training run's figure: the training loss per step, the validation loss on the held-out
-/// subjects at each validation, and the floor.
-pub fn loss_curves(
-    path: &Path,
-    train: &[(u64, f64)],
-    val: &[(u64, f64)],
-    floor: Option<f64>,
-) -> Result<PathBuf, CliError> {
+/// subjects at each validation, the means of the first and last validations that the
+/// held-out rule compares, and the floor; the learning rate in a second panel.
+pub fn loss_curves(path: &Path, c: &RunCurves<'_>) -> Result<PathBuf, CliError> {
     let pts = |v: &[(u64, f64)]| v.iter().map(|&(s, l)| (s as f64, l)).collect::<Vec<_>>();
-    let xmax = train.iter().chain(val).map(|(s, _)| *s as f64).fold(1.0f64, f64::max);
+    let xmax = c.train.iter().chain(c.val).map(|(s, _)| *s as f64).fold(1.0f64, f64::max);
     let mut series = vec![
         Series {
             label: "training loss (per step)".into(),
             color: BLUE_LINE,
             width: 1,
-            points: pts(train),
+            points: pts(c.train),
             dots: false,
         },
         Series {
             label: "validation loss (held-out subjects)".into(),
             color: ORANGE,
             width: 3,
-            points: pts(val),
+            points: pts(c.val),
             dots: true,
         },
     ];
-    if let Some(f) = floor {
+    let w = boldcast::core::accept::HELDOUT_WINDOW;
+    if c.val.len() >= 2 * w {
+        let vals: Vec<f64> = c.val.iter().map(|(_, v)| *v).collect();
+        let verdict = boldcast::core::accept::heldout_verdict(&vals).expect("validations exist");
+        let span = |v: &[(u64, f64)]| (v[0].0 as f64, v[v.len() - 1].0 as f64);
+        let (first, last) = (span(&c.val[..w]), span(&c.val[c.val.len() - w..]));
+        series.push(level(
+            format!("mean of the first {w} validations = {:.4}", verdict.first),
+            GREEN,
+            4,
+            first,
+            verdict.first,
+        ));
+        series.push(level(
+            format!("mean of the last {w} validations = {:.4}", verdict.last),
+            PURPLE,
+            4,
+            last,
+            verdict.last,
+        ));
+    }
+    if let Some(f) = c.floor {
         series.push(level(format!("loss floor = {f:.4}"), RED_LINE, 2, (0.0, xmax), f));
     }
-    let title = "Training: loss per step and held-out validation loss".to_string();
-    draw_figure(path, &LineFigure { title, x_label: "optimizer step".into(), y_label: LOSS_AXIS.into(), series })
+    let lr = Series { label: "learning rate".into(), color: GREY_LINE, width: 2, points: pts(c.lr), dots: false };
+    let lr_panel = Panel {
+        y_label: "learning rate".into(),
+        series: vec![lr],
+        y_format: Some(|v| format!("{v:.1e}")),
+        log_allowed: false,
+    };
+    let panels = vec![Panel::new(LOSS_AXIS, series), lr_panel];
+    let title = "Training: loss per step, held-out validation loss, learning rate".to_string();
+    draw_figure(path, &LineFigure { title, x_label: "optimizer step".into(), panels })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn fig(points: Vec<(f64, f64)>) -> LineFigure {
-        let series = vec![Series { label: "s".into(), color: BLUE_LINE, width: 1, points, dots: false }];
-        LineFigure { title: "t".into(), x_label: "x".into(), y_label: "y".into(), series }
+    fn fig(points: Vec<(f64, f64)>) -> Panel {
+        Panel::new("y", vec![Series { label: "s".into(), color: BLUE_LINE, width: 1, points, dots: false }])
     }
 
     #[test]
@@ -262,5 +394,39 @@ mod tests {
         let (_, (_, _, log)) = fig(vec![(0.0, 2.0), (1.0, 0.0), (2.0, f64::NAN)]).ranges();
         assert!(!log, "a zero loss cannot be drawn on a log axis");
         assert_eq!(fig(vec![(0.0, f64::NAN)]).ranges(), ((0.0, 1.0), (0.0, 1.0, false)));
+    }
+
+    #[test]
+    fn a_panel_that_forbids_it_stays_linear() {
+        let mut p = fig(vec![(0.0, 3e-4), (10.0, 1e-7)]);
+        assert!(p.ranges().1 .2, "a span of 3000 is logarithmic by default");
+        p.log_allowed = false;
+        assert!(!p.ranges().1 .2);
+    }
+
+    #[test]
+    fn the_legend_goes_where_it_hides_the_fewest_points() {
+        let pos = |points: Vec<(f64, f64)>| {
+            let p = fig(points);
+            let (x, y) = p.ranges();
+            format!("{:?}", p.legend_position(x, y))
+        };
+        // A line along the top of the right part: not the top (of two free places, the higher).
+        assert_eq!(pos(vec![(0.0, 0.0), (5.0, 10.0), (10.0, 10.0)]), "MiddleRight");
+        // Lines through the top and the middle: the bottom.
+        assert_eq!(pos(vec![(0.0, 0.0), (5.0, 10.0), (7.5, 5.0), (10.0, 10.0)]), "LowerRight");
+        // A line along the bottom: the top.
+        assert_eq!(pos(vec![(0.0, 10.0), (5.0, 0.5), (10.0, 0.5)]), "UpperRight");
+        // Lines at the top and the bottom: the middle.
+        let mut p = fig(vec![(0.0, 10.0), (10.0, 10.0)]);
+        p.series.push(Series {
+            label: "b".into(),
+            color: RED_LINE,
+            width: 1,
+            points: vec![(0.0, 0.2), (10.0, 0.2)],
+            dots: false,
+        });
+        let (x, y) = p.ranges();
+        assert_eq!(format!("{:?}", p.legend_position(x, y)), "MiddleRight");
     }
 }

@@ -138,8 +138,11 @@ impl Figure {
     pub const SVG: &'static str = "figures/loss_curves.svg";
 
     fn draw(out: &Path, floor: f64) -> Result<(), CliError> {
-        let (train, val) = boldcast_train::log::read_curves(&boldcast_train::run::log_path(out))?;
-        crate::plot::loss_curves(&out.join(Self::FILE), &train, &val, Some(floor)).map(|_| ())
+        let log = boldcast_train::run::log_path(out);
+        let (train, val) = boldcast_train::log::read_curves(&log)?;
+        let lr = boldcast_train::log::read_step_field(&log, "lr")?;
+        let curves = crate::plot::RunCurves { train: &train, val: &val, lr: &lr, floor: Some(floor) };
+        crate::plot::loss_curves(&out.join(Self::FILE), &curves).map(|_| ())
     }
 
     /// The error of the drawing, if any.

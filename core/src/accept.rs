@@ -34,9 +34,12 @@ pub fn overfit_verdict(losses: &[f64]) -> Option<Verdict> {
     windowed_drop(losses, OVERFIT_WINDOW, 0.7)
 }
 
-/// The held-out rule: `mean(val[-3:]) <= 0.7 * mean(val[:3])`.
+/// The validations the held-out rule averages at each end.
+pub const HELDOUT_WINDOW: usize = 3;
+
+/// The held-out rule: `mean(val[-3:]) <= 0.7 * mean(val[:3])` ([`HELDOUT_WINDOW`] validations).
 pub fn heldout_verdict(val_losses: &[f64]) -> Option<Verdict> {
-    windowed_drop(val_losses, 3, 0.7)
+    windowed_drop(val_losses, HELDOUT_WINDOW, 0.7)
 }
 
 #[cfg(test)]

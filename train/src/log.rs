@@ -125,8 +125,14 @@ pub fn read_curves(path: &Path) -> Result<(Curve, Curve), TrainError> {
 
 /// `(step, grad_norm)` of every step line of a log file, in file order.
 pub fn read_grad_norms(path: &Path) -> Result<Curve, TrainError> {
+    read_step_field(path, "grad_norm")
+}
+
+/// `(step, field)` of every step line of a log file that has the number `field` (`lr`,
+/// `grad_norm`, `loss`), in file order.
+pub fn read_step_field(path: &Path, field: &str) -> Result<Curve, TrainError> {
     let lines = read_lines(path)?;
-    let point = |v: &serde_json::Value| Some((v.get("step")?.as_u64()?, v.get("grad_norm")?.as_f64()?));
+    let point = |v: &serde_json::Value| Some((v.get("step")?.as_u64()?, v.get(field)?.as_f64()?));
     Ok(lines.iter().filter_map(point).collect())
 }
 
