@@ -327,9 +327,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
     /// weights is demoted ([`ck::write::demote`]); every earlier one trained on.
     fn last_good(&mut self, failed: u64) -> Result<Option<PathBuf>, TrainError> {
         if self.run.dist.is_root() && self.last_ckpt.as_ref().is_some_and(|(s, _)| *s == failed) {
-            let before = ck::write::demote(&self.run.out, failed)?;
-            self.last_ckpt = before
-                .map(|p| (ck::parse_step_dir(&p.file_name().unwrap_or_default().to_string_lossy()).unwrap_or(0), p));
+            self.last_ckpt = ck::write::demote(&self.run.out, failed)?;
         }
         Ok(self.last_ckpt.as_ref().map(|(_, p)| p.clone()))
     }

@@ -133,9 +133,9 @@ fn prune(ck: &Path, latest: u64) -> Result<(), TrainError> {
 
 /// Demotes the checkpoint of `step` under `out`: training cannot go on from it (the step that
 /// starts from its weights failed). It is renamed to `step-NNNNNN.non-finite` (kept for a look,
-/// ignored by every reader) and `latest` names the newest checkpoint before it, which is
-/// returned (`None`, and no `latest`, when there is none).
-pub fn demote(out: &Path, step: u64) -> Result<Option<PathBuf>, TrainError> {
+/// ignored by every reader) and `latest` names the newest checkpoint before it, whose step and
+/// directory are returned (`None`, and no `latest`, when there is none).
+pub fn demote(out: &Path, step: u64) -> Result<Option<(u64, PathBuf)>, TrainError> {
     let ck = out.join(CKPT_DIR);
     let dir = ck.join(step_dir_name(step));
     if dir.is_dir() {
@@ -148,5 +148,5 @@ pub fn demote(out: &Path, step: u64) -> Result<Option<PathBuf>, TrainError> {
     let before = step_dirs(&ck)?.into_iter().rev().find(|(s, p)| *s < step && p.join("state.json").is_file());
     let name = before.as_ref().map(|(s, _)| step_dir_name(*s));
     point_latest(&ck, name.as_deref())?;
-    Ok(before.map(|(_, p)| p))
+    Ok(before)
 }
