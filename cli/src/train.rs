@@ -6,7 +6,9 @@
 //! - Data: `data.dir`, or the synthetic AR(1) fixture of `[data.synthetic]`, split by subject
 //!   ([`boldcast_train::data::TrainData::load`]).
 //! - `--stop-after N` stops cleanly after N steps of this invocation; `--resume DIR` continues
-//!   from the newest checkpoint with the configuration stored there.
+//!   from the newest checkpoint with the configuration stored there, or starts a run stopped
+//!   before its first checkpoint again from step 0 with its `config.resolved.toml`. The run
+//!   (the library's `run_dir`) locks the directory and writes `config.resolved.toml`.
 //! - Observers: [`Printer`] (the progress bar on a terminal and the `step`, `val`, `red flag`,
 //!   `stopped`, `finished` and `verdict` lines on stdout) and [`Figure`]
 //!   (`figures/loss_curves.png` of a finished run); only rank 0 prints and writes.
@@ -192,9 +194,9 @@ impl PreparedTrain {
     }
 }
 
-/// `bc-cli train`: a fresh run from a resolved configuration (writes `config.resolved.toml`
-/// into a new or empty output directory), or `--resume DIR` from its newest checkpoint with the
-/// configuration stored there. `build(model config, adjacency, seed)` makes the model on the
+/// `bc-cli train`: a fresh run from a resolved configuration in a new or empty output
+/// directory (the library writes its `config.resolved.toml`), or `--resume DIR` from its newest
+/// checkpoint with the configuration stored there (from step 0 when it has none). `build(model config, adjacency, seed)` makes the model on the
 /// backend `backend`, which must be the run's `train.backend`.
 pub fn train_command<M, F>(
     cfg: Option<RunConfig>,

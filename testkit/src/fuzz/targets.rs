@@ -76,28 +76,30 @@ fn run_dir(name: &'static str, dir: &'static OnceLock<PathBuf>) -> &'static Path
     dir.get_or_init(|| scratch(name))
 }
 
+/// `Dataset::load` of the directory `dir` (made once) holding only the run file
+/// `sub-01_run-1_bold.<ext>` with `bytes`.
+fn one_run(ext: &'static str, dir: &'static OnceLock<PathBuf>, bytes: &[u8]) -> Outcome {
+    let dir = run_dir(ext, dir);
+    put(&dir.join(format!("{RUN_STEM}.{ext}")), bytes);
+    load_dataset(dir)
+}
+
 /// A `.npy` run: `Dataset::load` of a directory holding only `sub-01_run-1_bold.npy`.
 pub fn npy(bytes: &[u8]) -> Outcome {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = run_dir("npy", &DIR);
-    put(&dir.join(format!("{RUN_STEM}.npy")), bytes);
-    load_dataset(dir)
+    one_run("npy", &DIR, bytes)
 }
 
 /// A `.tsv` run.
 pub fn tsv(bytes: &[u8]) -> Outcome {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = run_dir("tsv", &DIR);
-    put(&dir.join(format!("{RUN_STEM}.tsv")), bytes);
-    load_dataset(dir)
+    one_run("tsv", &DIR, bytes)
 }
 
 /// A `.csv` run.
 pub fn csv(bytes: &[u8]) -> Outcome {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = run_dir("csv", &DIR);
-    put(&dir.join(format!("{RUN_STEM}.csv")), bytes);
-    load_dataset(dir)
+    one_run("csv", &DIR, bytes)
 }
 
 /// `parcels.tsv` beside a valid `.npy` run of [`PARCELS`] parcels (the parcels seed's count).
