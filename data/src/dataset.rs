@@ -51,6 +51,16 @@ pub struct Run {
     pub data: Vec<f64>,
 }
 
+impl Run {
+    /// The standardized rows `t0..t1` of the run, `x[t, p]` at `[(t - t0) * parcels + p]`: the
+    /// one way to read a run's values (in memory they are borrowed; a run kept on disk makes
+    /// them on demand). Panics when `t0 > t1` or `t1 > n_tr`, as slicing does.
+    pub fn rows(&self, t0: usize, t1: usize) -> std::borrow::Cow<'_, [f64]> {
+        let p = self.data.len().checked_div(self.n_tr).unwrap_or(0);
+        std::borrow::Cow::Borrowed(&self.data[t0 * p..t1 * p])
+    }
+}
+
 /// The empirical single-lag floor of a dataset ([`Dataset::empirical_floor`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmpiricalFloor {
