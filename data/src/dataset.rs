@@ -7,7 +7,7 @@ use crate::names::{parse_run_name, RunId};
 use crate::parcels::read_parcels;
 use crate::read::npy::read_npy;
 use crate::read::table::read_text;
-use crate::standardize::standardize;
+use crate::standardize::{constant_parcels, standardize, ParcelStats};
 use boldcast_core::floor::empirical_floor_per_parcel;
 use boldcast_fixtures::SynthRun;
 use std::collections::BTreeMap;
@@ -47,8 +47,11 @@ pub struct Run {
     pub path: PathBuf,
     /// TRs.
     pub n_tr: usize,
-    /// Standardized `x[t, p]` at `data[t * parcels + p]`.
+    /// Standardized `x[t, p]` at `data[t * parcels + p]` (read it through [`Run::rows`]).
     pub data: Vec<f64>,
+    /// How each parcel was standardized: [`ParcelStats::undo`] gives a value in the file's
+    /// own units back (a forecast in the run's units, for instance).
+    pub stats: Vec<ParcelStats>,
 }
 
 impl Run {
@@ -296,15 +299,15 @@ impl Dataset {
         let runs: Vec<Run> = runs
             .into_iter()
             .map(|(id, path, n_tr, mut data)| {
-                let zero = standardize(&mut data, n_tr, parcels).map_err(|e| DataError::Cell {
+                let stats = standardize(&mut data, n_tr, parcels).map_err(|e| DataError::Cell {
                     path: path.clone(),
                     location: format!("row {}, column {} ({})", e.row, e.parcel + 1, parcel_names[e.parcel]),
                     reason: format!("non-finite value {}", e.value),
                 })?;
-                for q in zero {
+                for q in constant_parcels(&stats) {
                     constant.entry(q).or_insert((0, path.clone())).0 += 1;
                 }
-                Ok(Run { id, path, n_tr, data })
+                Ok(Run { id, path, n_tr, data, stats })
             })
             .collect::<Result<_, DataError>>()?;
         let warnings = constant
@@ -590,7 +593,7 @@ mod tests {
         let (n, p) = (50, 3);
         let x: Vec<f64> = (0..n * p).map(|i| ((i * 37) % 101) as f64 * 0.37 - 12.0 + (i % p) as f64 * 1e3).collect();
         let mut got = x.clone();
-        assert_eq!(standardize(&mut got, n, p).unwrap(), Vec::<usize>::new());
+        assert_eq!(constant_parcels(&standardize(&mut got, n, p).unwrap()), Vec::<usize>::new());
         for q in 0..p {
             let col: Vec<f64> = (0..n).map(|t| x[t * p + q]).collect();
             let mean = col.iter().sum::<f64>() / n as f64;

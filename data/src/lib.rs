@@ -4,7 +4,8 @@
 //! - `names`: BIDS run names ([`RunId`], [`parse_run_name`]);
 //! - `read`: the readers of one run file (`.npy`, `.tsv`/`.csv`), `parcels`: `parcels.tsv`;
 //! - [`write`](mod@write): the writers beside the readers ([`write_run`], [`write_parcels`]);
-//! - `standardize`: [`standardize()`], run-wise standardization per parcel;
+//! - `standardize`: [`standardize()`], run-wise standardization per parcel, by the one formula
+//!   [`ParcelStats::apply`] (and [`ParcelStats::undo`] back to the run's units);
 //! - `dataset`: [`Dataset::load`], [`Dataset::from_synth`], series and the empirical floor;
 //! - `window`: [`WindowSpec`], [`WindowRef`], windows and tokens;
 //! - `adjacency`: the k-nearest-neighbour table from centroids or correlation;
@@ -84,6 +85,6 @@ pub use dataset::{Dataset, EmpiricalFloor, Run};
 pub use error::{DataError, SplitError};
 pub use names::{parse_run_name, RunId};
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
-pub use standardize::{standardize, NonFinite};
+pub use standardize::{constant_parcels, parcel_stats, standardize, NonFinite, ParcelStats};
 pub use window::{WindowRef, WindowSpec};
 pub use write::{run_file_name, write_parcels, write_run, RunFormat};

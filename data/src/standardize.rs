@@ -44,39 +44,95 @@ fn scale(x: f64, k: i32) -> f64 {
     x * pow2(a) * pow2(k - a)
 }
 
-/// Standardizes `x[n, p]` per parcel in place (mean 0, population std 1); returns the parcels
-/// whose standard deviation is 0 (set to zeros), or the first non-finite value (row-major
-/// order), leaving `data` unchanged.
-pub fn standardize(data: &mut [f64], n: usize, p: usize) -> Result<Vec<usize>, NonFinite> {
-    if let Some(i) = data[..n * p].iter().position(|v| !v.is_finite()) {
-        return Err(NonFinite { row: i / p, parcel: i % p, value: data[i] });
+/// How one parcel of a run is standardized: `z = (x 2^shift - mean) / sd`, where `mean` and
+/// `sd` are those of the shifted values (population standard deviation). A constant parcel has
+/// `sd == 0`, `shift == 0` and `mean` its value, and standardizes to zeros. [`ParcelStats::apply`]
+/// is the one formula: a run standardized in place and a run standardized when its tokens are
+/// made give the same bits.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ParcelStats {
+    /// The power of two the values are first scaled by (exact).
+    pub shift: i32,
+    /// The mean of the scaled values.
+    pub mean: f64,
+    /// Their population standard deviation; 0 for a constant parcel.
+    pub sd: f64,
+}
+
+impl ParcelStats {
+    /// The standardized value of `x`.
+    #[inline]
+    pub fn apply(&self, x: f64) -> f64 {
+        if self.sd == 0.0 {
+            0.0
+        } else {
+            (scale(x, self.shift) - self.mean) / self.sd
+        }
     }
-    let mut constant = Vec::new();
-    for q in 0..p {
-        // All values equal: constant, whatever the rounding of their mean would make of them.
-        if (1..n).all(|t| data[t * p + q] == data[q]) {
-            constant.push(q);
-            for t in 0..n {
-                data[t * p + q] = 0.0;
+
+    /// The value in the run's own units whose standardized value is `z` (up to rounding; for
+    /// a constant parcel, its value).
+    pub fn undo(&self, z: f64) -> f64 {
+        scale(z * self.sd + self.mean, -self.shift)
+    }
+
+    /// The parcel's mean in the run's own units.
+    pub fn mean_in_units(&self) -> f64 {
+        scale(self.mean, -self.shift)
+    }
+
+    /// Its standard deviation in the run's own units.
+    pub fn sd_in_units(&self) -> f64 {
+        scale(self.sd, -self.shift)
+    }
+}
+
+/// The statistics of every parcel of `x[n, p]` (`value(t, q)` gives `x[t, q]`), or the first
+/// non-finite value in row-major order. Two passes over the values per parcel, so a run kept
+/// on disk is read column by column or, as here, through any accessor.
+pub fn parcel_stats(n: usize, p: usize, value: impl Fn(usize, usize) -> f64) -> Result<Vec<ParcelStats>, NonFinite> {
+    for t in 0..n {
+        for q in 0..p {
+            let v = value(t, q);
+            if !v.is_finite() {
+                return Err(NonFinite { row: t, parcel: q, value: v });
             }
-            continue;
-        }
-        let big = (0..n).map(|t| data[t * p + q].abs()).fold(0.0f64, f64::max);
-        // y = x / 2^e lies in (-2, 2).
-        let k = if big > 0.0 { -exponent(big) } else { 0 };
-        for t in 0..n {
-            data[t * p + q] = scale(data[t * p + q], k);
-        }
-        let mean = (0..n).map(|t| data[t * p + q]).sum::<f64>() / n as f64;
-        let var = (0..n).map(|t| (data[t * p + q] - mean).powi(2)).sum::<f64>() / n as f64;
-        // Not all equal, and the largest magnitude is in [1, 2): some value lies at least 2^-53
-        // from the mean, so var > 0.
-        let sd = var.sqrt();
-        for t in 0..n {
-            data[t * p + q] = (data[t * p + q] - mean) / sd;
         }
     }
-    Ok(constant)
+    Ok((0..p).map(|q| one_parcel(n, |t| value(t, q))).collect())
+}
+
+/// The statistics of one parcel whose values are all finite.
+fn one_parcel(n: usize, value: impl Fn(usize) -> f64) -> ParcelStats {
+    let first = if n > 0 { value(0) } else { 0.0 };
+    // All values equal: constant, whatever the rounding of their mean would make of them.
+    if (1..n).all(|t| value(t) == first) {
+        return ParcelStats { shift: 0, mean: first, sd: 0.0 };
+    }
+    let big = (0..n).map(|t| value(t).abs()).fold(0.0f64, f64::max);
+    // y = x / 2^e lies in (-2, 2).
+    let shift = if big > 0.0 { -exponent(big) } else { 0 };
+    let mean = (0..n).map(|t| scale(value(t), shift)).sum::<f64>() / n as f64;
+    let var = (0..n).map(|t| (scale(value(t), shift) - mean).powi(2)).sum::<f64>() / n as f64;
+    // Not all equal, and the largest magnitude is in [1, 2): some value lies at least 2^-53
+    // from the mean, so var > 0.
+    ParcelStats { shift, mean, sd: var.sqrt() }
+}
+
+/// Standardizes `x[n, p]` per parcel in place (mean 0, population std 1); returns each
+/// parcel's statistics (a constant parcel, `sd == 0`, is set to zeros), or the first
+/// non-finite value (row-major order), leaving `data` unchanged.
+pub fn standardize(data: &mut [f64], n: usize, p: usize) -> Result<Vec<ParcelStats>, NonFinite> {
+    let stats = parcel_stats(n, p, |t, q| data[t * p + q])?;
+    for (i, v) in data[..n * p].iter_mut().enumerate() {
+        *v = stats[i % p].apply(*v);
+    }
+    Ok(stats)
+}
+
+/// The parcels of `stats` that are constant.
+pub fn constant_parcels(stats: &[ParcelStats]) -> Vec<usize> {
+    stats.iter().enumerate().filter(|(_, s)| s.sd == 0.0).map(|(q, _)| q).collect()
 }
 
 #[cfg(test)]
@@ -116,8 +172,26 @@ mod tests {
         for c in [0.0, 1e200, -1e-310, f64::MAX, 7.0, 0.1, 3e200] {
             let n = 20;
             let mut x: Vec<f64> = (0..n).flat_map(|t| [c, t as f64]).collect();
-            assert_eq!(standardize(&mut x, n, 2), Ok(vec![0]), "{c}");
+            assert_eq!(constant_parcels(&standardize(&mut x, n, 2).unwrap()), vec![0], "{c}");
             assert!((0..n).all(|t| x[2 * t] == 0.0), "{c}: {x:?}");
         }
+    }
+
+    #[test]
+    fn undo_gives_the_values_back() {
+        let (n, p) = (30, 3);
+        let x: Vec<f64> = (0..n * p).map(|i| ((i * 13) % 17) as f64 * [1.0, 1e250, 3e-200][i % p] + 5.0).collect();
+        let mut z = x.clone();
+        let stats = standardize(&mut z, n, p).unwrap();
+        for (i, (a, b)) in x.iter().zip(&z).enumerate() {
+            let back = stats[i % p].undo(*b);
+            assert!(
+                (back - a).abs() <= 4.0 * f64::EPSILON * a.abs().max(stats[i % p].sd_in_units()),
+                "{i}: {a} vs {back}"
+            );
+        }
+        assert!((stats[0].mean_in_units() - x.iter().step_by(3).sum::<f64>() / n as f64).abs() < 1e-12);
+        let c = ParcelStats { shift: 0, mean: 7.5, sd: 0.0 };
+        assert_eq!((c.apply(7.5), c.undo(0.0)), (0.0, 7.5));
     }
 }
