@@ -48,12 +48,8 @@ fn trained_model_reaches_the_floor_on_held_out_subjects() {
     let ds = Dataset::from_synth(&spec.generate().unwrap(), None).unwrap();
     // The last two subjects held out (`data.val_subjects = 2`, the one subject split).
     let data = DataConfig {
-        dir: None,
         val_subjects: 2,
-        subjects_train: Vec::new(),
-        subjects_heldout: Vec::new(),
-        heldout_fraction: 0.0,
-        synthetic: SyntheticConfig { subjects: 6, runs: 1, trs: 1200, parcels: 6, rho: RHO, seed: 3 },
+        ..DataConfig::new(SyntheticConfig { subjects: 6, runs: 1, trs: 1200, parcels: 6, rho: RHO, seed: 3 })
     };
     let s = split(&ds, &data, 0).unwrap();
     assert_eq!(s.heldout_subjects, ["05", "06"]);

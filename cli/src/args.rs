@@ -197,6 +197,9 @@ pub struct FloorArgs {
     /// Dataset directory: print the empirical single-lag floor.
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// How the runs of --data are picked.
+    #[command(flatten)]
+    pub picks: DataArgs,
     /// Forecast horizons, in tokens, comma-separated.
     #[arg(long, default_value = "1,5", value_delimiter = ',', num_args = 1..)]
     pub horizons: Vec<usize>,
@@ -206,6 +209,62 @@ pub struct FloorArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How the runs of `--data` are picked (a BIDS derivatives tree may hold several tasks,
+/// spaces, parcellations or formats) and their TR: the `[data]` settings of the same names.
+#[derive(Clone, Debug, Default, Args)]
+pub struct DataArgs {
+    /// Load the runs of this task (`task-<label>`) when the tree holds several.
+    #[arg(long, value_name = "LABEL")]
+    pub task: Option<String>,
+    /// Load the runs in this space (`space-<label>`, e.g. fsLR).
+    #[arg(long, value_name = "LABEL")]
+    pub space: Option<String>,
+    /// Load the runs of this parcellation (`seg-<label>`, or XCP-D's older `atlas-<label>`).
+    #[arg(long, visible_alias = "atlas", value_name = "LABEL")]
+    pub seg: Option<String>,
+    /// Load this format when a run comes in several (npy, tsv, csv).
+    #[arg(long, value_name = "EXT")]
+    pub format: Option<String>,
+    /// The TR in seconds of runs whose files and sidecars record none.
+    #[arg(long, value_name = "SECONDS")]
+    pub tr: Option<f64>,
+    /// Allow runs with different TRs in one dataset.
+    #[arg(long)]
+    pub allow_mixed_tr: bool,
+}
+
+impl DataArgs {
+    /// The picks as the configuration layers take them.
+    pub fn picks(&self) -> crate::presets::DataPicks {
+        crate::presets::DataPicks {
+            task: self.task.clone(),
+            space: self.space.clone(),
+            seg: self.seg.clone(),
+            format: self.format.clone(),
+            tr: self.tr,
+            allow_mixed_tr: self.allow_mixed_tr,
+        }
+    }
+
+    /// The selection for a dataset loaded without a run configuration (`floor`).
+    pub fn selection(&self) -> boldcast::data::Selection {
+        boldcast::data::Selection {
+            task: self.task.clone(),
+            space: self.space.clone(),
+            seg: self.seg.clone(),
+            format: self.format.clone(),
+            parcellation: None,
+            tr: self.tr,
+            allow_mixed_tr: self.allow_mixed_tr,
+        }
+    }
+
+    /// Whether any pick is given.
+    pub fn any(&self) -> bool {
+        self.picks() != crate::presets::DataPicks::default()
+    }
 }
 
 /// Flags shared by the commands that resolve a run configuration (`overfit`, `train`).
@@ -238,6 +297,9 @@ pub struct RunArgs {
     /// Temporal mixer: mamba or mamba2.
     #[arg(long, value_parser = parse_temporal)]
     pub temporal: Option<Temporal>,
+    /// How the runs of --data are picked.
+    #[command(flatten)]
+    pub picks: DataArgs,
 }
 
 /// A count that must be at least 1 (clap names the flag in its error).
@@ -270,6 +332,7 @@ impl RunArgs {
             backend: self.backend.clone(),
             seed: self.seed,
             temporal: self.temporal,
+            picks: self.picks.picks(),
         }
     }
 }
@@ -348,6 +411,7 @@ impl TrainArgs {
             || r.backend.is_some()
             || r.seed.is_some()
             || r.temporal.is_some()
+            || r.picks.any()
             || self.subjects_train.is_some()
             || self.subjects_heldout.is_some()
             || self.heldout_fraction.is_some()
@@ -369,6 +433,9 @@ pub struct EvalArgs {
     /// Dataset directory (default: the configuration's, else its synthetic fixture).
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// How the runs of --data are picked (default: the configuration's picks).
+    #[command(flatten)]
+    pub picks: DataArgs,
     /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -53,6 +53,8 @@ pub struct EvalRequest {
     pub config: Option<PathBuf>,
     /// `--allow-other-data`.
     pub allow_other_data: bool,
+    /// `--task --space --seg --format --tr --allow-mixed-tr`.
+    pub picks: crate::presets::DataPicks,
 }
 
 /// The weights of `--checkpoint`; a missing path is named by its flag.
@@ -82,6 +84,7 @@ fn eval_config(req: &EvalRequest, weights: &Weights) -> Result<RunConfig, CliErr
     if let Some(d) = &req.data {
         cfg.data.dir = Some(d.clone());
     }
+    req.picks.apply_to(&mut cfg.data);
     cfg.validate()?;
     Ok(cfg)
 }

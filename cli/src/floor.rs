@@ -3,7 +3,7 @@
 use crate::args::FloorArgs;
 use crate::error::CliError;
 use boldcast::core::floor::{ar1_floor, ar1_floor_per_horizon};
-use boldcast::data::Dataset;
+use boldcast::data::{horizon_seconds, horizon_seconds_text, Dataset};
 use serde_json::json;
 use std::fmt::Write;
 
@@ -41,7 +41,7 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
         return Ok(FloorReport { json, text, notes: Vec::new() });
     }
     let dir = args.data.as_ref().expect("clap requires --rho or --data");
-    let ds = Dataset::load(dir)?;
+    let ds = Dataset::load_with(dir, &args.picks.selection())?;
     let boldcast::data::EmpiricalFloor { overall, per_horizon, per_parcel } = ds.empirical_floor(h, d)?;
     let notes = ds.notes();
     let mut text = format!(
@@ -52,9 +52,15 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
         horizons_text(h)
     );
     for (hh, v) in h.iter().zip(&per_horizon) {
-        writeln!(text, "  horizon {hh}: {v:.6}").unwrap();
+        match ds.tr {
+            Some(tr) => writeln!(text, "  horizon {hh} ({}): {v:.6}", horizon_seconds_text(*hh, d, tr)).unwrap(),
+            None => writeln!(text, "  horizon {hh}: {v:.6}").unwrap(),
+        }
     }
     writeln!(text, "  overall: {overall:.6}").unwrap();
+    if let Some(tr) = ds.tr {
+        writeln!(text, "TR {tr} s").unwrap();
+    }
     writeln!(text, "per parcel:").unwrap();
     let w = ds.parcel_names.iter().map(String::len).max().unwrap_or(0);
     for (n, v) in ds.parcel_names.iter().zip(&per_parcel) {
@@ -63,6 +69,8 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
     let json = json!({
         "kind": "empirical", "data": dir.display().to_string(), "runs": ds.runs.len(), "parcels": ds.parcels,
         "d_in": d, "horizons": h, "overall": overall, "per_horizon": per_horizon,
+        "tr_seconds": ds.tr,
+        "horizon_seconds": ds.tr.map(|tr| h.iter().map(|&hh| horizon_seconds(hh, d, tr)).collect::<Vec<_>>()),
         "per_parcel": ds.parcel_names.iter().zip(&per_parcel).map(|(n, v)| json!({"name": n, "floor": v})).collect::<Vec<_>>(),
         "estimator": "1 - acf_p(L)^2, acf the biased sample autocorrelation of each standardized run, averaged over runs; \
                       mean over horizons and token elements (MODEL.md, The loss floor)",

@@ -66,6 +66,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 data: a.data,
                 config: a.config,
                 allow_other_data: a.allow_other_data,
+                picks: a.picks.picks(),
             };
             let rep = dispatch(a.backend, Eval(&req))?;
             if a.json {

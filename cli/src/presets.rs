@@ -64,6 +64,62 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--temporal`.
     pub temporal: Option<Temporal>,
+    /// `--task --space --seg --format --tr --allow-mixed-tr`.
+    pub picks: DataPicks,
+}
+
+/// The `[data]` picks given on the command line (`bc-cli train --help`, "How the runs of
+/// --data are picked").
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DataPicks {
+    /// `--task`.
+    pub task: Option<String>,
+    /// `--space`.
+    pub space: Option<String>,
+    /// `--seg` / `--atlas`.
+    pub seg: Option<String>,
+    /// `--format`.
+    pub format: Option<String>,
+    /// `--tr`.
+    pub tr: Option<f64>,
+    /// `--allow-mixed-tr`.
+    pub allow_mixed_tr: bool,
+}
+
+impl DataPicks {
+    /// Sets the picks given into `cfg`'s `[data]` (after the configuration is resolved: eval's
+    /// `--data` with other picks than the stored configuration's).
+    pub fn apply_to(&self, data: &mut boldcast_train::config::DataConfig) {
+        for (dst, v) in [
+            (&mut data.task, &self.task),
+            (&mut data.space, &self.space),
+            (&mut data.seg, &self.seg),
+            (&mut data.format, &self.format),
+        ] {
+            if v.is_some() {
+                dst.clone_from(v);
+            }
+        }
+        if self.tr.is_some() {
+            data.tr = self.tr;
+        }
+        data.allow_mixed_tr |= self.allow_mixed_tr;
+    }
+
+    /// Sets the picks given into `table`'s `[data]`.
+    fn apply(&self, table: &mut toml::Table) {
+        for (key, v) in [("task", &self.task), ("space", &self.space), ("seg", &self.seg), ("format", &self.format)] {
+            if let Some(v) = v {
+                set(table, "data", key, toml::Value::String(v.clone()));
+            }
+        }
+        if let Some(tr) = self.tr {
+            set(table, "data", "tr", toml::Value::Float(tr));
+        }
+        if self.allow_mixed_tr {
+            set(table, "data", "allow_mixed_tr", toml::Value::Boolean(true));
+        }
+    }
 }
 
 /// The TOML text of a preset.
@@ -90,13 +146,34 @@ fn merge(base: &mut toml::Table, top: toml::Table) {
     }
 }
 
+/// The keys of the schema that a preset need not list (they have defaults), by section.
+pub const OPTIONAL_KEYS: [(&str, &str); 13] = [
+    ("data", "dir"),
+    ("data", "task"),
+    ("data", "space"),
+    ("data", "seg"),
+    ("data", "atlas"),
+    ("data", "format"),
+    ("data", "parcellation"),
+    ("data", "tr"),
+    ("data", "allow_mixed_tr"),
+    ("train", "out"),
+    ("train", "eval_every"),
+    ("train", "overfit_ratio"),
+    ("", "preset"),
+];
+
 /// Every key a configuration may hold, as a table of the same nesting (values are dummies).
 pub fn schema() -> toml::Table {
     let mut t = parse_table("preset laptop", preset_text(DEFAULT_PRESET).expect("the default preset exists"))
         .expect("the default preset parses");
     t.insert("preset".into(), toml::Value::String(String::new()));
     if let Some(toml::Value::Table(d)) = t.get_mut("data") {
-        d.insert("dir".into(), toml::Value::String(String::new()));
+        for key in ["dir", "task", "space", "seg", "atlas", "format", "parcellation"] {
+            d.insert(key.into(), toml::Value::String(String::new()));
+        }
+        d.insert("tr".into(), toml::Value::Float(0.0));
+        d.insert("allow_mixed_tr".into(), toml::Value::Boolean(false));
     }
     if let Some(toml::Value::Table(d)) = t.get_mut("train") {
         d.insert("out".into(), toml::Value::String(String::new()));
@@ -109,6 +186,17 @@ pub fn schema() -> toml::Table {
 /// Renames the aliases of a `--config` file to their current keys (`train.eval_every` ->
 /// `train.val_every`); both spellings at once is an error.
 fn rename_aliases(origin: &str, user: &mut toml::Table) -> Result<(), ConfigError> {
+    if let Some(toml::Value::Table(t)) = user.get_mut("data") {
+        if let Some(v) = t.remove("atlas") {
+            if t.contains_key("seg") {
+                return Err(ConfigError::Parse {
+                    origin: origin.into(),
+                    message: "`data.atlas` is an alias of `data.seg`: give only one of them".into(),
+                });
+            }
+            t.insert("seg".into(), v);
+        }
+    }
     if let Some(toml::Value::Table(t)) = user.get_mut("train") {
         if let Some(v) = t.remove("eval_every") {
             if t.contains_key("val_every") {
@@ -293,6 +381,7 @@ pub fn resolve(o: &Overrides, default_preset: &str, purpose: Purpose) -> Result<
     if let Some(t) = o.temporal {
         set(&mut table, "model", "temporal", toml::Value::String(t.as_str().into()));
     }
+    o.picks.apply(&mut table);
     let cfg: RunConfig = toml::Value::Table(table)
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError::Parse { origin, message: e.message().trim().to_string() })?;

@@ -123,7 +123,7 @@ fn bad_datasets_name_file_line_and_column() {
             vec![("sub-01_run-1_bold.tsv", good), ("sub-02_run-1_bold.tsv", "a\tB\n1\t2\n2\t3\n")],
             "sub-02_run-1_bold.tsv: column 2 is `B`",
         ),
-        (vec![("bold.tsv", good), ("sub-01_bold.tsv", good)], "no runs found in"),
+        (vec![("bold.tsv", good), ("sub01_bold.tsv", good)], "no runs found in"),
         (vec![("sub-01_run-1_bold.npy", "not numpy")], "sub-01_run-1_bold.npy: not a valid .npy file"),
     ];
     for (files, msg) in cases {

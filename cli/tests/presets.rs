@@ -31,7 +31,7 @@ fn every_preset_parses_validates_and_is_complete() {
             if let toml::Value::Table(keys) = v {
                 let have = t[sec].as_table().unwrap();
                 for k in keys.keys() {
-                    let optional = ["dir", "out", "eval_every", "overfit_ratio"].contains(&k.as_str());
+                    let optional = OPTIONAL_KEYS.contains(&(sec.as_str(), k.as_str()));
                     assert!(have.contains_key(k) || optional, "{name}: missing {sec}.{k}");
                 }
             }

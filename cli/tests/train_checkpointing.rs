@@ -57,7 +57,11 @@ fn state(step: u64) -> TrainState {
 }
 
 fn identity() -> DataIdentity {
-    DataIdentity { parcels: (0..4).map(|p| format!("p{p}")).collect(), fingerprint: "0123456789abcdef".into() }
+    DataIdentity {
+        parcels: (0..4).map(|p| format!("p{p}")).collect(),
+        fingerprint: "0123456789abcdef".into(),
+        provenance: None,
+    }
 }
 
 #[test]

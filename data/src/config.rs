@@ -29,6 +29,61 @@ pub struct DataConfig {
     pub heldout_fraction: f64,
     /// The synthetic dataset used without `dir`.
     pub synthetic: SyntheticConfig,
+    /// `task-` label to load from a tree with several (`--task`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// `space-` label to load (`--space`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+    /// `seg-` or `atlas-` label, the parcellation to load (`--seg`, `--atlas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seg: Option<String>,
+    /// The format to load when a run comes in several (`--format`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// The `.dlabel.nii` that averages dense series into parcels (`--parcellation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parcellation: Option<PathBuf>,
+    /// TR in seconds of runs whose files record none (`--tr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tr: Option<f64>,
+    /// Allow runs with different TRs (`--allow-mixed-tr`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_mixed_tr: bool,
+}
+
+impl DataConfig {
+    /// The synthetic dataset `synthetic`, one subject held out, no picks.
+    pub fn new(synthetic: SyntheticConfig) -> DataConfig {
+        DataConfig {
+            dir: None,
+            val_subjects: 1,
+            subjects_train: Vec::new(),
+            subjects_heldout: Vec::new(),
+            heldout_fraction: 0.0,
+            synthetic,
+            task: None,
+            space: None,
+            seg: None,
+            format: None,
+            parcellation: None,
+            tr: None,
+            allow_mixed_tr: false,
+        }
+    }
+
+    /// How the runs of `dir` are picked ([`crate::Selection`]).
+    pub fn selection(&self) -> crate::Selection {
+        crate::Selection {
+            task: self.task.clone(),
+            space: self.space.clone(),
+            seg: self.seg.clone(),
+            format: self.format.clone(),
+            parcellation: self.parcellation.clone(),
+            tr: self.tr,
+            allow_mixed_tr: self.allow_mixed_tr,
+        }
+    }
 }
 
 /// `[data.synthetic]`: the AR(1) fixture used when `data.dir` is absent.

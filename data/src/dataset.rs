@@ -2,8 +2,8 @@
 //! ([`Dataset::from_synth`]) with the same parcels, their names, centroids and warnings; the
 //! per-parcel series, the empirical floor and the subjects.
 
-use crate::error::{io_err, DataError};
-use crate::names::{parse_run_name, RunId};
+use crate::error::DataError;
+use crate::names::RunId;
 use crate::parcels::read_parcels;
 use crate::read::npy::read_npy;
 use crate::read::table::read_text;
@@ -13,30 +13,8 @@ use boldcast_fixtures::SynthRun;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The data extension of a file name, `npy`, `tsv` or `csv` in any case, and whether it is in
-/// lowercase (the only case [`parse_run_name`] accepts).
-fn data_extension(name: &str) -> Option<(&'static str, bool)> {
-    let (_, ext) = name.rsplit_once('.')?;
-    let known = ["npy", "tsv", "csv"].into_iter().find(|k| ext.eq_ignore_ascii_case(k))?;
-    Some((known, ext == known))
-}
-
-/// `Ok` for a regular file (through symbolic links), else why it cannot be read as one.
-fn readable_file(path: &Path) -> Result<(), String> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => Ok(()),
-        Ok(m) if m.is_dir() => Err("a directory".into()),
-        Ok(_) => Err("not a regular file".into()),
-        Err(e) => {
-            let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-            Err(match (link, e.kind()) {
-                (true, std::io::ErrorKind::NotFound) => "a dangling symbolic link".into(),
-                (true, _) => format!("a symbolic link that cannot be followed: {e}"),
-                (false, _) => format!("cannot be read: {e}"),
-            })
-        }
-    }
-}
+use crate::discover::{data_extension, discover, RunFile};
+use crate::select::{check_tr, pick, sidecar_tr, Selection};
 
 /// One run, standardized.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,9 +30,59 @@ pub struct Run {
     /// How each parcel was standardized: [`ParcelStats::undo`] gives a value in the file's
     /// own units back (a forecast in the run's units, for instance).
     pub stats: Vec<ParcelStats>,
+    /// The TR in seconds, when known (the file, its sidecar or the settings), and where it
+    /// came from.
+    pub tr: Option<Tr>,
+    /// The file's size and modification time when it was read (`None` for generated runs).
+    pub file: Option<FileStamp>,
+}
+
+/// A file's size and modification time, as recorded when it was read.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FileStamp {
+    /// Bytes.
+    pub size: u64,
+    /// Nanoseconds since the Unix epoch (`None` where the filesystem keeps no time).
+    pub modified_ns: Option<u64>,
+}
+
+impl FileStamp {
+    /// The stamp of `path` now.
+    pub fn of(path: &Path) -> Result<FileStamp, DataError> {
+        let m = std::fs::metadata(path).map_err(crate::error::io_err(path))?;
+        let modified_ns = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_nanos()).ok());
+        Ok(FileStamp { size: m.len(), modified_ns })
+    }
+}
+
+/// A run's TR and where it was read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tr {
+    /// Seconds.
+    pub seconds: f64,
+    /// `"sidecar <path>"`, `"CIFTI series step"`, `"data.tr"`.
+    pub source: String,
 }
 
 impl Run {
+    /// A hash of the run's statistics: its TRs and each parcel's shift, mean and standard
+    /// deviation ([`crate::hash::Fnv64`]). It changes when the file's values do, and costs
+    /// nothing to recompute: a record of what a model was trained on.
+    pub fn stats_hash(&self) -> String {
+        let mut h = crate::hash::Fnv64::default();
+        h.count(self.n_tr).count(self.stats.len());
+        for s in &self.stats {
+            h.update(&s.shift.to_le_bytes())
+                .update(&s.mean.to_bits().to_le_bytes())
+                .update(&s.sd.to_bits().to_le_bytes());
+        }
+        h.hex()
+    }
+
     /// The standardized rows `t0..t1` of the run, `x[t, p]` at `[(t - t0) * parcels + p]`: the
     /// one way to read a run's values (in memory they are borrowed; a run kept on disk makes
     /// them on demand). Panics when `t0 > t1` or `t1 > n_tr`, as slicing does.
@@ -94,6 +122,10 @@ pub struct Dataset {
     pub skipped: Vec<(PathBuf, String)>,
     /// Warnings (zero-variance parcels), one per parcel.
     pub warnings: Vec<String>,
+    /// Tables found beside the series that are not runs (coverage, design, motion, ...).
+    pub tables: Vec<PathBuf>,
+    /// The TR shared by every run, when every run has one and they agree.
+    pub tr: Option<f64>,
 }
 
 impl Dataset {
@@ -135,6 +167,21 @@ impl Dataset {
                 if case { " (run files end in lowercase .npy, .tsv or .csv)" } else { "" }
             ));
         }
+        if !self.tables.is_empty() {
+            let mut kinds: Vec<String> = self
+                .tables
+                .iter()
+                .filter_map(|p| crate::names::parse_bids_name(&p.file_name()?.to_string_lossy()))
+                .map(|b| b.get("stat").map_or_else(|| b.suffix.clone().unwrap_or_default(), str::to_string))
+                .collect();
+            kinds.sort();
+            kinds.dedup();
+            notes.push(format!(
+                "note: {} table(s) beside the series are not runs and were left out ({})",
+                self.tables.len(),
+                kinds.join(", ")
+            ));
+        }
         if !self.skipped.is_empty() {
             let entries: Vec<String> = self.skipped.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
             notes.push(format!(
@@ -149,141 +196,57 @@ impl Dataset {
 
     /// Loads every run of `dir` (see the [crate] documentation) and standardizes it.
     pub fn load(dir: impl AsRef<Path>) -> Result<Dataset, DataError> {
+        Self::load_with(dir, &Selection::default())
+    }
+
+    /// Loads the runs of `dir`, a flat directory or a BIDS derivatives tree, that `sel` picks
+    /// ([`crate::select`]), and standardizes them.
+    pub fn load_with(dir: impl AsRef<Path>, sel: &Selection) -> Result<Dataset, DataError> {
         let dir = dir.as_ref();
-        if !dir.exists() {
-            return Err(DataError::MissingDir { path: dir.to_path_buf() });
-        }
-        if !dir.is_dir() {
-            return Err(DataError::NotADir { path: dir.to_path_buf() });
-        }
-        let mut files: Vec<(String, PathBuf)> = Vec::new();
-        let mut ignored = Vec::new();
-        let mut skipped = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-            let entry = entry.map_err(io_err(dir))?;
-            let path = entry.path();
-            let os_name = entry.file_name();
-            let lossy = os_name.to_string_lossy();
-            // Entries that are no run, no data file and not parcels.tsv are none of our business.
-            if lossy != "parcels.tsv" && parse_run_name(&lossy).is_none() && data_extension(&lossy).is_none() {
-                continue;
-            }
-            match readable_file(&path) {
-                Err(why) => skipped.push((path, why)),
-                Ok(()) => match os_name.to_str() {
-                    Some(name) => files.push((name.to_string(), path)),
-                    None => ignored.push(path),
-                },
-            }
-        }
-        files.sort();
-        skipped.sort();
-        let mut found: Vec<(RunId, &'static str, PathBuf)> = Vec::new();
-        let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
-        for (name, path) in files {
-            if name == "parcels.tsv" {
-                continue;
-            }
-            match parse_run_name(&name) {
-                Some((id, ext)) => {
-                    if let Some(other) = seen.get(&id) {
-                        return Err(DataError::DuplicateRun { path, other: other.clone(), entities: id.to_string() });
-                    }
-                    seen.insert(id.clone(), path.clone());
-                    found.push((id, ext, path));
-                }
-                None => {
-                    if data_extension(&name).is_some() {
-                        ignored.push(path);
-                    }
-                }
-            }
-        }
-        ignored.sort();
-        if found.is_empty() {
+        check_tr(sel.tr)?;
+        let disc = discover(dir)?;
+        if disc.runs.is_empty() {
             let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             return Err(DataError::NoRuns {
                 dir: dir.to_path_buf(),
-                ignored: ignored.iter().map(name).collect(),
-                skipped: skipped.iter().map(|(p, why)| format!("{}, {why}", name(p))).collect(),
+                ignored: disc.ignored.iter().map(name).collect(),
+                skipped: disc.skipped.iter().map(|(p, why)| format!("{}, {why}", name(p))).collect(),
             });
         }
+        let found = pick(disc.runs, sel, dir)?;
+        let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
+        for f in &found {
+            if let Some(other) = seen.insert(f.id.clone(), f.path.clone()) {
+                let (a, b) = if other < f.path { (f.path.clone(), other) } else { (other, f.path.clone()) };
+                return Err(DataError::DuplicateRun { path: a, other: b, entities: f.id.to_string() });
+            }
+        }
         let mut raws = Vec::new();
-        for (id, ext, path) in found {
-            let raw = match ext {
-                "npy" => read_npy(&path)?,
-                "tsv" => read_text(&path, '\t')?,
-                _ => read_text(&path, ',')?,
-            };
+        for f in found {
+            let tr = run_tr(&f, &disc.sidecars, dir, sel)?;
+            let stamp = FileStamp::of(&f.path)?;
+            let raw = read_run(&f)?;
             if raw.parcels == 0 {
-                return Err(DataError::Empty { path, reason: format!("no parcels: {} TRs of 0 columns", raw.n_tr) });
-            }
-            raws.push((id, path, raw));
-        }
-        // Parcel count and names against the first run (and the first named run).
-        let (first_path, p) = (raws[0].1.clone(), raws[0].2.parcels);
-        let mut named: Option<(PathBuf, Vec<String>)> = None;
-        for (_, path, raw) in &raws {
-            if raw.parcels != p {
-                return Err(DataError::ParcelCount {
-                    path: path.clone(),
-                    first: first_path.clone(),
-                    expected: p,
-                    found: raw.parcels,
+                return Err(DataError::Empty {
+                    path: f.path,
+                    reason: format!("no parcels: {} TRs of 0 columns", raw.n_tr),
                 });
             }
-            if let Some(names) = &raw.names {
-                match &named {
-                    None => named = Some((path.clone(), names.clone())),
-                    Some((first, want)) => {
-                        if let Some(c) = (0..p).find(|&c| want[c] != names[c]) {
-                            return Err(DataError::ParcelNames {
-                                path: path.clone(),
-                                first: first.clone(),
-                                column: c + 1,
-                                expected: want[c].clone(),
-                                found: names[c].clone(),
-                            });
-                        }
-                    }
-                }
-            }
+            raws.push((f.id, f.path, raw, (tr, stamp)));
         }
-        let parcels_path = dir.join("parcels.tsv");
-        let mut centroids = None;
-        let mut parcel_names = named.as_ref().map(|(_, n)| n.clone());
-        if parcels_path.is_file() {
-            let (names, xyz) = read_parcels(&parcels_path)?;
-            if names.len() != p {
-                return Err(DataError::Parcels {
-                    path: parcels_path,
-                    line: None,
-                    reason: format!("{} parcels, but the runs have {p}", names.len()),
-                });
-            }
-            if let Some((first, want)) = &named {
-                if let Some(c) = (0..p).find(|&c| want[c] != names[c]) {
-                    return Err(DataError::Parcels {
-                        path: parcels_path,
-                        line: Some(c + 2),
-                        reason: format!(
-                            "parcel `{}`, but column {} of {} is `{}`",
-                            names[c],
-                            c + 1,
-                            first.display(),
-                            want[c]
-                        ),
-                    });
-                }
-            }
-            parcel_names.get_or_insert(names);
-            centroids = Some(xyz);
-        }
-        let parcel_names = parcel_names.unwrap_or_else(|| boldcast_fixtures::parcel_names(p));
-        let runs = raws.into_iter().map(|(id, path, raw)| (id, path, raw.n_tr, raw.data)).collect();
+        let tr = common_tr(&raws.iter().map(|(_, p, _, t)| (p.clone(), t.0.clone())).collect::<Vec<_>>(), sel)?;
+        let (parcel_names, centroids) = check_parcels(&raws, disc.parcels.as_deref())?;
+        let p = raws[0].2.parcels;
+        let trs: Vec<(Option<Tr>, FileStamp)> = raws.iter().map(|r| r.3.clone()).collect();
+        let runs = raws.into_iter().map(|(id, path, raw, _)| (id, path, raw.n_tr, raw.data)).collect();
         let mut ds = Self::from_parts(runs, p, parcel_names, centroids)?;
-        ds.ignored = ignored;
-        ds.skipped = skipped;
+        for (r, (t, stamp)) in ds.runs.iter_mut().zip(trs) {
+            (r.tr, r.file) = (t, Some(stamp));
+        }
+        ds.tr = tr;
+        ds.ignored = disc.ignored;
+        ds.skipped = disc.skipped;
+        ds.tables = disc.tables;
         Ok(ds)
     }
 
@@ -307,7 +270,7 @@ impl Dataset {
                 for q in constant_parcels(&stats) {
                     constant.entry(q).or_insert((0, path.clone())).0 += 1;
                 }
-                Ok(Run { id, path, n_tr, data, stats })
+                Ok(Run { id, path, n_tr, data, stats, tr: None, file: None })
             })
             .collect::<Result<_, DataError>>()?;
         let warnings = constant
@@ -321,7 +284,17 @@ impl Dataset {
                 )
             })
             .collect();
-        Ok(Dataset { runs, parcels, parcel_names, centroids, ignored: Vec::new(), skipped: Vec::new(), warnings })
+        Ok(Dataset {
+            runs,
+            parcels,
+            parcel_names,
+            centroids,
+            ignored: Vec::new(),
+            skipped: Vec::new(),
+            warnings,
+            tables: Vec::new(),
+            tr: None,
+        })
     }
 
     /// A dataset from generated runs (standardized like loaded ones); `centroids`, if given,
@@ -404,6 +377,125 @@ impl Dataset {
     }
 }
 
+/// Reads one run file by its extension.
+fn read_run(f: &RunFile) -> Result<crate::read::RawRun, DataError> {
+    match f.ext {
+        "npy" => read_npy(&f.path),
+        "tsv" => read_text(&f.path, '\t'),
+        _ => read_text(&f.path, ','),
+    }
+}
+
+/// The TR of one run: its sidecar's, else the settings' (and the two must agree).
+fn run_tr(
+    f: &RunFile,
+    sidecars: &[(PathBuf, crate::names::BidsName)],
+    root: &Path,
+    sel: &Selection,
+) -> Result<Option<Tr>, DataError> {
+    let read =
+        sidecar_tr(f, sidecars, root)?.map(|(s, p)| Tr { seconds: s, source: format!("sidecar {}", p.display()) });
+    match (read, sel.tr) {
+        (Some(t), Some(want)) if t.seconds != want => Err(DataError::Select {
+            reason: format!(
+                "{}: its TR is {} s ({}), but data.tr (--tr) is {want} s",
+                f.path.display(),
+                t.seconds,
+                t.source
+            ),
+        }),
+        (Some(t), _) => Ok(Some(t)),
+        (None, Some(want)) => Ok(Some(Tr { seconds: want, source: "data.tr".into() })),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The TR every run shares; an error naming two runs whose TRs differ, unless allowed.
+fn common_tr(trs: &[(PathBuf, Option<Tr>)], sel: &Selection) -> Result<Option<f64>, DataError> {
+    let known: Vec<(&PathBuf, f64)> = trs.iter().filter_map(|(p, t)| t.as_ref().map(|t| (p, t.seconds))).collect();
+    let Some(&(first, tr)) = known.first() else { return Ok(None) };
+    match known.iter().find(|(_, t)| *t != tr) {
+        Some((other, t)) if !sel.allow_mixed_tr => Err(DataError::Select {
+            reason: format!(
+                "runs with different TRs: {} has {tr} s, {} has {t} s; set data.allow_mixed_tr (--allow-mixed-tr) to \
+                 train on both",
+                first.display(),
+                other.display()
+            ),
+        }),
+        Some(_) => Ok(None),
+        None if known.len() == trs.len() => Ok(Some(tr)),
+        None => Ok(None),
+    }
+}
+
+/// Checks the parcel count and names of every run against the first (and the first named)
+/// run, and `parcels.tsv` against them; gives the parcel names and centroids.
+#[allow(clippy::type_complexity)]
+fn check_parcels(
+    raws: &[(RunId, PathBuf, crate::read::RawRun, (Option<Tr>, FileStamp))],
+    parcels_path: Option<&Path>,
+) -> Result<(Vec<String>, Option<Vec<[f64; 3]>>), DataError> {
+    let (first_path, p) = (raws[0].1.clone(), raws[0].2.parcels);
+    let mut named: Option<(PathBuf, Vec<String>)> = None;
+    for (_, path, raw, _) in raws {
+        if raw.parcels != p {
+            return Err(DataError::ParcelCount {
+                path: path.clone(),
+                first: first_path.clone(),
+                expected: p,
+                found: raw.parcels,
+            });
+        }
+        if let Some(names) = &raw.names {
+            match &named {
+                None => named = Some((path.clone(), names.clone())),
+                Some((first, want)) => {
+                    if let Some(c) = (0..p).find(|&c| want[c] != names[c]) {
+                        return Err(DataError::ParcelNames {
+                            path: path.clone(),
+                            first: first.clone(),
+                            column: c + 1,
+                            expected: want[c].clone(),
+                            found: names[c].clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let mut centroids = None;
+    let mut parcel_names = named.as_ref().map(|(_, n)| n.clone());
+    if let Some(parcels_path) = parcels_path {
+        let (names, xyz) = read_parcels(parcels_path)?;
+        if names.len() != p {
+            return Err(DataError::Parcels {
+                path: parcels_path.to_path_buf(),
+                line: None,
+                reason: format!("{} parcels, but the runs have {p}", names.len()),
+            });
+        }
+        if let Some((first, want)) = &named {
+            if let Some(c) = (0..p).find(|&c| want[c] != names[c]) {
+                return Err(DataError::Parcels {
+                    path: parcels_path.to_path_buf(),
+                    line: Some(c + 2),
+                    reason: format!(
+                        "parcel `{}`, but column {} of {} is `{}`",
+                        names[c],
+                        c + 1,
+                        first.display(),
+                        want[c]
+                    ),
+                });
+            }
+        }
+        parcel_names.get_or_insert(names);
+        centroids = Some(xyz);
+    }
+    Ok((parcel_names.unwrap_or_else(|| boldcast_fixtures::parcel_names(p)), centroids))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,6 +550,8 @@ mod tests {
         let e = load_err(&[("bold.tsv", "a\n1\n")]);
         assert!(e.contains("no runs found") && e.contains("bold.tsv"), "{e}");
         let e = load_err(&[("sub-01_run-1_bold.tsv", "a\n1\n"), ("sub-01_run-1_bold.npy", "junk")]);
+        assert!(e.contains("run sub-01_run-1 comes in several formats (npy, tsv)") && e.contains("--format"), "{e}");
+        let e = load_err(&[("sub-01_run-1_bold.tsv", "a\n1\n"), ("sub-01_run-1_desc-x_bold.tsv", "a\n1\n")]);
         assert!(e.contains("are the same run (sub-01_run-1)"), "{e}");
         let e = load_err(&[("sub-01_run-1.npy", "junk")]);
         assert!(e.contains("sub-01_run-1.npy: not a valid .npy file"), "{e}");

@@ -21,7 +21,7 @@ pub enum DataError {
     },
     /// No file matched the run pattern.
     #[error(
-        "no runs found in {}: expected files named sub-<label>[_ses-<label>]_run-<label>[_<anything>].npy|.tsv|.csv{}{}",
+        "no runs found in {} or its sub-*/[ses-*/]func/ folders: expected files named sub-<label>[_ses-<label>][_<key>-<value>...][_<suffix>].npy|.tsv|.csv{}{}",
         dir.display(),
         if ignored.is_empty() { String::new() } else { format!(" (ignored: {})", ignored.join(", ")) },
         if skipped.is_empty() { String::new() } else { format!(" (cannot be read: {})", skipped.join("; ")) }
@@ -165,6 +165,21 @@ pub enum DataError {
         other: PathBuf,
         /// The shared entities.
         entities: String,
+    },
+    /// The runs of a tree cannot be picked as asked (several versions without a pick, a pick
+    /// that matches nothing, TRs that disagree).
+    #[error("{reason}")]
+    Select {
+        /// What is there and what to do.
+        reason: String,
+    },
+    /// A JSON sidecar is malformed.
+    #[error("{}: {reason}", path.display())]
+    Sidecar {
+        /// The sidecar.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
     },
     /// `parcels.tsv` is malformed or disagrees with the runs.
     #[error("{}{}: {reason}", path.display(), line.map(|l| format!(", line {l}")).unwrap_or_default())]

@@ -64,6 +64,7 @@
 mod adjacency;
 pub mod config;
 mod dataset;
+mod discover;
 mod error;
 pub mod fsutil;
 pub mod hash;
@@ -71,6 +72,7 @@ pub mod memory;
 mod names;
 mod parcels;
 mod read;
+pub mod select;
 pub mod split;
 mod standardize;
 pub mod synth;
@@ -81,10 +83,11 @@ pub mod write;
 #[cfg(test)]
 mod testutil;
 
-pub use dataset::{Dataset, EmpiricalFloor, Run};
+pub use dataset::{Dataset, EmpiricalFloor, FileStamp, Run, Tr};
 pub use error::{DataError, SplitError};
-pub use names::{parse_run_name, RunId};
+pub use names::{parse_bids_name, parse_run_name, parse_sidecar_name, BidsName, RunId};
+pub use select::Selection;
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
 pub use standardize::{constant_parcels, parcel_stats, standardize, NonFinite, ParcelStats};
-pub use window::{WindowRef, WindowSpec};
+pub use window::{horizon_seconds, horizon_seconds_text, WindowRef, WindowSpec};
 pub use write::{run_file_name, write_parcels, write_run, RunFormat};

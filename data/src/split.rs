@@ -154,12 +154,8 @@ mod tests {
 
     fn val_subjects(k: usize) -> DataConfig {
         DataConfig {
-            dir: None,
             val_subjects: k,
-            subjects_train: Vec::new(),
-            subjects_heldout: Vec::new(),
-            heldout_fraction: 0.0,
-            synthetic: SyntheticConfig { subjects: 3, runs: 2, trs: 10, parcels: 2, rho: 0.5, seed: 1 },
+            ..DataConfig::new(SyntheticConfig { subjects: 3, runs: 2, trs: 10, parcels: 2, rho: 0.5, seed: 1 })
         }
     }
 

@@ -44,6 +44,26 @@ impl WindowSpec {
     }
 }
 
+/// How far ahead horizon `h` (in tokens of `d_in` TRs) forecasts, in seconds at TR `tr`: the
+/// first and last of its lags, `((h - 1) D + 1) tr` and `h D tr` (MODEL.md: the targets of
+/// horizon `h` lie `L = (h-1) D + j + 1` TRs past the last TR seen, `j < D`).
+///
+/// Rounded to the nanosecond, so that 5 TRs of 0.72 s read 3.6 s, not 3.5999999999999996.
+pub fn horizon_seconds(h: usize, d_in: usize, tr: f64) -> [f64; 2] {
+    let ns = |lag: usize| (lag as f64 * tr * 1e9).round() / 1e9;
+    [ns(h.saturating_sub(1) * d_in + 1), ns(h * d_in)]
+}
+
+/// `horizon_seconds` as text: `0.8 s`, or `0.8-1.6 s` for a token of several TRs.
+pub fn horizon_seconds_text(h: usize, d_in: usize, tr: f64) -> String {
+    let [a, b] = horizon_seconds(h, d_in, tr);
+    if a == b {
+        format!("{a} s")
+    } else {
+        format!("{a}-{b} s")
+    }
+}
+
 /// One window: a run and the TR it starts at.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct WindowRef {

@@ -21,12 +21,16 @@ pub struct DataIdentity {
     pub parcels: Vec<String>,
     /// The fingerprint of the training runs.
     pub fingerprint: String,
+    /// What the run trained on ([`crate::provenance::Provenance`]), recorded beside the
+    /// identity; not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<serde_json::Value>,
 }
 
 impl DataIdentity {
     /// The identity of `ds` trained on its runs `train_runs`.
     pub fn of(ds: &Dataset, train_runs: &[usize]) -> Self {
-        Self { parcels: ds.parcel_names.clone(), fingerprint: ds.fingerprint(train_runs) }
+        Self { parcels: ds.parcel_names.clone(), fingerprint: ds.fingerprint(train_runs), provenance: None }
     }
 
     /// What differs between the identity `self` a checkpoint recorded and `now`, in words;
@@ -76,8 +80,8 @@ pub struct LoadedData {
     pub notes: Vec<String>,
 }
 
-fn load_dir(dir: &std::path::Path) -> Result<LoadedData, TrainError> {
-    let ds = Dataset::load(dir)?;
+fn load_dir(dir: &std::path::Path, sel: &boldcast_data::Selection) -> Result<LoadedData, TrainError> {
+    let ds = Dataset::load_with(dir, sel)?;
     let notes = ds.notes();
     let source = format!("{} ({} runs, {} parcels)", dir.display(), ds.runs.len(), ds.parcels);
     Ok(LoadedData { ds, fixture: None, source, notes })
@@ -90,7 +94,7 @@ fn load_dir(dir: &std::path::Path) -> Result<LoadedData, TrainError> {
 pub fn load_data(cfg: &RunConfig) -> Result<LoadedData, TrainError> {
     cfg.check_memory()?;
     if let Some(dir) = &cfg.data.dir {
-        return load_dir(dir);
+        return load_dir(dir, &cfg.data.selection());
     }
     let s = &cfg.data.synthetic;
     let layout = Layout { subjects: s.subjects, runs: s.runs, trs: s.trs, parcels: s.parcels, seed: s.seed };
@@ -168,7 +172,9 @@ impl TrainData {
             None => empirical_floor(&ds, &split.heldout_runs, h, spec.d_in)?,
         };
         let adjacency = ds.adjacency(cfg.model.k_neighbors, &split.train_runs)?;
-        let identity = DataIdentity::of(&ds, &split.train_runs);
+        let provenance = crate::provenance::Provenance::of(&ds, &split, cfg.data.dir.clone(), &source);
+        let identity =
+            DataIdentity { provenance: Some(provenance.to_value()), ..DataIdentity::of(&ds, &split.train_runs) };
         Ok(TrainData { ds, spec, split, train_windows, val_windows, adjacency, floor, source, notes, identity })
     }
 }

@@ -27,7 +27,7 @@
 //! Modules: [`config`] (the run configuration and its TOML text), [`memory`] (what a run would
 //! need in memory, checked against the machine's before anything is allocated), [`data`]
 //! (dataset, split, windows, floor), [`order`] (epoch orders and shards), [`dist`] (the ranks),
-//! [`validate`], [`early_stopping`], [`log`] (`loss_log.jsonl`), [`checkpoint`] (checkpoint
+//! [`provenance`] (what a run trained on, file by file), [`validate`], [`early_stopping`], [`log`] (`loss_log.jsonl`), [`checkpoint`] (checkpoint
 //! directories and `state.json`), [`run_dir`] (the lock, fresh and existing run directories), [`observer`], [`flags`] (red flags), [`summary`]
 //! (the report and `summary.json`), [`run`] (the loop) (files are written through
 //! `boldcast_data::fsutil`),
@@ -50,6 +50,7 @@ pub mod memory;
 pub mod observer;
 pub mod order;
 pub mod overfit;
+pub mod provenance;
 pub mod run;
 pub mod run_dir;
 pub mod summary;

@@ -98,6 +98,8 @@ pub fn summary_json(
         "final_val_loss": last.as_ref().map(|l| l.0),
         "final_val_per_horizon": last.as_ref().map(|l| l.1.clone()),
         "horizons": cfg.model.horizons,
+        "tr_seconds": data.ds.tr,
+        "horizon_seconds": data.ds.tr.map(|tr| cfg.model.horizons.iter().map(|&h| boldcast_data::horizon_seconds(h, cfg.model.d_in, tr)).collect::<Vec<_>>()),
         "floor": {"value": r.floor.overall, "per_horizon": r.floor.per_horizon, "kind": r.floor.kind},
         "final_over_floor": last.as_ref().map(|l| l.0 / r.floor.overall),
         "best": r.best.map(|(s, l)| json!({"step": s, "val_loss": l, "file": "best.safetensors"})),
@@ -108,6 +110,7 @@ pub fn summary_json(
         "threshold": v.map(|v| v.ratio * v.first),
         "passed": v.map(|v| v.passed),
         "red_flags": r.red_flags,
+        "provenance": data.identity.provenance,
         "loss_log": "loss_log.jsonl",
         "checkpoints": crate::checkpoint::CKPT_DIR,
     });

@@ -213,7 +213,9 @@ pub fn model_metadata(
         ("parcels".to_string(), serde_json::to_string(&data.parcels).expect("names serialize")),
         ("data_fingerprint".to_string(), data.fingerprint.clone()),
     ]
-    .into()
+    .into_iter()
+    .chain(data.provenance.as_ref().map(|p| ("provenance".to_string(), p.to_string())))
+    .collect()
 }
 
 /// The name of a step's checkpoint directory.

@@ -119,7 +119,7 @@ impl Weights {
             path: self.path.clone(),
             reason: format!("metadata `parcels`: {e}"),
         })?;
-        let trained = crate::data::DataIdentity { parcels, fingerprint: fingerprint.clone() };
+        let trained = crate::data::DataIdentity { parcels, fingerprint: fingerprint.clone(), provenance: None };
         let now = crate::data::DataIdentity::of(&data.loaded.ds, &data.split.train_runs);
         match trained.differs_from(&now) {
             None => Ok(Vec::new()),

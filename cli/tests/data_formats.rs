@@ -1,0 +1,115 @@
+//! The same numbers in other shapes give the same results: a flat folder of `.npy` runs and an
+//! XCP-D-shaped BIDS derivatives tree of TSVs (two parcellations, tables beside the series, the
+//! TR in sidecars) give the same floor and the same training loss series, and a run records
+//! what it trained on.
+
+mod common;
+
+use boldcast::data::write::{write_run, RunFormat};
+use boldcast::fixtures::{parcel_names, Ar1Spec, Layout, SynthRun};
+use common::*;
+use std::path::Path;
+
+fn runs(seed: u64) -> Vec<SynthRun> {
+    Ar1Spec::new(Layout { subjects: 4, runs: 1, trs: 200, parcels: 4, seed }, 0.9).generate().unwrap()
+}
+
+fn flat(dir: &Path, runs: &[SynthRun]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for r in runs {
+        let name = format!("sub-{}_run-{}_bold.npy", r.subject, r.run);
+        write_run(&dir.join(name), r, &parcel_names(r.parcels), RunFormat::Npy).unwrap();
+    }
+}
+
+/// The XCP-D layout: `sub-X/ses-1/func/..._seg-<S>_stat-mean_timeseries.tsv` for `runs` (seg
+/// `4S156Parcels`) and `other` (seg `Glasser`), a coverage table beside each, a sidecar per run.
+fn xcpd(root: &Path, runs: &[SynthRun], other: &[SynthRun]) {
+    for (seg, set) in [("4S156Parcels", runs), ("Glasser", other)] {
+        for r in set {
+            let func = root.join(format!("sub-{}/ses-1/func", r.subject));
+            std::fs::create_dir_all(&func).unwrap();
+            let stem = format!("sub-{}_ses-1_task-rest_space-fsLR_seg-{seg}", r.subject);
+            let tsv = func.join(format!("{stem}_stat-mean_timeseries.tsv"));
+            write_run(&tsv, r, &parcel_names(r.parcels), RunFormat::Tsv).unwrap();
+            std::fs::write(func.join(format!("{stem}_stat-coverage_bold.tsv")), "a\n1\n").unwrap();
+            std::fs::write(func.join(format!("{stem}_stat-mean_timeseries.json")), "{\"RepetitionTime\": 0.72}")
+                .unwrap();
+        }
+    }
+    std::fs::write(root.join("dataset_description.json"), "{\"Name\": \"xcp_d\"}").unwrap();
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let o = run(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+fn losses(out: &Path) -> Vec<(u64, u64)> {
+    log_lines(&out.join("loss_log.jsonl"))
+        .iter()
+        .filter(|l| l.get("loss").is_some() && l.get("event").is_none())
+        .map(|l| (l["step"].as_u64().unwrap(), l["loss"].as_f64().unwrap().to_bits()))
+        .collect()
+}
+
+#[test]
+fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, tree) = (d.path().join("flat"), d.path().join("xcp_d"));
+    flat(&a, &runs(5));
+    xcpd(&tree, &runs(5), &runs(6));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let fa = json_of(&["floor", "--data", &s(&a), "--json"]);
+    // Two parcellations: the error lists them and says how to pick.
+    let o = run(&["floor", "--data", &s(&tree)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("4S156Parcels (4 runs), Glasser (4 runs); pick one with --seg"), "{}", stderr(&o));
+    let o = run(&["floor", "--data", &s(&tree), "--atlas", "4S156Parcels"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("horizon 5 (3.6 s):"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("8 table(s) beside the series are not runs"), "{}", stderr(&o));
+    let fb = json_of(&["floor", "--data", &s(&tree), "--seg", "4S156Parcels", "--json"]);
+    assert_eq!(fa["per_horizon"], fb["per_horizon"]);
+    assert_eq!(fa["per_parcel"], fb["per_parcel"]);
+    assert_eq!((fa["tr_seconds"].clone(), fb["tr_seconds"].as_f64()), (serde_json::Value::Null, Some(0.72)));
+    assert_eq!(fb["horizon_seconds"], serde_json::json!([[0.72, 0.72], [3.6, 3.6]]));
+
+    let (oa, ob) = (d.path().join("run-a"), d.path().join("run-b"));
+    let train = |data: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec!["train", "--preset", "quick", "--max-steps", "20", "--data", data.to_str().unwrap()];
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+    };
+    train(&a, &oa, &[]);
+    train(&tree, &ob, &["--seg", "4S156Parcels"]);
+    let (la, lb) = (losses(&oa), losses(&ob));
+    assert_eq!(la.len(), 20);
+    assert_eq!(la, lb, "the same numbers train the same");
+
+    // What the run trained on, in summary.json and in every checkpoint's weights.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ob.join("summary.json")).unwrap()).unwrap();
+    let p = &summary["provenance"];
+    assert_eq!(p["root"].as_str(), Some(s(&tree).as_str()));
+    assert_eq!(p["tr_seconds"].as_f64(), Some(0.72));
+    assert_eq!(p["parcels"], serde_json::json!(parcel_names(4)));
+    assert_eq!(p["heldout_subjects"], serde_json::json!(["04"]));
+    let recs = p["runs"].as_array().unwrap();
+    assert_eq!(recs.len(), 4);
+    let first = &recs[0];
+    assert_eq!(first["id"], "sub-01_ses-1_task-rest_run-1");
+    assert_eq!(first["split"], "train");
+    let path = first["path"].as_str().unwrap();
+    assert!(path.ends_with("sub-01_ses-1_task-rest_space-fsLR_seg-4S156Parcels_stat-mean_timeseries.tsv"), "{path}");
+    assert_eq!(first["file"]["size"].as_u64(), Some(std::fs::metadata(path).unwrap().len()));
+    assert_eq!(first["stats_hash"].as_str().map(str::len), Some(16));
+    assert_eq!(recs[3]["split"], "heldout");
+    assert_eq!(summary["horizon_seconds"], serde_json::json!([[0.72, 0.72], [3.6, 3.6]]));
+    let meta = boldcast::data::tensorfile::SafetensorsFile::open(ob.join("best.safetensors")).unwrap().metadata();
+    let stored: serde_json::Value = serde_json::from_str(&meta.unwrap()["provenance"]).unwrap();
+    assert_eq!(&stored, p);
+}

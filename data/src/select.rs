@@ -1,0 +1,219 @@
+//! Which runs of a tree are loaded, and their TR: [`Selection`] (the picks `task`, `space`,
+//! `seg`/`atlas` and `format`, the parcellation of dense series, the TR settings), the pick
+//! itself ([`pick`]) and the TR of a run from its JSON sidecar ([`sidecar_tr`]).
+//!
+//! A tree may hold the same runs in several versions: several parcellations (`seg-` or
+//! `atlas-`), spaces, tasks, or formats (XCP-D writes a CIFTI run both as `.tsv` and as
+//! `.ptseries.nii`). When the runs found differ in one of those and nothing picks one, the
+//! load is an error that lists what is there (each value with its number of runs) and the flag
+//! that picks; a pick that matches nothing lists the same.
+//!
+//! The TR of a run is, in order: the CIFTI series step, the `RepetitionTime` of its JSON
+//! sidecar (BIDS inheritance: the nearest `.json` in the run's directory or one above, up to
+//! the root, whose entities are all the run's and whose suffix is the run's or `bold`; the
+//! most specific wins), or [`Selection::tr`]. A TR read from the files that differs from
+//! [`Selection::tr`] is an error, and so are runs with different TRs unless
+//! [`Selection::allow_mixed_tr`].
+
+use crate::discover::RunFile;
+use crate::error::DataError;
+use crate::names::BidsName;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Sidecars larger than this are refused (a BIDS sidecar is a few KB).
+const MAX_SIDECAR_BYTES: u64 = 1 << 20;
+
+/// How the runs of a directory or tree are picked (the `[data]` settings of the same names).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// `task-` label to load (required when the runs have several).
+    pub task: Option<String>,
+    /// `space-` label to load.
+    pub space: Option<String>,
+    /// `seg-` (or `atlas-`) label to load: the parcellation.
+    pub seg: Option<String>,
+    /// File format to load (`npy`, `tsv`, `csv`, `ptseries.nii`, `dtseries.nii`) when a run
+    /// comes in several.
+    pub format: Option<String>,
+    /// The `.dlabel.nii` that averages dense series (`.dtseries.nii`) into parcels.
+    pub parcellation: Option<PathBuf>,
+    /// The TR in seconds of runs whose files do not record one.
+    pub tr: Option<f64>,
+    /// Allow runs with different TRs in one dataset.
+    pub allow_mixed_tr: bool,
+}
+
+/// One axis a pick can be made on.
+struct Axis {
+    what: &'static str,
+    flag: &'static str,
+    value: fn(&RunFile) -> Option<String>,
+    pick: Option<String>,
+}
+
+/// The runs of `runs` that `sel` picks; an error lists what is there when the runs differ on
+/// an axis without a pick, or a pick matches nothing.
+pub(crate) fn pick(runs: Vec<RunFile>, sel: &Selection, root: &Path) -> Result<Vec<RunFile>, DataError> {
+    let axes = [
+        Axis {
+            what: "tasks",
+            flag: "--task",
+            value: |r| r.name.get("task").map(str::to_string),
+            pick: sel.task.clone(),
+        },
+        Axis {
+            what: "spaces",
+            flag: "--space",
+            value: |r| r.name.get("space").map(str::to_string),
+            pick: sel.space.clone(),
+        },
+        Axis {
+            what: "parcellations (seg- or atlas-)",
+            flag: "--seg",
+            value: |r| r.name.seg().map(str::to_string),
+            pick: sel.seg.clone(),
+        },
+    ];
+    let mut runs = runs;
+    for a in &axes {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &runs {
+            *counts.entry((a.value)(r).unwrap_or_else(|| "(none)".into())).or_default() += 1;
+        }
+        let listed = || counts.iter().map(|(v, n)| format!("{v} ({})", runs_word(*n))).collect::<Vec<_>>().join(", ");
+        match &a.pick {
+            Some(p) => {
+                let kept: Vec<RunFile> = runs.iter().filter(|r| (a.value)(r).as_deref() == Some(p)).cloned().collect();
+                if kept.is_empty() {
+                    return Err(DataError::Select {
+                        reason: format!(
+                            "{} {p} matches no run under {}; it holds {}",
+                            a.flag,
+                            root.display(),
+                            listed()
+                        ),
+                    });
+                }
+                runs = kept;
+            }
+            None if counts.len() > 1 => {
+                return Err(DataError::Select {
+                    reason: format!(
+                        "{} holds runs of several {}: {}; pick one with {}",
+                        root.display(),
+                        a.what,
+                        listed(),
+                        a.flag
+                    ),
+                });
+            }
+            None => {}
+        }
+    }
+    one_format(runs, sel.format.as_deref())
+}
+
+fn runs_word(n: usize) -> String {
+    if n == 1 {
+        "1 run".into()
+    } else {
+        format!("{n} runs")
+    }
+}
+
+/// Of a run found in several formats (XCP-D writes a CIFTI run as `.tsv` and `.ptseries.nii`),
+/// the file in `format`; without it, an error naming the run's files. Runs found once are
+/// kept whatever their format, and two files of one format stay for the duplicate check.
+fn one_format(runs: Vec<RunFile>, format: Option<&str>) -> Result<Vec<RunFile>, DataError> {
+    let mut by_id: BTreeMap<crate::names::RunId, Vec<RunFile>> = BTreeMap::new();
+    for r in runs {
+        by_id.entry(r.id.clone()).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for (id, files) in by_id {
+        let mut exts: Vec<&str> = files.iter().map(|f| f.ext).collect();
+        exts.sort();
+        exts.dedup();
+        if exts.len() == 1 {
+            out.extend(files);
+            continue;
+        }
+        let Some(f) = format else {
+            let names: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
+            return Err(DataError::Select {
+                reason: format!(
+                    "run {id} comes in several formats ({}): {}; pick one with --format",
+                    exts.join(", "),
+                    names.join(", ")
+                ),
+            });
+        };
+        let kept: Vec<RunFile> = files.into_iter().filter(|r| r.ext == f).collect();
+        if kept.is_empty() {
+            return Err(DataError::Select {
+                reason: format!("--format {f}: run {id} comes only as {}", exts.join(", ")),
+            });
+        }
+        out.extend(kept);
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The sidecar of `run` among `sidecars` (see the module documentation), if any.
+fn sidecar_of<'a>(run: &RunFile, sidecars: &'a [(PathBuf, BidsName)], root: &Path) -> Option<&'a Path> {
+    let dir = run.path.parent()?;
+    let mut best: Option<(usize, usize, &Path)> = None;
+    for (path, name) in sidecars {
+        let Some(sdir) = path.parent() else { continue };
+        if !dir.starts_with(sdir) || !sdir.starts_with(root) {
+            continue;
+        }
+        let (entities, suffix) = (&name.entities, name.suffix.as_deref());
+        let suffix_ok = suffix.is_some_and(|s| Some(s) == run.name.suffix.as_deref() || s == "bold");
+        let subset = entities.iter().all(|(k, v)| run.name.get(k) == Some(v.as_str()));
+        if suffix_ok && subset {
+            let rank = (sdir.components().count(), entities.len(), path.as_path());
+            if best.is_none_or(|b| (rank.0, rank.1) > (b.0, b.1)) {
+                best = Some(rank);
+            }
+        }
+    }
+    best.map(|b| b.2)
+}
+
+/// The `RepetitionTime` (seconds) of `run`'s sidecar: `Ok(None)` without a sidecar or without
+/// the field; an error for a sidecar that is not JSON or whose TR is not a positive number.
+pub(crate) fn sidecar_tr(
+    run: &RunFile,
+    sidecars: &[(PathBuf, BidsName)],
+    root: &Path,
+) -> Result<Option<(f64, PathBuf)>, DataError> {
+    let Some(path) = sidecar_of(run, sidecars, root) else { return Ok(None) };
+    let bad = |reason: String| DataError::Sidecar { path: path.to_path_buf(), reason };
+    let len = std::fs::metadata(path).map_err(crate::error::io_err(path))?.len();
+    if len > MAX_SIDECAR_BYTES {
+        return Err(bad(format!("{len} bytes: a sidecar is at most {MAX_SIDECAR_BYTES}")));
+    }
+    let text = std::fs::read_to_string(path).map_err(crate::error::io_err(path))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    match v.get("RepetitionTime") {
+        None => Ok(None),
+        Some(t) => match t.as_f64() {
+            Some(tr) if tr.is_finite() && tr > 0.0 => Ok(Some((tr, path.to_path_buf()))),
+            _ => Err(bad(format!("RepetitionTime {t} is not a positive number of seconds"))),
+        },
+    }
+}
+
+/// Checks a TR given in the settings: finite and positive.
+pub(crate) fn check_tr(tr: Option<f64>) -> Result<(), DataError> {
+    match tr {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            Err(DataError::config("data.tr", t, "must be a positive number of seconds"))
+        }
+        _ => Ok(()),
+    }
+}
