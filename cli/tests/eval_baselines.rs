@@ -31,7 +31,7 @@ fn baselines_by_hand() {
 fn ar1_fit_recovers_rho() {
     let fx = Ar1Spec::new(Layout { subjects: 2, runs: 2, trs: 4000, parcels: 3, seed: 5 }, 0.8);
     let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
-    for phi in fit_ar1(&ds, &[0, 1, 2, 3]) {
+    for phi in fit_ar1(&ds, &[0, 1, 2, 3]).unwrap() {
         assert!((phi - 0.8).abs() < 0.02, "{phi}");
     }
 }

@@ -28,8 +28,9 @@ impl Dataset {
                 let mut s = vec![vec![0.0; p]; p];
                 for &r in train {
                     let run = &self.runs[r];
+                    let x = run.rows(0, run.n_tr)?;
                     for t in 0..run.n_tr {
-                        let row = &run.data[t * p..(t + 1) * p];
+                        let row = &x[t * p..(t + 1) * p];
                         for a in 0..p {
                             for b in a..p {
                                 s[a][b] += row[a] * row[b];

@@ -5,9 +5,10 @@
 use crate::error::DataError;
 use crate::names::RunId;
 use crate::parcels::read_parcels;
-use crate::read::npy::read_npy;
+use crate::read::npy::{npy_layout, read_npy};
 use crate::read::table::read_text;
 use crate::standardize::{constant_parcels, standardize, ParcelStats};
+use crate::store::{DiskRun, Values};
 use boldcast_core::floor::empirical_floor_per_parcel;
 use boldcast_fixtures::SynthRun;
 use std::collections::BTreeMap;
@@ -25,8 +26,9 @@ pub struct Run {
     pub path: PathBuf,
     /// TRs.
     pub n_tr: usize,
-    /// Standardized `x[t, p]` at `data[t * parcels + p]` (read it through [`Run::rows`]).
-    pub data: Vec<f64>,
+    /// The values: standardized in memory, or on disk ([`crate::store`]); read them through
+    /// [`Run::rows`].
+    values: Values,
     /// How each parcel was standardized: [`ParcelStats::undo`] gives a value in the file's
     /// own units back (a forecast in the run's units, for instance).
     pub stats: Vec<ParcelStats>,
@@ -59,6 +61,9 @@ impl FileStamp {
     }
 }
 
+/// Rows hashed at a time by [`Dataset::fingerprint`].
+const FINGERPRINT_ROWS: usize = 4096;
+
 /// A run's TR and where it was read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tr {
@@ -84,11 +89,45 @@ impl Run {
     }
 
     /// The standardized rows `t0..t1` of the run, `x[t, p]` at `[(t - t0) * parcels + p]`: the
-    /// one way to read a run's values (in memory they are borrowed; a run kept on disk makes
-    /// them on demand). Panics when `t0 > t1` or `t1 > n_tr`, as slicing does.
-    pub fn rows(&self, t0: usize, t1: usize) -> std::borrow::Cow<'_, [f64]> {
-        let p = self.data.len().checked_div(self.n_tr).unwrap_or(0);
-        std::borrow::Cow::Borrowed(&self.data[t0 * p..t1 * p])
+    /// one way to read a run's values (in memory they are borrowed; a run kept on disk reads
+    /// and standardizes them). An error for rows outside the run, or a file changed on disk.
+    pub fn rows(&self, t0: usize, t1: usize) -> Result<std::borrow::Cow<'_, [f64]>, DataError> {
+        let p = self.stats.len();
+        if t0 > t1 || t1 > self.n_tr {
+            return Err(DataError::config(
+                "rows",
+                format!("{t0}..{t1}"),
+                format!("{} has {} TRs", self.path.display(), self.n_tr),
+            ));
+        }
+        match &self.values {
+            Values::Memory(v) => Ok(std::borrow::Cow::Borrowed(&v[t0 * p..t1 * p])),
+            Values::Disk(d) => {
+                let mut raw = d.raw_rows(t0, t1)?;
+                for (i, x) in raw.iter_mut().enumerate() {
+                    *x = self.stats[i % p].apply(*x);
+                }
+                Ok(std::borrow::Cow::Owned(raw))
+            }
+        }
+    }
+
+    /// Every standardized value, `x[t, p]` at `[t * parcels + p]`.
+    pub fn to_vec(&self) -> Result<Vec<f64>, DataError> {
+        self.rows(0, self.n_tr).map(std::borrow::Cow::into_owned)
+    }
+
+    /// Whether the run is kept on disk and read on demand ([`crate::store`]).
+    pub fn on_disk(&self) -> bool {
+        matches!(self.values, Values::Disk(_))
+    }
+
+    /// The bytes the run holds in memory (its standardized values; 0 on disk).
+    pub fn memory_bytes(&self) -> usize {
+        match &self.values {
+            Values::Memory(v) => v.len() * std::mem::size_of::<f64>(),
+            Values::Disk(_) => 0,
+        }
     }
 }
 
@@ -133,7 +172,7 @@ impl Dataset {
     /// [`crate::hash::Fnv64`] of the parcel names, then of each run its identity, its TRs and
     /// its standardized values' bits. A checkpoint records it for its training runs, so a
     /// resume or an evaluation can tell that a training file was replaced.
-    pub fn fingerprint(&self, runs: &[usize]) -> String {
+    pub fn fingerprint(&self, runs: &[usize]) -> Result<String, DataError> {
         let mut h = crate::hash::Fnv64::default();
         h.count(self.parcel_names.len());
         for n in &self.parcel_names {
@@ -141,12 +180,15 @@ impl Dataset {
         }
         h.count(runs.len());
         for r in runs.iter().filter_map(|&i| self.runs.get(i)) {
-            h.text(&r.id.to_string()).count(r.n_tr).count(r.data.len());
-            for x in &r.data {
-                h.update(&x.to_bits().to_le_bytes());
+            h.text(&r.id.to_string()).count(r.n_tr).count(r.n_tr * self.parcels);
+            // A run at a time, in chunks: a run on disk is never held whole.
+            for t0 in (0..r.n_tr).step_by(FINGERPRINT_ROWS) {
+                for x in r.rows(t0, (t0 + FINGERPRINT_ROWS).min(r.n_tr))?.iter() {
+                    h.update(&x.to_bits().to_le_bytes());
+                }
             }
         }
-        h.hex()
+        Ok(h.hex())
     }
 
     /// What a user should be told about this dataset, one line each for standard error: every
@@ -225,20 +267,20 @@ impl Dataset {
         for f in found {
             let tr = run_tr(&f, &disc.sidecars, dir, sel)?;
             let stamp = FileStamp::of(&f.path)?;
-            let raw = read_run(&f)?;
-            if raw.parcels == 0 {
+            let raw = read_run(&f, stamp)?;
+            if raw.parcels() == 0 {
                 return Err(DataError::Empty {
                     path: f.path,
-                    reason: format!("no parcels: {} TRs of 0 columns", raw.n_tr),
+                    reason: format!("no parcels: {} TRs of 0 columns", raw.n_tr()),
                 });
             }
             raws.push((f.id, f.path, raw, (tr, stamp)));
         }
         let tr = common_tr(&raws.iter().map(|(_, p, _, t)| (p.clone(), t.0.clone())).collect::<Vec<_>>(), sel)?;
         let (parcel_names, centroids) = check_parcels(&raws, disc.parcels.as_deref())?;
-        let p = raws[0].2.parcels;
+        let p = raws[0].2.parcels();
         let trs: Vec<(Option<Tr>, FileStamp)> = raws.iter().map(|r| r.3.clone()).collect();
-        let runs = raws.into_iter().map(|(id, path, raw, _)| (id, path, raw.n_tr, raw.data)).collect();
+        let runs = raws.into_iter().map(|(id, path, raw, _)| (id, path, raw)).collect();
         let mut ds = Self::from_parts(runs, p, parcel_names, centroids)?;
         for (r, (t, stamp)) in ds.runs.iter_mut().zip(trs) {
             (r.tr, r.file) = (t, Some(stamp));
@@ -250,10 +292,11 @@ impl Dataset {
         Ok(ds)
     }
 
-    /// Standardizes raw runs `(id, path, n_tr, x[n_tr, p])` into a dataset; a non-finite value
-    /// is [`DataError::Cell`] naming the run's path, the row and the parcel.
+    /// Standardizes runs `(id, path, values)` into a dataset (in memory, or the statistics of
+    /// a run on disk); a non-finite value is [`DataError::Cell`] naming the run's path, the row
+    /// and the parcel.
     fn from_parts(
-        runs: Vec<(RunId, PathBuf, usize, Vec<f64>)>,
+        runs: Vec<(RunId, PathBuf, Loaded)>,
         parcels: usize,
         parcel_names: Vec<String>,
         centroids: Option<Vec<[f64; 3]>>,
@@ -261,16 +304,26 @@ impl Dataset {
         let mut constant: BTreeMap<usize, (usize, PathBuf)> = BTreeMap::new();
         let runs: Vec<Run> = runs
             .into_iter()
-            .map(|(id, path, n_tr, mut data)| {
-                let stats = standardize(&mut data, n_tr, parcels).map_err(|e| DataError::Cell {
-                    path: path.clone(),
-                    location: format!("row {}, column {} ({})", e.row, e.parcel + 1, parcel_names[e.parcel]),
-                    reason: format!("non-finite value {}", e.value),
-                })?;
+            .map(|(id, path, loaded)| {
+                let (n_tr, values, stats) = match loaded {
+                    Loaded::Raw(raw) => {
+                        let mut data = raw.data;
+                        let stats = standardize(&mut data, raw.n_tr, parcels).map_err(|e| DataError::Cell {
+                            path: path.clone(),
+                            location: format!("row {}, column {} ({})", e.row, e.parcel + 1, parcel_names[e.parcel]),
+                            reason: format!("non-finite value {}", e.value),
+                        })?;
+                        (raw.n_tr, Values::Memory(data), stats)
+                    }
+                    Loaded::Disk(d) => {
+                        let stats = d.stats()?;
+                        (d.n_tr, Values::Disk(d), stats)
+                    }
+                };
                 for q in constant_parcels(&stats) {
                     constant.entry(q).or_insert((0, path.clone())).0 += 1;
                 }
-                Ok(Run { id, path, n_tr, data, stats, tr: None, file: None })
+                Ok(Run { id, path, n_tr, values, stats, tr: None, file: None })
             })
             .collect::<Result<_, DataError>>()?;
         let warnings = constant
@@ -321,7 +374,11 @@ impl Dataset {
                         found: r.parcels,
                     });
                 }
-                Ok((id, path, r.n_tr, r.data))
+                Ok((
+                    id,
+                    path,
+                    Loaded::Raw(crate::read::RawRun { n_tr: r.n_tr, parcels: r.parcels, names: None, data: r.data }),
+                ))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(c) = &centroids {
@@ -333,17 +390,18 @@ impl Dataset {
     }
 
     /// `series[r][p]`: parcel `p` of run `r` as a series (standardized).
-    pub fn series(&self) -> Vec<Vec<Vec<f64>>> {
+    pub fn series(&self) -> Result<Vec<Vec<Vec<f64>>>, DataError> {
         self.series_of(&(0..self.runs.len()).collect::<Vec<_>>())
     }
 
     /// [`Dataset::series`] of the runs `runs` only (indices into [`Dataset::runs`]), in that
     /// order.
-    pub fn series_of(&self, runs: &[usize]) -> Vec<Vec<Vec<f64>>> {
+    pub fn series_of(&self, runs: &[usize]) -> Result<Vec<Vec<Vec<f64>>>, DataError> {
         runs.iter()
             .map(|&i| {
                 let r = &self.runs[i];
-                (0..self.parcels).map(|q| (0..r.n_tr).map(|t| r.data[t * self.parcels + q]).collect()).collect()
+                let x = r.rows(0, r.n_tr)?;
+                Ok((0..self.parcels).map(|q| (0..r.n_tr).map(|t| x[t * self.parcels + q]).collect()).collect())
             })
             .collect()
     }
@@ -364,7 +422,7 @@ impl Dataset {
 
     /// `boldcast_core::floor::empirical_floor_per_parcel` on the standardized runs.
     pub fn empirical_floor_per_parcel(&self, horizons: &[usize], d_in: usize) -> Result<Vec<f64>, DataError> {
-        empirical_floor_per_parcel(&self.series(), horizons, d_in)
+        empirical_floor_per_parcel(&self.series()?, horizons, d_in)
             .map_err(|e| DataError::config("floor", "", e.to_string()))
     }
 
@@ -377,12 +435,47 @@ impl Dataset {
     }
 }
 
-/// Reads one run file by its extension.
-fn read_run(f: &RunFile) -> Result<crate::read::RawRun, DataError> {
+/// A run as loaded: its values read, or a `.npy` file that stays on disk.
+enum Loaded {
+    Raw(crate::read::RawRun),
+    Disk(DiskRun),
+}
+
+impl Loaded {
+    fn parcels(&self) -> usize {
+        match self {
+            Loaded::Raw(r) => r.parcels,
+            Loaded::Disk(d) => d.parcels,
+        }
+    }
+
+    fn n_tr(&self) -> usize {
+        match self {
+            Loaded::Raw(r) => r.n_tr,
+            Loaded::Disk(d) => d.n_tr,
+        }
+    }
+
+    fn names(&self) -> Option<&Vec<String>> {
+        match self {
+            Loaded::Raw(r) => r.names.as_ref(),
+            Loaded::Disk(_) => None,
+        }
+    }
+}
+
+/// Reads one run file by its extension; a `.npy` file of little-endian f32 or f64 in C order
+/// stays on disk ([`crate::store`]).
+fn read_run(f: &RunFile, stamp: FileStamp) -> Result<Loaded, DataError> {
     match f.ext {
-        "npy" => read_npy(&f.path),
-        "tsv" => read_text(&f.path, '\t'),
-        _ => read_text(&f.path, ','),
+        "npy" => match npy_layout(&f.path)? {
+            Some((offset, elem, n_tr, parcels)) => {
+                Ok(Loaded::Disk(DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp }))
+            }
+            None => read_npy(&f.path).map(Loaded::Raw),
+        },
+        "tsv" => read_text(&f.path, '\t').map(Loaded::Raw),
+        _ => read_text(&f.path, ',').map(Loaded::Raw),
     }
 }
 
@@ -433,21 +526,21 @@ fn common_tr(trs: &[(PathBuf, Option<Tr>)], sel: &Selection) -> Result<Option<f6
 /// run, and `parcels.tsv` against them; gives the parcel names and centroids.
 #[allow(clippy::type_complexity)]
 fn check_parcels(
-    raws: &[(RunId, PathBuf, crate::read::RawRun, (Option<Tr>, FileStamp))],
+    raws: &[(RunId, PathBuf, Loaded, (Option<Tr>, FileStamp))],
     parcels_path: Option<&Path>,
 ) -> Result<(Vec<String>, Option<Vec<[f64; 3]>>), DataError> {
-    let (first_path, p) = (raws[0].1.clone(), raws[0].2.parcels);
+    let (first_path, p) = (raws[0].1.clone(), raws[0].2.parcels());
     let mut named: Option<(PathBuf, Vec<String>)> = None;
     for (_, path, raw, _) in raws {
-        if raw.parcels != p {
+        if raw.parcels() != p {
             return Err(DataError::ParcelCount {
                 path: path.clone(),
                 first: first_path.clone(),
                 expected: p,
-                found: raw.parcels,
+                found: raw.parcels(),
             });
         }
-        if let Some(names) = &raw.names {
+        if let Some(names) = raw.names() {
             match &named {
                 None => named = Some((path.clone(), names.clone())),
                 Some((first, want)) => {
@@ -516,7 +609,7 @@ mod tests {
         assert_eq!(ds.ignored, vec![d.path().join("notes.tsv")]);
         for run in &ds.runs {
             for q in 0..3 {
-                let x: Vec<f64> = (0..run.n_tr).map(|t| run.data[t * 3 + q]).collect();
+                let x: Vec<f64> = (0..run.n_tr).map(|t| run.to_vec().unwrap()[t * 3 + q]).collect();
                 let m = x.iter().sum::<f64>() / 20.0;
                 let v = x.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 20.0;
                 assert!(m.abs() < 1e-12 && (v - 1.0).abs() < 1e-12);
@@ -526,7 +619,7 @@ mod tests {
         let col0: Vec<f64> = (0..20).map(|t| raw[t * 3] as f64).collect();
         let m = col0.iter().sum::<f64>() / 20.0;
         let sd = (col0.iter().map(|a| (a - m).powi(2)).sum::<f64>() / 20.0).sqrt();
-        assert!((ds.runs[1].data[3] - (col0[1] - m) / sd).abs() < 1e-12);
+        assert!((ds.runs[1].to_vec().unwrap()[3] - (col0[1] - m) / sd).abs() < 1e-12);
     }
 
     #[test]
@@ -626,12 +719,13 @@ mod tests {
         let ds = Dataset::load(d.path()).unwrap();
         assert_eq!(ds.warnings.len(), 1, "{:?}", ds.warnings);
         assert!(ds.warnings[0].contains("parcel `b` (column 2) has zero variance in 2 run(s)"), "{}", ds.warnings[0]);
-        assert!(ds.runs.iter().all(|r| (0..r.n_tr).all(|t| r.data[t * 2 + 1] == 0.0)));
+        assert!(ds.runs.iter().all(|r| (0..r.n_tr).all(|t| r.to_vec().unwrap()[t * 2 + 1] == 0.0)));
     }
 
     /// Column `q` of a run.
     fn column(run: &Run, p: usize, q: usize) -> Vec<f64> {
-        (0..run.n_tr).map(|t| run.data[t * p + q]).collect()
+        let x = run.to_vec().unwrap();
+        (0..run.n_tr).map(|t| x[t * p + q]).collect()
     }
 
     #[test]

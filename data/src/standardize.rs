@@ -11,6 +11,8 @@
 //! (tested as such: the rounded mean of equal values such as 0.1 need not equal them, and the
 //! formula then made noise of a constant); it alone becomes zeros.
 
+use std::borrow::Cow;
+
 /// A non-finite value in [`standardize`]'s input.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct NonFinite {
@@ -87,43 +89,96 @@ impl ParcelStats {
     }
 }
 
-/// The statistics of every parcel of `x[n, p]` (`value(t, q)` gives `x[t, q]`), or the first
-/// non-finite value in row-major order. Two passes over the values per parcel, so a run kept
-/// on disk is read column by column or, as here, through any accessor.
-pub fn parcel_stats(n: usize, p: usize, value: impl Fn(usize, usize) -> f64) -> Result<Vec<ParcelStats>, NonFinite> {
-    for t in 0..n {
-        for q in 0..p {
-            let v = value(t, q);
+/// The statistics of every parcel of `x[n, p]` held in memory (row-major), or the first
+/// non-finite value in row-major order.
+pub fn parcel_stats(data: &[f64], n: usize, p: usize) -> Result<Vec<ParcelStats>, NonFinite> {
+    let rows = |t0: usize, t1: usize| Ok::<_, std::convert::Infallible>(Cow::Borrowed(&data[t0 * p..t1 * p]));
+    match parcel_stats_rows(n, p, n.max(1), rows) {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// A visit of one row (its index, its values) by a pass of [`parcel_stats_rows`].
+type RowVisit<'f> = dyn FnMut(usize, &[f64]) -> Result<(), NonFinite> + 'f;
+
+/// The statistics of every parcel of a run of `n` rows of `p` values read `chunk` rows at a
+/// time by `rows(t0, t1)` (row-major values of rows `t0..t1`), in three passes: the largest
+/// magnitude, equality and finiteness; the mean of the scaled values; their variance. Each sum
+/// runs over the rows in order, so a run read from disk in chunks gets the bits of one held in
+/// memory. The outer error is `rows`'s, the inner the first non-finite value.
+pub fn parcel_stats_rows<'a, E>(
+    n: usize,
+    p: usize,
+    chunk: usize,
+    mut rows: impl FnMut(usize, usize) -> Result<Cow<'a, [f64]>, E>,
+) -> Result<Result<Vec<ParcelStats>, NonFinite>, E> {
+    let chunk = chunk.max(1);
+    let mut each_row = |f: &mut RowVisit<'_>| -> Result<Result<(), NonFinite>, E> {
+        for t0 in (0..n).step_by(chunk) {
+            let t1 = (t0 + chunk).min(n);
+            let block = rows(t0, t1)?;
+            for (i, row) in block.chunks_exact(p.max(1)).enumerate() {
+                if let Err(e) = f(t0 + i, row) {
+                    return Ok(Err(e));
+                }
+            }
+        }
+        Ok(Ok(()))
+    };
+    let (mut first, mut equal, mut big) = (vec![0.0f64; p], vec![true; p], vec![0.0f64; p]);
+    let pass1 = each_row(&mut |t, row| {
+        for (q, &v) in row.iter().enumerate() {
             if !v.is_finite() {
                 return Err(NonFinite { row: t, parcel: q, value: v });
             }
+            if t == 0 {
+                first[q] = v;
+            }
+            // All values equal: constant, whatever the rounding of their mean would make of them.
+            equal[q] &= v == first[q];
+            big[q] = big[q].max(v.abs());
         }
+        Ok(())
+    })?;
+    if let Err(e) = pass1 {
+        return Ok(Err(e));
     }
-    Ok((0..p).map(|q| one_parcel(n, |t| value(t, q))).collect())
-}
-
-/// The statistics of one parcel whose values are all finite.
-fn one_parcel(n: usize, value: impl Fn(usize) -> f64) -> ParcelStats {
-    let first = if n > 0 { value(0) } else { 0.0 };
-    // All values equal: constant, whatever the rounding of their mean would make of them.
-    if (1..n).all(|t| value(t) == first) {
-        return ParcelStats { shift: 0, mean: first, sd: 0.0 };
-    }
-    let big = (0..n).map(|t| value(t).abs()).fold(0.0f64, f64::max);
     // y = x / 2^e lies in (-2, 2).
-    let shift = if big > 0.0 { -exponent(big) } else { 0 };
-    let mean = (0..n).map(|t| scale(value(t), shift)).sum::<f64>() / n as f64;
-    let var = (0..n).map(|t| (scale(value(t), shift) - mean).powi(2)).sum::<f64>() / n as f64;
+    let shift: Vec<i32> = big.iter().map(|&b| if b > 0.0 { -exponent(b) } else { 0 }).collect();
+    let mut sum = vec![0.0f64; p];
+    let _ = each_row(&mut |_, row| {
+        for (q, &v) in row.iter().enumerate() {
+            sum[q] += scale(v, shift[q]);
+        }
+        Ok(())
+    })?;
+    let mean: Vec<f64> = sum.iter().map(|s| s / n as f64).collect();
+    let mut sq = vec![0.0f64; p];
+    let _ = each_row(&mut |_, row| {
+        for (q, &v) in row.iter().enumerate() {
+            sq[q] += (scale(v, shift[q]) - mean[q]).powi(2);
+        }
+        Ok(())
+    })?;
     // Not all equal, and the largest magnitude is in [1, 2): some value lies at least 2^-53
     // from the mean, so var > 0.
-    ParcelStats { shift, mean, sd: var.sqrt() }
+    Ok(Ok((0..p)
+        .map(|q| {
+            if equal[q] {
+                ParcelStats { shift: 0, mean: first[q], sd: 0.0 }
+            } else {
+                ParcelStats { shift: shift[q], mean: mean[q], sd: (sq[q] / n as f64).sqrt() }
+            }
+        })
+        .collect()))
 }
 
 /// Standardizes `x[n, p]` per parcel in place (mean 0, population std 1); returns each
 /// parcel's statistics (a constant parcel, `sd == 0`, is set to zeros), or the first
 /// non-finite value (row-major order), leaving `data` unchanged.
 pub fn standardize(data: &mut [f64], n: usize, p: usize) -> Result<Vec<ParcelStats>, NonFinite> {
-    let stats = parcel_stats(n, p, |t, q| data[t * p + q])?;
+    let stats = parcel_stats(data, n, p)?;
     for (i, v) in data[..n * p].iter_mut().enumerate() {
         *v = stats[i % p].apply(*v);
     }

@@ -111,11 +111,13 @@ impl Dataset {
                     window: w.start + spec.window,
                 });
             }
+            // One read of the window's rows (from disk, for a run kept there).
+            let x = run.rows(w.start, w.start + spec.window)?;
             for t in 0..t_n {
                 for q in 0..p {
                     for j in 0..d {
                         let i = out.index(b, t, q, j);
-                        out.data_mut()[i] = E::of(run.data[(w.start + t * d + j) * p + q]);
+                        out.data_mut()[i] = E::of(x[(t * d + j) * p + q]);
                     }
                 }
             }
@@ -139,7 +141,7 @@ mod tests {
         assert_eq!(w.iter().map(|w| w.start).collect::<Vec<_>>(), vec![0, 3, 6]);
         let tok = ds.tokens::<f64>(&w, &spec).unwrap();
         assert_eq!(tok.shape(), TokenShape::new(3, 2, 2, 2));
-        let x = &ds.runs[0].data;
+        let x = &ds.runs[0].to_vec().unwrap();
         // tokens[b=1, t=1, p=1, j=0] = x[3 + 2 + 0, 1]
         assert_eq!(tok.at(1, 1, 1, 0), x[5 * 2 + 1]);
         assert_eq!(tok.at(2, 0, 0, 1), x[7 * 2]);

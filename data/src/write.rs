@@ -134,7 +134,7 @@ mod tests {
             for (a, b) in ds.runs.iter().zip(&want.runs) {
                 assert_eq!((&a.id, a.n_tr), (&b.id, b.n_tr));
                 // f64 Display round-trips, so the text formats load the very same values.
-                assert_eq!(a.data, b.data, "{format:?}");
+                assert_eq!(a.to_vec().unwrap(), b.to_vec().unwrap(), "{format:?}");
             }
             let mut files: Vec<String> =
                 std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();

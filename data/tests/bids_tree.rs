@@ -67,8 +67,8 @@ fn an_xcpd_tree_loads_the_picked_parcellation_and_leaves_the_tables_out() {
     assert_eq!(ds.parcel_names, ["P0", "P1", "P2"]);
     // The values are those written (standardized), run by run.
     let want = Dataset::from_synth(&[run("01", 1, 40, 3), run("02", 3, 40, 3)], None).unwrap();
-    assert_eq!(ds.runs[0].data, want.runs[0].data);
-    assert_eq!(ds.runs[1].data, want.runs[1].data);
+    assert_eq!(ds.runs[0].to_vec().unwrap(), want.runs[0].to_vec().unwrap());
+    assert_eq!(ds.runs[1].to_vec().unwrap(), want.runs[1].to_vec().unwrap());
     // Coverage, connectivity, motion, outliers and design (both parcellations' tables).
     assert_eq!(ds.tables.len(), 5, "{:?}", ds.tables);
     let notes = ds.notes();
@@ -81,7 +81,7 @@ fn an_xcpd_tree_loads_the_picked_parcellation_and_leaves_the_tables_out() {
     assert_eq!(tr.seconds, 0.8);
     assert!(tr.source.ends_with("task-rest_bold.json"), "{}", tr.source);
     let other = Dataset::load_with(d.path(), &pick_seg("Glasser")).unwrap();
-    assert_ne!(other.runs[0].data, ds.runs[0].data);
+    assert_ne!(other.runs[0].to_vec().unwrap(), ds.runs[0].to_vec().unwrap());
 }
 
 #[test]

@@ -29,8 +29,8 @@ pub struct DataIdentity {
 
 impl DataIdentity {
     /// The identity of `ds` trained on its runs `train_runs`.
-    pub fn of(ds: &Dataset, train_runs: &[usize]) -> Self {
-        Self { parcels: ds.parcel_names.clone(), fingerprint: ds.fingerprint(train_runs), provenance: None }
+    pub fn of(ds: &Dataset, train_runs: &[usize]) -> Result<Self, TrainError> {
+        Ok(Self { parcels: ds.parcel_names.clone(), fingerprint: ds.fingerprint(train_runs)?, provenance: None })
     }
 
     /// What differs between the identity `self` a checkpoint recorded and `now`, in words;
@@ -110,7 +110,7 @@ pub fn load_data(cfg: &RunConfig) -> Result<LoadedData, TrainError> {
 
 /// The empirical single-lag floor of the runs `runs`, per horizon.
 pub fn empirical_floor(ds: &Dataset, runs: &[usize], horizons: &[usize], d_in: usize) -> Result<FloorInfo, TrainError> {
-    let series = ds.series_of(runs);
+    let series = ds.series_of(runs)?;
     let mut per = Vec::with_capacity(horizons.len());
     for &h in horizons {
         let pp = boldcast_core::floor::empirical_floor_per_parcel(&series, &[h], d_in)?;
@@ -174,7 +174,7 @@ impl TrainData {
         let adjacency = ds.adjacency(cfg.model.k_neighbors, &split.train_runs)?;
         let provenance = crate::provenance::Provenance::of(&ds, &split, cfg.data.dir.clone(), &source);
         let identity =
-            DataIdentity { provenance: Some(provenance.to_value()), ..DataIdentity::of(&ds, &split.train_runs) };
+            DataIdentity { provenance: Some(provenance.to_value()), ..DataIdentity::of(&ds, &split.train_runs)? };
         Ok(TrainData { ds, spec, split, train_windows, val_windows, adjacency, floor, source, notes, identity })
     }
 }

@@ -32,8 +32,9 @@ use boldcast_data::Dataset;
 pub enum DataSize<'a> {
     /// `[data.synthetic]`, not generated yet.
     Synthetic,
-    /// A loaded dataset; the runs `heldout` are copied once more for the empirical floor
-    /// (`None`: synthetic data, whose floor is exact).
+    /// A loaded dataset (runs on disk count only where they are copied); the runs `heldout`
+    /// are copied once more for the empirical floor (`None`: synthetic data, whose floor is
+    /// exact).
     Loaded(&'a Dataset, Option<&'a [usize]>),
     /// `data.dir` before it is read: the data and adjacency are left out and the activations
     /// are those of one parcel (a lower bound, to refuse a model too large for any data).
@@ -78,7 +79,8 @@ impl RunConfig {
                 let mut bytes = Size::lit(0);
                 for (i, r) in ds.runs.iter().enumerate() {
                     let trs = Size::lit(r.n_tr);
-                    let copies = 1 + usize::from(heldout.is_some_and(|h| h.contains(&i)));
+                    // A run kept on disk holds nothing until read (boldcast_data's `store`).
+                    let copies = usize::from(!r.on_disk()) + usize::from(heldout.is_some_and(|h| h.contains(&i)));
                     let values = trs.checked_mul(parcels)?.times(8 * copies)?;
                     let windows = self.windows_per_run(trs)?.times(PER_WINDOW)?;
                     bytes = bytes.checked_add(values)?.plus(PER_RUN)?.checked_add(windows)?;

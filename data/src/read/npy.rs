@@ -3,6 +3,7 @@
 
 use super::RawRun;
 use crate::error::{io_err, DataError};
+use crate::store::DiskElem;
 use std::path::Path;
 
 /// Reads a `.npy` run.
@@ -80,6 +81,45 @@ pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
         });
     }
     Ok(RawRun { n_tr: n, parcels: p, names: None, data })
+}
+
+/// Where the values of a `.npy` run that can stay on disk are: little-endian float32 or
+/// float64 in C order (`None` for any other valid or invalid file, which [`read_npy`] reads or
+/// refuses). Only the header is read; the file's size must be the header's plus exactly the
+/// values the shape claims.
+pub(crate) fn npy_layout(path: &Path) -> Result<Option<(u64, DiskElem, usize, usize)>, DataError> {
+    use std::io::Read;
+    let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+    let mut head = Vec::new();
+    let file = std::fs::File::open(path).map_err(io_err(path))?;
+    // A version 2 header may be long; one of more than 1 MiB is read whole by `read_npy`.
+    file.take(1 << 20).read_to_end(&mut head).map_err(io_err(path))?;
+    let Ok((start, offset)) = data_offset(&head) else { return Ok(None) };
+    let header = &head[start..offset];
+    if nesting(header) > MAX_NESTING {
+        return Ok(None);
+    }
+    let Some(shape) = header_shape(&head[..offset]) else { return Ok(None) };
+    // npyz multiplies the shape out unchecked: an overflowing one is `read_npy`'s to refuse.
+    if element_count(&shape).is_none() {
+        return Ok(None);
+    }
+    let Ok(npy) = npyz::NpyFile::new(&head[..offset]) else { return Ok(None) };
+    let elem = match npy.dtype().descr().trim_matches('\'') {
+        "<f4" => DiskElem::F32,
+        "<f8" => DiskElem::F64,
+        _ => return Ok(None),
+    };
+    if npy.order() != npyz::Order::C || shape.len() != 2 || npy.shape() != shape.as_slice() {
+        return Ok(None);
+    }
+    let (Ok(n), Ok(p)) = (usize::try_from(shape[0]), usize::try_from(shape[1])) else { return Ok(None) };
+    let bytes =
+        n.checked_mul(p).and_then(|c| c.checked_mul(elem.size())).and_then(|b| (offset as u64).checked_add(b as u64));
+    if bytes != Some(len) || n == 0 || p == 0 {
+        return Ok(None);
+    }
+    Ok(Some((offset as u64, elem, n, p)))
 }
 
 /// The deepest bracket nesting [`read_npy`] hands to npyz: a header dict holding a tuple is 2

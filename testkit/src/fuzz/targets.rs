@@ -62,8 +62,9 @@ fn load_dataset(dir: &Path) -> Outcome {
     assert_eq!(ds.runs.len(), 1, "one run file, one run");
     assert!(ds.parcels >= 1);
     let r = &ds.runs[0];
-    assert_eq!(r.data.len(), r.n_tr.checked_mul(ds.parcels).expect("n_tr * parcels fits"), "values of {r:?}");
-    assert!(r.data.iter().all(|v| v.is_finite()), "non-finite standardized values");
+    let x = r.to_vec().map_err(|e| e.to_string())?;
+    assert_eq!(x.len(), r.n_tr.checked_mul(ds.parcels).expect("n_tr * parcels fits"), "values of {r:?}");
+    assert!(x.iter().all(|v| v.is_finite()), "non-finite standardized values");
     assert_eq!(ds.parcel_names.len(), ds.parcels);
     if let Some(c) = &ds.centroids {
         assert_eq!(c.len(), ds.parcels);

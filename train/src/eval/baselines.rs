@@ -9,20 +9,21 @@ use boldcast_core::{ForecastShape, Forecasts, Model, Tokens};
 use boldcast_data::{Dataset, WindowRef, WindowSpec};
 
 /// Per-parcel AR(1) coefficients by least squares over `runs`: `sum x_t x_(t+1) / sum x_t^2`.
-pub fn fit_ar1(ds: &Dataset, runs: &[usize]) -> Vec<f64> {
+pub fn fit_ar1(ds: &Dataset, runs: &[usize]) -> Result<Vec<f64>, TrainError> {
     let p = ds.parcels;
     let (mut num, mut den) = (vec![0.0f64; p], vec![0.0f64; p]);
     for &r in runs {
         let run = &ds.runs[r];
+        let x = run.rows(0, run.n_tr)?;
         for t in 0..run.n_tr.saturating_sub(1) {
             for q in 0..p {
-                let (a, b) = (run.data[t * p + q], run.data[(t + 1) * p + q]);
+                let (a, b) = (x[t * p + q], x[(t + 1) * p + q]);
                 num[q] += a * b;
                 den[q] += a * a;
             }
         }
     }
-    num.iter().zip(&den).map(|(n, d)| if *d > 0.0 { n / d } else { 0.0 }).collect()
+    Ok(num.iter().zip(&den).map(|(n, d)| if *d > 0.0 { n / d } else { 0.0 }).collect())
 }
 
 /// The baselines' forecasts `(B, T, P, H, D)` of `tokens`: zero, last token, window mean, AR(1)

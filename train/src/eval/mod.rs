@@ -120,7 +120,7 @@ impl Weights {
             reason: format!("metadata `parcels`: {e}"),
         })?;
         let trained = crate::data::DataIdentity { parcels, fingerprint: fingerprint.clone(), provenance: None };
-        let now = crate::data::DataIdentity::of(&data.loaded.ds, &data.split.train_runs);
+        let now = crate::data::DataIdentity::of(&data.loaded.ds, &data.split.train_runs)?;
         match trained.differs_from(&now) {
             None => Ok(Vec::new()),
             Some(why) if self.allow_other_data => {
@@ -195,7 +195,7 @@ where
     let reason = |e: boldcast_core::Error| TrainError::Checkpoint { path: weights.path.clone(), reason: e.to_string() };
     model.load_state(&params).map_err(reason)?;
     let (ds, split, spec) = (&data.loaded.ds, &data.split, &data.spec);
-    let phi = fit_ar1(ds, &split.train_runs);
+    let phi = fit_ar1(ds, &split.train_runs)?;
     let rows = evaluate(&model, ds, spec, &data.windows, &phi, cfg.train.batch_size)?;
     if let Some(r) = rows.iter().find(|r| r.per_horizon.iter().any(|v| !v.is_finite())) {
         return Err(TrainError::Checkpoint {

@@ -1,0 +1,126 @@
+//! Where a run's values live ([`Values`]): standardized in memory, or raw in a `.npy` file on
+//! disk ([`DiskRun`]) and standardized when they are read, so that a dataset larger than the
+//! machine's memory can be trained on.
+//!
+//! A `.npy` run of little-endian float32 or float64 in C order is kept on disk: its
+//! statistics come from three streaming passes ([`crate::standardize::parcel_stats_rows`],
+//! the bits a run in memory gets), and each read of rows (a window's tokens) reads exactly
+//! those rows with one positioned read and applies [`ParcelStats::apply`], the one
+//! standardization formula: the tokens are the same bits as those of the same file read
+//! whole. The file is opened for each read (a dataset may have more runs than a process may
+//! hold files open) and its size and modification time are checked against those recorded at
+//! load, so a file changed under a run is an error naming it, never other numbers.
+//!
+//! Reads go through `pread` rather than a memory map: the kernel's page cache keeps what fits,
+//! the process's resident memory stays that of one batch, and a file truncated under the run
+//! is an error, where a mapped file would kill the process with `SIGBUS`.
+
+use crate::dataset::FileStamp;
+use crate::error::{io_err, DataError};
+use crate::standardize::ParcelStats;
+use std::path::PathBuf;
+
+/// Rows read at a time by the statistics passes (about 4 MB at 1,024 parcels in f32).
+const STATS_CHUNK_ROWS: usize = 1024;
+
+/// The element type of a run on disk.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DiskElem {
+    /// Little-endian float32.
+    F32,
+    /// Little-endian float64.
+    F64,
+}
+
+impl DiskElem {
+    /// Bytes per value.
+    pub fn size(self) -> usize {
+        match self {
+            DiskElem::F32 => 4,
+            DiskElem::F64 => 8,
+        }
+    }
+}
+
+/// A run kept on disk: raw values `x[t, p]` at `offset + (t P + p) size` of `path`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskRun {
+    /// The file.
+    pub path: PathBuf,
+    /// Where the values start.
+    pub offset: u64,
+    /// Their type.
+    pub elem: DiskElem,
+    /// TRs.
+    pub n_tr: usize,
+    /// Parcels.
+    pub parcels: usize,
+    /// The file as it was when loaded.
+    pub stamp: FileStamp,
+}
+
+impl DiskRun {
+    /// The raw values of rows `t0..t1` (row-major, as f64), read with one positioned read.
+    pub fn raw_rows(&self, t0: usize, t1: usize) -> Result<Vec<f64>, DataError> {
+        let bad = |reason: String| DataError::Npy { path: self.path.clone(), reason };
+        if t0 > t1 || t1 > self.n_tr {
+            return Err(bad(format!("rows {t0}..{t1} of a run of {} TRs", self.n_tr)));
+        }
+        let file = std::fs::File::open(&self.path).map_err(io_err(&self.path))?;
+        let now = FileStamp::of(&self.path)?;
+        if now != self.stamp {
+            return Err(bad(format!(
+                "changed since it was loaded (size {} -> {} bytes, or its modification time): reload the data",
+                self.stamp.size, now.size
+            )));
+        }
+        // Both products fit: the whole file's size was checked when it was loaded.
+        let (row, size) = (self.parcels * self.elem.size(), self.elem.size());
+        let mut bytes = vec![0u8; (t1 - t0) * row];
+        read_at(&file, &mut bytes, self.offset + (t0 * row) as u64)
+            .map_err(|e| bad(format!("reading rows {t0}..{t1}: {e}")))?;
+        Ok(match self.elem {
+            DiskElem::F32 => {
+                bytes.chunks_exact(size).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect()
+            }
+            DiskElem::F64 => bytes
+                .chunks_exact(size)
+                .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                .collect(),
+        })
+    }
+
+    /// The statistics of every parcel, from three streaming passes; a non-finite value is an
+    /// error naming the file, row and column, as when the file is read whole.
+    pub fn stats(&self) -> Result<Vec<ParcelStats>, DataError> {
+        let rows = |t0, t1| self.raw_rows(t0, t1).map(std::borrow::Cow::Owned);
+        let r = crate::standardize::parcel_stats_rows(self.n_tr, self.parcels, STATS_CHUNK_ROWS, rows)?;
+        r.map_err(|e| DataError::Cell {
+            path: self.path.clone(),
+            location: format!("row {}, column {}", e.row, e.parcel + 1),
+            reason: format!("non-finite value {}", e.value),
+        })
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
+}
+
+#[cfg(not(unix))]
+fn read_at(mut file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
+}
+
+/// The values of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Values {
+    /// Standardized `x[t, p]` at `[t P + p]`.
+    Memory(Vec<f64>),
+    /// Raw values on disk, standardized when read.
+    Disk(DiskRun),
+}
