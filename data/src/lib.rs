@@ -83,6 +83,7 @@ mod testutil;
 pub use dataset::{Dataset, EmpiricalFloor, Run};
 pub use error::{DataError, SplitError};
 pub use names::{parse_run_name, RunId};
+pub use read::cifti;
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
 pub use standardize::{standardize, NonFinite};
 pub use window::{WindowRef, WindowSpec};
