@@ -268,3 +268,39 @@ pub fn extensions(tail: &[u8], big_endian: bool) -> Result<Vec<Extension>, Strin
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_skips_a_slope_of_one_and_an_intercept_of_zero() {
+        let s = Scaling { slope: 2.5, inter: 0.0 };
+        assert_eq!(s.apply(-0.0).to_bits(), (-0.0f64).to_bits(), "-0.0 + 0.0 would be +0.0");
+        assert_eq!(Scaling { slope: 1.0, inter: 0.5 }.apply(2.0), 2.5);
+        // x * slope + inter, each rounded in f64 (no fused multiply-add).
+        let (x, slope, inter) = (0.1f64, 10.0f64, -1.0f64);
+        assert_eq!(Scaling { slope, inter }.apply(x).to_bits(), (x * slope + inter).to_bits());
+        assert_ne!((x * slope + inter).to_bits(), x.mul_add(slope, inter).to_bits());
+    }
+
+    #[test]
+    fn extensions_are_bounded_by_the_bytes_before_the_data() {
+        let mut tail = vec![1u8, 0, 0, 0];
+        tail.extend_from_slice(&16i32.to_le_bytes());
+        tail.extend_from_slice(&32i32.to_le_bytes());
+        tail.extend_from_slice(b"<CIFTI/>");
+        // Four bytes of padding before the data: too few for another extension.
+        tail.extend_from_slice(&[0; 4]);
+        let e = extensions(&tail, false).unwrap();
+        assert_eq!(e, [Extension { code: 32, content: b"<CIFTI/>".to_vec() }]);
+        tail[4..8].copy_from_slice(&i32::MAX.to_le_bytes());
+        let e = extensions(&tail, false).unwrap_err();
+        assert_eq!(
+            e,
+            "header extension 1 (code 32) at byte 544: esize 2147483647 is not between 8 and the 20 bytes left before \
+             vox_offset"
+        );
+        assert_eq!(extensions(&[0, 0, 0, 0, 1, 2, 3], false).unwrap(), []);
+    }
+}

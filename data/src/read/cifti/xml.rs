@@ -136,6 +136,12 @@ pub struct Label {
 
 /// Parses the XML text (trailing NUL padding already removed), or says what is wrong.
 pub fn parse(text: &str) -> Result<CiftiXml, String> {
+    // roxmltree recurses per level of nesting: 200000 nested elements overflow the stack
+    // (an abort, not an error), so depth is measured first; CIFTI-2 nests 6 deep.
+    let depth = nesting(text.as_bytes());
+    if depth > MAX_DEPTH {
+        return Err(format!("the CIFTI-2 XML nests elements {depth} deep (at most {MAX_DEPTH})"));
+    }
     let doc = Document::parse(text).map_err(|e| format!("the CIFTI-2 XML is not well-formed: {e}"))?;
     let root = doc.root_element();
     if root.tag_name().name() != "CIFTI" {
@@ -164,6 +170,58 @@ pub fn parse(text: &str) -> Result<CiftiXml, String> {
     let [rows, columns] = dims;
     let missing = |d: usize| format!("matrix dimension {d} has no MatrixIndicesMap");
     Ok(CiftiXml { version, rows: rows.ok_or_else(|| missing(0))?, columns: columns.ok_or_else(|| missing(1))? })
+}
+
+/// The deepest element nesting [`parse`] hands to roxmltree.
+const MAX_DEPTH: usize = 64;
+
+/// How deep elements nest in `xml`, at most: start tags (outside comments, CDATA, processing
+/// instructions and declarations) open a level unless they close themselves, end tags close
+/// one; a `>` inside a quoted attribute value does not end a tag. Malformed text gets some
+/// number, and roxmltree's error.
+fn nesting(xml: &[u8]) -> usize {
+    let (mut at, mut depth, mut max) = (0usize, 0usize, 0usize);
+    let find = |from: usize, pat: &[u8]| {
+        xml.get(from..).and_then(|r| r.windows(pat.len()).position(|w| w == pat)).map_or(xml.len(), |i| from + i)
+    };
+    while let Some(i) = xml.get(at..).and_then(|r| r.iter().position(|&c| c == b'<')).map(|i| at + i) {
+        let rest = &xml[i..];
+        at = if rest.starts_with(b"<!--") {
+            find(i + 4, b"-->") + 3
+        } else if rest.starts_with(b"<![CDATA[") {
+            find(i + 9, b"]]>") + 3
+        } else if rest.starts_with(b"<?") {
+            find(i + 2, b"?>") + 2
+        } else {
+            let end = tag_end(xml, i + 1);
+            match rest.get(1) {
+                Some(b'/') => depth = depth.saturating_sub(1),
+                Some(b'!') => {}
+                _ if xml.get(end.wrapping_sub(1)) == Some(&b'/') => {}
+                _ => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+            }
+            end + 1
+        };
+    }
+    max
+}
+
+/// The index of the `>` that ends the tag whose name starts at `from` (quotes respected), or
+/// the end of `xml`.
+fn tag_end(xml: &[u8], from: usize) -> usize {
+    let mut quote = None;
+    for (i, &c) in xml.iter().enumerate().skip(from) {
+        match (quote, c) {
+            (None, b'"' | b'\'') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            (None, b'>') => return i,
+            _ => {}
+        }
+    }
+    xml.len()
 }
 
 /// One `MatrixIndicesMap`.
@@ -358,5 +416,80 @@ fn clip(s: &str) -> String {
     match s.char_indices().nth(40) {
         Some((i, _)) => format!("{}...", &s[..i]),
         None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SERIES: &str = r#"<MatrixIndicesMap AppliesToMatrixDimension="0" IndicesMapToDataType="CIFTI_INDEX_TYPE_SERIES" NumberOfSeriesPoints="3" SeriesExponent="-3" SeriesStart="0" SeriesStep="720" SeriesUnit="SECOND"/>"#;
+
+    fn cifti(maps: &str) -> String {
+        format!(r#"<CIFTI Version="2"><Matrix>{maps}</Matrix></CIFTI>"#)
+    }
+
+    #[test]
+    fn one_map_may_apply_to_both_dimensions() {
+        let parcels = r#"<MatrixIndicesMap AppliesToMatrixDimension="0,1" IndicesMapToDataType="CIFTI_INDEX_TYPE_PARCELS"><Parcel Name="a"/><Parcel Name="b"/></MatrixIndicesMap>"#;
+        let x = parse(&cifti(parcels)).unwrap();
+        assert_eq!(x.rows, IndexMap::Parcels(vec!["a".into(), "b".into()]));
+        assert_eq!(x.rows, x.columns);
+    }
+
+    #[test]
+    fn series_exponent_scales_as_python_does() {
+        let scalars = r#"<MatrixIndicesMap AppliesToMatrixDimension="1" IndicesMapToDataType="CIFTI_INDEX_TYPE_SCALARS"><NamedMap><MapName>m</MapName></NamedMap></MatrixIndicesMap>"#;
+        let x = parse(&cifti(&format!("{SERIES}{scalars}"))).unwrap();
+        // Python: 720.0 * 10 ** -3.
+        let IndexMap::Series(s) = x.rows else { panic!("a series") };
+        assert_eq!(s.step, 720.0 * 0.001);
+        assert_eq!((s.points, s.unit.as_str()), (3, "SECOND"));
+        assert_eq!(x.columns, IndexMap::Scalars(vec!["m".into()]));
+    }
+
+    #[test]
+    fn malformed_maps_are_errors_in_words() {
+        let e = parse(&cifti(SERIES.replace("\"0\"", "\"2\"").as_str())).unwrap_err();
+        assert_eq!(e, "AppliesToMatrixDimension 2: only 2-D CIFTI matrices (dimensions 0 and 1) are read");
+        let e = parse(&cifti(SERIES)).unwrap_err();
+        assert_eq!(e, "matrix dimension 1 has no MatrixIndicesMap");
+        let e = parse(&cifti(&SERIES.replace("720", "x"))).unwrap_err();
+        assert_eq!(e, "<MatrixIndicesMap> SeriesStep=\"x\" is not a valid number");
+        let bm = r#"<MatrixIndicesMap AppliesToMatrixDimension="1" IndicesMapToDataType="CIFTI_INDEX_TYPE_BRAIN_MODELS"><BrainModel IndexOffset="0" IndexCount="2" ModelType="CIFTI_MODEL_TYPE_SURFACE" BrainStructure="CIFTI_STRUCTURE_CORTEX_LEFT" SurfaceNumberOfVertices="4"><VertexIndices>0 4</VertexIndices></BrainModel></MatrixIndicesMap>"#;
+        let e = parse(&cifti(&format!("{SERIES}{bm}"))).unwrap_err();
+        assert_eq!(e, "brain model CIFTI_STRUCTURE_CORTEX_LEFT: vertex 4 is outside its surface of 4 vertices");
+        let e = parse(&cifti(&format!("{SERIES}{}", bm.replace("0 4", "0 1 2")))).unwrap_err();
+        assert_eq!(e, "brain model CIFTI_STRUCTURE_CORTEX_LEFT: IndexCount is 2, but it lists 3 vertex indices");
+        let e = parse(&cifti(&format!(
+            "{SERIES}{}",
+            bm.replace("IndexOffset=\"0\"", "IndexOffset=\"5\"").replace("0 4", "0 1")
+        )))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "brain model 1 (CIFTI_STRUCTURE_CORTEX_LEFT) has IndexOffset 5, but the models before it end at 0"
+        );
+    }
+
+    #[test]
+    fn a_dtd_and_deep_nesting_are_refused_or_read_without_recursion() {
+        let e = parse(&format!("<!DOCTYPE CIFTI [<!ENTITY a \"b\">]>{}", cifti(SERIES))).unwrap_err();
+        assert!(e.starts_with("the CIFTI-2 XML is not well-formed: "), "{e}");
+        // 200000 nested elements overflowed roxmltree's stack: refused before it parses.
+        let deep = format!("{}{}", "<a>".repeat(200_000), "</a>".repeat(200_000));
+        let e = parse(&cifti(&format!("{SERIES}{deep}"))).unwrap_err();
+        assert_eq!(e, "the CIFTI-2 XML nests elements 200002 deep (at most 64)");
+        // 62 levels inside <CIFTI><Matrix> are read (and ignored: no map is that deep).
+        let deep = format!("{}{}", "<a>".repeat(62), "</a>".repeat(62));
+        let e = parse(&cifti(&format!("{SERIES}{deep}"))).unwrap_err();
+        assert_eq!(e, "matrix dimension 1 has no MatrixIndicesMap");
+    }
+
+    #[test]
+    fn nesting_counts_elements_not_comments_or_quoted_brackets() {
+        assert_eq!(nesting(b"<?xml version='1.0'?><a><b x='>' y=\"/>\"/><!-- <c><c> --><![CDATA[<d>]]><e/></a>"), 1);
+        assert_eq!(nesting(b"<a><b><c/></b><b>text > x</b></a>"), 2);
+        assert_eq!(nesting(b"<a><b"), 2);
     }
 }
