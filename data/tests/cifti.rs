@@ -190,7 +190,10 @@ fn files_that_are_not_nifti2_say_what_they_are() {
     let e = error_of("x.ptseries.nii", b"hello world");
     assert!(e.ends_with(": not a NIfTI-2 file: sizeof_hdr is 1819043176, not 540 (in either byte order)"), "{e}");
     let e = error_of("x.ptseries.nii", &patched(4, b"n+1\0"));
-    assert!(e.contains("sizeof_hdr is 540 but the NIfTI-2 magic is missing"), "{e}");
+    assert!(
+        e.ends_with(": sizeof_hdr is 540 but the NIfTI-2 magic n+2 is missing (found \"n+1\\x00\\r\\n\\x1a\\n\")"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -294,4 +297,37 @@ fn non_finite_values_are_errors_naming_row_and_parcel() {
     let e = error_of("x.ptseries.nii", &patched(2112 + 4 * 33, &f32::INFINITY.to_le_bytes()));
     assert!(e.ends_with("x.ptseries.nii, row 3, column 2 (L_motor): non-finite value inf"), "{e}");
     assert_eq!(b.len(), 2712);
+}
+
+#[test]
+fn a_label_value_that_is_not_a_key_is_an_error_naming_the_grayordinate() {
+    let mut b = std::fs::read(fixture("atlas.dlabel.nii")).unwrap();
+    let at = CiftiFile::open(&fixture("atlas.dlabel.nii")).unwrap().header().vox_offset as usize;
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("bad.dlabel.nii");
+    for (g, v, shown) in [(0usize, 5.0f32, "5"), (7, 1.5, "1.5"), (2, f32::NAN, "NaN")] {
+        let mut c = b.clone();
+        c[at + 4 * g..at + 4 * g + 4].copy_from_slice(&v.to_le_bytes());
+        std::fs::write(&p, &c).unwrap();
+        let e = parcellate_dtseries(&fixture("sub-01_run-1.dtseries.nii"), &p).unwrap_err().to_string();
+        assert!(
+            e.ends_with(&format!(
+                "bad.dlabel.nii: grayordinate {g} holds {shown}, which is not a key of its label table"
+            )),
+            "{e}"
+        );
+    }
+    // Key 7 ("Unused") on grayordinate 0 makes it a parcel of one grayordinate, after Mot (3).
+    b[at..at + 4].copy_from_slice(&7.0f32.to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let got = parcellate_dtseries(&fixture("sub-01_run-1.dtseries.nii"), &p).unwrap();
+    assert_eq!(got.names, ["Vis", "DMN", "Mot", "Unused", "Thal"]);
+    assert!(got.notes.is_empty());
+    let dense = CiftiFile::open(&fixture("sub-01_run-1.dtseries.nii")).unwrap().values().unwrap();
+    let column: Vec<f64> = (0..got.n_tr).map(|t| got.data[t * 5 + 3]).collect();
+    // The sum starts at +0.0 (as the generator's Python loop does), so the -0.0 at TR 0 is +0.0.
+    let expected: Vec<f64> = (0..got.n_tr).map(|t| (0.0 + dense[t * 68]) / 1.0).collect();
+    assert_eq!(dense[0].to_bits(), (-0.0f64).to_bits());
+    assert_eq!(bits(&column), bits(&expected));
+    assert_eq!(column[0].to_bits(), 0.0f64.to_bits());
 }

@@ -131,7 +131,10 @@ impl Nifti2Header {
         };
         let r = Fields { h, big_endian };
         if &h[4..12] != MAGIC {
-            return Err(format!("sizeof_hdr is 540 but the NIfTI-2 magic is missing (found {:?})", &h[4..12]));
+            return Err(format!(
+                "sizeof_hdr is 540 but the NIfTI-2 magic n+2 is missing (found \"{}\")",
+                h[4..12].escape_ascii()
+            ));
         }
         let datatype = Datatype::from_code(r.i16(12))?;
         let dim = std::array::from_fn(|i| r.i64(16 + 8 * i));
@@ -250,8 +253,9 @@ pub fn extensions(tail: &[u8], big_endian: bool) -> Result<Vec<Extension>, Strin
     }
     let mut out = Vec::new();
     let mut at = 4usize;
-    // Fewer than 8 bytes left cannot hold an extension: they are padding before the data.
-    while tail.len().saturating_sub(at) >= 8 {
+    // Fewer than 16 bytes left are padding before the data (esize is a multiple of 16;
+    // nibabel reads on while 16 bytes are left, and so does this reader).
+    while tail.len().saturating_sub(at) >= 16 {
         let (esize, code) = (read_i32(tail, at, big_endian), read_i32(tail, at + 4, big_endian));
         let fits = usize::try_from(esize).ok().filter(|&s| s >= 8 && s <= tail.len() - at);
         let Some(size) = fits else {

@@ -11,11 +11,12 @@
 //!   names both files and the first difference. Every grayordinate's label value is a key of
 //!   the table.
 //! - **The mean**, in f64: `s = 0.0; s += x[t, g]` over the label's grayordinates `g` in
-//!   index order, then `s / count`. A fixed order makes it reproducible (pairwise or
+//!   index order, then `s / count` (a label of one grayordinate holding -0.0 averages to
+//!   +0.0). A fixed order makes it reproducible (pairwise or
 //!   compensated sums differ in the last bits); the fixtures' expected means are computed
 //!   with the same loop in Python.
 
-use super::xml::{BrainModels, Elements, IndexMap, LabelMap};
+use super::xml::{dims_text, ijk_text, BrainModels, Elements, IndexMap, LabelMap};
 use super::{check_finite, cifti_err, expect_intent, tr_of, CiftiFile, CiftiRun, INTENT_DENSE_LABELS};
 use super::{RawRun, INTENT_DENSE_SERIES};
 use crate::error::DataError;
@@ -91,9 +92,11 @@ fn first_difference(a: &BrainModels, b: &BrainModels) -> Option<String> {
             (Elements::Surface { vertices: u, .. }, Elements::Surface { vertices: v, .. }) => {
                 u.iter().zip(v).position(|(p, q)| p != q).map(|j| format!("vertex {j} is {} and {}", u[j], v[j]))
             }
-            (Elements::Voxels(u), Elements::Voxels(v)) => {
-                u.iter().zip(v).position(|(p, q)| p != q).map(|j| format!("voxel {j} is {:?} and {:?}", u[j], v[j]))
-            }
+            (Elements::Voxels(u), Elements::Voxels(v)) => u
+                .iter()
+                .zip(v)
+                .position(|(p, q)| p != q)
+                .map(|j| format!("voxel {j} is {} and {}", ijk_text(&u[j]), ijk_text(&v[j]))),
             _ => Some("a surface in one file and voxels in the other".into()),
         };
         if let Some(d) = diff {
@@ -107,7 +110,8 @@ fn first_difference(a: &BrainModels, b: &BrainModels) -> Option<String> {
             }
         }
     }
-    (a.volume != b.volume).then(|| format!("volume {:?}, in the label file {:?}", a.volume, b.volume))
+    let vol = |v: &Option<[u64; 3]>| v.as_ref().map_or_else(|| "none".to_string(), dims_text);
+    (a.volume != b.volume).then(|| format!("volume {}, in the label file {}", vol(&a.volume), vol(&b.volume)))
 }
 
 /// Which parcel each grayordinate averages into.

@@ -327,7 +327,7 @@ fn brain_model(m: Node, volume: Option<[u64; 3]>) -> Result<BrainModel, String> 
             let dims = volume.ok_or_else(|| format!("{what} has voxels, but the map has no <Volume>"))?;
             let ijk: Vec<[u64; 3]> = flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
             if let Some(v) = ijk.iter().find(|v| (0..3).any(|a| v[a] >= dims[a])) {
-                return Err(format!("{what}: voxel {v:?} is outside the volume {dims:?}"));
+                return Err(format!("{what}: voxel {} is outside the volume {}", ijk_text(v), dims_text(&dims)));
             }
             expect_count(&what, "voxels", ijk.len(), count)?;
             Elements::Voxels(ijk)
@@ -409,6 +409,16 @@ fn kind_of<T>() -> &'static str {
         "i32" | "i64" => "integer",
         _ => "count (a non-negative integer)",
     }
+}
+
+/// `(i, j, k)`, for messages.
+pub(super) fn ijk_text(v: &[u64; 3]) -> String {
+    format!("({}, {}, {})", v[0], v[1], v[2])
+}
+
+/// `i x j x k`, for messages.
+pub(super) fn dims_text(d: &[u64; 3]) -> String {
+    format!("{} x {} x {}", d[0], d[1], d[2])
 }
 
 /// At most 40 characters of `s`, for messages.
