@@ -206,9 +206,13 @@ fn decode(t: Datatype, big_endian: bool, b: &[u8]) -> f64 {
 /// The XML of the one extension of code 32, parsed.
 fn cifti_xml(exts: &[nifti2::Extension]) -> Result<CiftiXml, String> {
     let mut cifti = exts.iter().filter(|e| e.code == 32);
-    let ext = cifti
-        .next()
-        .ok_or_else(|| format!("no CIFTI-2 XML: none of its {} header extensions has code 32", exts.len()))?;
+    let ext = cifti.next().ok_or_else(|| match exts.len() {
+        0 => "no CIFTI-2 XML: the file has no header extension (CIFTI-2 keeps its XML in one of code 32)".to_string(),
+        n => {
+            let codes: Vec<String> = exts.iter().map(|e| e.code.to_string()).collect();
+            format!("no CIFTI-2 XML: none of its {n} header extensions has code 32 (codes: {})", codes.join(", "))
+        }
+    })?;
     if cifti.next().is_some() {
         return Err("two header extensions have code 32 (CIFTI-2 XML); a file holds one".into());
     }
@@ -300,7 +304,8 @@ fn tr_of(path: &Path, map: &IndexMap) -> Result<f64, DataError> {
         return Err(cifti_err(path, format!("SeriesUnit is {}: a BOLD series is in SECOND", s.unit)));
     }
     if !(s.step.is_finite() && s.step > 0.0) {
-        return Err(cifti_err(path, format!("SeriesStep is {} s: a TR is a positive number of seconds", s.step)));
+        let step = nifti2::short(s.step);
+        return Err(cifti_err(path, format!("SeriesStep is {step} s: a TR is a positive number of seconds")));
     }
     Ok(s.step)
 }

@@ -163,7 +163,7 @@ impl Nifti2Header {
             return Ok(None);
         }
         if !inter.is_finite() {
-            return Err(format!("scl_slope is {slope} but scl_inter is {inter}, not a finite number"));
+            return Err(format!("scl_slope is {} but scl_inter is {inter}, not a finite number", short(slope)));
         }
         Ok((slope != 1.0 || inter != 0.0).then_some(Scaling { slope, inter }))
     }
@@ -181,6 +181,15 @@ fn short_header(bytes: &[u8]) -> String {
         }
         Some((le, _)) => format!("not a NIfTI-2 file: sizeof_hdr is {le}, not 540 (in either byte order)"),
         None => format!("truncated: the file ends after {} bytes, inside the 540-byte NIfTI-2 header", bytes.len()),
+    }
+}
+
+/// `v` for a message: in exponent form when plain digits would be long (`1e300` has 301).
+pub fn short(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && !(1e-6..1e16).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
     }
 }
 

@@ -16,6 +16,7 @@
 //!   compensated sums differ in the last bits); the fixtures' expected means are computed
 //!   with the same loop in Python.
 
+use super::nifti2::short;
 use super::xml::{dims_text, ijk_text, BrainModels, Elements, IndexMap, LabelMap};
 use super::{check_finite, cifti_err, expect_intent, tr_of, CiftiFile, CiftiRun, INTENT_DENSE_LABELS};
 use super::{RawRun, INTENT_DENSE_SERIES};
@@ -138,7 +139,7 @@ fn assignment(f: &CiftiFile, map: &LabelMap) -> Result<Assignment, DataError> {
         let key = (v.is_finite() && v.fract() == 0.0 && (v as i64) as f64 == v).then_some(v as i64);
         let k = key.and_then(|key| keys.binary_search_by_key(&key, |&(k, _)| k).ok());
         let k = k.ok_or_else(|| {
-            cifti_err(&f.path, format!("grayordinate {g} holds {v}, which is not a key of its label table"))
+            cifti_err(&f.path, format!("grayordinate {g} holds {}, which is not a key of its label table", short(v)))
         })?;
         used[k] += 1;
         slot.push(k);
