@@ -201,6 +201,15 @@ pub enum DataError {
         /// Why.
         reason: String,
     },
+    /// A CIFTI-2 file (`.ptseries.nii`, `.dtseries.nii`, `.dlabel.nii`) is malformed, of an
+    /// unsupported kind, or disagrees with its label file.
+    #[error("{}: {reason}", path.display())]
+    Cifti {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, in a sentence.
+        reason: String,
+    },
 }
 
 impl DataError {

@@ -87,6 +87,7 @@ mod testutil;
 pub use dataset::{Dataset, EmpiricalFloor, FileStamp, Run, Tr};
 pub use error::{DataError, SplitError};
 pub use names::{parse_bids_name, parse_run_name, parse_sidecar_name, BidsName, RunId};
+pub use read::cifti;
 pub use select::Selection;
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
 pub use standardize::{constant_parcels, parcel_stats, parcel_stats_rows, standardize, NonFinite, ParcelStats};

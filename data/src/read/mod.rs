@@ -1,6 +1,7 @@
 //! The readers of one run file: [`npy`] (`.npy` arrays) and [`table`] (`.tsv`/`.csv` with a
 //! header of parcel names), each giving a [`RawRun`] (values as read, before standardization).
 
+pub mod cifti;
 pub(crate) mod npy;
 pub(crate) mod table;
 

@@ -10,8 +10,9 @@
 //!   `catch_unwind`, timed, its peak allocation counted by [`CountingAlloc`], and one line per
 //!   target, `fuzz <target>: N cases, 0 panics, E errors, V valid; ...`;
 //! - [`targets`]: the targets of the data crate (`.npy`, `.tsv`, `.csv`, `parcels.tsv`,
-//!   safetensors) and of the golden cases (`config.json`, `inputs.safetensors`), with their
-//!   seeds ([`targets::data_targets`]).
+//!   safetensors, the CIFTI-2 `.ptseries.nii`, `.dtseries.nii` and `.dlabel.nii`) and of the
+//!   golden cases (`config.json`, `inputs.safetensors`), with their seeds
+//!   ([`targets::data_targets`]).
 //!
 //! The harnesses are `testkit/tests/fuzz` (these targets and those of the training crate:
 //! run TOML, `state.json`, checkpoints) and `cli/tests/fuzz_config.rs` (the `--config` layers);

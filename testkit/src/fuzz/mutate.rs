@@ -16,7 +16,8 @@
 //!    rows, columns and header names; the `.npy` header dict's `descr`, `fortran_order` and
 //!    `shape`, its version and length field, and non-finite values in its data; the
 //!    safetensors header's `dtype`, `shape` and `data_offsets` (with the length prefix
-//!    rewritten to fit, or set wrong on purpose) and non-finite values in its tensors;
+//!    rewritten to fit, or set wrong on purpose) and non-finite values in its tensors; the
+//!    NIfTI-2 header's fields and first extension's size and code (`mutate/nifti.rs`);
 //! 5. [`Plan::random`] **random mutations**, each drawn from its own seed (ChaCha8 of
 //!    [`Plan::rng_seed`] and the case number): bit flips, bytes set to random or boundary
 //!    values, ranges deleted or repeated, syntax tokens inserted, numbers made huge, and two to
@@ -24,6 +25,8 @@
 //!
 //! The cases are made one at a time as the iterator is read (a case is a small description
 //! until then), so a long plan on a large seed holds one input at a time.
+
+mod nifti;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -44,6 +47,9 @@ pub enum Format {
     Npy,
     /// A safetensors file: 8-byte little-endian header length, JSON header, data.
     Safetensors,
+    /// A NIfTI-2 file (a CIFTI-2 `.nii`): the 540-byte header and its extensions up to
+    /// `vox_offset` are its header (its field edits: `mutate/nifti.rs`).
+    Nifti,
 }
 
 /// A valid input to start from.
@@ -346,6 +352,12 @@ impl<'a> Ctx<'a> {
                     }
                 }
             }
+            Format::Nifti => {
+                if let Some(end) = nifti::data_offset(b) {
+                    hot_end = end;
+                    tail = &b[end..];
+                }
+            }
             Format::Npy => {
                 if let Some((start, end)) = npy_header(b) {
                     hot_end = end;
@@ -399,6 +411,7 @@ impl<'a> Ctx<'a> {
             Format::Toml => self.toml_ops(),
             Format::Delimited(sep) => self.delimited_ops(sep, &mut rng),
             Format::Npy => self.npy_ops(&mut rng),
+            Format::Nifti => nifti::ops(&self.seed.bytes),
             Format::Binary => Vec::new(),
         };
         ops.extend(sample(structured, plan.max_structured));
@@ -841,7 +854,7 @@ impl Format {
     /// Whether the format has a binary header (truncated at every length, the target of most
     /// random edits).
     fn has_header(self) -> bool {
-        matches!(self, Format::Npy | Format::Safetensors)
+        matches!(self, Format::Npy | Format::Safetensors | Format::Nifti)
     }
 }
 

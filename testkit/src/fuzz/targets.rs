@@ -1,7 +1,8 @@
 //! The fuzz targets of the data crate and the golden cases, and their seeds: each target
 //! writes its input where the tool would find the file and calls the public entry point the
 //! tool calls ([`Dataset::load`], [`SafetensorsFile::open`] and every tensor read,
-//! [`GoldenCase::load`]). A valid value is checked too (a parser that returns `Ok` with
+//! [`GoldenCase::load`]; for CIFTI-2 files, which the loader does not list yet,
+//! [`CiftiFile::open`], [`cifti::ptseries`] and [`cifti::parcellate_dtseries`]). A valid value is checked too (a parser that returns `Ok` with
 //! inconsistent sizes or non-finite values is caught by an assertion, which the checker counts
 //! as a panic).
 //!
@@ -10,6 +11,7 @@
 use super::check::{Outcome, Target};
 use super::mutate::{npy_bytes, Format, Plan, Seed};
 use crate::golden::GoldenCase;
+use boldcast_data::cifti::{self, CiftiFile, ParcelSeries};
 use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
 use boldcast_data::write::{write_parcels, write_run, RunFormat};
 use boldcast_data::Dataset;
@@ -215,6 +217,80 @@ fn written(format: RunFormat, n_tr: usize, parcels: usize) -> Vec<u8> {
     std::fs::read(&p).expect("a seed run is read back")
 }
 
+/// The CIFTI-2 fixtures of the data crate (written by nibabel: `make_fixtures.py` there).
+pub fn cifti_fixture(name: &str) -> PathBuf {
+    crate::cases::repo_root().join("data/tests/fixtures/cifti").join(name)
+}
+
+/// The label file beside the `dtseries` target's input, and the series beside the `dlabel`
+/// target's (both the fixtures').
+pub const CIFTI_DLABEL: &str = "atlas.dlabel.nii";
+/// The dense series of the `dlabel` target.
+pub const CIFTI_DTSERIES: &str = "sub-01_run-1.dtseries.nii";
+
+/// Checks a parcel series a CIFTI reader returned: `n_tr * parcels` finite values, a name
+/// per parcel, a positive TR.
+fn check_parcel_series(s: &ParcelSeries) {
+    assert!(s.n_tr >= 1 && !s.names.is_empty());
+    assert_eq!(s.data.len(), s.n_tr.checked_mul(s.names.len()).expect("n_tr * parcels fits"));
+    assert!(s.data.iter().all(|v| v.is_finite()), "non-finite values accepted");
+    assert!(s.tr_seconds.is_finite() && s.tr_seconds > 0.0, "TR {}", s.tr_seconds);
+}
+
+/// A `.ptseries.nii`: [`cifti::ptseries`] (what the loader will call), after
+/// [`CiftiFile::open`] and its values (the public API), whose shape must agree.
+pub fn ptseries(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let path = run_dir("ptseries", &DIR).join(format!("{RUN_STEM}.ptseries.nii"));
+    put(&path, bytes);
+    let f = CiftiFile::open(&path).map_err(|e| e.to_string())?;
+    let (rows, columns) = f.shape();
+    assert_eq!(f.values().map_err(|e| e.to_string())?.len(), rows * columns);
+    let s = cifti::ptseries(&path).map_err(|e| e.to_string())?;
+    check_parcel_series(&s);
+    assert_eq!((s.n_tr, s.names.len()), (rows, columns));
+    Ok(())
+}
+
+/// A directory holding a copy of the fixture `fixed` (the other file of a parcellation).
+fn cifti_dir(name: &str, dir: &'static OnceLock<PathBuf>, fixed: &str) -> &'static Path {
+    dir.get_or_init(|| {
+        let d = scratch(name);
+        let src = cifti_fixture(fixed);
+        std::fs::copy(&src, d.join(fixed)).unwrap_or_else(|e| panic!("copying {}: {e}", src.display()));
+        d
+    })
+}
+
+/// A `.dtseries.nii` averaged over the fixture label file: [`cifti::parcellate_dtseries`].
+pub fn dtseries(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = cifti_dir("dtseries", &DIR, CIFTI_DLABEL);
+    let path = dir.join(format!("{RUN_STEM}.dtseries.nii"));
+    put(&path, bytes);
+    let s = cifti::parcellate_dtseries(&path, &dir.join(CIFTI_DLABEL)).map_err(|e| e.to_string())?;
+    check_parcel_series(&s);
+    Ok(())
+}
+
+/// A `.dlabel.nii` parcellating the fixture dense series: [`cifti::parcellate_dtseries`].
+pub fn dlabel(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = cifti_dir("dlabel", &DIR, CIFTI_DTSERIES);
+    let path = dir.join("fuzz.dlabel.nii");
+    put(&path, bytes);
+    let s = cifti::parcellate_dtseries(&dir.join(CIFTI_DTSERIES), &path).map_err(|e| e.to_string())?;
+    check_parcel_series(&s);
+    Ok(())
+}
+
+/// Seeds of the fixtures `names` (NIfTI-2: the header and the XML up to `vox_offset` take the
+/// truncations, most random edits, the numbers' substitutions and the header fields' edits).
+fn cifti_seeds(names: &[&str]) -> Vec<Seed> {
+    let read = |n: &str| std::fs::read(cifti_fixture(n)).unwrap_or_else(|e| panic!("the CIFTI fixture {n}: {e}"));
+    names.iter().map(|n| Seed::new(*n, Format::Nifti, read(n))).collect()
+}
+
 /// Every data and golden target with its seeds and plan, as the harness runs them.
 pub fn data_targets() -> Vec<Target> {
     let npy_dict =
@@ -269,6 +345,7 @@ pub fn data_targets() -> Vec<Target> {
     // Case counts: fixed, sized so that every target of both harnesses takes about 40 s in
     // all on two cores (the debug test profile, opt-level 2).
     let text_plan = Plan { random: 4000, max_structured: 2000, max_numbers: 1500, ..Plan::default() };
+    let cifti_plan = Plan { random: 6000, ..Plan::default() };
     vec![
         Target {
             name: "npy",
@@ -332,6 +409,30 @@ pub fn data_targets() -> Vec<Target> {
             other_input: golden_other("inputs.safetensors"),
             must_name: &[GOLDEN_DIR],
             run: Box::new(golden_inputs),
+        },
+        Target {
+            name: "ptseries",
+            seeds: cifti_seeds(&["f32.ptseries.nii", "be.ptseries.nii", "i16.ptseries.nii"]),
+            plan: cifti_plan,
+            other_input: 0,
+            must_name: &["sub-01_run-1_bold.ptseries.nii"],
+            run: Box::new(ptseries),
+        },
+        Target {
+            name: "dtseries",
+            seeds: cifti_seeds(&[CIFTI_DTSERIES]),
+            plan: cifti_plan,
+            other_input: file_len(&cifti_fixture(CIFTI_DLABEL)),
+            must_name: &["sub-01_run-1_bold.dtseries.nii"],
+            run: Box::new(dtseries),
+        },
+        Target {
+            name: "dlabel",
+            seeds: cifti_seeds(&[CIFTI_DLABEL]),
+            plan: cifti_plan,
+            other_input: file_len(&cifti_fixture(CIFTI_DTSERIES)),
+            must_name: &["fuzz.dlabel.nii"],
+            run: Box::new(dlabel),
         },
     ]
 }

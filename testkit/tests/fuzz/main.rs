@@ -4,8 +4,9 @@
 //! `fuzz <target>: N cases, 0 panics, E errors, V valid; ...`, then `fuzz: N passed, M failed`;
 //! the exit status is non-zero on any failure.
 //!
-//! Targets: the data crate's (`.npy`, `.tsv`, `.csv`, `parcels.tsv`, safetensors), the golden
-//! cases' (`config.json`, `inputs.safetensors`) and the training crate's (a run's TOML,
+//! Targets: the data crate's (`.npy`, `.tsv`, `.csv`, `parcels.tsv`, safetensors, CIFTI-2
+//! `.ptseries.nii`, `.dtseries.nii`, `.dlabel.nii`), the golden cases' (`config.json`,
+//! `inputs.safetensors`) and the training crate's (a run's TOML,
 //! `state.json`, the configuration stored in it, `model.safetensors`,
 //! `optimizer.safetensors`, the `latest` pointer) in `train_targets.rs`. The `--config`
 //! layers of the command line are `cli/tests/fuzz_config.rs`.
