@@ -224,9 +224,12 @@ pub struct DataArgs {
     /// Load the runs of this parcellation (`seg-<label>`, or XCP-D's older `atlas-<label>`).
     #[arg(long, visible_alias = "atlas", value_name = "LABEL")]
     pub seg: Option<String>,
-    /// Load this format when a run comes in several (npy, tsv, csv).
+    /// Load this format when a run comes in several (npy, tsv, csv, ptseries.nii, dtseries.nii).
     #[arg(long, value_name = "EXT")]
     pub format: Option<String>,
+    /// The `.dlabel.nii` whose labels average dense series (`.dtseries.nii`) into parcels.
+    #[arg(long, value_name = "FILE")]
+    pub parcellation: Option<PathBuf>,
     /// The TR in seconds of runs whose files and sidecars record none.
     #[arg(long, value_name = "SECONDS")]
     pub tr: Option<f64>,
@@ -243,6 +246,7 @@ impl DataArgs {
             space: self.space.clone(),
             seg: self.seg.clone(),
             format: self.format.clone(),
+            parcellation: self.parcellation.clone(),
             tr: self.tr,
             allow_mixed_tr: self.allow_mixed_tr,
         }
@@ -255,7 +259,7 @@ impl DataArgs {
             space: self.space.clone(),
             seg: self.seg.clone(),
             format: self.format.clone(),
-            parcellation: None,
+            parcellation: self.parcellation.clone(),
             tr: self.tr,
             allow_mixed_tr: self.allow_mixed_tr,
         }

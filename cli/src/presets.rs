@@ -64,7 +64,7 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--temporal`.
     pub temporal: Option<Temporal>,
-    /// `--task --space --seg --format --tr --allow-mixed-tr`.
+    /// `--task --space --seg --format --parcellation --tr --allow-mixed-tr`.
     pub picks: DataPicks,
 }
 
@@ -80,6 +80,8 @@ pub struct DataPicks {
     pub seg: Option<String>,
     /// `--format`.
     pub format: Option<String>,
+    /// `--parcellation`.
+    pub parcellation: Option<PathBuf>,
     /// `--tr`.
     pub tr: Option<f64>,
     /// `--allow-mixed-tr`.
@@ -100,6 +102,9 @@ impl DataPicks {
                 dst.clone_from(v);
             }
         }
+        if self.parcellation.is_some() {
+            data.parcellation.clone_from(&self.parcellation);
+        }
         if self.tr.is_some() {
             data.tr = self.tr;
         }
@@ -112,6 +117,9 @@ impl DataPicks {
             if let Some(v) = v {
                 set(table, "data", key, toml::Value::String(v.clone()));
             }
+        }
+        if let Some(p) = &self.parcellation {
+            set(table, "data", "parcellation", path_value(p));
         }
         if let Some(tr) = self.tr {
             set(table, "data", "tr", toml::Value::Float(tr));

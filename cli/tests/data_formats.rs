@@ -113,3 +113,58 @@ fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
     let stored: serde_json::Value = serde_json::from_str(&meta.unwrap()["provenance"]).unwrap();
     assert_eq!(&stored, p);
 }
+
+/// The committed CIFTI datasets (`fixtures/cifti_datasets/make.py`, nibabel) and the same
+/// numbers as `.npy`.
+fn cifti_dir(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cifti_datasets").join(name)
+}
+
+fn floor_json(data: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["floor", "--data", data.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    json_of(&args)
+}
+
+#[test]
+fn cifti_runs_give_the_floor_loss_series_and_eval_of_the_same_numbers_as_npy() {
+    let d = tempfile::tempdir().unwrap();
+    let labels = cifti_dir("dtseries/atlas.dlabel.nii");
+    let labels = labels.to_str().unwrap();
+    for (cifti, npy, extra) in
+        [("ptseries", "ptseries-npy", vec![]), ("dtseries", "dtseries-npy", vec!["--parcellation", labels])]
+    {
+        let (c, n) = (cifti_dir(cifti), cifti_dir(npy));
+        let (fc, fn_) = (floor_json(&c, &extra), floor_json(&n, &[]));
+        assert_eq!(fc["per_horizon"], fn_["per_horizon"], "{cifti}");
+        assert_eq!(
+            (fc["tr_seconds"].as_f64(), fn_["tr_seconds"].as_f64()),
+            (Some(0.8), None),
+            "{cifti}: the series step"
+        );
+        let names: Vec<&str> =
+            fc["per_parcel"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+        let want: &[&str] =
+            if cifti == "ptseries" { &["V1", "M1", "DMN", "SAL"] } else { &["Vis", "Mot", "DMN", "Sal"] };
+        assert_eq!(names, want, "parcel names from the CIFTI file");
+        let (oc, on) = (d.path().join(format!("{cifti}-run")), d.path().join(format!("{npy}-run")));
+        for (data, out, extra) in [(&c, &oc, &extra[..]), (&n, &on, &[][..])] {
+            let mut args = vec!["train", "--preset", "quick", "--max-steps", "20", "--data", data.to_str().unwrap()];
+            args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+            args.extend_from_slice(extra);
+            let o = run(&args);
+            assert!(o.status.code().is_some_and(|c| c < 2), "{cifti}: {}", stderr(&o));
+        }
+        assert_eq!(losses(&oc), losses(&on), "{cifti}: the same numbers train the same");
+        let eval = |out: &Path| {
+            let mut rows = json_of(&["eval", "--checkpoint", out.to_str().unwrap(), "--json"])["rows"].clone();
+            rows.as_array_mut().unwrap().retain(|r| r["name"] != "floor_exact");
+            rows
+        };
+        assert_eq!(eval(&oc), eval(&on), "{cifti}: eval");
+    }
+    // A dense series needs its parcellation.
+    let o = run(&["floor", "--data", cifti_dir("dtseries").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("give the parcellation with --parcellation FILE.dlabel.nii"), "{}", stderr(&o));
+}

@@ -165,6 +165,9 @@ pub struct Dataset {
     pub tables: Vec<PathBuf>,
     /// The TR shared by every run, when every run has one and they agree.
     pub tr: Option<f64>,
+    /// What the readers left out and why (a label of a parcellation without grayordinates),
+    /// once each.
+    pub reader_notes: Vec<String>,
 }
 
 impl Dataset {
@@ -209,6 +212,7 @@ impl Dataset {
                 if case { " (run files end in lowercase .npy, .tsv or .csv)" } else { "" }
             ));
         }
+        notes.extend(self.reader_notes.iter().map(|n| format!("note: {n}")));
         if !self.tables.is_empty() {
             let mut kinds: Vec<String> = self
                 .tables
@@ -264,10 +268,11 @@ impl Dataset {
             }
         }
         let mut raws = Vec::new();
+        let mut reader_notes: Vec<String> = Vec::new();
         for f in found {
-            let tr = run_tr(&f, &disc.sidecars, dir, sel)?;
             let stamp = FileStamp::of(&f.path)?;
-            let raw = read_run(&f, stamp)?;
+            let (raw, file_tr) = read_run(&f, stamp, sel, &mut reader_notes)?;
+            let tr = run_tr(&f, file_tr, &disc.sidecars, dir, sel)?;
             if raw.parcels() == 0 {
                 return Err(DataError::Empty {
                     path: f.path,
@@ -289,6 +294,7 @@ impl Dataset {
         ds.ignored = disc.ignored;
         ds.skipped = disc.skipped;
         ds.tables = disc.tables;
+        ds.reader_notes = reader_notes;
         Ok(ds)
     }
 
@@ -347,6 +353,7 @@ impl Dataset {
             warnings,
             tables: Vec::new(),
             tr: None,
+            reader_notes: Vec::new(),
         })
     }
 
@@ -464,30 +471,64 @@ impl Loaded {
     }
 }
 
-/// Reads one run file by its extension; a `.npy` file of little-endian f32 or f64 in C order
-/// stays on disk ([`crate::store`]).
-fn read_run(f: &RunFile, stamp: FileStamp) -> Result<Loaded, DataError> {
-    match f.ext {
+/// Reads one run file by its extension, with the TR its file records (CIFTI); a `.npy` file
+/// of little-endian f32 or f64 in C order stays on disk ([`crate::store`]); a dense CIFTI
+/// series is averaged over the labels of [`Selection::parcellation`]. What a reader left out
+/// is added once to `notes`.
+fn read_run(
+    f: &RunFile,
+    stamp: FileStamp,
+    sel: &Selection,
+    notes: &mut Vec<String>,
+) -> Result<(Loaded, Option<f64>), DataError> {
+    let cifti = |c: crate::read::cifti::CiftiRun, notes: &mut Vec<String>| {
+        for n in c.notes {
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
+        (Loaded::Raw(c.raw), c.tr_seconds)
+    };
+    Ok(match f.ext {
         "npy" => match npy_layout(&f.path)? {
             Some((offset, elem, n_tr, parcels)) => {
-                Ok(Loaded::Disk(DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp }))
+                (Loaded::Disk(DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp }), None)
             }
-            None => read_npy(&f.path).map(Loaded::Raw),
+            None => (Loaded::Raw(read_npy(&f.path)?), None),
         },
-        "tsv" => read_text(&f.path, '\t').map(Loaded::Raw),
-        _ => read_text(&f.path, ',').map(Loaded::Raw),
-    }
+        "tsv" => (Loaded::Raw(read_text(&f.path, '\t')?), None),
+        "csv" => (Loaded::Raw(read_text(&f.path, ',')?), None),
+        "ptseries.nii" => cifti(crate::read::cifti::read_ptseries(&f.path)?, notes),
+        _ => {
+            let Some(labels) = &sel.parcellation else {
+                return Err(DataError::Select {
+                    reason: format!(
+                        "{}: a dense series (.dtseries.nii) is averaged into parcels: give the parcellation with \
+                         --parcellation FILE.dlabel.nii (data.parcellation)",
+                        f.path.display()
+                    ),
+                });
+            };
+            cifti(crate::read::cifti::read_dtseries_parcellated(&f.path, labels)?, notes)
+        }
+    })
 }
 
-/// The TR of one run: its sidecar's, else the settings' (and the two must agree).
+/// The TR of one run: its file's (a CIFTI series step), else its sidecar's, else the
+/// settings' (and a TR read must agree with the settings').
 fn run_tr(
     f: &RunFile,
+    file_tr: Option<f64>,
     sidecars: &[(PathBuf, crate::names::BidsName)],
     root: &Path,
     sel: &Selection,
 ) -> Result<Option<Tr>, DataError> {
-    let read =
-        sidecar_tr(f, sidecars, root)?.map(|(s, p)| Tr { seconds: s, source: format!("sidecar {}", p.display()) });
+    let read = match file_tr {
+        Some(s) => Some(Tr { seconds: s, source: "CIFTI series step".into() }),
+        None => {
+            sidecar_tr(f, sidecars, root)?.map(|(s, p)| Tr { seconds: s, source: format!("sidecar {}", p.display()) })
+        }
+    };
     match (read, sel.tr) {
         (Some(t), Some(want)) if t.seconds != want => Err(DataError::Select {
             reason: format!(

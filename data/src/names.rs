@@ -20,7 +20,7 @@ pub const VARIANT_KEYS: [&str; 9] = ["space", "seg", "atlas", "res", "den", "des
 
 /// The data extensions a run file may have (a compound one such as `ptseries.nii` before any
 /// it ends with).
-pub const RUN_EXTENSIONS: [&str; 3] = ["npy", "tsv", "csv"];
+pub const RUN_EXTENSIONS: [&str; 5] = ["ptseries.nii", "dtseries.nii", "npy", "tsv", "csv"];
 
 /// The BIDS entities that identify a run.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -161,8 +161,8 @@ pub fn parse_sidecar_name(file_name: &str) -> Option<BidsName> {
     label(last).then(|| BidsName { entities, suffix: Some(last.to_string()), ext: "json".into() })
 }
 
-/// The run a file name stands for and its data extension (`npy`, `tsv`, `csv`,
-/// `ptseries.nii` or `dtseries.nii`, in lowercase), or `None` when it does not follow the
+/// The run a file name stands for and its data extension (`ptseries.nii`, `dtseries.nii`,
+/// `npy`, `tsv` or `csv`, in lowercase), or `None` when it does not follow the
 /// pattern or has another extension.
 pub fn parse_run_name(file_name: &str) -> Option<(RunId, &'static str)> {
     let name = parse_bids_name(file_name)?;
