@@ -119,7 +119,7 @@ pub fn fc_features(seg: &Segment, edges: FcEdges) -> Vec<f64> {
     out
 }
 
-/// The FC fingerprint of every segment, as samples for [`super::identify`].
+/// The FC fingerprint of every segment, as samples for [`super::identify()`].
 pub fn fc_samples(segments: &[Segment], edges: FcEdges) -> Vec<Sample> {
     segments
         .iter()

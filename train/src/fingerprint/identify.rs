@@ -38,6 +38,14 @@ pub enum Similarity {
 }
 
 impl Similarity {
+    /// Its name in the report: `cosine` or `pearson`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Similarity::Cosine => "cosine",
+            Similarity::Pearson => "pearson",
+        }
+    }
+
     /// The vector compared: centred for [`Similarity::Pearson`].
     fn prepare(self, x: &[f64]) -> Vec<f64> {
         match self {
@@ -211,6 +219,7 @@ mod tests {
         // Centred: (1/3, -2/3, 1/3) and (1/3, 1/3, -2/3): (1/9 - 2/9 - 2/9) / (6/9) = -1/2.
         assert!((Similarity::Pearson.between(&a, &b) + 0.5).abs() < 1e-15);
         assert!((Similarity::Pearson.between(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]) - 1.0).abs() < 1e-15);
+        assert_eq!(serde_json::to_value(Similarity::Pearson).unwrap(), Similarity::Pearson.name());
     }
 
     #[test]
