@@ -63,6 +63,7 @@ pub mod floor;
 pub mod golden;
 pub mod overfit;
 pub mod plot;
+pub mod plot_fingerprint;
 pub mod presets;
 pub mod progress;
 pub mod synth;

@@ -19,7 +19,8 @@ pub const LOG_SPAN: f64 = 20.0;
 /// The size of every figure, in pixels.
 pub const SIZE: (u32, u32) = (1000, 600);
 
-fn register_font() {
+/// Registers the embedded font as plotters' `sans-serif` (once per process).
+pub(crate) fn register_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // The bytes are a valid TrueType font (a test draws with them); a failure would only

@@ -217,6 +217,12 @@ pub enum TrainError {
         /// What differs, in words.
         reason: String,
     },
+    /// Subject fingerprinting cannot run on these features or runs.
+    #[error("fingerprint: {reason}")]
+    Fingerprint {
+        /// Why, in words (naming the sample or run at fault).
+        reason: String,
+    },
 }
 
 impl TrainError {

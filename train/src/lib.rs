@@ -33,7 +33,8 @@
 //! `boldcast_data::fsutil`),
 //! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
 //! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
-//! the floor) and [`bench`] (timed training steps).
+//! the floor), [`fingerprint`] (identification of subjects from per-run features, against the
+//! functional-connectivity fingerprint) and [`bench`] (timed training steps).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -44,6 +45,7 @@ pub mod dist;
 pub mod early_stopping;
 pub mod error;
 pub mod eval;
+pub mod fingerprint;
 pub mod flags;
 pub mod log;
 pub mod memory;
