@@ -1,13 +1,17 @@
-//! What an evaluation reports: [`Row`] (an MSE per horizon and their mean) and
-//! [`EvalReport`], whose JSON is `bc-cli eval --json`'s output (fields in this order).
+//! What an evaluation reports: [`Row`] (an MSE per horizon and their mean), [`Improvement`]
+//! (the model against the best baseline at each horizon) and [`EvalReport`], whose JSON is
+//! `bc-cli eval --json`'s output (fields in this order).
 
+use super::baselines::BaselineChoices;
+use super::example::ForecastExample;
 use serde::Serialize;
 use std::path::PathBuf;
 
 /// One row of the table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
-    /// `model`, `zero`, `last_token`, `window_mean`, `ar1`, `floor_empirical`, `floor_exact`.
+    /// `model`, `zero`, `last_token`, `window_mean`, `ar1_iterated`, `ar_p`, `var1`, `var_p`,
+    /// `floor_empirical`, `floor_exact`.
     pub name: String,
     /// MSE per horizon.
     pub per_horizon: Vec<f64>,
@@ -20,6 +24,35 @@ impl Row {
     pub fn new(name: &str, per: Vec<f64>) -> Row {
         let mean = per.iter().sum::<f64>() / per.len().max(1) as f64;
         Row { name: name.into(), per_horizon: per, mean }
+    }
+}
+
+/// The model against the best baseline at each horizon.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Improvement {
+    /// The baseline with the lowest MSE at each horizon.
+    pub best_baseline: Vec<String>,
+    /// Its MSE.
+    pub best_mse: Vec<f64>,
+    /// The model's relative improvement over it, `1 - model / best` (a fraction of the best
+    /// baseline's MSE; positive when the model is better).
+    pub relative: Vec<f64>,
+}
+
+impl Improvement {
+    /// The improvement of the row `model` of `rows` over the others (`None` without a model
+    /// row or a baseline).
+    pub fn of(rows: &[Row]) -> Option<Improvement> {
+        let model = rows.iter().find(|r| r.name == "model")?;
+        let base: Vec<&Row> = rows.iter().filter(|r| r.name != "model").collect();
+        let mut imp = Improvement { best_baseline: Vec::new(), best_mse: Vec::new(), relative: Vec::new() };
+        for (i, m) in model.per_horizon.iter().enumerate() {
+            let best = base.iter().min_by(|a, b| a.per_horizon[i].total_cmp(&b.per_horizon[i]))?;
+            imp.best_baseline.push(best.name.clone());
+            imp.best_mse.push(best.per_horizon[i]);
+            imp.relative.push(1.0 - m / best.per_horizon[i]);
+        }
+        Some(imp)
     }
 }
 
@@ -40,8 +73,15 @@ pub struct EvalReport {
     pub rows: Vec<Row>,
     /// The floors (empirical; exact for the synthetic fixture).
     pub floors: Vec<Row>,
-    /// The fitted AR(1) coefficient per parcel.
+    /// The fitted AR(1) coefficient per parcel (of `ar1_iterated`).
     pub ar1_phi: Vec<f64>,
+    /// What the fitted baselines chose: the cross-validation folds, `ar_p`'s order, the
+    /// VARs' orders and ridge penalties (or why one was skipped).
+    pub baselines: BaselineChoices,
+    /// The model against the best baseline at each horizon.
+    pub improvement: Improvement,
+    /// One parcel of the first held-out window and the model's forecasts of it.
+    pub forecast_example: Option<ForecastExample>,
     /// What the user should be warned of (data other than the training data, when allowed).
     pub warnings: Vec<String>,
 }

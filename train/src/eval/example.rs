@@ -1,0 +1,76 @@
+//! A forecast example for the eval figure ([`forecast_example`]): one parcel's true series in
+//! one held-out window and the model's forecasts of it at each horizon, as numbers (the
+//! CLI only draws them).
+
+use crate::error::TrainError;
+use boldcast_core::Model;
+use boldcast_data::{Dataset, WindowRef, WindowSpec};
+use serde::Serialize;
+
+/// The model's forecasts at one horizon, of the TRs of the window they target.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HorizonForecast {
+    /// The horizon, in tokens.
+    pub horizon: usize,
+    /// The TR (within the window, from 0) each forecast targets: element `j` of the forecast
+    /// at token `t` targets TR `(t + h) D + j`; only those inside the window.
+    pub tr: Vec<usize>,
+    /// The forecasts (standardized BOLD).
+    pub value: Vec<f64>,
+}
+
+/// One parcel of one held-out window: its values and the model's forecasts of them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ForecastExample {
+    /// The run (its entities, e.g. `sub-04_run-1`).
+    pub run: String,
+    /// The window's first TR in the run.
+    pub start: usize,
+    /// The parcel's name.
+    pub parcel: String,
+    /// The parcel's standardized values at the window's TRs.
+    pub truth: Vec<f64>,
+    /// The forecasts at each horizon.
+    pub forecasts: Vec<HorizonForecast>,
+}
+
+/// The example of `window`, parcel `parcel`: the model's forward pass over that window alone.
+pub fn forecast_example<M: Model<f32>>(
+    model: &M,
+    ds: &Dataset,
+    spec: &WindowSpec,
+    window: WindowRef,
+    parcel: usize,
+) -> Result<ForecastExample, TrainError> {
+    let tokens = ds.tokens::<f32>(&[window], spec)?;
+    let pred = model.forward(&tokens)?;
+    let (nt, nd) = (spec.tokens(), spec.d_in);
+    let run = &ds.runs[window.run];
+    let np = ds.parcels;
+    let rows = run.rows(window.start, window.start + spec.window);
+    let truth = (0..spec.window).map(|u| rows[u * np + parcel]).collect();
+    let forecasts = model
+        .config()
+        .horizons
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| {
+            let pts: Vec<(usize, f64)> = (0..nt.saturating_sub(h))
+                .flat_map(|t| (0..nd).map(move |j| (t, j)))
+                .map(|(t, j)| ((t + h) * nd + j, f64::from(pred.at(0, t, parcel, i, j))))
+                .collect();
+            HorizonForecast {
+                horizon: h,
+                tr: pts.iter().map(|p| p.0).collect(),
+                value: pts.iter().map(|p| p.1).collect(),
+            }
+        })
+        .collect();
+    Ok(ForecastExample {
+        run: run.id.to_string(),
+        start: window.start,
+        parcel: ds.parcel_names[parcel].clone(),
+        truth,
+        forecasts,
+    })
+}
