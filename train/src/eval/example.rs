@@ -74,3 +74,36 @@ pub fn forecast_example<M: Model<f32>>(
         forecasts,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use boldcast_core::ModelConfig;
+    use boldcast_fixtures::{Ar1Spec, Layout};
+
+    #[test]
+    fn the_example_is_the_models_forecast_of_the_tr_it_targets() {
+        let fx = Ar1Spec::new(Layout { subjects: 1, runs: 2, trs: 40, parcels: 3, seed: 2 }, 0.8);
+        let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
+        let cfg =
+            ModelConfig::builder().d_in(2).d_model(8).n_layers(1).k_neighbors(0).horizons(&[1, 3]).build().unwrap();
+        let model = boldcast_cpu::CpuModel::<f32>::new(cfg, None, 3).unwrap();
+        let spec = WindowSpec { window: 12, stride: 4, d_in: 2 };
+        let w = WindowRef { run: 1, start: 8 };
+        let ex = forecast_example(&model, &ds, &spec, w, 2).unwrap();
+        assert_eq!((ex.run.as_str(), ex.start, ex.parcel.as_str()), ("sub-01_run-2", 8, "parcel-002"));
+        assert_eq!(ex.truth, (8..20).map(|t| ds.runs[1].data[t * 3 + 2]).collect::<Vec<_>>());
+        // The same window in a batch of two: token t, horizon index i, element j targets
+        // TR (t + h) D + j of the window.
+        let pred = model.forward(&ds.tokens::<f32>(&[WindowRef { run: 0, start: 0 }, w], &spec).unwrap()).unwrap();
+        for (i, (f, h)) in ex.forecasts.iter().zip([1, 3]).enumerate() {
+            assert_eq!(f.horizon, h);
+            assert_eq!(f.tr, (2 * h..12).collect::<Vec<_>>(), "6 tokens: t = 0 ..= 5 - h");
+            for (k, (&tr, &v)) in f.tr.iter().zip(&f.value).enumerate() {
+                let (t, j) = (k / 2, k % 2);
+                assert_eq!(tr, (t + h) * 2 + j);
+                assert!((v - f64::from(pred.at(1, t, 2, i, j))).abs() < 1e-6, "{v}");
+            }
+        }
+    }
+}

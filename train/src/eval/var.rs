@@ -5,9 +5,10 @@
 //! - `var1`: order 1, the penalty chosen by cross-validation over the training subjects;
 //! - `var_p`: the order (in `1..=p_max`) and the penalty chosen together; `p_max` is the
 //!   highest order up to [`VAR_P_MAX`] whose `P p` lag features number at most
-//!   [`VAR_FEATURE_MAX`] (each candidate costs a Cholesky of `(P p)^3 / 3` flops) and whose
-//!   moments fit in the machine's memory ([`var_memory`]); with `p_max < 2` it is skipped, and
-//!   the reason is recorded (so is `var1`'s, were its own moments too large).
+//!   [`VAR_FEATURE_MAX`] (each fold and penalty costs a Cholesky factor and its inverse,
+//!   `(P p)^3 / 3` flops each, and products of `(P p)^2 x P x leads`) and whose moments fit in
+//!   the machine's memory ([`var_memory`]); with `p_max < 2` it is skipped, and the reason is
+//!   recorded (so is `var1`'s, were its own moments too large).
 //!
 //! The penalties are relative ([`super::ridge`]): the grid [`RIDGE_GRID`] is log-spaced by
 //! decades from 1 to 1e-6. Candidates go simplest first to the rule of [`super::cv`]: lower
@@ -19,7 +20,7 @@
 use super::cv::{choose, cv_mse, FoldError, Folds};
 use super::linear::{Coupling, LinearFit};
 use super::moments::{fold_moments, total, Design, Moments, CHUNK_ROWS};
-use super::ridge::{solve, sse};
+use super::ridge::{sse, RidgeFactor};
 use crate::error::TrainError;
 use boldcast_core::memory::{Overflow, Size};
 use boldcast_data::memory::{check, machine_memory, MemoryNeed};
@@ -140,7 +141,7 @@ pub fn fit_var_with(
         });
     }
     let cands: Vec<(usize, f64)> = (1..=p_max).flat_map(|q| RIDGE_GRID.map(|a| (q, a))).collect();
-    let errors = cv_errors(&fm, &all, &cands, (np, nl))?;
+    let errors = cv_errors(&fm, &all, (p_max, np, nl))?;
     let var1 = chosen(&all, &cands, &errors, 1, np)?;
     let var_p = if p_max >= 2 {
         chosen(&all, &cands, &errors, p_max, np)?
@@ -168,22 +169,25 @@ fn singular(q: usize, lambda: f64) -> TrainError {
 }
 
 /// `errors[c][f]`: candidate `c` fitted without fold `f`, scored on it (zero counts without
-/// cross-validation).
+/// cross-validation). One factor per fold and penalty serves every order.
 fn cv_errors(
     fm: &[Moments],
     all: &Moments,
-    cands: &[(usize, f64)],
-    (np, n_leads): (usize, usize),
+    (p_max, np, n_leads): (usize, usize, usize),
 ) -> Result<Vec<Vec<FoldError>>, TrainError> {
-    let mut errors = vec![vec![FoldError::default(); fm.len()]; cands.len()];
+    let mut errors = vec![vec![FoldError::default(); fm.len()]; p_max * RIDGE_GRID.len()];
     if fm.len() < 2 {
         return Ok(errors);
     }
     for (f, fold) in fm.iter().enumerate() {
         let train = all.minus(fold);
-        for (c, &(q, a)) in cands.iter().enumerate() {
-            let w = solve(&train, q * np, a).ok_or_else(|| singular(q, a))?;
-            errors[c][f] = FoldError { sse: sse(&w, fold), count: fold.rows * n_leads * np };
+        for (a, &alpha) in RIDGE_GRID.iter().enumerate() {
+            let factor = RidgeFactor::new(&train, p_max * np, alpha).ok_or_else(|| singular(p_max, alpha))?;
+            for q in 1..=p_max {
+                let w = factor.solve(&train, q * np);
+                errors[(q - 1) * RIDGE_GRID.len() + a][f] =
+                    FoldError { sse: sse(&w, fold), count: fold.rows * n_leads * np };
+            }
         }
     }
     Ok(errors)
@@ -207,8 +211,8 @@ fn chosen(
     } else {
         Vec::new()
     };
-    let coefs =
-        (1..=p).map(|q| solve(all, q * np, lambda).ok_or_else(|| singular(q, lambda))).collect::<Result<_, _>>()?;
+    let factor = RidgeFactor::new(all, p * np, lambda).ok_or_else(|| singular(p, lambda))?;
+    let coefs = (1..=p).map(|q| factor.solve(all, q * np)).collect();
     Ok(VarBaseline {
         fit: Some(LinearFit { coupling: Coupling::Full, parcels: np, coefs }),
         choice: VarChoice::Fitted { p, lambda, p_max, cv },
