@@ -14,7 +14,8 @@
 //! lowest)`. The paired standard error is that of the noise between two candidates on the
 //! same folds (not the larger spread between subjects); the tolerance keeps a tie that noise
 //! decides from adding parameters that do not help (an AR(2) on AR(1) data). The chosen
-//! candidate is then at most 0.1 % worse than the best in cross-validation.
+//! candidate is then worse than the best in cross-validation by at most 0.1 % or by what the
+//! folds cannot tell apart.
 
 use boldcast_data::Dataset;
 use serde::Serialize;

@@ -233,7 +233,7 @@ where
     if let Some(fx) = &data.loaded.fixture {
         floors.push(Row::new("floor_exact", fx.floor(h, spec.d_in)?.per_horizon));
     }
-    let improvement = Improvement::of(&rows).expect("the rows hold the model and the baselines");
+    let improvement = Improvement::of(&rows);
     let forecast_example = match data.windows.first() {
         Some(&w) => Some(forecast_example(&model, ds, spec, w, 0)?),
         None => None,

@@ -40,19 +40,19 @@ pub struct Improvement {
 }
 
 impl Improvement {
-    /// The improvement of the row `model` of `rows` over the others (`None` without a model
-    /// row or a baseline).
-    pub fn of(rows: &[Row]) -> Option<Improvement> {
-        let model = rows.iter().find(|r| r.name == "model")?;
-        let base: Vec<&Row> = rows.iter().filter(|r| r.name != "model").collect();
+    /// The improvement of the row `model` of `rows` over the others (every baseline); empty
+    /// without a model row or a baseline.
+    pub fn of(rows: &[Row]) -> Improvement {
         let mut imp = Improvement { best_baseline: Vec::new(), best_mse: Vec::new(), relative: Vec::new() };
+        let Some(model) = rows.iter().find(|r| r.name == "model") else { return imp };
+        let base: Vec<&Row> = rows.iter().filter(|r| r.name != "model").collect();
         for (i, m) in model.per_horizon.iter().enumerate() {
-            let best = base.iter().min_by(|a, b| a.per_horizon[i].total_cmp(&b.per_horizon[i]))?;
+            let Some(best) = base.iter().min_by(|a, b| a.per_horizon[i].total_cmp(&b.per_horizon[i])) else { break };
             imp.best_baseline.push(best.name.clone());
             imp.best_mse.push(best.per_horizon[i]);
             imp.relative.push(1.0 - m / best.per_horizon[i]);
         }
-        Some(imp)
+        imp
     }
 }
 
@@ -90,5 +90,20 @@ impl EvalReport {
     /// The row called `name` (model, baselines or floors).
     pub fn row(&self, name: &str) -> Option<&Row> {
         self.rows.iter().chain(&self.floors).find(|r| r.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_improvement_is_over_the_best_baseline_at_each_horizon() {
+        let rows = [Row::new("model", vec![0.5, 0.9]), Row::new("a", vec![0.4, 1.0]), Row::new("b", vec![0.8, 0.95])];
+        let imp = Improvement::of(&rows);
+        assert_eq!(imp.best_baseline, ["a", "b"]);
+        assert_eq!(imp.best_mse, [0.4, 0.95]);
+        assert_eq!(imp.relative, [1.0 - 0.5 / 0.4, 1.0 - 0.9 / 0.95]);
+        assert!(Improvement::of(&rows[1..]).relative.is_empty());
     }
 }
