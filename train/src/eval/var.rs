@@ -84,13 +84,14 @@ impl VarBaseline {
     }
 }
 
-/// The memory the VAR fit of `order` needs: the moments of every fold, their total, a fold's
-/// training part and the Cholesky factor (`folds + 3` sets of `X'X` and `X'Y`), and a chunk
-/// of samples.
+/// The memory the VAR fit of `order` needs, at most: the moments of every fold, their total,
+/// a fold's training part, the Cholesky factor, its inverse, the coefficients and their
+/// products (`folds + 5` matrices the size of `X'X` and as many the size of `X'Y`), and a
+/// chunk of samples.
 pub fn var_memory(parcels: usize, order: usize, n_leads: usize, folds: usize) -> Result<MemoryNeed, Overflow> {
     let f = Size::of("parcels", parcels).checked_mul(Size::lit(order))?;
     let t = Size::of("parcels", parcels).checked_mul(Size::lit(n_leads))?;
-    let sets = Size::lit(folds + 3);
+    let sets = Size::lit(folds + 5);
     let gram = f.checked_mul(f)?.checked_mul(sets)?.times(8)?;
     let cross = f.checked_mul(t)?.checked_mul(sets)?.times(8)?;
     let chunk = f.checked_add(t)?.times(CHUNK_ROWS)?.times(8)?;
@@ -232,9 +233,9 @@ mod tests {
         // 1,024 parcels: VAR(1) only (its 1,024 features are not capped, VAR(2) is).
         assert_eq!(var_p_max(1024, 2, 5, None), 1);
         assert!(too_big(4096, 1, 2, 5, None).is_none(), "VAR(1) is capped by memory only");
-        // Memory: the Gram matrices of 8 sets (5 folds + 3) of (4 q)^2 entries and the rest.
+        // Memory: 10 sets (5 folds + 5) of (4 q)^2 and 4 q x 8 entries, and a chunk.
         let need = |q: usize| var_memory(4, q, 2, 5).unwrap().total() as u64;
-        assert_eq!(need(1), 8 * 8 * (16 + 4 * 8) + 8 * 256 * (4 + 8));
+        assert_eq!(need(1), 10 * 8 * (16 + 4 * 8) + 8 * 256 * (4 + 8));
         assert_eq!(var_p_max(4, 2, 5, Some(need(3))), 3);
         assert!(too_big(4, 4, 2, 5, Some(need(3))).unwrap().contains("the VAR(4) baseline would need about"));
         assert!(too_big(1 << 40, 1, 2, 5, None).unwrap().contains("parcels"), "an overflow names the field");
