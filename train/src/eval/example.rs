@@ -92,7 +92,8 @@ mod tests {
         let w = WindowRef { run: 1, start: 8 };
         let ex = forecast_example(&model, &ds, &spec, w, 2).unwrap();
         assert_eq!((ex.run.as_str(), ex.start, ex.parcel.as_str()), ("sub-01_run-2", 8, "parcel-002"));
-        assert_eq!(ex.truth, (8..20).map(|t| ds.runs[1].data[t * 3 + 2]).collect::<Vec<_>>());
+        let rows = ds.runs[1].rows(0, 40);
+        assert_eq!(ex.truth, (8..20).map(|t| rows[t * 3 + 2]).collect::<Vec<_>>());
         // The same window in a batch of two: token t, horizon index i, element j targets
         // TR (t + h) D + j of the window.
         let pred = model.forward(&ds.tokens::<f32>(&[WindowRef { run: 0, start: 0 }, w], &spec).unwrap()).unwrap();

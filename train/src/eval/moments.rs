@@ -173,7 +173,8 @@ mod tests {
     fn moments_are_the_sums_over_samples_by_hand() {
         let ds = dataset(CHUNK_ROWS + 40, 3);
         let run = &ds.runs[0];
-        let x = |t: usize, p: usize| run.data[t * 3 + p];
+        let rows = run.rows(0, run.n_tr);
+        let x = |t: usize, p: usize| rows[t * 3 + p];
         let d = Design { order: 2, leads: vec![1, 3], parcel: None, parcels: 3 };
         let mut m = Moments::zeros(&d);
         m.add_run(&d, run);
