@@ -453,4 +453,8 @@ pub struct EvalArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Draw the per-horizon MSE of the model, the baselines and the floor, and a forecast
+    /// example, into this PNG and its SVG twin (the same path with `.svg`).
+    #[arg(long, value_name = "PATH.png")]
+    pub figure: Option<PathBuf>,
 }

@@ -2,6 +2,10 @@
 //! the library's evaluation ([`boldcast_train::eval`], which documents the weights, the
 //! held-out windows, the baselines and the floors; `--json` prints its [`EvalReport`]).
 //!
+//! The table prints every number of the JSON's rows, `improvement` and `baselines` (but each
+//! candidate's cross-validated MSE, which only the JSON holds); `--figure` draws them
+//! ([`crate::plot_eval`]).
+//!
 //! `--checkpoint` names the weights; `--config` replaces the configuration stored in them
 //! (needed for a file without one, written by PyTorch) and then the adjacency is rebuilt from
 //! the training runs; `--data` replaces `data.dir`, else the configuration's `data.dir`, else
@@ -12,32 +16,88 @@ use crate::presets::{Overrides, Purpose, DEFAULT_PRESET};
 use boldcast::core::{Adjacency, Model, ModelConfig};
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::load_data;
-use boldcast_train::eval::{evaluate_weights, EvalData, Weights};
+use boldcast_train::eval::cv::FoldUnit;
+use boldcast_train::eval::var::VarChoice;
+use boldcast_train::eval::{evaluate_weights, BaselineChoices, EvalData, Weights};
 use boldcast_train::TrainError;
 use std::path::PathBuf;
 
 pub use boldcast_train::eval::{EvalReport, Row};
 
-/// The table printed on stdout.
+/// The width of a number column of the table (the longest baseline name and a space).
+const COL: usize = 14;
+
+/// The table printed on stdout: the MSE of every row per horizon and their mean, the model's
+/// improvement over the best baseline per horizon, and what the fitted baselines chose.
 pub fn table(r: &EvalReport) -> String {
     let mut s = format!(
-        "eval: {} on {}\nheld-out subjects {:?}, {} windows\n{:<18}",
+        "eval: {} on {}\nheld-out subjects {:?}, {} windows\n",
         r.weights.display(),
         r.data,
         r.heldout_subjects,
-        r.windows,
-        "MSE"
+        r.windows
     );
-    for h in &r.horizons {
-        s += &format!("{:>12}", format!("h{h}"));
-    }
-    s += &format!("{:>12}\n", "mean");
+    s += "MSE of standardized BOLD (variance units), per horizon h (tokens ahead)\n";
+    s += &header(&r.horizons, true);
     for row in r.rows.iter().chain(&r.floors) {
         s += &format!("{:<18}", row.name);
         for v in &row.per_horizon {
-            s += &format!("{v:>12.6}");
+            s += &format!("{v:>COL$.6}");
         }
-        s += &format!("{:>12.6}\n", row.mean);
+        s += &format!("{:>COL$.6}\n", row.mean);
+    }
+    s + &improvement(r) + &choices(&r.baselines)
+}
+
+/// The header line of the per-horizon columns.
+fn header(horizons: &[usize], mean: bool) -> String {
+    let mut s = format!("{:<18}", "");
+    for h in horizons {
+        s += &format!("{:>COL$}", format!("h{h}"));
+    }
+    if mean {
+        s += &format!("{:>COL$}", "mean");
+    }
+    s + "\n"
+}
+
+/// The model against the best baseline at each horizon.
+fn improvement(r: &EvalReport) -> String {
+    let i = &r.improvement;
+    let mut s =
+        "model vs the best baseline: relative improvement 1 - model / best (fraction of the best's MSE)\n".to_string();
+    s += &header(&r.horizons, false);
+    s += &format!("{:<18}", "best baseline");
+    for b in &i.best_baseline {
+        s += &format!("{b:>COL$}");
+    }
+    s += &format!("\n{:<18}", "best MSE");
+    for v in &i.best_mse {
+        s += &format!("{v:>COL$.6}");
+    }
+    s += &format!("\n{:<18}", "improvement");
+    for v in &i.relative {
+        s += &format!("{v:>+COL$.4}");
+    }
+    s + "\n"
+}
+
+/// What the fitted baselines chose (orders in TRs, penalties relative to the unit variance).
+fn choices(c: &BaselineChoices) -> String {
+    let cv = match c.cv_unit {
+        FoldUnit::None => "no cross-validation (one training run): defaults".to_string(),
+        FoldUnit::Subject => format!("{}-fold cross-validation over training subjects", c.cv_folds),
+        FoldUnit::Run => format!("{}-fold cross-validation over the training subject's runs", c.cv_folds),
+    };
+    let mut s = format!("chosen by {cv} (orders p in TRs; ridge lambda per sample, variance units):\n");
+    s += &format!("  ar_p: p = {} (of 1..={})\n", c.ar_p.p, c.ar_p.p_max);
+    for (name, v) in [("var1", &c.var1), ("var_p", &c.var_p)] {
+        s += &match v {
+            VarChoice::Fitted { p, lambda, p_max, .. } => {
+                format!("  {name}: p = {p} (of 1..={p_max}), lambda = {lambda:e}\n")
+            }
+            VarChoice::Skipped { reason } => format!("  {name}: skipped: {reason}\n"),
+        };
     }
     s
 }

@@ -21,6 +21,8 @@
 //! - [`eval`]: `bc-cli eval`: flags, `--config` and the table around [`boldcast_train::eval`]
 //!   (a checkpoint's per-horizon MSE beside baselines and the floor);
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
+//! - [`plot_eval`]: the figure of `bc-cli eval --figure` (grouped per-horizon MSE bars and a
+//!   forecast example);
 //! - [`error`]: the error every command returns, printed as `error: ...`.
 #![deny(missing_docs)]
 
@@ -63,6 +65,7 @@ pub mod floor;
 pub mod golden;
 pub mod overfit;
 pub mod plot;
+pub mod plot_eval;
 pub mod plot_fingerprint;
 pub mod presets;
 pub mod progress;

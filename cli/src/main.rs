@@ -69,6 +69,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 picks: a.picks.picks(),
             };
             let rep = dispatch(a.backend, Eval(&req))?;
+            if let Some(png) = &a.figure {
+                let svg = bc_cli::plot_eval::eval_figure(png, &rep)?;
+                bc_cli::errln!("figure: {} (and {})", png.display(), svg.display());
+            }
             if a.json {
                 bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
             } else {

@@ -149,9 +149,30 @@ impl LineFigure {
     }
 }
 
+/// A figure that draws itself on either backend (the PNG's and the SVG's).
+pub(crate) trait Figure {
+    /// Its size in pixels.
+    fn size(&self) -> (u32, u32) {
+        SIZE
+    }
+    /// Draws it on `root`.
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String>;
+}
+
+impl Figure for LineFigure {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw_on(root, self)
+    }
+}
+
 /// Draws `fig` into the PNG `path` and its SVG twin (`path` with the extension `.svg`), each
 /// written to a temporary file beside it and renamed. Returns the SVG's path.
 pub fn draw_figure(path: &Path, fig: &LineFigure) -> Result<PathBuf, CliError> {
+    draw_twin(path, fig)
+}
+
+/// [`draw_figure`] for any [`Figure`].
+pub(crate) fn draw_twin<F: Figure>(path: &Path, fig: &F) -> Result<PathBuf, CliError> {
     register_font();
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
@@ -162,9 +183,9 @@ pub fn draw_figure(path: &Path, fig: &LineFigure) -> Result<PathBuf, CliError> {
         let tmp = dir.join(format!(".{name}.tmp-{}.{ext}", std::process::id()));
         let err = |e: String| CliError::Msg(format!("{}: cannot draw the figure: {e}", dest.display()));
         let drawn = if is_svg {
-            draw_on(SVGBackend::new(&tmp, SIZE).into_drawing_area(), fig)
+            fig.draw(SVGBackend::new(&tmp, fig.size()).into_drawing_area())
         } else {
-            draw_on(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), fig)
+            fig.draw(BitMapBackend::new(&tmp, fig.size()).into_drawing_area())
         };
         let res = drawn.map_err(err).and_then(|_| std::fs::rename(&tmp, &dest).map_err(CliError::io(&dest)));
         if res.is_err() {

@@ -1,5 +1,6 @@
-//! `bc-cli eval`: the baselines' values on AR(1) data, the table, the JSON, and where the
-//! weights come from.
+//! `bc-cli eval`: the baselines' values on AR(1) data, the table, the JSON (the rows, the
+//! fitted baselines' choices, the improvement over the best baseline, the forecast example),
+//! and where the weights come from.
 
 mod common;
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
@@ -58,18 +59,20 @@ fn eval_json_and_table_of_a_short_run() {
         rows.into_iter().find(|r| r["name"] == name).unwrap().clone()
     };
     let names: Vec<&str> = e["rows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["model", "zero", "last_token", "window_mean", "ar1"]);
+    let all = ["model", "zero", "last_token", "window_mean", "ar1_iterated", "ar_p", "var1", "var_p"];
+    assert_eq!(names, all);
     // Standardized data: predicting zero costs about the variance, 1.
     let zero = row("zero")["mean"].as_f64().unwrap();
     assert!((zero - 1.0).abs() < 0.25, "zero baseline {zero}");
     // The fitted AR(1) is close to the floor (on 200 TRs of held-out data).
     let (ar1, emp, exact) = (
-        row("ar1")["mean"].as_f64().unwrap(),
+        row("ar1_iterated")["mean"].as_f64().unwrap(),
         row("floor_empirical")["mean"].as_f64().unwrap(),
         row("floor_exact")["mean"].as_f64().unwrap(),
     );
     assert!((ar1 / exact - 1.0).abs() < 0.15 && (ar1 / emp - 1.0).abs() < 0.15, "ar1 {ar1}, floors {emp} {exact}");
-    for r in ["model", "zero", "last_token", "window_mean", "ar1", "floor_empirical", "floor_exact"] {
+    let with_floors: Vec<&str> = all.iter().copied().chain(["floor_empirical", "floor_exact"]).collect();
+    for &r in &with_floors {
         let v = row(r);
         let per: Vec<f64> = v["per_horizon"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
         assert_eq!(per.len(), 2);
@@ -77,6 +80,9 @@ fn eval_json_and_table_of_a_short_run() {
         assert!(per[0] < per[1] || r == "zero" || r == "model", "{r}: the farther horizon is harder: {per:?}");
     }
     assert_eq!(e["ar1_phi"].as_array().unwrap().len(), 4);
+    check_choices(&e["baselines"]);
+    check_improvement(&e);
+    check_example(&e["forecast_example"]);
     // The model row is the best validation loss of the run.
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -85,12 +91,82 @@ fn eval_json_and_table_of_a_short_run() {
     let o = run(&["eval", "--checkpoint", out.join("checkpoints/step-000020/model.safetensors").to_str().unwrap()]);
     let (table, _) = text(&o);
     assert_eq!(o.status.code(), Some(0));
-    for r in ["model", "zero", "last_token", "window_mean", "ar1", "floor_empirical", "floor_exact"] {
+    for &r in &with_floors {
         assert!(table.contains(&format!("{:.6}", row(r)["mean"].as_f64().unwrap())) || r == "model", "{r}: {table}");
         assert!(table.lines().any(|l| l.starts_with(r)), "{table}");
     }
+    check_table(&table, &e);
     // Errors name the path.
     let o = run(&["eval", "--checkpoint", d.path().join("nope").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("nope: no such file or directory"), "{:?}", text(&o));
+}
+
+/// The fitted baselines' choices: 3 training subjects, 3 folds; AR(1) data.
+fn check_choices(b: &serde_json::Value) {
+    assert_eq!((b["cv_unit"].as_str(), b["cv_folds"].as_u64()), (Some("subject"), Some(3)), "{b}");
+    assert_eq!(b["ar_p"]["p_max"], 8);
+    assert_eq!(b["ar_p"]["cv_mse"].as_array().unwrap().len(), 8);
+    let p = b["ar_p"]["p"].as_u64().unwrap();
+    assert!((1..=8).contains(&p), "{b}");
+    assert_eq!((b["var1"]["status"].as_str(), b["var1"]["p"].as_u64()), (Some("fitted"), Some(1)), "{b}");
+    let grid = [1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6];
+    assert!(grid.contains(&b["var1"]["lambda"].as_f64().unwrap()), "{b}");
+    assert_eq!(b["var1"]["cv"].as_array().unwrap().len(), 7);
+    // 4 parcels x 8 lags are 32 features: VAR(p) is fitted, every order considered.
+    assert_eq!((b["var_p"]["status"].as_str(), b["var_p"]["p_max"].as_u64()), (Some("fitted"), Some(8)), "{b}");
+    assert_eq!(b["var_p"]["cv"].as_array().unwrap().len(), 8 * 7);
+}
+
+/// `improvement`: at each horizon the best baseline is the row (other than the model's and
+/// the floors) of least MSE, and the improvement is `1 - model / best`.
+fn check_improvement(e: &serde_json::Value) {
+    let rows = e["rows"].as_array().unwrap();
+    let at = |r: &serde_json::Value, i: usize| r["per_horizon"][i].as_f64().unwrap();
+    let imp = &e["improvement"];
+    for i in 0..2 {
+        let best = rows[1..].iter().min_by(|a, b| at(a, i).total_cmp(&at(b, i))).unwrap();
+        assert_eq!(imp["best_baseline"][i], best["name"]);
+        assert_eq!(imp["best_mse"][i].as_f64(), Some(at(best, i)));
+        let want = 1.0 - at(&rows[0], i) / at(best, i);
+        assert!((imp["relative"][i].as_f64().unwrap() - want).abs() < 1e-15, "{imp}");
+    }
+}
+
+/// The forecast example: parcel 0 of the held-out subject's first window, 32 TRs; the
+/// forecasts at h target TRs h..32 (D = 1).
+fn check_example(x: &serde_json::Value) {
+    assert_eq!(
+        (x["run"].as_str(), x["start"].as_u64(), x["parcel"].as_str()),
+        (Some("sub-04_run-1"), Some(0), Some("parcel-000"))
+    );
+    assert_eq!(x["truth"].as_array().unwrap().len(), 32);
+    for (i, h) in [1u64, 5].into_iter().enumerate() {
+        let f = &x["forecasts"][i];
+        assert_eq!(f["horizon"], h);
+        let tr: Vec<u64> = f["tr"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(tr, (h..32).collect::<Vec<_>>());
+        assert_eq!(f["value"].as_array().unwrap().len(), tr.len());
+    }
+}
+
+/// The table's units, the improvement and the choices, as in the JSON.
+fn check_table(table: &str, e: &serde_json::Value) {
+    assert!(table.contains("MSE of standardized BOLD (variance units), per horizon h (tokens ahead)"), "{table}");
+    let imp = &e["improvement"];
+    let line = |start: &str| table.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("{start}: {table}"));
+    for i in 0..2 {
+        assert!(line("best baseline").contains(imp["best_baseline"][i].as_str().unwrap()), "{table}");
+        assert!(line("best MSE").contains(&format!("{:.6}", imp["best_mse"][i].as_f64().unwrap())), "{table}");
+        assert!(line("improvement").contains(&format!("{:+.4}", imp["relative"][i].as_f64().unwrap())), "{table}");
+    }
+    let b = &e["baselines"];
+    assert!(table.contains(&format!("  ar_p: p = {} (of 1..=8)", b["ar_p"]["p"])), "{table}");
+    for name in ["var1", "var_p"] {
+        let v = &b[name];
+        let want =
+            format!("  {name}: p = {} (of 1..={}), lambda = {:e}", v["p"], v["p_max"], v["lambda"].as_f64().unwrap());
+        assert!(table.contains(&want), "`{want}` not in {table}");
+    }
+    assert!(table.contains("chosen by 3-fold cross-validation over training subjects (orders p in TRs"), "{table}");
 }

@@ -103,3 +103,88 @@ fn the_overfit_figure_shows_the_rule_and_the_floor() {
         assert!(texts.iter().any(|t| t.starts_with(start)), "no `{start}...` among {texts:?}");
     }
 }
+
+/// The `(height, width)` of the SVG's rectangles filled with `color`, over the first `y_max`
+/// pixels of the figure.
+fn svg_rects(path: &Path, color: (u8, u8, u8), y_max: f64) -> Vec<(f64, f64)> {
+    let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", color.0, color.1, color.2);
+    let svg = std::fs::read_to_string(path).unwrap();
+    let attr = |r: &str, name: &str| -> f64 {
+        let v = r.split(&format!(" {name}=\"")).nth(1).unwrap().split('"').next().unwrap();
+        v.parse().unwrap()
+    };
+    svg.split("<rect")
+        .skip(1)
+        .map(|r| r.split('>').next().unwrap())
+        .filter(|r| r.contains(&fill) && attr(r, "y") < y_max)
+        .map(|r| (attr(r, "height"), attr(r, "width")))
+        .collect()
+}
+
+#[test]
+fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let o = common::run(&["train", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "20"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", common::text(&o));
+    let png = d.path().join("figs/eval.png");
+    let o = common::run(&["eval", "--checkpoint", out.to_str().unwrap(), "--json", "--figure", png.to_str().unwrap()]);
+    let (stdout, stderr) = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains("figure: ") && stderr.contains("eval.svg"), "{stderr}");
+    let e: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows: Vec<serde_json::Value> =
+        e["rows"].as_array().unwrap().iter().chain(e["floors"].as_array().unwrap()).cloned().collect();
+    assert_eq!(rows.len(), 10, "model, 7 baselines, 2 floors");
+    let svg = png.with_extension("svg");
+    let texts = svg_texts(&svg);
+    let caption = "Forecast example: parcel parcel-000, sub-04_run-1, TRs 0..32 of the run";
+    let mut want = vec![
+        bc_cli::plot_eval::TITLE,
+        "Per-horizon MSE on the held-out windows (lower is better)",
+        "MSE (standardized BOLD, variance units)",
+        "forecast horizon (tokens ahead)",
+        "h = 1",
+        "h = 5",
+        caption,
+        "TR within the held-out window (TRs)",
+        "standardized BOLD (SD units)",
+        "true series",
+        "model, h = 1",
+        "model, h = 5",
+        "0.2",
+        "30",
+    ];
+    want.extend(rows.iter().map(|r| r["name"].as_str().unwrap()));
+    for w in want {
+        assert!(texts.iter().any(|t| t == w), "`{w}` not among the SVG's texts {texts:?}");
+    }
+    // Each row: a bar per horizon in the upper panel, its height in proportion to its MSE
+    // (the same pixels per unit for every bar), and a swatch in the legend.
+    let mut scales = Vec::new();
+    for (k, r) in rows.iter().enumerate() {
+        let c = bc_cli::plot_eval::row_color(r["name"].as_str().unwrap(), k);
+        let rects = svg_rects(&svg, (c.0, c.1, c.2), 560.0);
+        let bars: Vec<&(f64, f64)> = rects.iter().filter(|(_, w)| *w > 25.0).collect();
+        assert_eq!((bars.len(), rects.len()), (2, 3), "{}: {rects:?}", r["name"]);
+        for (i, (h, _)) in bars.iter().enumerate() {
+            scales.push((h / r["per_horizon"][i].as_f64().unwrap(), *h));
+        }
+    }
+    let top = scales.iter().map(|s| s.0).fold(0.0, f64::max);
+    for (s, h) in scales.iter().filter(|(_, h)| *h > 20.0) {
+        assert!((s / top - 1.0).abs() < 2.0 / h, "pixels per MSE unit {s} vs {top} (bar of {h} px)");
+    }
+    // The PNG: its size, the title and the legends drawn, the true series in the lower panel.
+    let px = png_pixels(&png);
+    assert_eq!((px.0, px.1), (1200, 1000));
+    for (area, xs, ys) in [
+        ("title", (300, 900), (0, 30)),
+        ("bar legend", (965, 1195), (60, 330)),
+        ("example legend", (965, 1195), (600, 700)),
+        ("true series", (100, 950), (620, 950)),
+    ] {
+        let n = dark_pixels(&px, xs, ys);
+        assert!(n > 100, "only {n} dark pixels in the {area} area");
+    }
+}

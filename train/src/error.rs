@@ -209,6 +209,14 @@ pub enum TrainError {
         /// Its value.
         value: f64,
     },
+    /// A linear baseline of the evaluation cannot be fitted (too few training samples).
+    #[error("baseline `{name}`: {reason}")]
+    Baseline {
+        /// The baseline's row name.
+        name: String,
+        /// Why, in words.
+        reason: String,
+    },
     /// Weights are given data other than the data they were trained on.
     #[error("{}: {reason}", path.display())]
     OtherData {

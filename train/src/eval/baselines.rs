@@ -1,12 +1,17 @@
-//! The numbers of an evaluation: the AR(1) fit ([`fit_ar1`]), the baselines' forecasts
-//! ([`baseline_forecasts`]) and the per-horizon MSE of a model and the baselines over
-//! windows ([`evaluate`]).
+//! The baselines of an evaluation: the simple ones ([`baseline_forecasts`]: zero, last
+//! token, window mean, the iterated AR(1) of [`fit_ar1`]) and the fitted linear ones
+//! ([`Baselines`], fitted by [`fit_baselines`] on the training runs: `ar_p`, `var1`,
+//! `var_p`), with the forecasts of all of them ([`Baselines::forecasts`]) in the order of
+//! [`Baselines::names`].
 
-use super::report::Row;
+use super::ar::{fit_ar_p, ArChoice};
+use super::cv::{folds, FoldUnit, Folds};
+use super::linear::{leads, LinearFit};
+use super::var::{fit_var, VarBaseline, VarChoice};
 use crate::error::TrainError;
-use boldcast_core::forecast::{build_forecast_targets, per_horizon_losses};
-use boldcast_core::{ForecastShape, Forecasts, Model, Tokens};
-use boldcast_data::{Dataset, WindowRef, WindowSpec};
+use boldcast_core::{ForecastShape, Forecasts, Tokens};
+use boldcast_data::Dataset;
+use serde::Serialize;
 
 /// Per-parcel AR(1) coefficients by least squares over `runs`: `sum x_t x_(t+1) / sum x_t^2`.
 pub fn fit_ar1(ds: &Dataset, runs: &[usize]) -> Result<Vec<f64>, TrainError> {
@@ -26,8 +31,8 @@ pub fn fit_ar1(ds: &Dataset, runs: &[usize]) -> Result<Vec<f64>, TrainError> {
     Ok(num.iter().zip(&den).map(|(n, d)| if *d > 0.0 { n / d } else { 0.0 }).collect())
 }
 
-/// The baselines' forecasts `(B, T, P, H, D)` of `tokens`: zero, last token, window mean, AR(1)
-/// (`phi`: one coefficient per parcel).
+/// The simple baselines' forecasts `(B, T, P, H, D)` of `tokens`: zero, last token, window
+/// mean, iterated AR(1) (`phi^L x_last`, `phi`: one coefficient per parcel).
 pub fn baseline_forecasts(tokens: &Tokens<f64>, horizons: &[usize], phi: &[f64]) -> [Forecasts<f64>; 4] {
     let s = tokens.shape();
     let (nb, nt, np, nd, nh) = (s.batch, s.time, s.parcels, s.d_in, horizons.len());
@@ -57,36 +62,94 @@ pub fn baseline_forecasts(tokens: &Tokens<f64>, horizons: &[usize], phi: &[f64])
     [zero, last, mean, ar1]
 }
 
-/// Evaluates `model` and the baselines on `windows` of `ds` (batches of `batch`): the rows
-/// `model`, `zero`, `last_token`, `window_mean`, `ar1`, each the window-weighted mean MSE.
-pub fn evaluate<M: Model<f32>>(
-    model: &M,
+/// The names of the simple baselines, in the order of [`baseline_forecasts`].
+pub const SIMPLE: [&str; 4] = ["zero", "last_token", "window_mean", "ar1_iterated"];
+
+/// What the fitted baselines chose (`baselines` of `bc-cli eval --json`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BaselineChoices {
+    /// What a cross-validation fold holds (`subject`, `run`, or `none`).
+    pub cv_unit: FoldUnit,
+    /// Cross-validation folds.
+    pub cv_folds: usize,
+    /// `ar_p`'s order.
+    pub ar_p: ArChoice,
+    /// `var1`'s penalty.
+    pub var1: VarChoice,
+    /// `var_p`'s order and penalty, or why it was skipped.
+    pub var_p: VarChoice,
+}
+
+/// Every baseline of an evaluation, fitted on the training runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Baselines {
+    /// The horizons, in tokens.
+    pub horizons: Vec<usize>,
+    /// The iterated AR(1)'s coefficient per parcel ([`fit_ar1`]).
+    pub ar1_phi: Vec<f64>,
+    /// The cross-validation folds.
+    pub folds: Folds,
+    /// The per-parcel AR(p).
+    pub ar_p: LinearFit,
+    /// Its choice.
+    pub ar_choice: ArChoice,
+    /// The VAR(1).
+    pub var1: VarBaseline,
+    /// The VAR(p).
+    pub var_p: VarBaseline,
+}
+
+/// Fits every baseline on `train_runs` of `ds` for `horizons` and tokens of `d_in` TRs.
+pub fn fit_baselines(
     ds: &Dataset,
-    spec: &WindowSpec,
-    windows: &[WindowRef],
-    phi: &[f64],
-    batch: usize,
-) -> Result<Vec<Row>, TrainError> {
-    let horizons = model.config().horizons.clone();
-    let nh = horizons.len();
-    let mut sums = vec![vec![0.0f64; nh]; 5];
-    for chunk in windows.chunks(batch.max(1)) {
-        let w = chunk.len() as f64;
-        let t32 = ds.tokens::<f32>(chunk, spec)?;
-        let pred = model.forward(&t32)?;
-        let target = build_forecast_targets(&t32, &horizons)?;
-        for (s, v) in sums[0].iter_mut().zip(per_horizon_losses(&pred, &target)?) {
-            *s += v * w;
-        }
-        let t64 = ds.tokens::<f64>(chunk, spec)?;
-        let target = build_forecast_targets(&t64, &horizons)?;
-        for (i, f) in baseline_forecasts(&t64, &horizons, phi).iter().enumerate() {
-            for (s, v) in sums[i + 1].iter_mut().zip(per_horizon_losses(f, &target)?) {
-                *s += v * w;
-            }
+    train_runs: &[usize],
+    horizons: &[usize],
+    d_in: usize,
+) -> Result<Baselines, TrainError> {
+    let folds = folds(ds, train_runs);
+    let leads = leads(horizons, d_in);
+    let (ar_p, ar_choice) = fit_ar_p(ds, &folds, &leads)?;
+    let (var1, var_p) = fit_var(ds, &folds, &leads)?;
+    Ok(Baselines {
+        horizons: horizons.to_vec(),
+        ar1_phi: fit_ar1(ds, train_runs)?,
+        folds,
+        ar_p,
+        ar_choice,
+        var1,
+        var_p,
+    })
+}
+
+impl Baselines {
+    /// The fitted linear baselines with their names (a skipped one is left out).
+    fn linear(&self) -> Vec<(&'static str, &LinearFit)> {
+        let mut v = vec![("ar_p", &self.ar_p)];
+        v.extend(self.var1.fit.as_ref().map(|f| ("var1", f)));
+        v.extend(self.var_p.fit.as_ref().map(|f| ("var_p", f)));
+        v
+    }
+
+    /// The rows' names: [`SIMPLE`], then `ar_p`, `var1`, `var_p` (those fitted).
+    pub fn names(&self) -> Vec<&'static str> {
+        SIMPLE.iter().copied().chain(self.linear().into_iter().map(|(n, _)| n)).collect()
+    }
+
+    /// Every baseline's forecasts of `tokens`, in the order of [`Baselines::names`].
+    pub fn forecasts(&self, tokens: &Tokens<f64>) -> Vec<Forecasts<f64>> {
+        let mut v: Vec<Forecasts<f64>> = baseline_forecasts(tokens, &self.horizons, &self.ar1_phi).into();
+        v.extend(self.linear().into_iter().map(|(_, f)| f.forecasts(tokens, &self.horizons)));
+        v
+    }
+
+    /// What the fitted baselines chose.
+    pub fn choices(&self) -> BaselineChoices {
+        BaselineChoices {
+            cv_unit: self.folds.unit,
+            cv_folds: if self.folds.cross_validates() { self.folds.runs.len() } else { 0 },
+            ar_p: self.ar_choice.clone(),
+            var1: self.var1.choice.clone(),
+            var_p: self.var_p.choice.clone(),
         }
     }
-    let n = windows.len().max(1) as f64;
-    let names = ["model", "zero", "last_token", "window_mean", "ar1"];
-    Ok(names.iter().zip(sums).map(|(name, s)| Row::new(name, s.into_iter().map(|x| x / n).collect())).collect())
 }

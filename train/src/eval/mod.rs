@@ -10,25 +10,49 @@
 //! windows are those of the configuration's subject split ([`boldcast_data::split()`]) at
 //! `window.stride` ([`EvalData`]).
 //!
-//! Rows ([`baselines`]), each a mean squared error per horizon and their mean (the loss):
+//! Rows ([`baselines`], scored by [`score`]), each a mean squared error per horizon and
+//! their mean (the loss); every baseline is fitted on the training subjects only and scored
+//! on exactly the held-out windows the model is scored on, seeing only what the model sees
+//! (the window's tokens up to `t`):
 //!
 //! - `model`: the checkpoint;
 //! - `zero`: predict 0 (the standardized mean): the MSE is the targets' mean square, about 1;
 //! - `last_token`: repeat the last token seen, `pred[t, h, j] = tokens[t, j]`, every horizon;
 //! - `window_mean`: the mean of the window's tokens up to `t`;
-//! - `ar1`: per parcel, `phi_p^L * x_last` with `phi_p` fitted by least squares
+//! - `ar1_iterated`: per parcel, `phi_p^L * x_last` with `phi_p` fitted by least squares
 //!   (`sum x_t x_(t+1) / sum x_t^2`, pooled over the training runs) and `L = (h - 1) D + j + 1`
-//!   TRs past the last TR seen: the best single-lag predictor, optimal for AR(1) data;
+//!   TRs past the last TR seen: a one-step fit iterated (the `ar1` of earlier versions);
+//! - `ar_p` ([`ar`]): per parcel, a direct regression of `x(n + L)` on its last `p` TRs for
+//!   every lead `L`, `p <= AR_P_MAX = 8` chosen by cross-validation over the training subjects;
+//! - `var1`, `var_p` ([`var`]): every parcel from every parcel's last 1 (or `p`) TRs, direct
+//!   ridge regressions for every lead, the penalty (and `p`) chosen by cross-validation;
+//!   `var_p` where its moments fit (else left out, the reason in the report).
 //!
-//! and the floors: `1 - acf(L)^2` on the held-out runs (empirical), and for the synthetic
-//! fixture the exact `1 - rho^(2L)`. [`evaluate_weights`] puts them into an [`EvalReport`]
-//! ([`report`]); [`eval_checkpoint`] does everything from a path.
+//! The linear fits stream over the training runs accumulating moments per fold ([`moments`]:
+//! `X'X`, `X'Y`), so cross-validation refits from `total - fold` without revisiting data
+//! ([`cv`]: the folds and the choice rule; [`ridge`]: the solve); at a token whose window holds
+//! fewer than `p` TRs a fit uses the highest order that fits ([`linear`]). The floors:
+//! `1 - acf(L)^2` on the held-out runs (empirical), and for the synthetic fixture the exact
+//! `1 - rho^(2L)`. [`evaluate_weights`] puts them into an [`EvalReport`] ([`report`]) with the
+//! baselines' choices, the model's relative improvement over the best baseline at each horizon
+//! ([`Improvement`]) and a forecast example ([`example`]); [`eval_checkpoint`] does everything
+//! from a path.
 
+pub mod ar;
 pub mod baselines;
+pub mod cv;
+pub mod example;
+pub mod linear;
+pub mod moments;
 pub mod report;
+pub mod ridge;
+pub mod score;
+pub mod var;
 
-pub use baselines::{baseline_forecasts, evaluate, fit_ar1};
-pub use report::{EvalReport, Row};
+pub use baselines::{baseline_forecasts, fit_ar1, fit_baselines, BaselineChoices, Baselines};
+pub use example::{forecast_example, ForecastExample, HorizonForecast};
+pub use report::{EvalReport, Improvement, Row};
+pub use score::{evaluate, score_baselines};
 
 use crate::checkpoint as ck;
 use crate::config::RunConfig;
@@ -195,8 +219,8 @@ where
     let reason = |e: boldcast_core::Error| TrainError::Checkpoint { path: weights.path.clone(), reason: e.to_string() };
     model.load_state(&params).map_err(reason)?;
     let (ds, split, spec) = (&data.loaded.ds, &data.split, &data.spec);
-    let phi = fit_ar1(ds, &split.train_runs)?;
-    let rows = evaluate(&model, ds, spec, &data.windows, &phi, cfg.train.batch_size)?;
+    let baselines = fit_baselines(ds, &split.train_runs, &cfg.model.horizons, spec.d_in)?;
+    let rows = evaluate(&model, ds, spec, &data.windows, &baselines, cfg.train.batch_size)?;
     if let Some(r) = rows.iter().find(|r| r.per_horizon.iter().any(|v| !v.is_finite())) {
         return Err(TrainError::Checkpoint {
             path: weights.path.clone(),
@@ -209,6 +233,11 @@ where
     if let Some(fx) = &data.loaded.fixture {
         floors.push(Row::new("floor_exact", fx.floor(h, spec.d_in)?.per_horizon));
     }
+    let improvement = Improvement::of(&rows);
+    let forecast_example = match data.windows.first() {
+        Some(&w) => Some(forecast_example(&model, ds, spec, w, 0)?),
+        None => None,
+    };
     Ok(EvalReport {
         weights: weights.path.clone(),
         data: data.loaded.source.clone(),
@@ -217,7 +246,10 @@ where
         windows: data.windows.len(),
         rows,
         floors,
-        ar1_phi: phi,
+        ar1_phi: baselines.ar1_phi.clone(),
+        baselines: baselines.choices(),
+        improvement,
+        forecast_example,
         warnings,
     })
 }

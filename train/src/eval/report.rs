@@ -1,13 +1,17 @@
-//! What an evaluation reports: [`Row`] (an MSE per horizon and their mean) and
-//! [`EvalReport`], whose JSON is `bc-cli eval --json`'s output (fields in this order).
+//! What an evaluation reports: [`Row`] (an MSE per horizon and their mean), [`Improvement`]
+//! (the model against the best baseline at each horizon) and [`EvalReport`], whose JSON is
+//! `bc-cli eval --json`'s output (fields in this order).
 
+use super::baselines::BaselineChoices;
+use super::example::ForecastExample;
 use serde::Serialize;
 use std::path::PathBuf;
 
 /// One row of the table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
-    /// `model`, `zero`, `last_token`, `window_mean`, `ar1`, `floor_empirical`, `floor_exact`.
+    /// `model`, `zero`, `last_token`, `window_mean`, `ar1_iterated`, `ar_p`, `var1`, `var_p`,
+    /// `floor_empirical`, `floor_exact`.
     pub name: String,
     /// MSE per horizon.
     pub per_horizon: Vec<f64>,
@@ -20,6 +24,35 @@ impl Row {
     pub fn new(name: &str, per: Vec<f64>) -> Row {
         let mean = per.iter().sum::<f64>() / per.len().max(1) as f64;
         Row { name: name.into(), per_horizon: per, mean }
+    }
+}
+
+/// The model against the best baseline at each horizon.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Improvement {
+    /// The baseline with the lowest MSE at each horizon.
+    pub best_baseline: Vec<String>,
+    /// Its MSE.
+    pub best_mse: Vec<f64>,
+    /// The model's relative improvement over it, `1 - model / best` (a fraction of the best
+    /// baseline's MSE; positive when the model is better).
+    pub relative: Vec<f64>,
+}
+
+impl Improvement {
+    /// The improvement of the row `model` of `rows` over the others (every baseline); empty
+    /// without a model row or a baseline.
+    pub fn of(rows: &[Row]) -> Improvement {
+        let mut imp = Improvement { best_baseline: Vec::new(), best_mse: Vec::new(), relative: Vec::new() };
+        let Some(model) = rows.iter().find(|r| r.name == "model") else { return imp };
+        let base: Vec<&Row> = rows.iter().filter(|r| r.name != "model").collect();
+        for (i, m) in model.per_horizon.iter().enumerate() {
+            let Some(best) = base.iter().min_by(|a, b| a.per_horizon[i].total_cmp(&b.per_horizon[i])) else { break };
+            imp.best_baseline.push(best.name.clone());
+            imp.best_mse.push(best.per_horizon[i]);
+            imp.relative.push(1.0 - m / best.per_horizon[i]);
+        }
+        imp
     }
 }
 
@@ -40,8 +73,15 @@ pub struct EvalReport {
     pub rows: Vec<Row>,
     /// The floors (empirical; exact for the synthetic fixture).
     pub floors: Vec<Row>,
-    /// The fitted AR(1) coefficient per parcel.
+    /// The fitted AR(1) coefficient per parcel (of `ar1_iterated`).
     pub ar1_phi: Vec<f64>,
+    /// What the fitted baselines chose: the cross-validation folds, `ar_p`'s order, the
+    /// VARs' orders and ridge penalties (or why one was skipped).
+    pub baselines: BaselineChoices,
+    /// The model against the best baseline at each horizon.
+    pub improvement: Improvement,
+    /// One parcel of the first held-out window and the model's forecasts of it.
+    pub forecast_example: Option<ForecastExample>,
     /// What the user should be warned of (data other than the training data, when allowed).
     pub warnings: Vec<String>,
 }
@@ -50,5 +90,20 @@ impl EvalReport {
     /// The row called `name` (model, baselines or floors).
     pub fn row(&self, name: &str) -> Option<&Row> {
         self.rows.iter().chain(&self.floors).find(|r| r.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_improvement_is_over_the_best_baseline_at_each_horizon() {
+        let rows = [Row::new("model", vec![0.5, 0.9]), Row::new("a", vec![0.4, 1.0]), Row::new("b", vec![0.8, 0.95])];
+        let imp = Improvement::of(&rows);
+        assert_eq!(imp.best_baseline, ["a", "b"]);
+        assert_eq!(imp.best_mse, [0.4, 0.95]);
+        assert_eq!(imp.relative, [1.0 - 0.5 / 0.4, 1.0 - 0.9 / 0.95]);
+        assert!(Improvement::of(&rows[1..]).relative.is_empty());
     }
 }

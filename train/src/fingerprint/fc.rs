@@ -61,12 +61,18 @@ pub fn needs_halves(ds: &Dataset, runs: &[usize]) -> bool {
 }
 
 /// The runs `runs`, whole, in that order.
-pub fn whole_runs(ds: &Dataset, runs: &[usize]) -> Vec<Segment> {
+pub fn whole_runs(ds: &Dataset, runs: &[usize]) -> Result<Vec<Segment>, TrainError> {
     runs.iter()
         .map(|&i| {
             let r = &ds.runs[i];
-            let data = r.rows(0, r.n_tr).into_owned();
-            Segment { subject: r.id.subject.clone(), label: r.id.to_string(), n_tr: r.n_tr, parcels: ds.parcels, data }
+            let data = r.rows(0, r.n_tr)?.into_owned();
+            Ok(Segment {
+                subject: r.id.subject.clone(),
+                label: r.id.to_string(),
+                n_tr: r.n_tr,
+                parcels: ds.parcels,
+                data,
+            })
         })
         .collect()
 }
@@ -85,7 +91,7 @@ pub fn halves(ds: &Dataset, runs: &[usize]) -> Result<Vec<Segment>, TrainError> 
             return Err(TrainError::Fingerprint { reason });
         }
         for (t0, name) in [(0, "first"), (r.n_tr - h, "second")] {
-            let mut data = r.rows(t0, t0 + h).into_owned();
+            let mut data = r.rows(t0, t0 + h)?.into_owned();
             // The values are a standardized run's, all finite: this cannot fail.
             let _ = boldcast_data::standardize(&mut data, h, ds.parcels);
             let label = format!("{} ({name} half)", r.id);
@@ -176,7 +182,8 @@ mod tests {
         let mean: f64 = (0..4).map(|t| h[1].data[t * 3]).sum::<f64>() / 4.0;
         let var: f64 = (0..4).map(|t| h[1].data[t * 3].powi(2)).sum::<f64>() / 4.0;
         assert!(mean.abs() < 1e-12 && (var - 1.0).abs() < 1e-12);
-        let raw: Vec<f64> = (5..9).map(|t| ds.runs[0].data[t * 3]).collect();
+        let all = ds.runs[0].to_vec().unwrap();
+        let raw: Vec<f64> = (5..9).map(|t| all[t * 3]).collect();
         let rm = raw.iter().sum::<f64>() / 4.0;
         let rs = (raw.iter().map(|v| (v - rm).powi(2)).sum::<f64>() / 4.0).sqrt();
         assert!((h[1].data[0] - (raw[0] - rm) / rs).abs() < 1e-12);
@@ -191,7 +198,7 @@ mod tests {
         let ds = Dataset::from_synth(&runs, None).unwrap();
         assert!(!needs_halves(&ds, &[0, 1]));
         assert!(needs_halves(&ds, &[1]));
-        let w = whole_runs(&ds, &[1, 0]);
+        let w = whole_runs(&ds, &[1, 0]).unwrap();
         assert_eq!((w[0].label.as_str(), w[0].n_tr, w[0].data.len()), ("sub-01_run-2", 4, 12));
     }
 }

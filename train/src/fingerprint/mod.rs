@@ -72,7 +72,7 @@ pub fn segments(ds: &Dataset, runs: &[usize]) -> Result<(Vec<Segment>, bool), Tr
     if needs_halves(ds, runs) {
         Ok((halves(ds, runs)?, true))
     } else {
-        Ok((whole_runs(ds, runs), false))
+        Ok((whole_runs(ds, runs)?, false))
     }
 }
 

@@ -75,7 +75,7 @@ fn one_run_per_subject_is_split_into_halves() {
 #[test]
 fn mcnemar_pairs_two_methods_on_the_same_queries() {
     let ds = dataset(&IdentitySpec::planted(layout(10, 2, 1)));
-    let segs = whole_runs(&ds, &all_runs(&ds));
+    let segs = whole_runs(&ds, &all_runs(&ds)).unwrap();
     let full = fc_samples(&segs, FcEdges::FisherZ);
     // The FC of the first 20 TRs only: a noisy fingerprint of the same runs.
     let short: Vec<Segment> =
@@ -141,7 +141,7 @@ fn untrained_embeddings_run_end_to_end_and_fc_beats_them() {
         .unwrap();
     let model = boldcast_cpu::CpuModel::<f32>::new(cfg, None, 1).unwrap();
     let ds = dataset(&IdentitySpec::planted(layout(10, 2, 1)));
-    let segs = whole_runs(&ds, &all_runs(&ds));
+    let segs = whole_runs(&ds, &all_runs(&ds)).unwrap();
     let emb = pooled_embeddings(&model, &segs, 4);
     assert_eq!(emb[0].features.len(), 12 * 16, "(P, M) flattened");
     let fc = fc_samples(&segs, FcEdges::FisherZ);

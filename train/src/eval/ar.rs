@@ -1,0 +1,88 @@
+//! The per-parcel AR(p) baseline (`ar_p`): each parcel forecast from its own last `p` TRs,
+//! fitted directly for every lead `L` (a regression of `x(n + L)` on `x(n), ..., x(n-p+1)`,
+//! not a one-step fit iterated), by least squares on the training runs.
+//!
+//! One order `p` serves every parcel and lead, chosen by cross-validation over the training
+//! subjects ([`super::cv`]) among `1..=AR_P_MAX` (lags in TRs): the candidates are scored on
+//! the loss, every parcel and lead alike. All orders are fitted on the same samples (those
+//! with `AR_P_MAX` TRs of history), each from the leading block of one set of moments. A
+//! relative ridge of [`AR_RIDGE`] keeps a parcel that is all zeros (constant in every run)
+//! solvable; it moves no coefficient measurably.
+
+use super::cv::{choose, cv_mse, FoldError, Folds};
+use super::linear::{Coupling, LinearFit};
+use super::moments::{fold_moments, total, Design, Moments};
+use super::ridge::{solve, sse};
+use crate::error::TrainError;
+use boldcast_data::Dataset;
+use nalgebra::DMatrix;
+use serde::Serialize;
+
+/// The highest order `ar_p` considers, in TRs.
+pub const AR_P_MAX: usize = 8;
+/// The relative ridge of the AR fits ([`super::ridge`]).
+pub const AR_RIDGE: f64 = 1e-8;
+
+/// The order `ar_p` chose and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArChoice {
+    /// The chosen order, in TRs.
+    pub p: usize,
+    /// The highest order considered ([`AR_P_MAX`]).
+    pub p_max: usize,
+    /// The cross-validated MSE of each order `1..=p_max` (empty without cross-validation).
+    pub cv_mse: Vec<f64>,
+}
+
+fn no_samples(what: &str) -> TrainError {
+    TrainError::Baseline {
+        name: "ar_p".into(),
+        reason: format!("{what} give no sample with {AR_P_MAX} TRs of history and the farthest lead after it"),
+    }
+}
+
+/// Fits `ar_p` on the training runs of `folds` for `leads` (see the module documentation).
+pub fn fit_ar_p(ds: &Dataset, folds: &Folds, leads: &[usize]) -> Result<(LinearFit, ArChoice), TrainError> {
+    let design = |p: usize| Design { order: AR_P_MAX, leads: leads.to_vec(), parcel: Some(p), parcels: ds.parcels };
+    let per_parcel: Vec<Vec<Moments>> =
+        (0..ds.parcels).map(|p| fold_moments(&design(p), &ds.runs, &folds.runs)).collect::<Result<_, _>>()?;
+    let totals: Vec<Moments> = per_parcel.iter().zip(0..).map(|(f, p)| total(f, &design(p))).collect();
+    if totals.first().is_none_or(|m| m.rows == 0) {
+        return Err(no_samples("the training runs"));
+    }
+    let mut errors = vec![vec![FoldError::default(); folds.runs.len()]; AR_P_MAX];
+    if folds.cross_validates() {
+        for (parcel, fm) in per_parcel.iter().enumerate() {
+            for (f, fold) in fm.iter().enumerate() {
+                let train = totals[parcel].minus(fold);
+                for (q, e) in (1..=AR_P_MAX).zip(errors.iter_mut()) {
+                    let w = solve(&train, q, AR_RIDGE).ok_or_else(|| no_samples("the training folds"))?;
+                    e[f].sse += sse(&w, fold);
+                    e[f].count += fold.rows * leads.len();
+                }
+            }
+        }
+    }
+    let p = choose(&errors, 0) + 1;
+    let cv = if folds.cross_validates() { errors.iter().map(|e| cv_mse(e)).collect() } else { Vec::new() };
+    let fit = LinearFit { coupling: Coupling::PerParcel, parcels: ds.parcels, coefs: orders(&totals, p, leads.len())? };
+    Ok((fit, ArChoice { p, p_max: AR_P_MAX, cv_mse: cv }))
+}
+
+/// The coefficients of every order `1..=p` from each parcel's total moments, in the layout
+/// of [`LinearFit::coefs`].
+fn orders(totals: &[Moments], p: usize, n_leads: usize) -> Result<Vec<DMatrix<f64>>, TrainError> {
+    let np = totals.len();
+    (1..=p)
+        .map(|q| {
+            let mut c = DMatrix::zeros(q, n_leads * np);
+            for (parcel, m) in totals.iter().enumerate() {
+                let w = solve(m, q, AR_RIDGE).ok_or_else(|| no_samples("the training runs"))?;
+                for l in 0..n_leads {
+                    c.view_mut((0, l * np + parcel), (q, 1)).copy_from(&w.column(l));
+                }
+            }
+            Ok(c)
+        })
+        .collect()
+}
