@@ -33,7 +33,8 @@
 //! `boldcast_data::fsutil`),
 //! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
 //! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
-//! the floor) and [`bench`] (timed training steps).
+//! the floor), [`infer`] (a checkpoint's forecasts and embeddings of whole runs, `forecast` and
+//! `embed`) and [`bench`] (timed training steps).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -45,6 +46,7 @@ pub mod early_stopping;
 pub mod error;
 pub mod eval;
 pub mod flags;
+pub mod infer;
 pub mod log;
 pub mod memory;
 pub mod observer;
