@@ -16,6 +16,8 @@ pub mod context;
 pub mod embed;
 pub mod forecast;
 pub mod mse;
+#[cfg(test)]
+mod tests;
 
 pub use context::{Context, ContextLen};
 pub use embed::{embed_runs, pool_mean, pooled_embedding, run_embeddings, EmbedReport, Pool, PooledEmbedding};
