@@ -300,6 +300,11 @@ fn bad_inputs_are_named_and_write_nothing() {
         fail(&[cmd, "--checkpoint", r, "--out", o, "--context", "0"], "`0`: must be at least 1");
         fail(&[cmd, "--checkpoint", r, "--out", o, "--data", nope.to_str().unwrap()], "nope");
     }
+    // Other parcels than the weights were trained on: refused, with the way out.
+    let other = d.path().join("other");
+    ok(&["synth", "--out", other.to_str().unwrap(), "--subjects", "2", "--trs", "40", "--parcels", "5"]);
+    fail(&["forecast", "--checkpoint", r, "--out", o, "--data", other.to_str().unwrap()], "give --allow-other-data");
+    std::fs::remove_dir_all(&other).unwrap();
     assert!(!out.exists(), "nothing written");
     std::fs::write(&out, b"x").unwrap();
     fail(&["forecast", "--checkpoint", r, "--out", o], "is not a directory");
