@@ -10,7 +10,25 @@
 //! allowed; other subjects are the point (forecasting new data), so the training-data
 //! fingerprint is not checked. [`Predictor::select`] picks runs by subject;
 //! [`Predictor::runs`] walks them one at a time, and the writers keep one run's results in
-//! memory at a time. [`context`] says how much of a run each output sees.
+//! memory at a time (the dataset itself is what [`load_data`] holds). [`context`] says how
+//! much of a run each output sees.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), boldcast_train::TrainError> {
+//! use boldcast_train::infer::{forecast_runs, pooled_embedding, Job, OpenRequest, Predictor};
+//! let req = OpenRequest { checkpoint: "runs/train".into(), data: Some("data/new".into()), ..Default::default() };
+//! let p = Predictor::open(&req, boldcast_cpu::CpuModel::<f32>::new)?;
+//! let (context, context_rule) = p.context(None);
+//! for (run, _side) in p.runs(&p.select(None)?) {
+//!     let fingerprint = pooled_embedding(&p.model, run, &context)?; // (P, d_model)
+//!     println!("{}: {:?}", run.id, &fingerprint.parcel(0)[..2]);
+//! }
+//! let runs = p.select(Some(&["01".to_string()]))?;
+//! let job = Job { runs: &runs, context, context_rule, out: "runs/forecast".as_ref() };
+//! let report = forecast_runs(&p, &job, &mut |_| {})?;
+//! println!("{:?}", report.totals[0].mse.per_horizon);
+//! # Ok(()) }
+//! ```
 
 pub mod context;
 pub mod embed;
