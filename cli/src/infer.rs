@@ -51,7 +51,7 @@ fn selection<M: Model<f32>>(p: &Predictor<M>, runs: &[usize]) -> String {
     subjects.dedup();
     let held = match &p.split {
         Some(s) => format!("held out in training: {}", s.heldout_subjects.join(", ")),
-        None => "the training split does not apply to these data".into(),
+        None => "not the training data: no run is labelled train or heldout".into(),
     };
     format!("runs: {} of subjects {} ({held})", runs.len(), subjects.join(", "))
 }

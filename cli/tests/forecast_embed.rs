@@ -279,6 +279,24 @@ fn bad_inputs_are_named_and_write_nothing() {
     let one = d.path().join("one");
     let out = ok(&["forecast", "--checkpoint", r, "--out", one.to_str().unwrap(), "--subjects", "sub-04"]);
     assert!(out.contains("sub-04_run-1") && out.contains("heldout (1 runs)"), "{out}");
+    // New data (other subjects, the same parcels): forecast, no run labelled by the split.
+    let (new, newfc) = (d.path().join("new"), d.path().join("newfc"));
+    ok(&["synth", "--out", new.to_str().unwrap(), "--subjects", "2", "--trs", "40", "--parcels", "4"]);
+    let o = run(&[
+        "forecast",
+        "--checkpoint",
+        r,
+        "--data",
+        new.to_str().unwrap(),
+        "--out",
+        newfc.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert!(stderr(&o).contains("not the data the weights were trained on"), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(report["runs"].as_array().unwrap().iter().all(|e| e["side"].is_null()), "{report}");
+    assert_eq!(report["totals"].as_array().unwrap().len(), 1, "only `all`");
     let fail = |args: &[&str], want: &str| {
         let o = run(args);
         let err = stderr(&o);
@@ -316,5 +334,5 @@ fn bad_inputs_are_named_and_write_nothing() {
     let mut left: Vec<String> =
         std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     left.sort();
-    assert_eq!(left, ["one", "out", "run"], "no temporary directory left");
+    assert_eq!(left, ["new", "newfc", "one", "out", "run"], "no temporary directory left");
 }

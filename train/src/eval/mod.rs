@@ -165,13 +165,17 @@ impl Weights {
 }
 
 impl Weights {
-    /// The parcel names the weights were trained on (metadata `parcels`; `None` for a file
-    /// without them).
-    pub fn trained_parcels(&self) -> Result<Option<Vec<String>>, TrainError> {
-        let Some(names) = self.meta.get("parcels") else { return Ok(None) };
-        serde_json::from_str(names)
-            .map(Some)
-            .map_err(|e| TrainError::Checkpoint { path: self.path.clone(), reason: format!("metadata `parcels`: {e}") })
+    /// What the weights record of their training data (metadata `parcels` and
+    /// `data_fingerprint`; `None` for a file without them).
+    pub fn trained_identity(&self) -> Result<Option<crate::data::DataIdentity>, TrainError> {
+        let (Some(names), Some(fingerprint)) = (self.meta.get("parcels"), self.meta.get("data_fingerprint")) else {
+            return Ok(None);
+        };
+        let parcels = serde_json::from_str(names).map_err(|e| TrainError::Checkpoint {
+            path: self.path.clone(),
+            reason: format!("metadata `parcels`: {e}"),
+        })?;
+        Ok(Some(crate::data::DataIdentity { parcels, fingerprint: fingerprint.clone() }))
     }
 
     /// Builds the model of `cfg` with `build` for the data `ds` and loads these weights into

@@ -4,8 +4,9 @@
 //!
 //! [`Predictor::open`] opens the weights once ([`Weights`]: a file, a checkpoint or a run
 //! directory), takes their stored configuration (`data.dir` replaced when data are given),
-//! loads the data ([`load_data`]), splits it as training did where that split applies (to
-//! label each run `train` or `heldout`; data of other subjects have none) and builds the model.
+//! loads the data ([`load_data`]), splits it as training did when these are the training data
+//! (the training runs' fingerprint is the one the weights recorded), to label each run
+//! `train` or `heldout` (other data are not labelled), and builds the model.
 //! Weights trained on other parcel names are refused ([`TrainError::OtherData`]) unless
 //! allowed; other subjects are the point (forecasting new data), so the training-data
 //! fingerprint is not checked. [`Predictor::select`] picks runs by subject;
@@ -108,24 +109,17 @@ impl<M: Model<f32>> Predictor<M> {
         cfg.validate()?;
         let loaded = load_data(&cfg)?;
         let mut notes = loaded.notes.clone();
-        if let Some(trained) = weights.trained_parcels()? {
-            let names = |parcels| DataIdentity { parcels, fingerprint: String::new() };
-            if let Some(why) = names(trained).differs_from(&names(loaded.ds.parcel_names.clone())) {
+        let trained = weights.trained_identity()?;
+        if let Some(t) = &trained {
+            let names = |parcels: &[String]| DataIdentity { parcels: parcels.to_vec(), fingerprint: String::new() };
+            if let Some(why) = names(&t.parcels).differs_from(&names(&loaded.ds.parcel_names)) {
                 if !req.allow_other_data {
                     return Err(TrainError::OtherData { path: weights.path().to_path_buf(), reason: why });
                 }
                 notes.push(format!("warning: {}: {why}; running anyway, as asked", weights.path().display()));
             }
         }
-        let split = match boldcast_data::split(&loaded.ds, &cfg.data, cfg.train.seed) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                notes.push(format!(
-                    "note: the training split does not apply to these data ({e}): runs are not labelled"
-                ));
-                None
-            }
-        };
+        let split = training_split(&cfg, &loaded, trained.as_ref(), &mut notes);
         let train_runs = split.as_ref().map(|s| &s.train_runs[..]);
         let model = weights.build_model(&cfg, &loaded.ds, train_runs, build)?;
         Ok(Predictor { model, cfg, weights: weights.path().to_path_buf(), loaded, split, notes })
@@ -201,6 +195,26 @@ impl<M: Model<f32>> Predictor<M> {
         };
         (Context { len, batch: self.cfg.train.batch_size.max(1) }, why)
     }
+}
+
+/// The training split of `loaded`, when these are the training data: the stored rule splits
+/// them, and their training runs have the fingerprint the weights recorded (unchecked for
+/// weights without one). Else `None`, with a note saying why the runs are not labelled.
+fn training_split(
+    cfg: &RunConfig,
+    loaded: &LoadedData,
+    trained: Option<&DataIdentity>,
+    notes: &mut Vec<String>,
+) -> Option<Split> {
+    let unlabelled = "runs are not labelled train or heldout";
+    match boldcast_data::split(&loaded.ds, &cfg.data, cfg.train.seed) {
+        Err(e) => notes.push(format!("note: the training split does not apply to these data ({e}): {unlabelled}")),
+        Ok(s) if trained.is_some_and(|t| t.fingerprint != loaded.ds.fingerprint(&s.train_runs)) => {
+            notes.push(format!("note: these are not the data the weights were trained on: {unlabelled}"))
+        }
+        Ok(s) => return Some(s),
+    }
+    None
 }
 
 /// What [`forecast_runs`] and [`embed_runs`] do: which runs, under which context, into which
