@@ -424,8 +424,8 @@ pub struct InferArgs {
     /// Output directory: new, or empty.
     #[arg(long)]
     pub out: PathBuf,
-    /// Only the runs of these subjects: `01,02,sub-03` or `@FILE` (default: every run; each
-    /// run is labelled train or heldout by the training split, printed and in the JSON).
+    /// Only the runs of these subjects: `01,02,sub-03` or `@FILE` (default: every run). On
+    /// the training data each run is labelled train or heldout (printed and in the JSON).
     #[arg(long)]
     pub subjects: Option<String>,
     /// Tokens each output sees: K (the last K tokens up to it, fewer at the run's start) or
