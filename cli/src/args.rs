@@ -2,6 +2,7 @@
 
 use boldcast::core::Temporal;
 use boldcast::fixtures::RhoSpec;
+use boldcast_train::infer::ContextLen;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -88,6 +89,29 @@ pub enum Command {
     /// synthetic fixture). The configuration, split and adjacency come from the checkpoint's
     /// metadata. Prints a table, or JSON with --json.
     Eval(EvalArgs),
+    /// Forecast whole runs with a checkpoint, at every horizon, into .npy files with their MSE.
+    ///
+    /// For every run (or those of --subjects), the forecast of every token at every horizon,
+    /// float32 (n_tokens, H, D, P): `[i, h, j, p]` forecasts parcel p at TR
+    /// `last_tr[i] + (horizons[h] - 1) D + j + 1`, where `last_tr[i] = i D + D - 1` is the last
+    /// TR the forecast has seen (D = d_in; n_tokens = n_tr / D). Writes into --out (new or
+    /// empty; built under a temporary name and renamed at the end, so nothing is left on an
+    /// error), per run: `<run>_forecast.npy` in the run file's units (the standardization
+    /// undone), `<run>_forecast_std.npy` standardized, `<run>_last_tr.npy` (int64); and
+    /// `forecast.json`: the layout, the context, and per run (with its side of the training
+    /// split) and pooled over all runs and each side, the standardized MSE overall, per
+    /// horizon and per parcel over the targets inside the run. Prints per-run and pooled MSE,
+    /// or with --json the whole of forecast.json. One run in memory at a time.
+    Forecast(ForecastArgs),
+    /// Write a checkpoint's final-norm embeddings of whole runs as .npy files.
+    ///
+    /// Per run (or those of --subjects), `<run>_embed.npy`, float32 (n_tokens, P, d_model):
+    /// `[i, p, :]` is parcel p's embedding at token i, which has seen TRs up to
+    /// `last_tr[i] = i D + D - 1` (`<run>_last_tr.npy`, int64); with --pool mean,
+    /// `<run>_embed_mean.npy`, float32 (P, d_model), the mean over the run's tokens. Plus
+    /// `embed.json` (files, shapes, context, parcel names). --out as for forecast: new or
+    /// empty, complete or absent. The context rule is forecast's.
+    Embed(EmbedArgs),
 }
 
 /// Flags of `bc-cli bench`.
@@ -457,4 +481,79 @@ pub struct EvalArgs {
     /// example, into this PNG and its SVG twin (the same path with `.svg`).
     #[arg(long, value_name = "PATH.png")]
     pub figure: Option<PathBuf>,
+}
+
+/// The flags `forecast` and `embed` share.
+#[derive(Debug, Args)]
+pub struct InferArgs {
+    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
+    /// best.safetensors, else its newest checkpoint); the configuration and adjacency stored
+    /// in it are used.
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Dataset directory, in any format the loader reads (default: the configuration's, else
+    /// its synthetic fixture). Other subjects than the training ones are fine; other parcel
+    /// names are refused unless --allow-other-data.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Output directory: new, or empty.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Only the runs of these subjects: `01,02,sub-03` or `@FILE` (default: every run). On
+    /// the training data each run is labelled train or heldout (printed and in the JSON).
+    #[arg(long)]
+    pub subjects: Option<String>,
+    /// Tokens each output sees: K (the last K tokens up to it, fewer at the run's start) or
+    /// `full` (the whole run as one causal sequence). Default: the training window,
+    /// window.window / d_in tokens, computed exactly (one window per token, batches of
+    /// train.batch_size): in training every output had seen 1 to that many tokens, and a
+    /// longer context runs the scan's state past anything training saw. For a model without
+    /// layers (nothing mixes time) the default is `full`, which gives the same outputs.
+    #[arg(long, value_parser = parse_context)]
+    pub context: Option<ContextLen>,
+    /// Run on data with other parcel names than the weights were trained on (a warning).
+    #[arg(long)]
+    pub allow_other_data: bool,
+    /// The backend that runs the model (checkpoints load in every backend).
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
+    /// Print the JSON report (as written to --out) instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `bc-cli forecast`.
+#[derive(Debug, Args)]
+pub struct ForecastArgs {
+    /// The shared flags.
+    #[command(flatten)]
+    pub infer: InferArgs,
+}
+
+/// Flags of `bc-cli embed`.
+#[derive(Debug, Args)]
+pub struct EmbedArgs {
+    /// The shared flags.
+    #[command(flatten)]
+    pub infer: InferArgs,
+    /// `none`: every token's embedding (n_tokens, P, d_model); `mean`: their mean over the
+    /// run's tokens (P, d_model).
+    #[arg(long, value_enum, default_value_t = PoolArg::None)]
+    pub pool: PoolArg,
+}
+
+/// `--pool`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PoolArg {
+    /// Per token.
+    None,
+    /// The mean over tokens.
+    Mean,
+}
+
+fn parse_context(s: &str) -> Result<ContextLen, String> {
+    match s {
+        "full" => Ok(ContextLen::Full),
+        k => parse_at_least_one(k).map(ContextLen::Last).map_err(|e| format!("`{k}`: {e} (a token count, or `full`)")),
+    }
 }

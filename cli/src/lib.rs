@@ -20,6 +20,8 @@
 //!   around [`boldcast_train::bench`] (timed training steps);
 //! - [`eval`]: `bc-cli eval`: flags, `--config` and the table around [`boldcast_train::eval`]
 //!   (a checkpoint's per-horizon MSE beside baselines and the floor);
+//! - [`infer`]: `bc-cli forecast` and `bc-cli embed`: flags, lines and progress around
+//!   [`boldcast_train::infer`] (a checkpoint's forecasts and embeddings of whole runs);
 //! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
 //! - [`plot_eval`]: the figure of `bc-cli eval --figure` (grouped per-horizon MSE bars and a
 //!   forecast example);
@@ -63,6 +65,7 @@ pub mod error;
 pub mod eval;
 pub mod floor;
 pub mod golden;
+pub mod infer;
 pub mod overfit;
 pub mod plot;
 pub mod plot_eval;

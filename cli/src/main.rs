@@ -80,6 +80,14 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Forecast(a) => {
+            dispatch(a.infer.backend, Forecast(&a.infer))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Embed(a) => {
+            dispatch(a.infer.backend, Embed(&a.infer, a.pool))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
             bc_cli::outln!("{report}");
@@ -112,6 +120,24 @@ impl Job for Eval<'_> {
     type Output = bc_cli::eval::EvalReport;
     fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::eval::eval_command(self.0, build)
+    }
+}
+
+struct Forecast<'a>(&'a bc_cli::args::InferArgs);
+
+impl Job for Forecast<'_> {
+    type Output = boldcast_train::infer::ForecastReport;
+    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::infer::forecast_command(self.0, build)
+    }
+}
+
+struct Embed<'a>(&'a bc_cli::args::InferArgs, bc_cli::args::PoolArg);
+
+impl Job for Embed<'_> {
+    type Output = boldcast_train::infer::EmbedReport;
+    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::infer::embed_command(self.0, self.1, build)
     }
 }
 

@@ -23,6 +23,26 @@ impl Progress {
         Self { bar }
     }
 
+    /// A bar of `len` `unit` (runs, files) when `show`, else printing only.
+    pub fn counting(show: bool, len: u64, unit: &str) -> Self {
+        let bar = show.then(|| {
+            let pb = ProgressBar::new(len);
+            let template = format!("{{bar:40}} {{pos}}/{{len}} {unit}  {{elapsed}} (eta {{eta}})");
+            if let Ok(style) = ProgressStyle::with_template(&template) {
+                pb.set_style(style);
+            }
+            pb
+        });
+        Self { bar }
+    }
+
+    /// The bar one further.
+    pub fn inc(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
     /// Prints a line, through the bar when there is one.
     pub fn println(&self, msg: &str) {
         match &self.bar {

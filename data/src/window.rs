@@ -2,7 +2,7 @@
 //! width), [`WindowRef`] (a run and a start TR), the windows of a dataset's runs and their
 //! tokens `(B, T, P, D)`.
 
-use crate::dataset::Dataset;
+use crate::dataset::{Dataset, Run};
 use crate::error::DataError;
 use boldcast_core::{Elem, TokenShape, Tokens};
 
@@ -100,30 +100,54 @@ impl Dataset {
     /// Tokens `(B, T, P, D)` of the given windows: `tokens[b, t, p, j] = x[start + t D + j, p]`.
     pub fn tokens<E: Elem>(&self, windows: &[WindowRef], spec: &WindowSpec) -> Result<Tokens<E>, DataError> {
         spec.validate()?;
-        let (t_n, d, p) = (spec.tokens(), spec.d_in, self.parcels);
-        let mut out = Tokens::<E>::zeros(TokenShape::new(windows.len(), t_n, p, d));
+        let mut out = Tokens::<E>::zeros(TokenShape::new(windows.len(), spec.tokens(), self.parcels, spec.d_in));
         for (b, w) in windows.iter().enumerate() {
             let run = self.runs.get(w.run).ok_or_else(|| DataError::config("window.run", w.run, "no such run"))?;
-            if w.start + spec.window > run.n_tr {
-                return Err(DataError::TooShort {
-                    path: run.path.clone(),
-                    n_tr: run.n_tr,
-                    window: w.start + spec.window,
-                });
-            }
-            // One read of the window's rows (from disk, for a run kept there).
-            let x = run.rows(w.start, w.start + spec.window)?;
-            for t in 0..t_n {
-                for q in 0..p {
-                    for j in 0..d {
-                        let i = out.index(b, t, q, j);
-                        out.data_mut()[i] = E::of(x[(t * d + j) * p + q]);
-                    }
-                }
-            }
+            fill_window(run, w.start, spec, &mut out, b)?;
         }
         Ok(out)
     }
+}
+
+impl Run {
+    /// Tokens `(B, T, P, D)` of windows of this one run starting at the TRs `starts`, by the
+    /// formula of [`Dataset::tokens`] (`P` is the run's parcels, one [`Run::stats`] each): the
+    /// windows of a run that is not part of a [`Dataset`]'s windows (every context window of a
+    /// forecast, for instance).
+    pub fn tokens<E: Elem>(&self, starts: &[usize], spec: &WindowSpec) -> Result<Tokens<E>, DataError> {
+        spec.validate()?;
+        let mut out = Tokens::<E>::zeros(TokenShape::new(starts.len(), spec.tokens(), self.stats.len(), spec.d_in));
+        for (b, &start) in starts.iter().enumerate() {
+            fill_window(self, start, spec, &mut out, b)?;
+        }
+        Ok(out)
+    }
+}
+
+/// Fills window `b` of `out` with the tokens of `run` from TR `start`, read through
+/// [`Run::rows`]; a window past the run's end is [`DataError::TooShort`].
+fn fill_window<E: Elem>(
+    run: &Run,
+    start: usize,
+    spec: &WindowSpec,
+    out: &mut Tokens<E>,
+    b: usize,
+) -> Result<(), DataError> {
+    if start + spec.window > run.n_tr {
+        return Err(DataError::TooShort { path: run.path.clone(), n_tr: run.n_tr, window: start + spec.window });
+    }
+    let (d, p) = (spec.d_in, out.shape().parcels);
+    // One read of the window's rows (from disk, for a run kept there).
+    let rows = run.rows(start, start + spec.window)?;
+    for t in 0..spec.tokens() {
+        for q in 0..p {
+            for j in 0..d {
+                let i = out.index(b, t, q, j);
+                out.data_mut()[i] = E::of(rows[(t * d + j) * p + q]);
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -145,6 +169,11 @@ mod tests {
         // tokens[b=1, t=1, p=1, j=0] = x[3 + 2 + 0, 1]
         assert_eq!(tok.at(1, 1, 1, 0), x[5 * 2 + 1]);
         assert_eq!(tok.at(2, 0, 0, 1), x[7 * 2]);
+        // One run's windows by their starts: the same tokens.
+        let starts: Vec<usize> = w.iter().map(|w| w.start).collect();
+        assert_eq!(ds.runs[0].tokens::<f64>(&starts, &spec).unwrap(), tok);
+        let e = ds.runs[0].tokens::<f64>(&[8], &spec).unwrap_err();
+        assert!(e.to_string().contains("11 TRs, shorter than one window of 12"), "{e}");
         let e = ds.windows(&WindowSpec { window: 5, stride: 1, d_in: 2 }).unwrap_err();
         assert!(e.to_string().contains("window.window = 5") && e.to_string().contains("multiple of d_in = 2"), "{e}");
         let e = ds.windows(&WindowSpec { window: 12, stride: 1, d_in: 1 }).unwrap_err();

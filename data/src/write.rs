@@ -1,6 +1,6 @@
 //! The writers beside the readers: run files in the formats [`crate::Dataset::load`] reads
-//! (`.npy` float64 `(n_tr, P)`, `.tsv`/`.csv` with a header of parcel names) and
-//! `parcels.tsv`. Every file is written to a temporary sibling, synced and renamed, so a kill
+//! (`.npy` float64 `(n_tr, P)`, `.tsv`/`.csv` with a header of parcel names),
+//! `parcels.tsv`, and any array as `.npy` ([`write_npy`], the one npy encoder). Every file is written to a temporary sibling, synced and renamed, so a kill
 //! leaves either no file or the whole file.
 
 use crate::error::DataError;
@@ -61,16 +61,7 @@ pub fn write_run(path: &Path, run: &SynthRun, names: &[String], format: RunForma
         ));
     }
     write_atomic(path, |w| match format {
-        RunFormat::Npy => {
-            use npyz::WriterBuilder;
-            let mut npy = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&[run.n_tr as u64, run.parcels as u64])
-                .writer(w)
-                .begin_nd()?;
-            npy.extend(run.data.iter().copied())?;
-            npy.finish()
-        }
+        RunFormat::Npy => npy_into(w, &[run.n_tr, run.parcels], run.data.iter().copied()),
         RunFormat::Tsv | RunFormat::Csv => {
             let sep = if format == RunFormat::Tsv { "\t" } else { "," };
             let mut s = names.join(sep);
@@ -84,6 +75,34 @@ pub fn write_run(path: &Path, run: &SynthRun, names: &[String], format: RunForma
             w.write_all(s.as_bytes())
         }
     })
+}
+
+/// Writes `values` to `path` as a C-order `.npy` array of `shape` (the dtype of `T`: `<f4`
+/// for `f32`, `<f8` for `f64`, `<i8` for `i64`), atomically. A value count other than the
+/// shape's is refused before anything is written.
+pub fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[usize], values: &[T]) -> Result<(), DataError> {
+    let n: usize = shape.iter().product();
+    if values.len() != n {
+        return Err(DataError::config(
+            "npy values",
+            values.len(),
+            format!("the array {} has shape {shape:?}", path.display()),
+        ));
+    }
+    write_atomic(path, |w| npy_into(w, shape, values.iter().copied()))
+}
+
+/// The one `.npy` encoder: the header of `shape` and the values, C order.
+fn npy_into<T: npyz::AutoSerialize>(
+    w: &mut impl Write,
+    shape: &[usize],
+    values: impl IntoIterator<Item = T>,
+) -> std::io::Result<()> {
+    use npyz::WriterBuilder;
+    let shape: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
+    let mut npy = npyz::WriteOptions::new().default_dtype().shape(&shape).writer(w).begin_nd()?;
+    npy.extend(values)?;
+    npy.finish()
 }
 
 /// Writes `parcels.tsv` (`name x y z`, one row per parcel) to `path`.
@@ -145,6 +164,19 @@ mod tests {
                 ["parcels.tsv".to_string(), format!("sub-01_run-1_bold.{ext}"), format!("sub-02_run-1_bold.{ext}")]
             );
         }
+    }
+
+    #[test]
+    fn npy_arrays_read_back_with_their_shape_and_dtype() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.npy");
+        write_npy(&p, &[2, 3], &[1.5f32, 2.0, -3.0, 4.0, 5.0, 6.25]).unwrap();
+        let npy = npyz::NpyFile::new(std::fs::File::open(&p).unwrap()).unwrap();
+        assert_eq!(npy.shape(), &[2, 3]);
+        assert_eq!(npy.into_vec::<f32>().unwrap(), [1.5, 2.0, -3.0, 4.0, 5.0, 6.25]);
+        let e = write_npy(&d.path().join("b.npy"), &[2, 2], &[1i64, 2, 3]).unwrap_err().to_string();
+        assert!(e.contains("npy values = 3") && e.contains("b.npy has shape [2, 2]"), "{e}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }
 
     #[test]

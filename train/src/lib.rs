@@ -34,7 +34,8 @@
 //! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
 //! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
 //! the floor), [`fingerprint`] (identification of subjects from per-run features, against the
-//! functional-connectivity fingerprint) and [`bench`] (timed training steps).
+//! functional-connectivity fingerprint), [`infer`] (a checkpoint's forecasts and embeddings of
+//! whole runs, `forecast` and `embed`) and [`bench`] (timed training steps).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -47,6 +48,7 @@ pub mod error;
 pub mod eval;
 pub mod fingerprint;
 pub mod flags;
+pub mod infer;
 pub mod log;
 pub mod memory;
 pub mod observer;

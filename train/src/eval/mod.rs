@@ -157,10 +157,26 @@ impl Weights {
     /// The model's adjacency: the stored one, else `k_neighbors` rebuilt from `data`'s
     /// training runs; it must have the data's parcels.
     fn adjacency(&self, cfg: &RunConfig, data: &EvalData) -> Result<Option<Adjacency>, TrainError> {
-        let ds = &data.loaded.ds;
-        let adjacency = match self.meta.get("adjacency") {
-            Some(t) if self.stored_adjacency => ck::adjacency_from_json(&self.path, t)?,
-            _ => ds.adjacency(cfg.model.k_neighbors, &data.split.train_runs)?,
+        self.adjacency_for(cfg, &data.loaded.ds, Some(&data.split.train_runs))
+    }
+
+    /// The adjacency of [`Weights::adjacency`] for `ds`, rebuilt from its runs `train_runs`
+    /// when needed; `None` (a caller without the training split) makes that an error.
+    fn adjacency_for(
+        &self,
+        cfg: &RunConfig,
+        ds: &boldcast_data::Dataset,
+        train_runs: Option<&[usize]>,
+    ) -> Result<Option<Adjacency>, TrainError> {
+        let adjacency = match (self.meta.get("adjacency"), train_runs) {
+            (Some(t), _) if self.stored_adjacency => ck::adjacency_from_json(&self.path, t)?,
+            (_, Some(train_runs)) => ds.adjacency(cfg.model.k_neighbors, train_runs)?,
+            (_, None) => {
+                return Err(TrainError::Checkpoint {
+                    path: self.path.clone(),
+                    reason: "no stored adjacency, and no training split of these data to rebuild it from".into(),
+                })
+            }
         };
         match &adjacency {
             Some(a) if a.parcels() != ds.parcels => Err(TrainError::Checkpoint {
@@ -169,6 +185,46 @@ impl Weights {
             }),
             _ => Ok(adjacency),
         }
+    }
+}
+
+impl Weights {
+    /// What the weights record of their training data (metadata `parcels` and
+    /// `data_fingerprint`; `None` for a file without them).
+    pub fn trained_identity(&self) -> Result<Option<crate::data::DataIdentity>, TrainError> {
+        let (Some(names), Some(fingerprint)) = (self.meta.get("parcels"), self.meta.get("data_fingerprint")) else {
+            return Ok(None);
+        };
+        let parcels = serde_json::from_str(names).map_err(|e| TrainError::Checkpoint {
+            path: self.path.clone(),
+            reason: format!("metadata `parcels`: {e}"),
+        })?;
+        Ok(Some(crate::data::DataIdentity { parcels, fingerprint: fingerprint.clone(), provenance: None }))
+    }
+
+    /// Builds the model of `cfg` with `build` for the data `ds` and loads these weights into
+    /// it, refusing non-finite values (what `forecast` and `embed` run). The adjacency is the
+    /// stored one, else rebuilt from `ds`'s runs `train_runs` (`None`: the caller has no
+    /// training split of `ds`, and weights without a stored adjacency are an error).
+    pub fn build_model<M, F>(
+        &self,
+        cfg: &RunConfig,
+        ds: &boldcast_data::Dataset,
+        train_runs: Option<&[usize]>,
+        build: F,
+    ) -> Result<M, TrainError>
+    where
+        M: Model<f32>,
+        F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
+    {
+        let adjacency = self.adjacency_for(cfg, ds, train_runs)?;
+        let mut model = build(cfg.model_config(), adjacency, cfg.train.seed)?;
+        let params = self.file.all::<f32>()?;
+        crate::checkpoint::verify::check_finite(&self.path, &params)?;
+        let reason =
+            |e: boldcast_core::Error| TrainError::Checkpoint { path: self.path.clone(), reason: e.to_string() };
+        model.load_state(&params).map_err(reason)?;
+        Ok(model)
     }
 }
 

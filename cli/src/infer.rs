@@ -1,0 +1,144 @@
+//! `bc-cli forecast` and `bc-cli embed`: the flags, the lines printed and the progress bar
+//! around the library's [`boldcast_train::infer`] (which documents the files, the layouts and
+//! the context rule). `--json` prints the report that is also written to `--out`.
+
+use crate::args::{InferArgs, PoolArg};
+use crate::error::CliError;
+use crate::progress::Progress;
+use boldcast::core::{Adjacency, Model, ModelConfig};
+use boldcast_train::infer::{
+    embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, OpenRequest, Pool, Predictor, Side,
+};
+use boldcast_train::TrainError;
+use std::io::IsTerminal;
+
+/// The predictor of `a` (the data's and its notes on stderr), the runs of `--subjects` and
+/// the context with its rule; the selection and the context are printed on stderr.
+fn open<M, F>(a: &InferArgs, build: F) -> Result<(Predictor<M>, Vec<usize>, Context, String), CliError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+{
+    let subjects = a.subjects.as_deref().map(boldcast::data::parse_subject_list).transpose()?;
+    let req =
+        OpenRequest { checkpoint: a.checkpoint.clone(), data: a.data.clone(), allow_other_data: a.allow_other_data };
+    let p = Predictor::open(&req, build).map_err(|e| match e {
+        e @ TrainError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
+        e @ TrainError::OtherData { .. } => {
+            CliError::Msg(format!("{e}; give --allow-other-data to run on these data anyway"))
+        }
+        e => e.into(),
+    })?;
+    for n in &p.notes {
+        crate::errln!("{n}");
+    }
+    let runs = p.select(subjects.as_deref()).map_err(|e| match e {
+        TrainError::Split(boldcast::data::SplitError::UnknownSubject { subject, subjects, .. }) => {
+            boldcast::data::SplitError::UnknownSubject { field: "--subjects", subject, subjects }.into()
+        }
+        e => CliError::from(e),
+    })?;
+    let (context, context_rule) = p.context(a.context);
+    crate::errln!("{}", selection(&p, &runs));
+    crate::errln!("context: {context_rule}");
+    Ok((p, runs, context, context_rule))
+}
+
+/// `runs: N of subjects a, b (held out in training: b)`.
+fn selection<M: Model<f32>>(p: &Predictor<M>, runs: &[usize]) -> String {
+    let ds = &p.loaded.ds;
+    let mut subjects: Vec<&str> = runs.iter().map(|&i| ds.runs[i].id.subject.as_str()).collect();
+    subjects.dedup();
+    let held = match &p.split {
+        Some(s) => format!("held out in training: {}", s.heldout_subjects.join(", ")),
+        None => "not the training data: no run is labelled train or heldout".into(),
+    };
+    format!("runs: {} of subjects {} ({held})", runs.len(), subjects.join(", "))
+}
+
+fn side(s: Option<Side>) -> &'static str {
+    match s {
+        Some(Side::Train) => "train",
+        Some(Side::Heldout) => "heldout",
+        Some(Side::Unused) => "unused",
+        None => "-",
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.6}"))
+}
+
+/// `bc-cli forecast`: writes the files, prints a line per run as it is done (or, with
+/// `--json`, the report) and the pooled MSE.
+pub fn forecast_command<M, F>(a: &InferArgs, build: F) -> Result<ForecastReport, CliError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+{
+    let (p, runs, context, context_rule) = open(a, build)?;
+    let job = Job { runs: &runs, context, context_rule, out: &a.out };
+    let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
+    if !a.json {
+        let mut head = format!("{:<28}{:<9}{:>7}{:>8}{:>12}", "run", "side", "TRs", "tokens", "MSE");
+        for h in &p.cfg.model.horizons {
+            head += &format!("{:>12}", format!("h{h}"));
+        }
+        bar.println(&head);
+    }
+    let mut line = |e: &boldcast_train::infer::forecast::RunEntry| {
+        if !a.json {
+            let mut s = format!("{:<28}{:<9}{:>7}{:>8}{:>12}", e.id, side(e.side), e.n_tr, e.tokens, num(e.mse.mse));
+            for v in &e.mse.per_horizon {
+                s += &format!("{:>12}", num(*v));
+            }
+            bar.println(&s);
+        }
+        bar.inc();
+    };
+    let report = forecast_runs(&p, &job, &mut line)?;
+    bar.finish();
+    if a.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&report).expect("JSON serializes"));
+        return Ok(report);
+    }
+    for t in &report.totals {
+        let mut s = format!("{:<52}{:>12}", format!("{} ({} runs)", t.runs, t.n_runs), num(t.mse.mse));
+        for v in &t.mse.per_horizon {
+            s += &format!("{:>12}", num(*v));
+        }
+        crate::outln!("{s}");
+    }
+    crate::outln!("wrote {} (standardized MSE; per parcel in forecast.json)", a.out.display());
+    Ok(report)
+}
+
+/// `bc-cli embed`: writes the files, prints a line per run as it is done (or, with `--json`,
+/// the report).
+pub fn embed_command<M, F>(a: &InferArgs, pool: PoolArg, build: F) -> Result<EmbedReport, CliError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+{
+    let (p, runs, context, context_rule) = open(a, build)?;
+    let job = Job { runs: &runs, context, context_rule, out: &a.out };
+    let pool = match pool {
+        PoolArg::None => Pool::None,
+        PoolArg::Mean => Pool::Mean,
+    };
+    let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
+    let mut line = |e: &boldcast_train::infer::embed::EmbedEntry| {
+        if !a.json {
+            bar.println(&format!("{:<28}{:<9}{:>7} TRs  {} {:?}", e.id, side(e.side), e.n_tr, e.embedding, e.shape));
+        }
+        bar.inc();
+    };
+    let report = embed_runs(&p, &job, pool, &mut line)?;
+    bar.finish();
+    if a.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&report).expect("JSON serializes"));
+    } else {
+        crate::outln!("wrote {} (embed.json lists the files)", a.out.display());
+    }
+    Ok(report)
+}

@@ -1,0 +1,69 @@
+//! The library API on a model of its own (the CPU backend, random weights): the layout of
+//! [`run_forecasts`], a context at least as long as the run being the full one, the pooled
+//! embedding, and a run shorter than a token.
+
+use super::*;
+use boldcast_core::{Model, ModelConfig};
+use boldcast_cpu::CpuModel;
+use boldcast_data::{Dataset, WindowRef, WindowSpec};
+use boldcast_fixtures::{Ar1Spec, Layout};
+
+/// 23 TRs of 3 parcels (11 tokens of 2 TRs) and a one-layer model with horizons 1 and 2.
+fn setup() -> (CpuModel<f32>, Dataset) {
+    let fx = Ar1Spec::new(Layout { subjects: 1, runs: 1, trs: 23, parcels: 3, seed: 3 }, 0.8);
+    let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
+    let cfg = ModelConfig::builder().d_in(2).d_model(8).n_layers(1).k_neighbors(0).horizons(&[1, 2]).build().unwrap();
+    (CpuModel::new(cfg, None, 7).unwrap(), ds)
+}
+
+#[test]
+fn forecasts_are_the_forward_of_the_run_in_the_files_layout() {
+    let (model, ds) = setup();
+    let full = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Full, batch: 4 }).unwrap();
+    assert_eq!(full.shape(), [11, 2, 2, 3]);
+    let spec = WindowSpec { window: 22, stride: 1, d_in: 2 };
+    let want = model.forward(&ds.tokens(&[WindowRef { run: 0, start: 0 }], &spec).unwrap()).unwrap();
+    for (i, h, j, p) in
+        (0..11).flat_map(|i| (0..2).flat_map(move |h| (0..2).flat_map(move |j| (0..3).map(move |p| (i, h, j, p)))))
+    {
+        assert_eq!(full.std[full.index(i, h, j, p)], want.at(0, i, p, h, j), "[{i}, {h}, {j}, {p}]");
+    }
+    assert_eq!((full.last_tr(10), full.target_tr(10, 1, 1)), (21, 21 + 2 + 1 + 1));
+    // A context as long as the run is the full one, bit for bit.
+    let long = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Last(11), batch: 4 }).unwrap();
+    assert_eq!(long, full);
+    // A short context differs once the run is longer than it.
+    let short = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Last(3), batch: 4 }).unwrap();
+    let first = full.index(3, 0, 0, 0);
+    assert_eq!(short.std[..first], full.std[..first], "tokens 0..3 have seen the same tokens");
+    assert_ne!(short.std[first..], full.std[first..]);
+}
+
+#[test]
+fn the_pooled_embedding_is_the_mean_over_tokens() {
+    let (model, ds) = setup();
+    let ctx = Context { len: ContextLen::Last(4), batch: 2 };
+    let e = run_embeddings(&model, &ds.runs[0], &ctx).unwrap();
+    assert_eq!(e.shape(), boldcast_core::EmbedShape::new(1, 11, 3, 8));
+    let pooled = pooled_embedding(&model, &ds.runs[0], &ctx).unwrap();
+    for (p, m) in [(0, 0), (2, 7)] {
+        let mean = (0..11).map(|t| e.data()[(t * 3 + p) * 8 + m] as f64).sum::<f64>() / 11.0;
+        assert!((pooled.parcel(p)[m] as f64 - mean).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn a_run_shorter_than_one_token_is_named() {
+    let (model, ds) = setup();
+    let one = boldcast_fixtures::SynthRun {
+        subject: "01".into(),
+        run: "1".into(),
+        n_tr: 1,
+        parcels: ds.parcels,
+        data: (0..ds.parcels).map(|q| q as f64).collect(),
+    };
+    let short = boldcast_data::Dataset::from_synth(&[one], None).unwrap();
+    let e =
+        run_forecasts(&model, &short.runs[0], &Context { len: ContextLen::Full, batch: 1 }).unwrap_err().to_string();
+    assert!(e.contains("1 TRs, shorter than one window of 2"), "{e}");
+}
