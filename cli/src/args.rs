@@ -112,6 +112,19 @@ pub enum Command {
     /// `embed.json` (files, shapes, context, parcel names). --out as for forecast: new or
     /// empty, complete or absent. The context rule is forecast's.
     Embed(EmbedArgs),
+    /// Identify subjects from a checkpoint's embeddings, against functional connectivity.
+    ///
+    /// Each run (or those of --subjects) is embedded (final-norm embeddings under the context
+    /// rule of forecast, pooled over tokens to (P, d_model)) and identified leave-one-run-out:
+    /// its subject is found when the most similar other run (cosine similarity) is the
+    /// subject's (top-1), or one of the 5 most similar is (top-5). Beside it, the classical
+    /// functional-connectivity fingerprint of the same runs (Pearson correlation of the
+    /// Fisher-z edges of the parcel-by-parcel correlation matrices, Finn et al. 2015) and the
+    /// exact McNemar test of the two. Accuracies come with a 95 % Clopper-Pearson interval, a
+    /// bootstrap interval over subjects (2000 resamples) and their chance level. With one run
+    /// per subject each run is split into halves (the output says so). Prints a table, or
+    /// JSON with --json; --figure draws the similarity matrices and the accuracies.
+    Fingerprint(FingerprintArgs),
 }
 
 /// Flags of `bc-cli bench`.
@@ -483,9 +496,9 @@ pub struct EvalArgs {
     pub figure: Option<PathBuf>,
 }
 
-/// The flags `forecast` and `embed` share.
+/// The flags `forecast`, `embed` and `fingerprint` share: the model and the runs it sees.
 #[derive(Debug, Args)]
-pub struct InferArgs {
+pub struct ModelDataArgs {
     /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
     /// best.safetensors, else its newest checkpoint); the configuration and adjacency stored
     /// in it are used.
@@ -496,9 +509,6 @@ pub struct InferArgs {
     /// names are refused unless --allow-other-data.
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Output directory: new, or empty.
-    #[arg(long)]
-    pub out: PathBuf,
     /// Only the runs of these subjects: `01,02,sub-03` or `@FILE` (default: every run). On
     /// the training data each run is labelled train or heldout (printed and in the JSON).
     #[arg(long)]
@@ -517,7 +527,32 @@ pub struct InferArgs {
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
+}
+
+/// The flags `forecast` and `embed` share.
+#[derive(Debug, Args)]
+pub struct InferArgs {
+    /// The model and the runs.
+    #[command(flatten)]
+    pub model: ModelDataArgs,
+    /// Output directory: new, or empty.
+    #[arg(long)]
+    pub out: PathBuf,
     /// Print the JSON report (as written to --out) instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `bc-cli fingerprint`.
+#[derive(Debug, Args)]
+pub struct FingerprintArgs {
+    /// The model and the runs.
+    #[command(flatten)]
+    pub model: ModelDataArgs,
+    /// Draw the similarity matrices and accuracies to this PNG (and its .svg twin).
+    #[arg(long, value_name = "PATH.png")]
+    pub figure: Option<PathBuf>,
+    /// Print the JSON report instead of the table.
     #[arg(long)]
     pub json: bool,
 }

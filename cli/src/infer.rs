@@ -2,7 +2,7 @@
 //! around the library's [`boldcast_train::infer`] (which documents the files, the layouts and
 //! the context rule). `--json` prints the report that is also written to `--out`.
 
-use crate::args::{InferArgs, PoolArg};
+use crate::args::{InferArgs, ModelDataArgs, PoolArg};
 use crate::error::CliError;
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig};
@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 
 /// The predictor of `a` (the data's and its notes on stderr), the runs of `--subjects` and
 /// the context with its rule; the selection and the context are printed on stderr.
-fn open<M, F>(a: &InferArgs, build: F) -> Result<(Predictor<M>, Vec<usize>, Context, String), CliError>
+pub fn open<M, F>(a: &ModelDataArgs, build: F) -> Result<(Predictor<M>, Vec<usize>, Context, String), CliError>
 where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
@@ -76,7 +76,7 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let (p, runs, context, context_rule) = open(a, build)?;
+    let (p, runs, context, context_rule) = open(&a.model, build)?;
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
     let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
     if !a.json {
@@ -120,7 +120,7 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let (p, runs, context, context_rule) = open(a, build)?;
+    let (p, runs, context, context_rule) = open(&a.model, build)?;
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
     let pool = match pool {
         PoolArg::None => Pool::None,

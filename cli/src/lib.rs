@@ -63,6 +63,7 @@ pub mod bench;
 pub mod distributed;
 pub mod error;
 pub mod eval;
+pub mod fingerprint;
 pub mod floor;
 pub mod golden;
 pub mod infer;

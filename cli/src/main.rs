@@ -81,11 +81,20 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Forecast(a) => {
-            dispatch(a.infer.backend, Forecast(&a.infer))?;
+            dispatch(a.infer.model.backend, Forecast(&a.infer))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Embed(a) => {
-            dispatch(a.infer.backend, Embed(&a.infer, a.pool))?;
+            dispatch(a.infer.model.backend, Embed(&a.infer, a.pool))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fingerprint(a) => {
+            let rep = dispatch(a.model.backend, Fingerprint(&a))?;
+            if a.json {
+                bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
+            } else {
+                bc_cli::out!("{}", bc_cli::fingerprint::table(&rep));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Golden(a) => {
@@ -111,6 +120,15 @@ impl Job for Train<'_> {
     type Output = bc_cli::train::TrainReport;
     fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::train::train_prepared(self.0, self.1, name, build)
+    }
+}
+
+struct Fingerprint<'a>(&'a bc_cli::args::FingerprintArgs);
+
+impl Job for Fingerprint<'_> {
+    type Output = boldcast_train::fingerprint::FingerprintReport;
+    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::fingerprint::fingerprint_command(self.0, build)
     }
 }
 

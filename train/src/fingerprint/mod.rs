@@ -3,7 +3,8 @@
 //! functional-connectivity fingerprint of [`fc`]) are compared leave-one-run-out
 //! ([`identify()`]), and each method's top-1 and top-5 accuracy is reported with an exact
 //! Clopper-Pearson interval, a bootstrap interval over subjects and its chance level, beside
-//! the paired McNemar test of two methods ([`report`], [`stats`]).
+//! the paired McNemar test of two methods ([`report`], [`stats`]); [`model`] does it for a
+//! checkpoint's pooled embeddings against the functional-connectivity fingerprint.
 //!
 //! With one run per subject no run has a partner, so each run is split into halves
 //! ([`halves`]) and a half is identified from the other half; the report says so
@@ -26,6 +27,7 @@
 
 pub mod fc;
 pub mod identify;
+pub mod model;
 pub mod report;
 pub mod stats;
 

@@ -1,0 +1,78 @@
+//! `bc-cli fingerprint`: the table, the JSON and the figure of a subject-fingerprinting report
+//! around the library's [`boldcast_train::fingerprint::model::fingerprint_model`] (which says
+//! what is compared and how; [`boldcast_train::fingerprint`] documents the statistics).
+
+use crate::args::FingerprintArgs;
+use crate::error::CliError;
+use boldcast::core::{Adjacency, Model, ModelConfig};
+use boldcast_train::fingerprint::model::fingerprint_model;
+use boldcast_train::fingerprint::{Accuracy, FingerprintReport};
+
+/// `0.900 [0.555, 0.997]`.
+fn acc(a: &Accuracy) -> String {
+    format!("{:.3} [{:.3}, {:.3}]", a.value, a.clopper_pearson.lo, a.clopper_pearson.hi)
+}
+
+/// The table printed on stdout.
+pub fn table(r: &FingerprintReport) -> String {
+    let level = (r.level * 100.0).round();
+    let mut s = format!("fingerprint: {}\n", r.note);
+    s += &format!(
+        "{:<11}{:<10}{:>8}{:>9}  {:<26}{:<20}{:<26}{:>8}\n",
+        "method",
+        "similar.",
+        "queries",
+        "subjects",
+        format!("top-1 [{level}% Clopper-Pearson]"),
+        "top-1 bootstrap",
+        "top-5 [Clopper-Pearson]",
+        "chance"
+    );
+    for m in &r.methods {
+        let boot = format!("[{:.3}, {:.3}]", m.top1.bootstrap.lo, m.top1.bootstrap.hi);
+        let chance = format!("{:.3}/{:.3}", m.top1.chance, m.top5.chance);
+        s += &format!(
+            "{:<11}{:<10}{:>8}{:>9}  {:<26}{:<20}{:<26}{:>8}\n",
+            m.name,
+            m.similarity.name(),
+            m.n_queries,
+            m.n_subjects,
+            acc(&m.top1),
+            boot,
+            acc(&m.top5),
+            chance
+        );
+    }
+    if let Some(t) = &r.mcnemar {
+        s += &format!(
+            "McNemar (top-1, {} vs {}): both {}, only {} {}, only {} {}, neither {}; exact two-sided p = {:.4}\n",
+            t.methods[0],
+            t.methods[1],
+            t.both,
+            t.methods[0],
+            t.only_first,
+            t.methods[1],
+            t.only_second,
+            t.neither,
+            t.p_value
+        );
+    }
+    s
+}
+
+/// `bc-cli fingerprint`: opens the checkpoint and the data, embeds every selected run (or half
+/// run) and identifies subjects by its embeddings and by functional connectivity; draws the
+/// figure when `--figure` is given.
+pub fn fingerprint_command<M, F>(a: &FingerprintArgs, build: F) -> Result<FingerprintReport, CliError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+{
+    let (p, runs, context, _) = crate::infer::open(&a.model, build)?;
+    let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, &context)?;
+    if let Some(path) = &a.figure {
+        let png = crate::plot_fingerprint::draw_fingerprint(&report, path)?;
+        crate::errln!("wrote {} and its .svg twin", png.display());
+    }
+    Ok(report)
+}

@@ -1,0 +1,117 @@
+//! `bc-cli fingerprint` end to end on the CPU and dfdx-cpu backends: a model trained on
+//! synthetic subjects with planted identities (each its own VAR coupling), the report of its
+//! embeddings beside the functional-connectivity fingerprint, the figure, and chance on
+//! identical subjects.
+
+mod common;
+
+use boldcast::data::write::{write_run, RunFormat};
+use boldcast::fixtures::{parcel_names, IdentitySpec, Layout};
+use common::*;
+use std::path::Path;
+
+fn write_dataset(dir: &Path, spec: &IdentitySpec) {
+    std::fs::create_dir_all(dir).unwrap();
+    for r in spec.generate().unwrap() {
+        let name = format!("sub-{}_run-{}_bold.npy", r.subject, r.run);
+        write_run(&dir.join(name), &r, &parcel_names(r.parcels), RunFormat::Npy).unwrap();
+    }
+}
+
+fn train(data: &Path, out: &Path, backend: &str) {
+    let o = run(&[
+        "train",
+        "--preset",
+        "quick",
+        "--max-steps",
+        "20",
+        "--backend",
+        backend,
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+}
+
+fn fingerprint(run_dir: &Path, data: &Path, backend: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "fingerprint",
+        "--checkpoint",
+        run_dir.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--backend",
+        backend,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+#[test]
+fn planted_identities_are_found_and_identical_subjects_give_chance() {
+    let d = tempfile::tempdir().unwrap();
+    let layout = Layout { subjects: 10, runs: 2, trs: 300, parcels: 12, seed: 4 };
+    let (planted, same) = (d.path().join("planted"), d.path().join("identical"));
+    write_dataset(&planted, &IdentitySpec::planted(layout.clone()));
+    write_dataset(&same, &IdentitySpec::identical(layout));
+    for backend in ["cpu", "dfdx-cpu"] {
+        let out = d.path().join(format!("run-{backend}"));
+        train(&planted, &out, backend);
+        let fig = d.path().join(format!("fp-{backend}.png"));
+        let r = fingerprint(&out, &planted, backend, &["--figure", fig.to_str().unwrap()]);
+        assert_eq!(r["halves"], false);
+        let methods = r["methods"].as_array().unwrap();
+        assert_eq!(methods.iter().map(|m| m["name"].as_str().unwrap()).collect::<Vec<_>>(), ["embedding", "fc"]);
+        for m in methods {
+            assert_eq!((m["n_queries"].as_u64(), m["n_subjects"].as_u64()), (Some(20), Some(10)), "{backend}");
+            let top1 = &m["top1"];
+            let (lo, v, hi) = (
+                top1["clopper_pearson"]["lo"].as_f64().unwrap(),
+                top1["value"].as_f64().unwrap(),
+                top1["clopper_pearson"]["hi"].as_f64().unwrap(),
+            );
+            assert!(lo <= v && v <= hi, "{m}");
+            assert!((top1["chance"].as_f64().unwrap() - 1.0 / 19.0).abs() < 1e-12);
+        }
+        assert!(methods[1]["top1"]["value"].as_f64().unwrap() >= 0.9, "FC finds the planted identities");
+        let t = &r["mcnemar"];
+        let cells: u64 = ["both", "only_first", "only_second", "neither"].iter().map(|k| t[k].as_u64().unwrap()).sum();
+        assert_eq!(cells, 20);
+        assert!(fig.is_file() && fig.with_extension("svg").is_file());
+        // The text table says the same.
+        let o = run(&[
+            "fingerprint",
+            "--checkpoint",
+            out.to_str().unwrap(),
+            "--data",
+            planted.to_str().unwrap(),
+            "--backend",
+            backend,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = stdout(&o);
+        assert!(text.contains("leave-one-run-out") && text.contains("McNemar (top-1, embedding vs fc)"), "{text}");
+        // Identical subjects: FC at chance (within the 99 % interval of 1/19 over 20 queries).
+        let r = fingerprint(&out, &same, backend, &["--allow-other-data"]);
+        let fc = r["methods"][1]["top1"]["correct"].as_u64().unwrap();
+        assert!(fc <= 4, "identical subjects are not identified ({fc} of 20)");
+    }
+    // Bad input: an unknown subject names the flag.
+    let out = d.path().join("run-cpu");
+    let o = run(&[
+        "fingerprint",
+        "--checkpoint",
+        out.to_str().unwrap(),
+        "--data",
+        planted.to_str().unwrap(),
+        "--subjects",
+        "99",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--subjects") && stderr(&o).contains("99"), "{}", stderr(&o));
+}
