@@ -14,7 +14,7 @@ use crate::golden::GoldenCase;
 use boldcast_data::cifti::{self, CiftiFile, ParcelSeries};
 use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
 use boldcast_data::write::{write_parcels, write_run, RunFormat};
-use boldcast_data::Dataset;
+use boldcast_data::{parse_bids_name, parse_run_name, parse_sidecar_name, Dataset};
 use boldcast_fixtures::SynthRun;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -249,6 +249,53 @@ pub fn ptseries(bytes: &[u8]) -> Outcome {
     let s = cifti::ptseries(&path).map_err(|e| e.to_string())?;
     check_parcel_series(&s);
     assert_eq!((s.n_tr, s.names.len()), (rows, columns));
+    // And as the loader reads it, a run of a dataset.
+    load_dataset(path.parent().expect("the run's directory"))
+}
+
+/// A BIDS sidecar: `Dataset::load` of a tree holding `sub-01/func/sub-01_task-rest_run-1_bold.tsv`
+/// and its `.json` sidecar with `bytes`; a valid one gives the run a positive TR or none.
+pub fn sidecar(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let root = DIR.get_or_init(|| {
+        let d = scratch("sidecar");
+        let func = d.join("sub-01/func");
+        std::fs::create_dir_all(&func).expect("the sidecar target's tree");
+        write_run(&func.join(format!("{SIDECAR_STEM}.tsv")), &synth_run(12, 3), &names(3), RunFormat::Tsv)
+            .expect("the sidecar target's run is written");
+        d
+    });
+    put(&root.join("sub-01/func").join(format!("{SIDECAR_STEM}.json")), bytes);
+    let ds = Dataset::load(root).map_err(|e| e.to_string())?;
+    assert_eq!(ds.runs.len(), 1);
+    if let Some(tr) = &ds.runs[0].tr {
+        assert!(tr.seconds.is_finite() && tr.seconds > 0.0, "TR {tr:?} accepted");
+        assert_eq!(ds.tr, Some(tr.seconds));
+    }
+    Ok(())
+}
+
+/// The stem of the sidecar target's run (and sidecar).
+pub const SIDECAR_STEM: &str = "sub-01_task-rest_run-1_bold";
+
+/// A file name (the bytes as UTF-8, lossily): [`parse_bids_name`], [`parse_run_name`] and
+/// [`parse_sidecar_name`]; what they accept has alphanumeric, distinct entities, and a run's
+/// identity written back as a name parses to the same identity.
+pub fn bids_name(bytes: &[u8]) -> Outcome {
+    let name = String::from_utf8_lossy(bytes);
+    for parsed in [parse_bids_name(&name), parse_sidecar_name(&name)].into_iter().flatten() {
+        let alnum = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+        assert!(parsed.entities.iter().all(|(k, v)| alnum(k) && alnum(v)), "{parsed:?}");
+        let mut keys: Vec<&str> = parsed.entities.iter().map(|(k, _)| k.as_str()).collect();
+        keys.sort_unstable();
+        let n = keys.len();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "an entity twice in {parsed:?}");
+    }
+    if let Some((id, _)) = parse_run_name(&name) {
+        let again = parse_run_name(&format!("{id}.npy")).map(|(i, _)| i);
+        assert_eq!(again.as_ref(), Some(&id), "{name:?}");
+    }
     Ok(())
 }
 
@@ -425,6 +472,33 @@ pub fn data_targets() -> Vec<Target> {
             other_input: file_len(&cifti_fixture(CIFTI_DLABEL)),
             must_name: &["sub-01_run-1_bold.dtseries.nii"],
             run: Box::new(dtseries),
+        },
+        Target {
+            name: "sidecar",
+            seeds: vec![
+                Seed::new("bold.json", Format::Json, b"{\"RepetitionTime\": 0.72, \"TaskName\": \"rest\"}".to_vec()),
+                Seed::new("no-tr.json", Format::Json, b"{\"Sources\": [\"bids:raw:x\"], \"EchoTime\": 0.03}".to_vec()),
+            ],
+            plan: Plan { random: 3000, max_structured: 1000, max_numbers: 500, ..Plan::default() },
+            other_input: 1024,
+            must_name: &["sub-01_task-rest_run-1_bold"],
+            run: Box::new(sidecar),
+        },
+        Target {
+            name: "bids_name",
+            seeds: [
+                "sub-01_ses-1_task-rest_run-1_space-fsLR_seg-4S156Parcels_stat-mean_timeseries.tsv",
+                "sub-02_task-rest_space-fsLR_atlas-Glasser_den-91k_timeseries.ptseries.nii",
+                "sub-01_run-1_my-notes.v2_bold.npy",
+                "task-rest_bold.json",
+            ]
+            .into_iter()
+            .map(|n| Seed::new(n, Format::Binary, n.as_bytes().to_vec()))
+            .collect(),
+            plan: Plan { random: 5000, ..Plan::default() },
+            other_input: 0,
+            must_name: &[],
+            run: Box::new(bids_name),
         },
         Target {
             name: "dlabel",
