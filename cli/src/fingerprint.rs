@@ -18,7 +18,7 @@ pub fn table(r: &FingerprintReport) -> String {
     let level = (r.level * 100.0).round();
     let mut s = format!("fingerprint: {}\n", r.note);
     s += &format!(
-        "{:<11}{:<10}{:>8}{:>9}  {:<26}{:<20}{:<26}{:>8}\n",
+        "{:<11}{:<10}{:>8}{:>9}  {:<30}{:<20}{:<26}{:>12}\n",
         "method",
         "similar.",
         "queries",
@@ -26,13 +26,13 @@ pub fn table(r: &FingerprintReport) -> String {
         format!("top-1 [{level}% Clopper-Pearson]"),
         "top-1 bootstrap",
         "top-5 [Clopper-Pearson]",
-        "chance"
+        "chance 1/5"
     );
     for m in &r.methods {
         let boot = format!("[{:.3}, {:.3}]", m.top1.bootstrap.lo, m.top1.bootstrap.hi);
         let chance = format!("{:.3}/{:.3}", m.top1.chance, m.top5.chance);
         s += &format!(
-            "{:<11}{:<10}{:>8}{:>9}  {:<26}{:<20}{:<26}{:>8}\n",
+            "{:<11}{:<10}{:>8}{:>9}  {:<30}{:<20}{:<26}{:>12}\n",
             m.name,
             m.similarity.name(),
             m.n_queries,
@@ -71,8 +71,8 @@ where
     let (p, runs, context, _) = crate::infer::open(&a.model, build)?;
     let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, &context)?;
     if let Some(path) = &a.figure {
-        let png = crate::plot_fingerprint::draw_fingerprint(&report, path)?;
-        crate::errln!("wrote {} and its .svg twin", png.display());
+        let svg = crate::plot_fingerprint::draw_fingerprint(&report, path)?;
+        crate::errln!("figure: {} (and {})", path.display(), svg.display());
     }
     Ok(report)
 }

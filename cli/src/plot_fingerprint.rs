@@ -214,6 +214,9 @@ fn subject_labels<DB: DrawingBackend>(
 /// A vertical colour bar of the scale `(lo, hi)` with its tick values.
 fn colour_bar<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, (lo, hi): (f64, f64)) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    // Enough decimals that five ticks over the range read as five values (cosine similarities
+    // of embeddings often lie within 0.001 of each other).
+    let digits = if hi > lo { ((-(hi - lo).log10()).ceil() as i64 + 2).clamp(2, 6) as usize } else { 2 };
     let mut chart = ChartBuilder::on(&area)
         .margin_top(36)
         .margin_bottom(58)
@@ -226,7 +229,7 @@ fn colour_bar<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, (lo, hi): (f64, 
         .disable_mesh()
         .x_labels(0)
         .y_labels(5)
-        .y_label_formatter(&|v| format!("{v:.2}"))
+        .y_label_formatter(&|v| format!("{v:.digits$}"))
         .label_style(("sans-serif", 12))
         .draw()
         .map_err(e)?;
