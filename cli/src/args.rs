@@ -83,11 +83,15 @@ pub enum Command {
     Bench(BenchArgs),
     /// Evaluate a checkpoint on the held-out windows beside baselines and the floor.
     ///
-    /// Per-horizon MSE of the model, of predicting zero, repeating the last token, the window
-    /// mean up to t, and a per-parcel AR(1) fitted by least squares on the training runs, with
-    /// the empirical floor `1 - acf(L)^2` of the held-out runs (and the exact floor for the
-    /// synthetic fixture). The configuration, split and adjacency come from the checkpoint's
-    /// metadata. Prints a table, or JSON with --json.
+    /// Per-horizon MSE of the model beside predicting zero, repeating the last token, the
+    /// window mean up to t, the iterated per-parcel AR(1) (`ar1_iterated`), and the linear
+    /// baselines fitted on the training subjects, each directly for every horizon: per-parcel
+    /// AR(p) (`ar_p`) and ridge VAR(1) / VAR(p) across parcels (`var1`, `var_p`), p and the
+    /// penalty chosen by cross-validation over subjects; with the empirical floor
+    /// `1 - acf(L)^2` of the held-out runs (and the exact floor for the synthetic fixture) and
+    /// the model's relative improvement over the best baseline at each horizon. The
+    /// configuration, split and adjacency come from the checkpoint's metadata. Prints a table,
+    /// or JSON with --json; --figure draws the bars and a forecast example.
     Eval(EvalArgs),
     /// Forecast whole runs with a checkpoint, at every horizon, into .npy files with their MSE.
     ///
