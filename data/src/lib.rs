@@ -1,8 +1,10 @@
 //! `boldcast-data`: datasets of BOLD runs, from the files on disk to the tokens a model reads
 //! (MODEL.md, "Data to tokens"). One module per job:
 //!
-//! - `names`: BIDS run names ([`RunId`], [`parse_run_name`]);
-//! - `read`: the readers of one run file (`.npy`, `.tsv`/`.csv`), `parcels`: `parcels.tsv`;
+//! - `names`: BIDS names ([`BidsName`], [`RunId`], [`parse_run_name`]); `discover`: where the
+//!   runs of a directory or tree are; [`select`](mod@select): which are loaded, and their TR;
+//! - `read`: the readers of one run file (`.npy`, `.tsv`/`.csv`, CIFTI-2 in [`cifti`]),
+//!   `parcels`: `parcels.tsv`; `store`: runs in memory or kept on disk ([`DiskRun`]);
 //! - [`write`](mod@write): the writers beside the readers ([`write_run`], [`write_parcels`]);
 //! - `standardize`: [`standardize()`], run-wise standardization per parcel, by the one formula
 //!   [`ParcelStats::apply`] (and [`ParcelStats::undo`] back to the run's units);
@@ -22,18 +24,27 @@
 //!
 //! # The directory
 //!
-//! One file per run, named with BIDS entities:
-//! `sub-<label>[_ses-<label>][_<key>-<value>...]_run-<label>[_<anything>].<ext>`, where labels
-//! are ASCII letters and digits and `<ext>` is one of
+//! A flat directory, or the root of a BIDS derivatives tree whose runs lie under
+//! `sub-*/[ses-*/]func/` (`discover`), one file per run, named with BIDS entities:
+//! `sub-<label>[_ses-<label>][_<key>-<value>...][_<suffix>].<ext>` (a name without `run-` is
+//! run 1; `names`), where labels are ASCII letters and digits and `<ext>` is one of
 //!
-//! - `.npy`: a 2-D float32 or float64 array `(n_tr, P)` (C or Fortran order);
+//! - `.npy`: a 2-D float32 or float64 array `(n_tr, P)` (C or Fortran order; little-endian C
+//!   order stays on disk and is read window by window, `store`);
 //! - `.tsv` / `.csv`: a header row of parcel names (as XCP-D writes its time series), then one
 //!   row per TR, cells separated by a tab (`.tsv`) or a comma (`.csv`). Quotes around header
 //!   names are stripped; quoted cells are not otherwise supported. Trailing empty lines are
-//!   ignored.
+//!   ignored;
+//! - `.ptseries.nii` (CIFTI-2 parcel series), or `.dtseries.nii` averaged over the labels of
+//!   [`Selection::parcellation`] ([`cifti`]).
 //!
-//! Other entities between `ses` and `run` (e.g. `task-rest`) are allowed and part of the run's
-//! identity. Files with a data extension whose names do not match the pattern (an extension in
+//! The derivative entities (`space`, `seg`/`atlas`, `den`, `desc`, `stat`, ...) say which
+//! version of a run a file is; [`Selection`] picks one when a tree holds several, and its TR.
+//! The tables beside the series (coverage, motion, ...) are left out and listed
+//! ([`Dataset::tables`]).
+//!
+//! The acquisition entities (e.g. `task-rest`) are part of the run's identity. Files with a data
+//! extension whose names do not match the pattern (an extension in
 //! another case, `.NPY`, included: run files end in lowercase) are **ignored and listed** in
 //! [`Dataset::ignored`] (the command line prints them as a note, [`Dataset::notes`]); entries
 //! named like runs or `parcels.tsv` that are not readable files (a dangling symbolic link, one
