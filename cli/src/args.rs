@@ -280,20 +280,8 @@ pub struct DataArgs {
 }
 
 impl DataArgs {
-    /// The picks as the configuration layers take them.
-    pub fn picks(&self) -> crate::presets::DataPicks {
-        crate::presets::DataPicks {
-            task: self.task.clone(),
-            space: self.space.clone(),
-            seg: self.seg.clone(),
-            format: self.format.clone(),
-            parcellation: self.parcellation.clone(),
-            tr: self.tr,
-            allow_mixed_tr: self.allow_mixed_tr,
-        }
-    }
-
-    /// The selection for a dataset loaded without a run configuration (`floor`).
+    /// The picks given, as the loader ([`boldcast::data::Selection`]) and the configuration
+    /// layers take them.
     pub fn selection(&self) -> boldcast::data::Selection {
         boldcast::data::Selection {
             task: self.task.clone(),
@@ -308,7 +296,7 @@ impl DataArgs {
 
     /// Whether any pick is given.
     pub fn any(&self) -> bool {
-        self.picks() != crate::presets::DataPicks::default()
+        self.selection() != boldcast::data::Selection::default()
     }
 }
 
@@ -377,7 +365,7 @@ impl RunArgs {
             backend: self.backend.clone(),
             seed: self.seed,
             temporal: self.temporal,
-            picks: self.picks.picks(),
+            picks: self.picks.selection(),
         }
     }
 }

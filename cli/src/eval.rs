@@ -114,7 +114,7 @@ pub struct EvalRequest {
     /// `--allow-other-data`.
     pub allow_other_data: bool,
     /// `--task --space --seg --format --tr --allow-mixed-tr`.
-    pub picks: crate::presets::DataPicks,
+    pub picks: boldcast::data::Selection,
 }
 
 /// The weights of `--checkpoint`; a missing path is named by its flag.
@@ -144,7 +144,7 @@ fn eval_config(req: &EvalRequest, weights: &Weights) -> Result<RunConfig, CliErr
     if let Some(d) = &req.data {
         cfg.data.dir = Some(d.clone());
     }
-    req.picks.apply_to(&mut cfg.data);
+    cfg.data.pick(&req.picks);
     cfg.validate()?;
     Ok(cfg)
 }

@@ -66,7 +66,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 data: a.data,
                 config: a.config,
                 allow_other_data: a.allow_other_data,
-                picks: a.picks.picks(),
+                picks: a.picks.selection(),
             };
             let rep = dispatch(a.backend, Eval(&req))?;
             if let Some(png) = &a.figure {

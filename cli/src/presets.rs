@@ -16,6 +16,7 @@
 //! ([`RunConfig::write_resolved`]).
 
 use boldcast::core::Temporal;
+use boldcast::data::Selection;
 use boldcast_train::config::{ConfigError, RunConfig, BACKENDS};
 use std::path::{Path, PathBuf};
 
@@ -64,69 +65,26 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--temporal`.
     pub temporal: Option<Temporal>,
-    /// `--task --space --seg --format --parcellation --tr --allow-mixed-tr`.
-    pub picks: DataPicks,
+    /// `--task --space --seg --format --parcellation --tr --allow-mixed-tr`: the picks given.
+    pub picks: Selection,
 }
 
-/// The `[data]` picks given on the command line (`bc-cli train --help`, "How the runs of
-/// --data are picked").
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DataPicks {
-    /// `--task`.
-    pub task: Option<String>,
-    /// `--space`.
-    pub space: Option<String>,
-    /// `--seg` / `--atlas`.
-    pub seg: Option<String>,
-    /// `--format`.
-    pub format: Option<String>,
-    /// `--parcellation`.
-    pub parcellation: Option<PathBuf>,
-    /// `--tr`.
-    pub tr: Option<f64>,
-    /// `--allow-mixed-tr`.
-    pub allow_mixed_tr: bool,
-}
-
-impl DataPicks {
-    /// Sets the picks given into `cfg`'s `[data]` (after the configuration is resolved: eval's
-    /// `--data` with other picks than the stored configuration's).
-    pub fn apply_to(&self, data: &mut boldcast_train::config::DataConfig) {
-        for (dst, v) in [
-            (&mut data.task, &self.task),
-            (&mut data.space, &self.space),
-            (&mut data.seg, &self.seg),
-            (&mut data.format, &self.format),
-        ] {
-            if v.is_some() {
-                dst.clone_from(v);
-            }
+/// Sets the picks `sel` gives (`--task --space --seg --format --parcellation --tr
+/// --allow-mixed-tr`) into `table`'s `[data]`.
+fn set_picks(table: &mut toml::Table, sel: &Selection) {
+    for (key, v) in [("task", &sel.task), ("space", &sel.space), ("seg", &sel.seg), ("format", &sel.format)] {
+        if let Some(v) = v {
+            set(table, "data", key, toml::Value::String(v.clone()));
         }
-        if self.parcellation.is_some() {
-            data.parcellation.clone_from(&self.parcellation);
-        }
-        if self.tr.is_some() {
-            data.tr = self.tr;
-        }
-        data.allow_mixed_tr |= self.allow_mixed_tr;
     }
-
-    /// Sets the picks given into `table`'s `[data]`.
-    fn apply(&self, table: &mut toml::Table) {
-        for (key, v) in [("task", &self.task), ("space", &self.space), ("seg", &self.seg), ("format", &self.format)] {
-            if let Some(v) = v {
-                set(table, "data", key, toml::Value::String(v.clone()));
-            }
-        }
-        if let Some(p) = &self.parcellation {
-            set(table, "data", "parcellation", path_value(p));
-        }
-        if let Some(tr) = self.tr {
-            set(table, "data", "tr", toml::Value::Float(tr));
-        }
-        if self.allow_mixed_tr {
-            set(table, "data", "allow_mixed_tr", toml::Value::Boolean(true));
-        }
+    if let Some(p) = &sel.parcellation {
+        set(table, "data", "parcellation", path_value(p));
+    }
+    if let Some(tr) = sel.tr {
+        set(table, "data", "tr", toml::Value::Float(tr));
+    }
+    if sel.allow_mixed_tr {
+        set(table, "data", "allow_mixed_tr", toml::Value::Boolean(true));
     }
 }
 
@@ -389,7 +347,7 @@ pub fn resolve(o: &Overrides, default_preset: &str, purpose: Purpose) -> Result<
     if let Some(t) = o.temporal {
         set(&mut table, "model", "temporal", toml::Value::String(t.as_str().into()));
     }
-    o.picks.apply(&mut table);
+    set_picks(&mut table, &o.picks);
     let cfg: RunConfig = toml::Value::Table(table)
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError::Parse { origin, message: e.message().trim().to_string() })?;

@@ -72,6 +72,28 @@ impl DataConfig {
         }
     }
 
+    /// Sets the picks `sel` gives (its `Some` values, and `allow_mixed_tr` when set) over
+    /// these settings: `eval --data` with other picks than a stored configuration's.
+    pub fn pick(&mut self, sel: &crate::Selection) {
+        for (dst, v) in [
+            (&mut self.task, &sel.task),
+            (&mut self.space, &sel.space),
+            (&mut self.seg, &sel.seg),
+            (&mut self.format, &sel.format),
+        ] {
+            if v.is_some() {
+                dst.clone_from(v);
+            }
+        }
+        if sel.parcellation.is_some() {
+            self.parcellation.clone_from(&sel.parcellation);
+        }
+        if sel.tr.is_some() {
+            self.tr = sel.tr;
+        }
+        self.allow_mixed_tr |= sel.allow_mixed_tr;
+    }
+
     /// How the runs of `dir` are picked ([`crate::Selection`]).
     pub fn selection(&self) -> crate::Selection {
         crate::Selection {
@@ -112,4 +134,30 @@ pub struct WindowConfig {
     pub window: usize,
     /// TRs between window starts.
     pub stride: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_given_replace_the_settings_and_the_rest_stay() {
+        let synthetic = SyntheticConfig { subjects: 2, runs: 1, trs: 10, parcels: 2, rho: 0.5, seed: 0 };
+        let mut d = DataConfig {
+            seg: Some("A".into()),
+            space: Some("fsLR".into()),
+            tr: Some(2.0),
+            ..DataConfig::new(synthetic)
+        };
+        d.pick(&crate::Selection {
+            seg: Some("B".into()),
+            parcellation: Some("x.dlabel.nii".into()),
+            ..Default::default()
+        });
+        let s = d.selection();
+        assert_eq!((s.seg.as_deref(), s.space.as_deref(), s.tr), (Some("B"), Some("fsLR"), Some(2.0)));
+        assert_eq!((s.parcellation, s.allow_mixed_tr), (Some(PathBuf::from("x.dlabel.nii")), false));
+        d.pick(&crate::Selection { allow_mixed_tr: true, tr: Some(0.72), ..Default::default() });
+        assert_eq!((d.tr, d.allow_mixed_tr, d.seg.as_deref()), (Some(0.72), true, Some("B")));
+    }
 }
