@@ -65,7 +65,9 @@ pub enum Command {
     /// steps (loss, per-horizon loss, floor, val/train ratio), keeps the best weights in
     /// `best.safetensors`, stops early after `patience` validations without improvement, and
     /// checkpoints every `ckpt_every` steps into `checkpoints/step-NNNNNN/` (model, optimizer
-    /// moments, state). Writes `loss_log.jsonl`, `summary.json`, `config.resolved.toml` and
+    /// moments, state). Writes `loss_log.jsonl`, `summary.json`, `timing.json` (step time and
+    /// the fraction spent waiting for data: the next batch is made while a step runs),
+    /// `config.resolved.toml` and
     /// `figures/loss_curves.png` (and `.svg`), and prints the verdict `mean(last 3 val) <= 0.7 * mean(first 3
     /// val)`; exit status 1 when it fails, 2 on an error (a non-finite loss included).
     Train(TrainArgs),

@@ -88,6 +88,14 @@ fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
     train(&tree, &ob, &["--seg", "4S156Parcels"]);
     let (la, lb) = (losses(&oa), losses(&ob));
     assert_eq!(la.len(), 20);
+    // The steps' times and the fraction spent waiting for data (the next batch is made while a
+    // step runs), in a file of their own.
+    let timing: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ob.join("timing.json")).unwrap()).unwrap();
+    assert_eq!(timing["steps"], 20);
+    let (wait, step) = (timing["data_wait_s"].as_f64().unwrap(), timing["step_s"].as_f64().unwrap());
+    assert!(step > 0.0 && (0.0..=step).contains(&wait), "{timing}");
+    assert_eq!(timing["data_wait_fraction"].as_f64(), Some(wait / step));
     assert_eq!(la, lb, "the same numbers train the same");
 
     // What the run trained on, in summary.json and in every checkpoint's weights.

@@ -113,6 +113,35 @@ struct Loop<'r, 'o, 'i, M: DataParallel<f32>> {
     start: u64,
     bpe: u64,
     decayed: Option<u64>,
+    /// The tokens of the next step's batch, made while the current step ran.
+    prefetched: Option<(u64, boldcast_core::Tokens<f32>)>,
+    /// The time steps waited for their data.
+    timing: DataTiming,
+}
+
+/// The file of a finished run's step and data-wait times ([`DataTiming`]).
+pub const TIMING: &str = "timing.json";
+
+/// How long the training steps of this invocation took and waited for their tokens.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DataTiming {
+    /// Waiting for data: making a batch's tokens that were not ready, and joining the
+    /// preparation of the next one.
+    pub wait: std::time::Duration,
+    /// The whole steps, waits included.
+    pub steps: std::time::Duration,
+}
+
+impl DataTiming {
+    fn add(&mut self, wait: std::time::Duration, step: std::time::Duration) {
+        self.wait += wait;
+        self.steps += step;
+    }
+
+    /// The fraction of step time spent waiting for data (`None` before any step).
+    pub fn wait_fraction(&self) -> Option<f64> {
+        (!self.steps.is_zero()).then(|| self.wait.as_secs_f64() / self.steps.as_secs_f64())
+    }
 }
 
 fn mean(xs: &[f64]) -> Option<f64> {
@@ -189,6 +218,8 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             start,
             bpe,
             decayed: Some(0),
+            prefetched: None,
+            timing: DataTiming::default(),
         };
         lp.replay_ratios()?;
         Ok(lp)
@@ -286,16 +317,53 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         self.order.as_ref().expect("set above")
     }
 
-    fn train_step(&mut self) -> Result<(), TrainError> {
+    /// The windows of this rank's batch of step `k`. The order of the current epoch is kept
+    /// (`self.order`, which checkpoints record); another epoch's, for the batch prepared ahead
+    /// across an epoch's end, is drawn without replacing it.
+    fn batch_of(&mut self, k: u64) -> Result<Vec<WindowRef>, TrainError> {
         let (data, b) = (self.run.data, self.run.cfg.train.batch_size);
-        let k = self.trainer.step_index();
         let (epoch, pos) = (k / self.bpe, k % self.bpe);
         let dist = self.run.dist.clone();
-        let order = &self.epoch_order(epoch).1;
-        let batch: Vec<WindowRef> =
-            rank_batch(order, pos as usize, b, &dist)?.iter().map(|&i| data.train_windows[i]).collect();
-        let tokens = data.ds.tokens::<f32>(&batch, &data.spec)?;
-        match self.trainer.step(&tokens) {
+        let t = &self.run.cfg.train;
+        let other;
+        let order = match &self.order {
+            Some((e, o, _)) if *e == epoch => o,
+            Some(_) if k > self.trainer.step_index() => {
+                other = epoch_order(data.train_windows.len(), t.seed, epoch, t.shuffle).0;
+                &other
+            }
+            _ => &self.epoch_order(epoch).1,
+        };
+        Ok(rank_batch(order, pos as usize, b, &dist)?.iter().map(|&i| data.train_windows[i]).collect())
+    }
+
+    /// One training step. The tokens of the next step's batch are made on another thread
+    /// while this step runs (a queue of one), and the time the step waited for its own
+    /// tokens is counted ([`DataTiming`]).
+    fn train_step(&mut self) -> Result<(), TrainError> {
+        let data = self.run.data;
+        let k = self.trainer.step_index();
+        let started = std::time::Instant::now();
+        let tokens = match self.prefetched.take() {
+            Some((s, t)) if s == k => t,
+            _ => data.ds.tokens::<f32>(&self.batch_of(k)?, &data.spec)?,
+        };
+        let mut waited = started.elapsed();
+        let next = if k + 1 < self.run.cfg.train.max_steps { Some(self.batch_of(k + 1)?) } else { None };
+        let trainer = &mut self.trainer;
+        let (result, ahead) = std::thread::scope(|scope| {
+            let prepare = next.as_ref().map(|b| scope.spawn(move || data.ds.tokens::<f32>(b, &data.spec)));
+            let result = trainer.step(&tokens);
+            let joined = std::time::Instant::now();
+            // A failed or panicked preparation is made again, and its error reported, by the
+            // next step itself.
+            let ahead = prepare.and_then(|h| h.join().ok()).and_then(Result::ok);
+            (result, (ahead, joined.elapsed()))
+        });
+        waited += ahead.1;
+        self.prefetched = ahead.0.map(|t| (k + 1, t));
+        self.timing.add(waited, started.elapsed());
+        match result {
             Ok(rec) => {
                 self.val.train_losses_since_val.push(rec.loss);
                 self.count_decayed();
@@ -495,6 +563,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             floor: self.run.data.floor.clone(),
             red_flags: self.flags.clone(),
             out: self.run.out.clone(),
+            data_timing: self.timing,
         };
         if finished && self.run.dist.is_root() {
             self.write_summary(&report)?;
@@ -523,7 +592,20 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let summary = summary_json(report, self.run.cfg, self.run.data, &self.run.summary_extra);
         let sp = self.run.out.join("summary.json");
         let text = serde_json::to_string_pretty(&summary).expect("JSON serializes") + "\n";
-        boldcast_data::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))
+        boldcast_data::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))?;
+        // Times differ from run to run, so they have a file of their own: summary.json stays
+        // the same bits whether a run was interrupted or not.
+        let t = &report.data_timing;
+        let timing = json!({
+            "steps": report.steps - report.start_step,
+            "step_s": t.steps.as_secs_f64(),
+            "data_wait_s": t.wait.as_secs_f64(),
+            "data_wait_fraction": t.wait_fraction(),
+            "note": "this invocation's training steps; the tokens of each next batch are made while a step runs",
+        });
+        let tp = self.run.out.join(TIMING);
+        let text = serde_json::to_string_pretty(&timing).expect("JSON serializes") + "\n";
+        boldcast_data::fsutil::write_atomic(&tp, text.as_bytes()).map_err(TrainError::io(&tp))
     }
 }
 

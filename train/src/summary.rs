@@ -63,6 +63,8 @@ pub struct TrainReport {
     pub red_flags: Vec<RedFlag>,
     /// The output directory.
     pub out: PathBuf,
+    /// How long this invocation's steps took and waited for their data.
+    pub data_timing: crate::run::DataTiming,
 }
 
 fn decaying_tensors(cfg: &RunConfig) -> Vec<String> {
