@@ -3,39 +3,9 @@
 
 mod common;
 
+use common::{dark_pixels, png_pixels, svg_texts};
+
 use std::path::Path;
-
-/// The text elements of an SVG written by plotters, trimmed.
-fn svg_texts(path: &Path) -> Vec<String> {
-    let svg = std::fs::read_to_string(path).unwrap();
-    svg.split("<text")
-        .skip(1)
-        .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
-        .collect()
-}
-
-/// The decoded PNG: width, height and RGB(A) samples.
-fn png_pixels(path: &Path) -> (usize, usize, usize, Vec<u8>) {
-    let bytes = std::fs::read(path).unwrap();
-    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    buf.truncate(info.buffer_size());
-    (info.width as usize, info.height as usize, info.color_type.samples(), buf)
-}
-
-/// Dark (text or axis) pixels in the rectangle `[x0, x1) x [y0, y1)`.
-fn dark_pixels(png: &(usize, usize, usize, Vec<u8>), (x0, x1): (usize, usize), (y0, y1): (usize, usize)) -> usize {
-    let (w, _, px, buf) = png;
-    let mut n = 0;
-    for y in y0..y1 {
-        for x in x0..x1 {
-            let p = &buf[(y * w + x) * px..][..3];
-            n += usize::from(p.iter().all(|&c| c < 100));
-        }
-    }
-    n
-}
 
 /// The title band, the x label band, the y label band and the legend box hold drawn text.
 fn assert_text_drawn(path: &Path) {

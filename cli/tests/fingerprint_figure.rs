@@ -1,34 +1,13 @@
 //! The fingerprint figure: the similarity heatmaps with subject labels and colour bars, and
 //! the accuracy panel with its intervals, chance and legend, in the PNG and its SVG twin.
 
+mod common;
+
 use bc_cli::plot_fingerprint::{draw_fingerprint, size, HEATMAP_WIDTH, HEIGHT, TITLE};
 use boldcast::data::Dataset;
 use boldcast::fixtures::{IdentitySpec, Layout};
 use boldcast::train::fingerprint::{self, FcEdges, FingerprintReport, Method, Segment, Similarity};
-use std::path::Path;
-
-/// The text elements of an SVG written by plotters, trimmed.
-fn svg_texts(path: &Path) -> Vec<String> {
-    let svg = std::fs::read_to_string(path).unwrap();
-    svg.split("<text")
-        .skip(1)
-        .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
-        .collect()
-}
-
-/// Dark pixels (every channel below 100) of the PNG in `[x0, x1) x [y0, y1)`, and its size.
-fn dark_pixels(path: &Path, (x0, x1): (usize, usize), (y0, y1): (usize, usize)) -> (usize, (usize, usize)) {
-    let bytes = std::fs::read(path).unwrap();
-    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let (w, px) = (info.width as usize, info.color_type.samples());
-    let n = (y0..y1)
-        .flat_map(|y| (x0..x1).map(move |x| (y * w + x) * px))
-        .filter(|&i| buf[i..i + 3].iter().all(|&c| c < 100))
-        .count();
-    (n, (w, info.height as usize))
-}
+use common::{dark_pixels, png_pixels, svg_texts};
 
 /// FC of whole runs against FC of their first 30 TRs, on 6 planted subjects of 2 runs.
 fn report() -> FingerprintReport {
@@ -80,6 +59,7 @@ fn the_fingerprint_figure_has_heatmaps_intervals_chance_and_labels() {
     assert!(texts.iter().any(|t| t.starts_with(sub) && t.ends_with(&format!("p = {p:.3}"))), "{texts:?}");
     let (w, h) = size(2);
     let hm = HEATMAP_WIDTH as usize;
+    let px = png_pixels(&png);
     for (area, xs, ys) in [
         ("title", (w as usize / 2 - 200, w as usize / 2 + 200), (0, 30)),
         ("first heatmap's subject labels under it", (60, hm - 100), (HEIGHT as usize - 95, HEIGHT as usize - 70)),
@@ -88,8 +68,8 @@ fn the_fingerprint_figure_has_heatmaps_intervals_chance_and_labels() {
         ("accuracy axis label", (2 * hm, 2 * hm + 30), (150, 450)),
         ("legend", (w as usize - 260, w as usize - 20), (90, 170)),
     ] {
-        let (n, dims) = dark_pixels(&png, xs, ys);
-        assert_eq!(dims, (w as usize, h as usize));
+        let n = dark_pixels(&px, xs, ys);
+        assert_eq!((px.0, px.1), (w as usize, h as usize));
         assert!(n > 30, "only {n} dark pixels in the {area} area");
     }
 }
