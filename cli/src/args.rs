@@ -23,11 +23,13 @@ pub struct Cli {
 pub enum Command {
     /// Write a synthetic dataset (AR(1) or VAR(1) parcels) with its exact loss floor.
     ///
-    /// Writes one file per run, `sub-<label>_run-<label>_bold.npy` (float64, shape (trs,
-    /// parcels)) or `.tsv` (a header row of parcel names), plus `parcels.tsv` (name x y z:
-    /// parcels on a circle, so that the k nearest are ring neighbours) and `synth.json` (the
-    /// generator's parameters and its exact floor for horizons 1 and 5, d_in 1). The directory
-    /// is built under a temporary name and renamed at the end: nothing half-written on error.
+    /// Writes one file per run, `sub-<label>_run-<label>_bold.npy` (float32 by default, shape
+    /// (trs, parcels)) or `.tsv` (a header row of parcel names), plus `parcels.tsv` (name x y
+    /// z: parcels on a circle, so that the k nearest are ring neighbours) and `synth.json` (the
+    /// generator's parameters and its exact floor for horizons 1 and 5, d_in 1). Runs are
+    /// generated and written one at a time, so memory holds one run whatever the dataset's
+    /// size. The directory is built under a temporary name and renamed at the end: nothing
+    /// half-written on error.
     Synth(SynthArgs),
     /// Print the loss floor: exact for an AR(1) (--rho), or empirical for a dataset (--data).
     ///
@@ -178,7 +180,7 @@ pub struct GoldenArgs {
 /// File format of `synth`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// NumPy `.npy`, float64, shape (trs, parcels).
+    /// NumPy `.npy`, shape (trs, parcels), of --dtype.
     Npy,
     /// Tab-separated text with a header row of parcel names.
     Tsv,
@@ -228,6 +230,20 @@ pub struct SynthArgs {
     /// File format of the runs.
     #[arg(long, value_enum, default_value_t = Format::Npy)]
     pub format: Format,
+    /// Precision of the values: f32 rounds each generated value to float32 (`<f4` `.npy`,
+    /// half the disk; in .tsv a decimal that reads back to the float32), f64 keeps the
+    /// generator's float64.
+    #[arg(long, value_enum, default_value_t = SynthDtype::F32)]
+    pub dtype: SynthDtype,
+}
+
+/// Precision of `synth`'s values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SynthDtype {
+    /// float32.
+    F32,
+    /// float64.
+    F64,
 }
 
 /// Flags of `bc-cli floor`.

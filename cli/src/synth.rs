@@ -3,9 +3,11 @@
 
 use crate::args::{Format, SynthArgs};
 use crate::error::CliError;
-use boldcast::data::synth::{write_synthetic, Generator};
+use crate::progress::Progress;
+use boldcast::data::synth::{write_synthetic, Dtype, Generator};
 use boldcast::data::RunFormat;
 use boldcast::fixtures::{Ar1Spec, Layout, Var1Spec};
+use std::io::IsTerminal;
 
 pub use boldcast::data::synth::{SynthOutput, CIRCLE_RADIUS, FLOOR_D_IN, FLOOR_HORIZONS};
 
@@ -22,5 +24,13 @@ pub fn run(args: &SynthArgs) -> Result<SynthOutput, CliError> {
         Format::Npy => RunFormat::Npy,
         Format::Tsv => RunFormat::Tsv,
     };
-    Ok(write_synthetic(&generator, format, &args.out)?)
+    let dtype = match args.dtype {
+        crate::args::SynthDtype::F32 => Dtype::F32,
+        crate::args::SynthDtype::F64 => Dtype::F64,
+    };
+    let runs = (args.subjects as u64).saturating_mul(args.runs as u64);
+    let bar = Progress::counting(std::io::stderr().is_terminal(), runs, "runs");
+    let out = write_synthetic(&generator, format, dtype, &args.out, |_, _| bar.inc());
+    bar.finish();
+    Ok(out?)
 }

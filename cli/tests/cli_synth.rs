@@ -15,11 +15,20 @@ fn ls(dir: &Path) -> Vec<String> {
     v
 }
 
-fn read_npy(path: &Path) -> (Vec<u64>, Vec<f64>) {
+/// The shape, the values (widened to f64) and the bytes per value of a `.npy` run.
+fn read_npy(path: &Path) -> (Vec<u64>, Vec<f64>, u64) {
     let bytes = std::fs::read(path).unwrap();
     let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
     let shape = npy.shape().to_vec();
-    (shape, npy.into_vec::<f64>().unwrap())
+    let size = match npy.dtype() {
+        npyz::DType::Plain(t) => t.size_field(),
+        other => panic!("{other:?}"),
+    };
+    let data = match size {
+        4 => npy.into_vec::<f32>().unwrap().into_iter().map(f64::from).collect(),
+        _ => npy.into_vec::<f64>().unwrap(),
+    };
+    (shape, data, size)
 }
 
 #[test]
@@ -57,8 +66,8 @@ fn synth_npy_writes_runs_parcels_and_exact_floor() {
             "synth.json"
         ]
     );
-    let (shape, data) = read_npy(&out.join("sub-02_run-1_bold.npy"));
-    assert_eq!(shape, [40, 5]);
+    let (shape, data, size) = read_npy(&out.join("sub-02_run-1_bold.npy"));
+    assert_eq!((shape.as_slice(), size), ([40, 5].as_slice(), 4), "float32 by default");
     assert!(data.iter().all(|v| v.is_finite()) && data.iter().any(|&v| v != 0.0));
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
@@ -147,6 +156,8 @@ fn synth_var1_records_its_lyapunov_floor() {
         "0.4",
         "--trs",
         "20",
+        "--dtype",
+        "f64",
     ]);
     assert!(o.status.success(), "{}", text(&o).1);
     let meta: serde_json::Value =
@@ -161,8 +172,10 @@ fn synth_var1_records_its_lyapunov_floor() {
     let f = spec.floor(&[1, 5], 1).unwrap();
     assert!((meta["floor"]["overall"].as_f64().unwrap() - f.overall).abs() < 1e-15);
     assert!(meta["spectral_radius_bound"].as_f64().unwrap() < 1.0);
-    let (shape, _) = read_npy(&out.join("sub-01_run-1_bold.npy"));
-    assert_eq!(shape, [20, 6]);
+    let (shape, data, size) = read_npy(&out.join("sub-01_run-1_bold.npy"));
+    assert_eq!((shape.as_slice(), size), ([20, 6].as_slice(), 8), "--dtype f64");
+    assert_eq!(data, spec.generate().unwrap()[0].data, "the generator's values");
+    assert_eq!(meta["dtype"], "float64");
 }
 
 #[test]

@@ -3,6 +3,11 @@
 //! the parcels on a circle, and `synth.json` recording the generator, its parameters and the
 //! exact loss floor, so that a test or a benchmark can compare a trained model with it. The
 //! directory is built whole under a temporary name and appears only when complete.
+//!
+//! Runs are generated and written one at a time (`for_each_run` of the fixture generators):
+//! memory holds one run, so a dataset of any size on disk can be written. Values are float32
+//! by default ([`Dtype`]): rounded once, then written as `<f4` `.npy` or, in text, as a
+//! decimal that reads back to that float32, so both formats load to the same numbers.
 
 use crate::error::DataError;
 use crate::fsutil::StagedDir;
@@ -20,6 +25,24 @@ pub const FLOOR_D_IN: usize = 1;
 /// Radius (mm) of the circle the parcels' centroids lie on.
 pub const CIRCLE_RADIUS: f64 = 50.0;
 
+/// The precision of the values written.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    /// Each value rounded to float32 (relative change below 6e-8); `.npy` runs are `<f4`.
+    F32,
+    /// The generator's float64 values; `.npy` runs are `<f8`.
+    F64,
+}
+
+impl Dtype {
+    fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float32",
+            Dtype::F64 => "float64",
+        }
+    }
+}
+
 /// The generator of a synthetic dataset.
 #[derive(Clone, Debug)]
 pub enum Generator {
@@ -34,6 +57,17 @@ impl Generator {
         match self {
             Generator::Ar1(s) => &s.layout,
             Generator::Var1(s) => &s.layout,
+        }
+    }
+
+    /// Hands the runs to `f` one at a time (the generators' `for_each_run`).
+    fn for_each_run(
+        &self,
+        f: impl FnMut(boldcast_fixtures::SynthRun) -> Result<(), DataError>,
+    ) -> Result<(), DataError> {
+        match self {
+            Generator::Ar1(s) => s.for_each_run(f),
+            Generator::Var1(s) => s.for_each_run(f),
         }
     }
 }
@@ -59,8 +93,8 @@ fn floor_json(f: &Floor) -> serde_json::Value {
     })
 }
 
-/// The runs, the exact floor and the generator's entries of `synth.json`.
-fn generate(g: &Generator) -> Result<(Vec<boldcast_fixtures::SynthRun>, Floor, serde_json::Value), DataError> {
+/// The exact floor and the generator's entries of `synth.json` (checking the spec).
+fn describe(g: &Generator) -> Result<(Floor, serde_json::Value), DataError> {
     Ok(match g {
         Generator::Var1(spec) => {
             let st = spec.stationary()?;
@@ -79,7 +113,7 @@ fn generate(g: &Generator) -> Result<(Vec<boldcast_fixtures::SynthRun>, Floor, s
                                iteration) and E_L = S - A^L S A^LT the L-step prediction error covariance; the floor \
                                of a predictor that sees every parcel's past",
             });
-            (spec.generate()?, floor, params)
+            (floor, params)
         }
         Generator::Ar1(spec) => {
             let rhos = spec.validate()?;
@@ -95,7 +129,7 @@ fn generate(g: &Generator) -> Result<(Vec<boldcast_fixtures::SynthRun>, Floor, s
                 "floor_note": "floor = mean over parcels p, horizons h, token elements j < D of 1 - rho_p^(2L), \
                                L = (h-1) D + j + 1 (MODEL.md, The loss floor); correlated innovations leave it unchanged",
             });
-            (spec.generate()?, floor, params)
+            (floor, params)
         }
     })
 }
@@ -108,9 +142,10 @@ fn synth_parts(g: &Generator, l: &Layout, format: RunFormat) -> Result<Vec<(&'st
         Size::of("trs", l.trs),
         Size::of("parcels", l.parcels),
     );
-    let values = subjects.checked_mul(runs)?.checked_mul(trs)?.checked_mul(parcels)?.times(8)?;
-    let mut parts = vec![("runs", values)];
-    if format != RunFormat::Npy {
+    // The whole dataset's count is checked (it sizes the files), though one run is held.
+    subjects.checked_mul(runs)?.checked_mul(trs)?.checked_mul(parcels)?.times(8)?;
+    let mut parts = vec![("one run", trs.checked_mul(parcels)?.times(8)?)];
+    if !matches!(format, RunFormat::Npy | RunFormat::NpyF32) {
         parts.push(("text of one run", trs.checked_mul(parcels)?.times(25)?));
     }
     parts.push(("parcels", parcels.times(200)?));
@@ -129,7 +164,7 @@ fn synth_parts(g: &Generator, l: &Layout, format: RunFormat) -> Result<Vec<(&'st
 /// `runs`, `trs` or `parcels`, the largest factor):
 ///
 /// ```text
-/// runs             subjects runs trs parcels 8   every run is generated (f64) before the first is written
+/// one run          trs parcels 8                 a run is generated (f64), written, and dropped
 /// text of one run  trs parcels 25                .tsv / .csv: a run's text, up to 24 characters a value
 /// parcels          parcels 200                   names, centroids and the text of parcels.tsv
 /// VAR(1) matrices  parcels^2 64                  the P x P matrices of A, S and the doubling iteration
@@ -163,29 +198,41 @@ pub fn synth_memory(g: &Generator, format: RunFormat) -> Result<MemoryNeed, Data
 }
 
 /// Generates the dataset of `g` and writes it into `out` (new, or an empty directory) in
-/// `format`: one file per run, `parcels.tsv` and `synth.json`. First, before anything is
-/// generated or created, [`synth_memory`] is checked against the machine's memory
-/// ([`crate::memory::check`]): a dataset that does not fit is [`DataError::Memory`].
-pub fn write_synthetic(g: &Generator, format: RunFormat, out: &Path) -> Result<SynthOutput, DataError> {
+/// `format` with values of `dtype`: one file per run, `parcels.tsv` and `synth.json`. First,
+/// before anything is generated or created, [`synth_memory`] is checked against the
+/// machine's memory ([`crate::memory::check`]): a dataset that does not fit is
+/// [`DataError::Memory`]. `progress(done, total)` is called after each run is written.
+pub fn write_synthetic(
+    g: &Generator,
+    format: RunFormat,
+    dtype: Dtype,
+    out: &Path,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<SynthOutput, DataError> {
+    let format = match (format, dtype) {
+        (RunFormat::Npy | RunFormat::NpyF32, Dtype::F32) => RunFormat::NpyF32,
+        (RunFormat::Npy | RunFormat::NpyF32, Dtype::F64) => RunFormat::Npy,
+        (text, _) => text,
+    };
     crate::memory::check(synth_memory(g, format)?, crate::memory::machine_memory())?;
     let l = g.layout();
-    let mut meta = json!({
-        "subjects": l.subjects, "runs": l.runs, "trs": l.trs, "parcels": l.parcels,
-        "seed": l.seed, "rng": "rand_chacha::ChaCha8Rng",
-        "format": match format { RunFormat::Npy => "npy (float64, shape (trs, parcels))", RunFormat::Tsv => "tsv", RunFormat::Csv => "csv" },
-        "parcels_file": "parcels.tsv: name x y z, parcels on a circle of radius 50 in the z = 0 plane",
-    });
-    let (runs, floor, params) = generate(g)?;
+    let (floor, params) = describe(g)?;
     let names = parcel_names(l.parcels);
     let staged = StagedDir::new(out)?;
-    let mut files = Vec::new();
-    for run in &runs {
-        let name = run_file_name(run, format);
-        write_run(&staged.path().join(&name), run, &names, format)?;
+    let (mut files, total) = (Vec::new(), l.subjects * l.runs);
+    g.for_each_run(|mut run| {
+        if dtype == Dtype::F32 {
+            run.data.iter_mut().for_each(|x| *x = f64::from(*x as f32));
+        }
+        let name = run_file_name(&run, format);
+        write_run(&staged.path().join(&name), &run, &names, format)?;
         files.push(name);
-    }
+        progress(files.len(), total);
+        Ok(())
+    })?;
     let centroids: Vec<[f64; 3]> = circle_centroids(l.parcels).iter().map(|c| c.map(|v| v * CIRCLE_RADIUS)).collect();
     write_parcels(&staged.path().join("parcels.tsv"), &names, &centroids)?;
+    let mut meta = metadata(l, format, dtype);
     for (k, v) in params.as_object().expect("an object") {
         meta[k] = v.clone();
     }
@@ -196,6 +243,30 @@ pub fn write_synthetic(g: &Generator, format: RunFormat, out: &Path) -> Result<S
     std::fs::write(&p, text).map_err(|source| DataError::Write { path: p.clone(), source })?;
     let dir = staged.commit()?;
     Ok(SynthOutput { dir, files, floor })
+}
+
+/// The layout and file entries of `synth.json`.
+fn metadata(l: &Layout, format: RunFormat, dtype: Dtype) -> serde_json::Value {
+    let format = match format {
+        RunFormat::Npy => "npy (float64, shape (trs, parcels))".to_string(),
+        RunFormat::NpyF32 => "npy (float32, shape (trs, parcels))".to_string(),
+        RunFormat::Tsv | RunFormat::Csv => {
+            format!("{} (each value as the shortest decimal that reads back to it)", format.extension())
+        }
+    };
+    let dtype_note = match dtype {
+        Dtype::F32 => {
+            "each generated float64 value rounded to float32 (relative change below 6e-8); the floor is \
+                       the generator's, unchanged by the rounding at the precision it is reported"
+        }
+        Dtype::F64 => "the generator's float64 values",
+    };
+    json!({
+        "subjects": l.subjects, "runs": l.runs, "trs": l.trs, "parcels": l.parcels,
+        "seed": l.seed, "rng": "rand_chacha::ChaCha8Rng",
+        "format": format, "dtype": dtype.name(), "dtype_note": dtype_note,
+        "parcels_file": "parcels.tsv: name x y z, parcels on a circle of radius 50 in the z = 0 plane",
+    })
 }
 
 #[cfg(test)]
@@ -211,19 +282,23 @@ mod tests {
     #[test]
     fn the_estimate_adds_up_what_is_held() {
         let need = synth_memory(&ar1(4, 1, 100_000, 100_000), RunFormat::Npy).unwrap();
-        assert_eq!(need.parts, vec![("runs", 4 * 100_000 * 100_000 * 8), ("parcels", 100_000 * 200)]);
+        assert_eq!(need.parts, vec![("one run", 100_000 * 100_000 * 8), ("parcels", 100_000 * 200)]);
         assert_eq!(need.cause, Some(("parcels".into(), "100000".into())), "parcels also weigh in the parcels part");
         let e = check(need, Some(23 << 30)).unwrap_err().to_string();
         assert!(
             e.starts_with(
-                "the dataset would need about 298.0 GiB of memory (runs 298.0 GiB, parcels 19.1 MiB); this \
+                "the dataset would need about 74.5 GiB of memory (one run 74.5 GiB, parcels 19.1 MiB); this \
                            machine has 23.0 GiB: most of it comes from parcels = 100000"
             ),
             "{e}"
         );
+        // One run is held whatever the count of runs: a thousand subjects need no more.
+        let many = synth_memory(&ar1(1000, 4, 1200, 1024), RunFormat::NpyF32).unwrap();
+        assert_eq!(many.parts[0], ("one run", 1200 * 1024 * 8));
+        assert_eq!(many.parts, synth_memory(&ar1(1, 1, 1200, 1024), RunFormat::NpyF32).unwrap().parts);
         let need = synth_memory(&ar1(1000, 2, 100, 8), RunFormat::Tsv).unwrap();
         assert_eq!(need.parts[1], ("text of one run", 100 * 8 * 25));
-        assert_eq!(need.cause, Some(("subjects".into(), "1000".into())));
+        assert_eq!(need.cause, Some(("trs".into(), "100".into())), "a run, not the count of runs");
         let var1 = Generator::Var1(Var1Spec {
             layout: Layout { subjects: 1, runs: 1, trs: 10, parcels: 50_000, seed: 0 },
             self_coef: 0.5,
@@ -244,11 +319,11 @@ mod tests {
     #[test]
     fn a_dataset_larger_than_the_machine_is_refused_before_anything_is_written() {
         let Some(machine) = crate::memory::machine_memory() else { return };
-        // Twice the machine's memory in runs of 4 subjects x 1 run x 1000 parcels.
-        let trs = (machine / (4 * 1000 * 8) * 2) as usize;
+        // One run of twice the machine's memory at 1000 parcels.
+        let trs = (machine / (1000 * 8) * 2) as usize;
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("ds");
-        let e = write_synthetic(&ar1(4, 1, trs, 1000), RunFormat::Npy, &out).unwrap_err();
+        let e = write_synthetic(&ar1(4, 1, trs, 1000), RunFormat::Npy, Dtype::F32, &out, |_, _| {}).unwrap_err();
         assert!(matches!(e, DataError::Memory(_)), "{e:?}");
         let e = e.to_string();
         assert!(e.starts_with("the dataset would need about ") && e.contains("this machine has"), "{e}");
@@ -267,7 +342,7 @@ mod tests {
             ("runs", ar1(4, 1 << 62, 400, 8)),
             ("parcels", ar1(4, 1, 400, 1 << 62)),
         ] {
-            let e = write_synthetic(&g, RunFormat::Npy, &out).unwrap_err().to_string();
+            let e = write_synthetic(&g, RunFormat::Npy, Dtype::F32, &out, |_, _| {}).unwrap_err().to_string();
             assert_eq!(
                 e,
                 format!(
@@ -277,5 +352,51 @@ mod tests {
             );
             assert!(!out.exists());
         }
+    }
+
+    /// The runs written one at a time are the generator's, rounded once to float32 by
+    /// default: the `.npy` and `.tsv` datasets load to the same bits, and `--dtype f64` keeps
+    /// the generator's values.
+    #[test]
+    fn streamed_runs_are_the_generators_in_either_precision_and_format() {
+        use crate::Dataset;
+        let g = ar1(3, 2, 50, 4);
+        let Generator::Ar1(spec) = &g else { unreachable!() };
+        let want = spec.generate().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let mut seen = Vec::new();
+        let (n32, t32, n64) = (d.path().join("n32"), d.path().join("t32"), d.path().join("n64"));
+        write_synthetic(&g, RunFormat::Npy, Dtype::F32, &n32, |done, total| seen.push((done, total))).unwrap();
+        assert_eq!(seen, (1..=6).map(|i| (i, 6)).collect::<Vec<_>>(), "progress after every run");
+        write_synthetic(&g, RunFormat::Tsv, Dtype::F32, &t32, |_, _| {}).unwrap();
+        write_synthetic(&g, RunFormat::Npy, Dtype::F64, &n64, |_, _| {}).unwrap();
+        let raw = |path: &Path| {
+            let bytes = std::fs::read(path).unwrap();
+            let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+            match npy.dtype() {
+                npyz::DType::Plain(t) if t.size_field() == 4 => {
+                    npy.into_vec::<f32>().unwrap().into_iter().map(f64::from).collect::<Vec<_>>()
+                }
+                _ => npy.into_vec::<f64>().unwrap(),
+            }
+        };
+        for (i, run) in want.iter().enumerate() {
+            let name = run_file_name(run, RunFormat::Npy);
+            assert_eq!(raw(&n64.join(&name)), run.data, "run {i} in float64");
+            let rounded: Vec<f64> = run.data.iter().map(|&x| f64::from(x as f32)).collect();
+            assert_eq!(raw(&n32.join(&name)), rounded, "run {i} in float32");
+            assert_ne!(rounded, run.data);
+        }
+        assert_eq!(std::fs::metadata(n32.join("sub-01_run-1_bold.npy")).unwrap().len(), 128 + 50 * 4 * 4);
+        let (a, b) = (Dataset::load(&n32).unwrap(), Dataset::load(&t32).unwrap());
+        for (x, y) in a.runs.iter().zip(&b.runs) {
+            assert_eq!(x.to_vec().unwrap(), y.to_vec().unwrap(), "{}", x.id);
+        }
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(n32.join("synth.json")).unwrap()).unwrap();
+        assert_eq!(
+            (meta["dtype"].as_str(), meta["format"].as_str()),
+            (Some("float32"), Some("npy (float32, shape (trs, parcels))"))
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The writers beside the readers: run files in the formats [`crate::Dataset::load`] reads
-//! (`.npy` float64 `(n_tr, P)`, `.tsv`/`.csv` with a header of parcel names),
+//! (`.npy` float64 or float32 `(n_tr, P)`, `.tsv`/`.csv` with a header of parcel names),
 //! `parcels.tsv`, and any array as `.npy` ([`write_npy`], the one npy encoder). Every file is written to a temporary sibling, synced and renamed, so a kill
 //! leaves either no file or the whole file.
 
@@ -13,6 +13,8 @@ use std::path::Path;
 pub enum RunFormat {
     /// `.npy`, float64, shape `(n_tr, parcels)`, C order.
     Npy,
+    /// `.npy`, float32 (each value rounded), shape `(n_tr, parcels)`, C order.
+    NpyF32,
     /// `.tsv`: a header row of parcel names, then one tab-separated row per TR.
     Tsv,
     /// `.csv`: as `.tsv`, comma-separated.
@@ -23,7 +25,7 @@ impl RunFormat {
     /// The file extension, without the dot.
     pub fn extension(self) -> &'static str {
         match self {
-            RunFormat::Npy => "npy",
+            RunFormat::Npy | RunFormat::NpyF32 => "npy",
             RunFormat::Tsv => "tsv",
             RunFormat::Csv => "csv",
         }
@@ -62,6 +64,7 @@ pub fn write_run(path: &Path, run: &SynthRun, names: &[String], format: RunForma
     }
     write_atomic(path, |w| match format {
         RunFormat::Npy => npy_into(w, &[run.n_tr, run.parcels], run.data.iter().copied()),
+        RunFormat::NpyF32 => npy_into(w, &[run.n_tr, run.parcels], run.data.iter().map(|&x| x as f32)),
         RunFormat::Tsv | RunFormat::Csv => {
             let sep = if format == RunFormat::Tsv { "\t" } else { "," };
             let mut s = names.join(sep);
