@@ -295,6 +295,11 @@ pub struct DataArgs {
     /// Allow runs with different TRs in one dataset.
     #[arg(long)]
     pub allow_mixed_tr: bool,
+    /// Convert runs that cannot stay on disk as they are (.tsv, .csv, CIFTI) once into .npy
+    /// files in this directory and read them from there, so that a dataset larger than memory
+    /// trains in any format (the same numbers; reused while the sources are unchanged).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
 }
 
 impl DataArgs {
@@ -309,6 +314,7 @@ impl DataArgs {
             parcellation: self.parcellation.clone(),
             tr: self.tr,
             allow_mixed_tr: self.allow_mixed_tr,
+            cache: self.cache.clone(),
         }
     }
 

@@ -65,12 +65,13 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--temporal`.
     pub temporal: Option<Temporal>,
-    /// `--task --space --seg --format --parcellation --tr --allow-mixed-tr`: the picks given.
+    /// `--task --space --seg --format --parcellation --tr --allow-mixed-tr --cache`: the picks
+    /// given.
     pub picks: Selection,
 }
 
 /// Sets the picks `sel` gives (`--task --space --seg --format --parcellation --tr
-/// --allow-mixed-tr`) into `table`'s `[data]`.
+/// --allow-mixed-tr --cache`) into `table`'s `[data]`.
 fn set_picks(table: &mut toml::Table, sel: &Selection) {
     for (key, v) in [("task", &sel.task), ("space", &sel.space), ("seg", &sel.seg), ("format", &sel.format)] {
         if let Some(v) = v {
@@ -85,6 +86,9 @@ fn set_picks(table: &mut toml::Table, sel: &Selection) {
     }
     if sel.allow_mixed_tr {
         set(table, "data", "allow_mixed_tr", toml::Value::Boolean(true));
+    }
+    if let Some(p) = &sel.cache {
+        set(table, "data", "cache", path_value(p));
     }
 }
 
@@ -113,7 +117,7 @@ fn merge(base: &mut toml::Table, top: toml::Table) {
 }
 
 /// The keys of the schema that a preset need not list (they have defaults), by section.
-pub const OPTIONAL_KEYS: [(&str, &str); 13] = [
+pub const OPTIONAL_KEYS: [(&str, &str); 14] = [
     ("data", "dir"),
     ("data", "task"),
     ("data", "space"),
@@ -123,6 +127,7 @@ pub const OPTIONAL_KEYS: [(&str, &str); 13] = [
     ("data", "parcellation"),
     ("data", "tr"),
     ("data", "allow_mixed_tr"),
+    ("data", "cache"),
     ("train", "out"),
     ("train", "eval_every"),
     ("train", "overfit_ratio"),
@@ -135,7 +140,7 @@ pub fn schema() -> toml::Table {
         .expect("the default preset parses");
     t.insert("preset".into(), toml::Value::String(String::new()));
     if let Some(toml::Value::Table(d)) = t.get_mut("data") {
-        for key in ["dir", "task", "space", "seg", "atlas", "format", "parcellation"] {
+        for key in ["dir", "task", "space", "seg", "atlas", "format", "parcellation", "cache"] {
             d.insert(key.into(), toml::Value::String(String::new()));
         }
         d.insert("tr".into(), toml::Value::Float(0.0));

@@ -97,6 +97,24 @@ fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
     assert!(step > 0.0 && (0.0..=step).contains(&wait), "{timing}");
     assert_eq!(timing["data_wait_fraction"].as_f64(), Some(wait / step));
     assert_eq!(la, lb, "the same numbers train the same");
+    // Through the conversion cache: the text runs are converted once into .npy files, read from
+    // disk, and train the same; a second run reuses them.
+    let cache = d.path().join("cache");
+    let with_cache = |out: &Path| {
+        let args = ["train", "--preset", "quick", "--max-steps", "20", "--data", &s(&tree), "--seg", "4S156Parcels"];
+        let o = run(&[&args[..], &["--cache", &s(&cache), "--out", &s(out)]].concat());
+        assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let (oc, oc2) = (d.path().join("run-c"), d.path().join("run-c2"));
+    let e = with_cache(&oc);
+    assert!(e.contains(&format!("cache {}: 4 run(s) converted to .npy, 0 reused", s(&cache))), "{e}");
+    let e = with_cache(&oc2);
+    assert!(e.contains(&format!("cache {}: 0 run(s) converted to .npy, 4 reused", s(&cache))), "{e}");
+    assert_eq!(losses(&oc), la, "the cache changes no number");
+    assert_eq!(losses(&oc2), la);
+    let resolved = std::fs::read_to_string(oc.join("config.resolved.toml")).unwrap();
+    assert!(resolved.contains(&format!("cache = \"{}\"", s(&cache))), "{resolved}");
 
     // What the run trained on, in summary.json and in every checkpoint's weights.
     let summary: serde_json::Value =

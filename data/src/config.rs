@@ -50,6 +50,12 @@ pub struct DataConfig {
     /// Allow runs with different TRs (`--allow-mixed-tr`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_mixed_tr: bool,
+    /// The conversion cache directory: runs in formats that cannot stay on disk as they are
+    /// (text, CIFTI) are converted once into `.npy` files there and read from them, so that a
+    /// dataset larger than memory trains in any format; reused while the sources are
+    /// unchanged. Unset: such runs are held in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<PathBuf>,
 }
 
 impl DataConfig {
@@ -69,6 +75,7 @@ impl DataConfig {
             parcellation: None,
             tr: None,
             allow_mixed_tr: false,
+            cache: None,
         }
     }
 
@@ -92,6 +99,9 @@ impl DataConfig {
             self.tr = sel.tr;
         }
         self.allow_mixed_tr |= sel.allow_mixed_tr;
+        if sel.cache.is_some() {
+            self.cache.clone_from(&sel.cache);
+        }
     }
 
     /// How the runs of `dir` are picked ([`crate::Selection`]).
@@ -104,6 +114,7 @@ impl DataConfig {
             parcellation: self.parcellation.clone(),
             tr: self.tr,
             allow_mixed_tr: self.allow_mixed_tr,
+            cache: self.cache.clone(),
         }
     }
 }

@@ -269,9 +269,15 @@ impl Dataset {
         }
         let mut raws = Vec::new();
         let mut reader_notes: Vec<String> = Vec::new();
+        let mut cached = CacheCount::default();
         for f in found {
             let stamp = FileStamp::of(&f.path)?;
-            let (raw, file_tr) = read_run(&f, stamp, sel, &mut reader_notes)?;
+            let (raw, file_tr, notes) = load_run(&f, stamp, sel, &mut cached)?;
+            for n in notes {
+                if !reader_notes.contains(&n) {
+                    reader_notes.push(n);
+                }
+            }
             let tr = run_tr(&f, file_tr, &disc.sidecars, dir, sel)?;
             if raw.parcels() == 0 {
                 return Err(DataError::Empty {
@@ -294,6 +300,14 @@ impl Dataset {
         ds.ignored = disc.ignored;
         ds.skipped = disc.skipped;
         ds.tables = disc.tables;
+        if let (Some(dir), true) = (&sel.cache, cached.converted + cached.reused > 0) {
+            reader_notes.push(format!(
+                "cache {}: {} run(s) converted to .npy, {} reused",
+                dir.display(),
+                cached.converted,
+                cached.reused
+            ));
+        }
         ds.reader_notes = reader_notes;
         Ok(ds)
     }
@@ -321,7 +335,7 @@ impl Dataset {
                         })?;
                         (raw.n_tr, Values::Memory(data), stats)
                     }
-                    Loaded::Disk(d) => {
+                    Loaded::Disk(d, _) => {
                         let stats = d.stats()?;
                         (d.n_tr, Values::Disk(d), stats)
                     }
@@ -445,60 +459,87 @@ impl Dataset {
 /// A run as loaded: its values read, or a `.npy` file that stays on disk.
 enum Loaded {
     Raw(crate::read::RawRun),
-    Disk(DiskRun),
+    /// A run on disk, with the parcel names its source gave (a cached conversion).
+    Disk(DiskRun, Option<Vec<String>>),
 }
 
 impl Loaded {
     fn parcels(&self) -> usize {
         match self {
             Loaded::Raw(r) => r.parcels,
-            Loaded::Disk(d) => d.parcels,
+            Loaded::Disk(d, _) => d.parcels,
         }
     }
 
     fn n_tr(&self) -> usize {
         match self {
             Loaded::Raw(r) => r.n_tr,
-            Loaded::Disk(d) => d.n_tr,
+            Loaded::Disk(d, _) => d.n_tr,
         }
     }
 
     fn names(&self) -> Option<&Vec<String>> {
         match self {
             Loaded::Raw(r) => r.names.as_ref(),
-            Loaded::Disk(_) => None,
+            Loaded::Disk(_, names) => names.as_ref(),
         }
     }
 }
 
-/// Reads one run file by its extension, with the TR its file records (CIFTI); a `.npy` file
-/// of little-endian f32 or f64 in C order stays on disk ([`crate::store`]); a dense CIFTI
-/// series is averaged over the labels of [`Selection::parcellation`]. What a reader left out
-/// is added once to `notes`.
-fn read_run(
+/// Runs taken from the conversion cache and converted into it by one load.
+#[derive(Default)]
+struct CacheCount {
+    converted: usize,
+    reused: usize,
+}
+
+/// Reads one run file ([`read_run`]), through the conversion cache when [`Selection::cache`]
+/// is set and the file cannot stay on disk as it is ([`crate::cache`]).
+fn load_run(
     f: &RunFile,
     stamp: FileStamp,
     sel: &Selection,
-    notes: &mut Vec<String>,
-) -> Result<(Loaded, Option<f64>), DataError> {
-    let cifti = |c: crate::read::cifti::CiftiRun, notes: &mut Vec<String>| {
-        for n in c.notes {
-            if !notes.contains(&n) {
-                notes.push(n);
-            }
+    count: &mut CacheCount,
+) -> Result<(Loaded, Option<f64>, Vec<String>), DataError> {
+    let Some(dir) = &sel.cache else { return read_run(f, stamp, sel) };
+    if f.ext == "npy" && npy_layout(&f.path)?.is_some() {
+        return read_run(f, stamp, sel);
+    }
+    let dense = if f.ext == "dtseries.nii" { sel.parcellation.as_deref() } else { None };
+    let slot = crate::cache::Slot::new(dir, &f.path, stamp, dense)?;
+    if let Some(c) = slot.lookup() {
+        count.reused += 1;
+        return Ok((Loaded::Disk(c.disk, c.names), c.tr_seconds, c.notes));
+    }
+    let (loaded, tr_seconds, notes) = read_run(f, stamp, sel)?;
+    let Loaded::Raw(raw) = loaded else { return Ok((loaded, tr_seconds, notes)) };
+    let conv = crate::cache::Converted { raw, tr_seconds, notes };
+    Ok(match slot.store(&conv)? {
+        Some(c) => {
+            count.converted += 1;
+            (Loaded::Disk(c.disk, c.names), c.tr_seconds, c.notes)
         }
-        (Loaded::Raw(c.raw), c.tr_seconds)
-    };
+        None => (Loaded::Raw(conv.raw), conv.tr_seconds, conv.notes),
+    })
+}
+
+/// Reads one run file by its extension, with the TR its file records (CIFTI) and the notes of
+/// what its reader left out; a `.npy` file of little-endian f32 or f64 in C order stays on
+/// disk ([`crate::store`]); a dense CIFTI series is averaged over the labels of
+/// [`Selection::parcellation`].
+fn read_run(f: &RunFile, stamp: FileStamp, sel: &Selection) -> Result<(Loaded, Option<f64>, Vec<String>), DataError> {
+    let cifti = |c: crate::read::cifti::CiftiRun| (Loaded::Raw(c.raw), c.tr_seconds, c.notes);
     Ok(match f.ext {
         "npy" => match npy_layout(&f.path)? {
             Some((offset, elem, n_tr, parcels)) => {
-                (Loaded::Disk(DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp }), None)
+                let disk = DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp };
+                (Loaded::Disk(disk, None), None, Vec::new())
             }
-            None => (Loaded::Raw(read_npy(&f.path)?), None),
+            None => (Loaded::Raw(read_npy(&f.path)?), None, Vec::new()),
         },
-        "tsv" => (Loaded::Raw(read_text(&f.path, '\t')?), None),
-        "csv" => (Loaded::Raw(read_text(&f.path, ',')?), None),
-        "ptseries.nii" => cifti(crate::read::cifti::read_ptseries(&f.path)?, notes),
+        "tsv" => (Loaded::Raw(read_text(&f.path, '\t')?), None, Vec::new()),
+        "csv" => (Loaded::Raw(read_text(&f.path, ',')?), None, Vec::new()),
+        "ptseries.nii" => cifti(crate::read::cifti::read_ptseries(&f.path)?),
         _ => {
             let Some(labels) = &sel.parcellation else {
                 return Err(DataError::Select {
@@ -509,7 +550,7 @@ fn read_run(
                     ),
                 });
             };
-            cifti(crate::read::cifti::read_dtseries_parcellated(&f.path, labels)?, notes)
+            cifti(crate::read::cifti::read_dtseries_parcellated(&f.path, labels)?)
         }
     })
 }

@@ -73,6 +73,7 @@
 #![deny(missing_docs)]
 
 mod adjacency;
+mod cache;
 pub mod config;
 mod dataset;
 mod discover;

@@ -43,6 +43,9 @@ pub struct Selection {
     pub tr: Option<f64>,
     /// Allow runs with different TRs in one dataset.
     pub allow_mixed_tr: bool,
+    /// The conversion cache: runs that cannot stay on disk as they are (text, CIFTI) are
+    /// converted once into `.npy` files here and read from there ([`crate::cache`]).
+    pub cache: Option<PathBuf>,
 }
 
 /// One axis a pick can be made on.
