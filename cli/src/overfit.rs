@@ -99,7 +99,8 @@ fn overfit_run<M: Model<f32>>(
     lines.finish();
     let (v, floor) = (&rep.verdict, rep.floor.as_ref().map(|f| f.value));
     let window = boldcast::core::accept::OVERFIT_WINDOW;
-    crate::plot::overfit_curve(&figures.join("overfit_curve.png"), &rep.losses, (v.first, v.last, window), floor)?;
+    let curves = (&rep.losses[..], &rep.lrs[..]);
+    crate::plot::overfit_curve(&figures.join("overfit_curve.png"), curves, (v.first, v.last, window), floor)?;
     let mut extra = serde_json::Map::new();
     extra.insert("figure".into(), json!("figures/overfit_curve.png"));
     extra.insert("figure_svg".into(), json!("figures/overfit_curve.svg"));

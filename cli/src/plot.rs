@@ -243,6 +243,8 @@ where
         .build_cartesian_2d(x, y)
         .map_err(e)?;
     let mut mesh = chart.configure_mesh();
+    // About one tick value per 35 pixels of height, so that a short panel's do not overlap.
+    mesh.y_labels((root.dim_in_pixel().1 as usize / 35).clamp(3, 10));
     if let Some(f) = &fig.y_format {
         mesh.y_label_formatter(f);
     }
@@ -296,14 +298,27 @@ fn level(label: String, color: RGBColor, width: u32, (x0, x1): (f64, f64), y: f6
     Series { label, color, width, points: vec![(x0, y), (x1, y)], dots: false }
 }
 
+/// The panel of the learning rate at every step, `(step, lr)`.
+fn lr_panel(points: impl Iterator<Item = (f64, f64)>) -> Panel {
+    let lr =
+        Series { label: "learning rate".into(), color: GREY_LINE, width: 2, points: points.collect(), dots: false };
+    Panel {
+        y_label: "learning rate".into(),
+        series: vec![lr],
+        y_format: Some(|v| format!("{v:.1e}")),
+        log_allowed: false,
+    }
+}
+
 /// The loss axis' label.
 pub const LOSS_AXIS: &str = "loss (MSE of standardized BOLD, variance units)";
 
 /// The overfit check's figure: the loss at every step, the means of its first and last
-/// `window` steps (the acceptance rule compares them) and the floor.
+/// `window` steps (the acceptance rule compares them) and the floor; the learning rate of
+/// every step (`lrs`) in a second panel.
 pub fn overfit_curve(
     path: &Path,
-    losses: &[f64],
+    (losses, lrs): (&[f64], &[f64]),
     (first, last, window): (f64, f64, usize),
     floor: Option<f64>,
 ) -> Result<PathBuf, CliError> {
@@ -324,7 +339,7 @@ pub fn overfit_curve(
         series.push(level(format!("loss floor = {f:.4}"), RED_LINE, 2, (0.0, n), f));
     }
     let title = "Overfit check: the loss on one batch must fall".to_string();
-    let panels = vec![Panel::new(LOSS_AXIS, series)];
+    let panels = vec![Panel::new(LOSS_AXIS, series), lr_panel(lrs.iter().enumerate().map(|(i, &v)| (i as f64, v)))];
     draw_figure(path, &LineFigure { title, x_label: "optimizer step".into(), panels })
 }
 
@@ -386,14 +401,7 @@ pub fn loss_curves(path: &Path, c: &RunCurves<'_>) -> Result<PathBuf, CliError> 
     if let Some(f) = c.floor {
         series.push(level(format!("loss floor = {f:.4}"), RED_LINE, 2, (0.0, xmax), f));
     }
-    let lr = Series { label: "learning rate".into(), color: GREY_LINE, width: 2, points: pts(c.lr), dots: false };
-    let lr_panel = Panel {
-        y_label: "learning rate".into(),
-        series: vec![lr],
-        y_format: Some(|v| format!("{v:.1e}")),
-        log_allowed: false,
-    };
-    let panels = vec![Panel::new(LOSS_AXIS, series), lr_panel];
+    let panels = vec![Panel::new(LOSS_AXIS, series), lr_panel(pts(c.lr).into_iter())];
     let title = "Training: loss per step, held-out validation loss, learning rate".to_string();
     draw_figure(path, &LineFigure { title, x_label: "optimizer step".into(), panels })
 }

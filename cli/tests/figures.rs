@@ -66,12 +66,16 @@ fn the_overfit_figure_shows_the_rule_and_the_floor() {
     assert_eq!(o.status.code(), Some(0), "{:?}", common::text(&o));
     assert_text_drawn(&out.join("figures/overfit_curve.png"));
     let texts = svg_texts(&out.join("figures/overfit_curve.svg"));
-    for want in ["Overfit check: the loss on one batch must fall", "optimizer step", "loss floor = 0.4207"] {
+    for want in
+        ["Overfit check: the loss on one batch must fall", "optimizer step", "loss floor = 0.4207", "learning rate"]
+    {
         assert!(texts.iter().any(|t| t == want), "`{want}` not among {texts:?}");
     }
     for start in ["mean of the first 50 steps = ", "mean of the last 50 steps = "] {
         assert!(texts.iter().any(|t| t.starts_with(start)), "no `{start}...` among {texts:?}");
     }
+    // The learning-rate panel's ticks, in the exponent form of its axis.
+    assert!(texts.iter().filter(|t| t.contains("e-")).count() >= 2, "no learning-rate ticks among {texts:?}");
 }
 
 /// The `(height, width)` of the SVG's rectangles filled with `color`, over the first `y_max`

@@ -143,6 +143,8 @@ impl OverfitOptions {
 pub struct OverfitReport {
     /// Loss per step (at least one).
     pub losses: Vec<f64>,
+    /// Learning rate per step (the schedule's, as each step used it).
+    pub lrs: Vec<f64>,
     /// The windowed-mean verdict.
     pub verdict: Verdict,
     /// The floor of the data.
@@ -207,13 +209,15 @@ pub fn train_overfit<M: Model<f32>>(
         Trainer::new(model, Adam::<f32>::new(opts.optim.clone())?, opts.schedule.clone(), logger, opts.max_norm);
     let start = RunStart { step: 0, max_steps: opts.max_steps, out: opts.out.clone(), resumed: false };
     observers.iter_mut().for_each(|o| o.on_start(&start));
+    let mut lrs = Vec::new();
     for _ in 0..opts.max_steps {
         let rec = trainer.step(batch)?;
+        lrs.push(rec.lr);
         observers.iter_mut().for_each(|o| o.on_step(&rec));
     }
     let losses = std::mem::take(&mut trainer.logger.losses);
     let verdict = overfit_verdict(&losses).ok_or(TrainError::OverfitNoStep)?;
-    Ok(OverfitReport { losses, verdict, floor: opts.floor.clone(), out: opts.out.clone() })
+    Ok(OverfitReport { losses, lrs, verdict, floor: opts.floor.clone(), out: opts.out.clone() })
 }
 
 /// The whole overfit check: [`train_overfit`], then `summary.json` with `opts.extra`.
