@@ -31,10 +31,10 @@ const COL: usize = 14;
 /// improvement over the best baseline per horizon, and what the fitted baselines chose.
 pub fn table(r: &EvalReport) -> String {
     let mut s = format!(
-        "eval: {} on {}\nheld-out subjects {:?}, {} windows\n",
+        "eval: {} on {}\nheld-out subjects {}, {} windows\n",
         r.weights.display(),
         r.data,
-        r.heldout_subjects,
+        crate::train::subject_list(&r.heldout_subjects),
         r.windows
     );
     s += "MSE of standardized BOLD (variance units), per horizon h (tokens ahead)\n";

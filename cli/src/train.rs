@@ -277,6 +277,21 @@ pub fn prepare_train(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<Prepa
 }
 
 /// The lines printed before the first step.
+/// Subject labels for a line of text: all of them, `["01", "02"]`, up to [`LISTED_SUBJECTS`];
+/// beyond, the count with the first three and the last, `1000 subjects ["0001", "0002",
+/// "0003", ..., "1000"]` (`summary.json` has every one).
+pub fn subject_list(subjects: &[String]) -> String {
+    if subjects.len() <= LISTED_SUBJECTS {
+        return format!("{subjects:?}");
+    }
+    let q = |s: &String| format!("{s:?}");
+    let head: Vec<String> = subjects[..3].iter().map(q).collect();
+    format!("{} subjects [{}, ..., {}]", subjects.len(), head.join(", "), q(&subjects[subjects.len() - 1]))
+}
+
+/// The most subjects [`subject_list`] names one by one.
+pub const LISTED_SUBJECTS: usize = 12;
+
 fn print_preamble<M: Model<f32>>(cfg: &RunConfig, data: &TrainData, model: &M, req: &TrainRequest) {
     let root = req.dist.is_root();
     let t = &cfg.train;
@@ -301,11 +316,11 @@ fn print_preamble<M: Model<f32>>(cfg: &RunConfig, data: &TrainData, model: &M, r
         data.source
     ));
     println(format!(
-        "train: split by {}: train {:?} ({} windows), held out {:?} ({} windows); window {} stride {}",
+        "train: split by {}: train {} ({} windows), held out {} ({} windows); window {} stride {}",
         data.split.how,
-        data.split.train_subjects,
+        subject_list(&data.split.train_subjects),
         data.train_windows.len(),
-        data.split.heldout_subjects,
+        subject_list(&data.split.heldout_subjects),
         data.val_windows.len(),
         data.spec.window,
         data.spec.stride
@@ -424,4 +439,18 @@ pub fn resolve_train_args(a: &crate::args::TrainArgs) -> Result<(Option<RunConfi
     }
     cfg.validate()?;
     Ok((Some(cfg), req))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_subject_lists_are_shortened_to_a_count_and_the_ends() {
+        let labels = |n: usize| (1..=n).map(|i| format!("{i:04}")).collect::<Vec<_>>();
+        assert_eq!(subject_list(&labels(2)), r#"["0001", "0002"]"#);
+        assert_eq!(subject_list(&labels(12)).matches('"').count(), 24, "twelve are all listed");
+        assert_eq!(subject_list(&labels(3299)), r#"3299 subjects ["0001", "0002", "0003", ..., "3299"]"#);
+        assert_eq!(subject_list(&[]), "[]");
+    }
 }
