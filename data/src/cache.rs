@@ -11,9 +11,9 @@
 //! - **Reused while the source is unchanged.** Each entry is `<key>.npy` with `<key>.json`
 //!   beside it, the key a hash ([`crate::hash`]) of the cache's version, the source file's
 //!   canonical path, size and modification time and, for a dense series, the same of the
-//!   parcellation. The JSON records them again (and the parcel names, the TR the file gave
-//!   and the reader's notes) and is checked against the source before the entry is used; an
-//!   entry that does not match is converted again. Both files are written atomically, the
+//!   parcellation. The JSON records them again (and the parcel names, the TR the file gave,
+//!   the reader's notes and a hash of all of it) and is checked against the source and its
+//!   hash before the entry is used; an entry that does not match is converted again. Both files are written atomically, the
 //!   `.npy` first, so an interrupted conversion leaves no entry that looks complete.
 //! - **Errors name the source.** A run with a non-finite value is not cached: it is read as
 //!   before and the error names the source file, row and column. Entries are never deleted
@@ -46,6 +46,17 @@ struct Entry {
     names: Option<Vec<String>>,
     tr_seconds: Option<f64>,
     notes: Vec<String>,
+    /// The hash of the entry's other fields ([`Entry::checksum`]): an entry edited or damaged
+    /// into other valid JSON is converted again, never trusted.
+    check: String,
+}
+
+impl Entry {
+    /// The hash of every field but `check`, as serialized.
+    fn checksum(&self) -> String {
+        let bare = Entry { check: String::new(), ..self.clone() };
+        crate::hash::fnv1a_hex(&serde_json::to_vec(&bare).expect("an entry serializes"))
+    }
 }
 
 /// A [`FileStamp`] as the entry stores it.
@@ -118,6 +129,7 @@ impl Slot {
             names: None,
             tr_seconds: None,
             notes: Vec::new(),
+            check: String::new(),
         };
         Ok(Slot { json: dir.join(format!("{key}.json")), npy: dir.join(format!("{key}.npy")), entry })
     }
@@ -130,7 +142,8 @@ impl Slot {
             return None;
         }
         let found: Entry = serde_json::from_slice(&std::fs::read(&self.json).ok()?).ok()?;
-        let same_source = found.version == self.entry.version
+        let same_source = found.check == found.checksum()
+            && found.version == self.entry.version
             && found.source == self.entry.source
             && found.source_stamp == self.entry.source_stamp
             && found.parcellation == self.entry.parcellation;
@@ -171,6 +184,7 @@ impl Slot {
         self.entry.names.clone_from(&raw.names);
         self.entry.tr_seconds = c.tr_seconds;
         self.entry.notes.clone_from(&c.notes);
+        self.entry.check = self.entry.checksum();
         let text = serde_json::to_vec_pretty(&self.entry).expect("an entry serializes");
         crate::fsutil::write_atomic(&self.json, &text)
             .map_err(|source| DataError::Write { path: self.json.clone(), source })?;

@@ -14,7 +14,7 @@ use crate::golden::GoldenCase;
 use boldcast_data::cifti::{self, CiftiFile, ParcelSeries};
 use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
 use boldcast_data::write::{write_parcels, write_run, RunFormat};
-use boldcast_data::{parse_bids_name, parse_run_name, parse_sidecar_name, Dataset};
+use boldcast_data::{parse_bids_name, parse_run_name, parse_sidecar_name, Dataset, Selection};
 use boldcast_fixtures::SynthRun;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -275,6 +275,49 @@ pub fn sidecar(bytes: &[u8]) -> Outcome {
     Ok(())
 }
 
+/// The conversion cache's entry (`<key>.json`) of one `.tsv` run replaced by `bytes`: a load
+/// through the cache never fails on it and gives exactly the run read without the cache, parcel
+/// names included (an entry damaged, edited or foreign is converted again, never trusted).
+pub fn cache_entry(bytes: &[u8]) -> Outcome {
+    let (root, (names, values)) = cache_root();
+    put(&cache_json(root), bytes);
+    let sel = Selection { cache: Some(root.join("cache")), ..Selection::default() };
+    let ds = Dataset::load_with(root.join("data"), &sel).expect("a cache entry never stops a load");
+    let run = &ds.runs[0];
+    assert!(run.on_disk(), "the run is read from the cache");
+    assert_eq!(&ds.parcel_names, names);
+    assert_eq!(&run.to_vec().expect("the cached run reads"), values);
+    Ok(())
+}
+
+/// The cache target's directory (`data/` with one `.tsv` run, `cache/` filled by a first load)
+/// and that run's parcel names and standardized values read without the cache.
+fn cache_root() -> &'static (PathBuf, (Vec<String>, Vec<f64>)) {
+    static DIR: OnceLock<(PathBuf, (Vec<String>, Vec<f64>))> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = scratch("cache_entry");
+        let data = d.join("data");
+        std::fs::create_dir_all(&data).expect("the cache target's data directory");
+        write_run(&data.join(format!("{RUN_STEM}.tsv")), &synth_run(12, 3), &names(3), RunFormat::Tsv)
+            .expect("the cache target's run is written");
+        let ds = Dataset::load(&data).expect("the cache target's run loads");
+        let want = (ds.parcel_names.clone(), ds.runs[0].to_vec().expect("the run reads"));
+        let sel = Selection { cache: Some(d.join("cache")), ..Selection::default() };
+        Dataset::load_with(&data, &sel).expect("the first load fills the cache");
+        (d, want)
+    })
+}
+
+/// The one entry file of the cache target's cache.
+fn cache_json(root: &Path) -> PathBuf {
+    let dir = root.join("cache");
+    let mut found = std::fs::read_dir(&dir)
+        .expect("the cache target's cache")
+        .map(|e| e.expect("a cache entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"));
+    found.next().expect("the cache holds the run's entry")
+}
+
 /// The stem of the sidecar target's run (and sidecar).
 pub const SIDECAR_STEM: &str = "sub-01_task-rest_run-1_bold";
 
@@ -483,6 +526,18 @@ pub fn data_targets() -> Vec<Target> {
             other_input: 1024,
             must_name: &["sub-01_task-rest_run-1_bold"],
             run: Box::new(sidecar),
+        },
+        Target {
+            name: "cache_entry",
+            seeds: vec![Seed::new(
+                "entry.json",
+                Format::Json,
+                std::fs::read(cache_json(&cache_root().0)).expect("the cache target's entry"),
+            )],
+            plan: Plan { random: 2000, max_structured: 1000, max_numbers: 500, ..Plan::default() },
+            other_input: 1024,
+            must_name: &[],
+            run: Box::new(cache_entry),
         },
         Target {
             name: "bids_name",

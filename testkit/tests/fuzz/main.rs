@@ -5,7 +5,8 @@
 //! the exit status is non-zero on any failure.
 //!
 //! Targets: the data crate's (`.npy`, `.tsv`, `.csv`, `parcels.tsv`, safetensors, CIFTI-2
-//! `.ptseries.nii`, `.dtseries.nii`, `.dlabel.nii`), the golden cases' (`config.json`,
+//! `.ptseries.nii`, `.dtseries.nii`, `.dlabel.nii`, a BIDS sidecar and file name, a conversion
+//! cache entry), the golden cases' (`config.json`,
 //! `inputs.safetensors`) and the training crate's (a run's TOML,
 //! `state.json`, the configuration stored in it, `model.safetensors`,
 //! `optimizer.safetensors`, the `latest` pointer) in `train_targets.rs`. The `--config`
