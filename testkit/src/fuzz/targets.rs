@@ -290,10 +290,13 @@ pub fn cache_entry(bytes: &[u8]) -> Outcome {
     Ok(())
 }
 
+/// The cache target's directory and its run's parcel names and values.
+type CacheRoot = (PathBuf, (Vec<String>, Vec<f64>));
+
 /// The cache target's directory (`data/` with one `.tsv` run, `cache/` filled by a first load)
 /// and that run's parcel names and standardized values read without the cache.
-fn cache_root() -> &'static (PathBuf, (Vec<String>, Vec<f64>)) {
-    static DIR: OnceLock<(PathBuf, (Vec<String>, Vec<f64>))> = OnceLock::new();
+fn cache_root() -> &'static CacheRoot {
+    static DIR: OnceLock<CacheRoot> = OnceLock::new();
     DIR.get_or_init(|| {
         let d = scratch("cache_entry");
         let data = d.join("data");
