@@ -96,6 +96,8 @@ fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
     let (wait, step) = (timing["data_wait_s"].as_f64().unwrap(), timing["step_s"].as_f64().unwrap());
     assert!(step > 0.0 && (0.0..=step).contains(&wait), "{timing}");
     assert_eq!(timing["data_wait_fraction"].as_f64(), Some(wait / step));
+    let median = timing["median_step_s"].as_f64().unwrap();
+    assert!(median > 0.0 && median <= step, "{timing}");
     assert_eq!(la, lb, "the same numbers train the same");
     // Through the conversion cache: the text runs are converted once into .npy files, read from
     // disk, and train the same; a second run reuses them.

@@ -123,19 +123,35 @@ struct Loop<'r, 'o, 'i, M: DataParallel<f32>> {
 pub const TIMING: &str = "timing.json";
 
 /// How long the training steps of this invocation took and waited for their tokens.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct DataTiming {
     /// Waiting for data: making a batch's tokens that were not ready, and joining the
     /// preparation of the next one.
     pub wait: std::time::Duration,
     /// The whole steps, waits included.
     pub steps: std::time::Duration,
+    /// Each step's time, waits included, in order (4 bytes a step).
+    pub per_step: Vec<f32>,
 }
 
 impl DataTiming {
     fn add(&mut self, wait: std::time::Duration, step: std::time::Duration) {
         self.wait += wait;
         self.steps += step;
+        self.per_step.push(step.as_secs_f32());
+    }
+
+    /// The median step time in seconds (`None` before any step): on a shared machine the
+    /// figure to compare, where a mean takes every stall of another process.
+    pub fn median_step(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.per_step.iter().map(|&s| f64::from(s)).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(v[n / 2]),
+            _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        }
     }
 
     /// The fraction of step time spent waiting for data (`None` before any step).
@@ -563,7 +579,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             floor: self.run.data.floor.clone(),
             red_flags: self.flags.clone(),
             out: self.run.out.clone(),
-            data_timing: self.timing,
+            data_timing: self.timing.clone(),
         };
         if finished && self.run.dist.is_root() {
             self.write_summary(&report)?;
@@ -601,6 +617,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             "step_s": t.steps.as_secs_f64(),
             "data_wait_s": t.wait.as_secs_f64(),
             "data_wait_fraction": t.wait_fraction(),
+            "median_step_s": t.median_step(),
             "note": "this invocation's training steps; the tokens of each next batch are made while a step runs",
         });
         let tp = self.run.out.join(TIMING);
@@ -670,4 +687,23 @@ fn restore<M: Model<f32>>(model: &mut M, adam: &mut Adam<f32>, l: &Loaded) -> Re
 /// The path of a run's log.
 pub fn log_path(out: &Path) -> PathBuf {
     out.join("loss_log.jsonl")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DataTiming;
+    use std::time::Duration;
+
+    #[test]
+    fn the_median_step_is_the_middle_time_and_ignores_one_stall() {
+        let mut t = DataTiming::default();
+        assert_eq!(t.median_step(), None);
+        for ms in [30, 10, 5000, 20] {
+            t.add(Duration::from_millis(1), Duration::from_millis(ms));
+        }
+        assert!((t.median_step().unwrap() - 0.025).abs() < 1e-6, "{:?}", t.median_step());
+        t.add(Duration::ZERO, Duration::from_millis(15));
+        assert!((t.median_step().unwrap() - 0.020).abs() < 1e-6);
+        assert_eq!((t.steps, t.wait, t.per_step.len()), (Duration::from_millis(5075), Duration::from_millis(4), 5));
+    }
 }
