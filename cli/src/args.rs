@@ -2,7 +2,7 @@
 
 use boldcast::core::Temporal;
 use boldcast::fixtures::RhoSpec;
-use boldcast_train::infer::ContextLen;
+use boldcast_train::infer::{ContextLen, Pool};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -116,16 +116,20 @@ pub enum Command {
     /// Per run (or those of --subjects), `<run>_embed.npy`, float32 (n_tokens, P, d_model):
     /// `[i, p, :]` is parcel p's embedding at token i, which has seen TRs up to
     /// `last_tr[i] = i D + D - 1` (`<run>_last_tr.npy`, int64); with --pool mean,
-    /// `<run>_embed_mean.npy`, float32 (P, d_model), the mean over the run's tokens. Plus
+    /// `<run>_embed_mean.npy`, float32 (P, d_model), the mean over the run's tokens; with
+    /// --pool corr, `<run>_embed_corr.npy`, float32 (P, P), the correlation of every two
+    /// parcels' embeddings over the run's tokens (fingerprint's default features). Plus
     /// `embed.json` (files, shapes, context, parcel names). --out as for forecast: new or
     /// empty, complete or absent. The context rule is forecast's.
     Embed(EmbedArgs),
     /// Identify subjects from a checkpoint's embeddings, against functional connectivity.
     ///
     /// Each run (or those of --subjects) is embedded (final-norm embeddings under the context
-    /// rule of forecast, pooled over tokens to (P, d_model)) and identified leave-one-run-out:
-    /// its subject is found when the most similar other run (cosine similarity) is the
-    /// subject's (top-1), or one of the 5 most similar is (top-5). Beside it, the classical
+    /// rule of forecast) and pooled over its tokens (--pool: by default the parcel-by-parcel
+    /// correlation of the embeddings, Fisher z, compared by Pearson correlation; or their
+    /// mean, by cosine similarity), and identified leave-one-run-out: its subject is found
+    /// when the most similar other run is the subject's (top-1), or one of the 5 most similar
+    /// is (top-5); the output says which pooling. Beside it, the classical
     /// functional-connectivity fingerprint of the same runs (Pearson correlation of the
     /// Fisher-z edges of the parcel-by-parcel correlation matrices, Finn et al. 2015) and the
     /// exact McNemar test of the two. Accuracies come with a 95 % Clopper-Pearson interval, a
@@ -565,6 +569,17 @@ pub struct FingerprintArgs {
     /// The model and the runs.
     #[command(flatten)]
     pub model: ModelDataArgs,
+    /// How each run's embeddings become its fingerprint. `corr` (the default): the
+    /// correlation of every two parcels' embeddings over the run's tokens (each parcel's
+    /// d_model-vector centred per feature), upper triangle, Fisher z, compared by Pearson
+    /// correlation, the functional-connectivity fingerprint with each parcel's BOLD value
+    /// replaced by its embedding (it passes on the coupling that FC measures, so it can find
+    /// subjects from an untrained model's embeddings too). `mean`: the mean over the run's
+    /// tokens (P, d_model), compared by cosine similarity; it carries almost no identity
+    /// (the embeddings of standardized runs average to nearly one common offset). Neither
+    /// uses the subjects.
+    #[arg(long, value_enum, default_value_t = FingerprintPool::Corr)]
+    pub pool: FingerprintPool,
     /// Draw the similarity matrices and accuracies to this PNG (and its .svg twin).
     #[arg(long, value_name = "PATH.png")]
     pub figure: Option<PathBuf>,
@@ -588,18 +603,52 @@ pub struct EmbedArgs {
     #[command(flatten)]
     pub infer: InferArgs,
     /// `none`: every token's embedding (n_tokens, P, d_model); `mean`: their mean over the
-    /// run's tokens (P, d_model).
+    /// run's tokens (P, d_model); `corr`: the correlation of every two parcels' embeddings
+    /// over the run's tokens (P, P), each parcel's d_model-vector centred per feature, as
+    /// fingerprint uses it.
     #[arg(long, value_enum, default_value_t = PoolArg::None)]
     pub pool: PoolArg,
 }
 
-/// `--pool`.
+/// `embed --pool`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PoolArg {
     /// Per token.
     None,
     /// The mean over tokens.
     Mean,
+    /// The parcel-by-parcel correlation over tokens.
+    Corr,
+}
+
+impl PoolArg {
+    /// The library's pooling.
+    pub fn pool(self) -> Pool {
+        match self {
+            PoolArg::None => Pool::None,
+            PoolArg::Mean => Pool::Mean,
+            PoolArg::Corr => Pool::Corr,
+        }
+    }
+}
+
+/// `fingerprint --pool`: one sample per run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FingerprintPool {
+    /// The parcel-by-parcel correlation over tokens, Fisher z, Pearson similarity.
+    Corr,
+    /// The mean over tokens, cosine similarity.
+    Mean,
+}
+
+impl FingerprintPool {
+    /// The library's pooling.
+    pub fn pool(self) -> Pool {
+        match self {
+            FingerprintPool::Corr => Pool::Corr,
+            FingerprintPool::Mean => Pool::Mean,
+        }
+    }
 }
 
 fn parse_context(s: &str) -> Result<ContextLen, String> {

@@ -43,6 +43,10 @@ pub fn table(r: &FingerprintReport) -> String {
             chance
         );
     }
+    for m in r.methods.iter().filter(|m| !m.features.is_empty()) {
+        let pooling = m.pooling.map(|p| format!(" (pooling {})", p.name())).unwrap_or_default();
+        s += &format!("{}{pooling}: {}\n", m.name, m.features);
+    }
     if let Some(t) = &r.mcnemar {
         s += &format!(
             "McNemar (top-1, {} vs {}): both {}, only {} {}, only {} {}, neither {}; exact two-sided p = {:.4}\n",
@@ -69,7 +73,7 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let (p, runs, context, _) = crate::infer::open(&a.model, build)?;
-    let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, &context)?;
+    let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, &context, a.pool.pool())?;
     if let Some(path) = &a.figure {
         let svg = crate::plot_fingerprint::draw_fingerprint(&report, path)?;
         crate::errln!("figure: {} (and {})", path.display(), svg.display());

@@ -7,7 +7,7 @@ use crate::error::CliError;
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig};
 use boldcast_train::infer::{
-    embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, OpenRequest, Pool, Predictor, Side,
+    embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, OpenRequest, Predictor, Side,
 };
 use boldcast_train::TrainError;
 use std::io::IsTerminal;
@@ -122,10 +122,7 @@ where
 {
     let (p, runs, context, context_rule) = open(&a.model, build)?;
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
-    let pool = match pool {
-        PoolArg::None => Pool::None,
-        PoolArg::Mean => Pool::Mean,
-    };
+    let pool = pool.pool();
     let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
     let mut line = |e: &boldcast_train::infer::embed::EmbedEntry| {
         if !a.json {

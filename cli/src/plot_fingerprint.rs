@@ -140,7 +140,8 @@ fn heatmap<DB: DrawingBackend>(
     let n = m.labels.len().max(1) as f64;
     let (lo, hi) = scale(&m.matrix);
     let (cells, bar) = area.split_horizontally(area.dim_in_pixel().0.saturating_sub(110));
-    let caption = format!("{}: {} similarity", m.name, m.similarity.name());
+    let pooling = m.pooling.map(|p| format!(" ({} pooling)", p.name())).unwrap_or_default();
+    let caption = format!("{}{pooling}: {} similarity", m.name, m.similarity.name());
     let mut chart = ChartBuilder::on(&cells)
         .caption(caption, ("sans-serif", 18))
         .margin(8)

@@ -1,7 +1,7 @@
 //! `bc-cli fingerprint` end to end on the CPU and dfdx-cpu backends: a model trained on
 //! synthetic subjects with planted identities (each its own VAR coupling), the report of its
-//! embeddings beside the functional-connectivity fingerprint, the figure, and chance on
-//! identical subjects.
+//! correlation-pooled embeddings beside the functional-connectivity fingerprint (both must
+//! find the subjects), the figure, chance on identical subjects, and the mean pooling.
 
 mod common;
 
@@ -78,7 +78,16 @@ fn planted_identities_are_found_and_identical_subjects_give_chance() {
             assert!(lo <= v && v <= hi, "{m}");
             assert!((top1["chance"].as_f64().unwrap() - 1.0 / 19.0).abs() < 1e-12);
         }
-        assert!(methods[1]["top1"]["value"].as_f64().unwrap() >= 0.9, "FC finds the planted identities");
+        // Both find the planted identities: the embeddings pooled by their parcel-by-parcel
+        // correlation (the default), compared by Pearson correlation, and FC.
+        let (e, fc) = (&methods[0], &methods[1]);
+        assert_eq!((e["pooling"].as_str(), e["similarity"].as_str()), (Some("corr"), Some("pearson")), "{backend}");
+        assert!(e["features"].as_str().unwrap().contains("correlation of the final-norm embeddings"), "{e}");
+        assert_eq!(fc["pooling"], serde_json::Value::Null);
+        for m in [e, fc] {
+            let top1 = m["top1"]["value"].as_f64().unwrap();
+            assert!(top1 >= 0.9, "{backend}: {} finds the planted identities (top-1 {top1})", m["name"]);
+        }
         let t = &r["mcnemar"];
         let cells: u64 = ["both", "only_first", "only_second", "neither"].iter().map(|k| t[k].as_u64().unwrap()).sum();
         assert_eq!(cells, 20);
@@ -96,11 +105,19 @@ fn planted_identities_are_found_and_identical_subjects_give_chance() {
         assert!(o.status.success(), "{}", stderr(&o));
         let text = stdout(&o);
         assert!(text.contains("leave-one-run-out") && text.contains("McNemar (top-1, embedding vs fc)"), "{text}");
-        // Identical subjects: FC at chance (within the 99 % interval of 1/19 over 20 queries).
+        assert!(text.contains("embedding (pooling corr): the parcel-by-parcel Pearson correlation"), "{text}");
+        // Identical subjects: both at chance (within the 99 % interval of 1/19 over 20
+        // queries).
         let r = fingerprint(&out, &same, backend, &["--allow-other-data"]);
-        let fc = r["methods"][1]["top1"]["correct"].as_u64().unwrap();
-        assert!(fc <= 4, "identical subjects are not identified ({fc} of 20)");
+        for m in r["methods"].as_array().unwrap() {
+            let k = m["top1"]["correct"].as_u64().unwrap();
+            assert!(k <= 4, "{backend}: identical subjects are not identified by {} ({k} of 20)", m["name"]);
+        }
     }
+    // The mean pooling is there to compare with, and the report says it is the one used.
+    let r = fingerprint(&d.path().join("run-cpu"), &planted, "cpu", &["--pool", "mean"]);
+    let e = &r["methods"][0];
+    assert_eq!((e["pooling"].as_str(), e["similarity"].as_str()), (Some("mean"), Some("cosine")), "{e}");
     // Bad input: an unknown subject names the flag.
     let out = d.path().join("run-cpu");
     let o = run(&[

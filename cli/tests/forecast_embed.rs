@@ -2,7 +2,8 @@
 //! run with d_in 2 is trained, its forecasts and embeddings read back from the `.npy` files
 //! and checked against the model's own `forward` and `embed` on windows made here (the exact
 //! context rule), the units against `ParcelStats::undo`, the MSEs of `forecast.json` against a
-//! recomputation, `--pool mean` against the per-token mean; and bad inputs.
+//! recomputation, `--pool mean` against the per-token mean, `--pool corr` against the
+//! per-token correlation of the parcels; and bad inputs.
 
 mod common;
 use boldcast::core::Model;
@@ -102,6 +103,27 @@ fn at_token(
 
 fn close(a: f32, b: f32, tol: f32, what: &str) {
     assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{what}: {a} vs {b}");
+}
+
+/// `--pool corr` of one run against its per-token embeddings `e` (35 tokens, 4 parcels, `m`
+/// features): `r_pq` is the correlation of parcels `p` and `q` over every token and feature,
+/// each feature centred over the tokens.
+fn check_corr(e: &[f32], m: usize, r: &[f32], id: &str) {
+    let at = |t: usize, p: usize, k: usize| e[(t * 4 + p) * m + k] as f64;
+    let centred: Vec<Vec<f64>> = (0..4)
+        .map(|p| {
+            let mean: Vec<f64> = (0..m).map(|k| (0..35).map(|t| at(t, p, k)).sum::<f64>() / 35.0).collect();
+            (0..35).flat_map(|t| (0..m).map(move |k| (t, k))).map(|(t, k)| at(t, p, k) - mean[k]).collect()
+        })
+        .collect();
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    for p in 0..4 {
+        for q in 0..4 {
+            let (a, b) = (&centred[p], &centred[q]);
+            let want = dot(a, b) / (dot(a, a) * dot(b, b)).sqrt();
+            close(r[p * 4 + q], want as f32, 1e-5, &format!("{id} corr [{p}, {q}]"));
+        }
+    }
 }
 
 /// The standardized forecasts of run `r` against the reference under context `k`.
@@ -237,6 +259,20 @@ fn end_to_end(backend: &str, csv: bool, tol: f32) {
         "--pool",
         "mean",
     ]);
+    let corr = d.path().join("corr");
+    ok(&[
+        "embed",
+        "--checkpoint",
+        r,
+        "--data",
+        s,
+        "--out",
+        corr.to_str().unwrap(),
+        "--backend",
+        backend,
+        "--pool",
+        "corr",
+    ]);
     let m = model.config().d_model;
     for run in 0..3 {
         let id = ds.runs[run].id.to_string();
@@ -254,8 +290,12 @@ fn end_to_end(backend: &str, csv: bool, tol: f32) {
             let avg = (0..35).map(|t| e[t * 4 * m + k] as f64).sum::<f64>() / 35.0;
             close(v, avg as f32, 1e-6, &format!("{id} pooled [{k}]"));
         }
+        let (shape, r) = npy::<f32>(&corr.join(format!("{id}_embed_corr.npy")));
+        assert_eq!(shape, [4, 4]);
+        check_corr(&e, m, &r, &id);
     }
     assert_eq!(json(&mean.join("embed.json"))["pool"], "mean");
+    assert_eq!(json(&corr.join("embed.json"))["pool"], "corr");
 }
 
 #[test]

@@ -101,6 +101,12 @@ pub fn halves(ds: &Dataset, runs: &[usize]) -> Result<Vec<Segment>, TrainError> 
     Ok(out)
 }
 
+/// `atanh r`, `|r|` capped at `1 - 1e-12` so that `r = ±1` (a parcel with itself, or a copy)
+/// stays finite.
+pub fn fisher_z(r: f64) -> f64 {
+    r.clamp(-1.0 + 1e-12, 1.0 - 1e-12).atanh()
+}
+
 /// The FC fingerprint of `seg`: the upper triangle of its parcel-by-parcel correlation
 /// matrix, as `edges` (see the module documentation).
 pub fn fc_features(seg: &Segment, edges: FcEdges) -> Vec<f64> {
@@ -118,7 +124,7 @@ pub fn fc_features(seg: &Segment, edges: FcEdges) -> Vec<f64> {
             let r = if norms[a] > 0.0 && norms[b] > 0.0 { dot / (norms[a] * norms[b]) } else { 0.0 };
             out.push(match edges {
                 FcEdges::Pearson => r,
-                FcEdges::FisherZ => r.clamp(-1.0 + 1e-12, 1.0 - 1e-12).atanh(),
+                FcEdges::FisherZ => fisher_z(r),
             });
         }
     }

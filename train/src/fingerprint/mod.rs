@@ -31,11 +31,12 @@ pub mod model;
 pub mod report;
 pub mod stats;
 
-pub use fc::{fc_features, fc_samples, halves, needs_halves, whole_runs, FcEdges, Segment};
+pub use fc::{fc_features, fc_samples, fisher_z, halves, needs_halves, whole_runs, FcEdges, Segment};
 pub use identify::{identify, Identification, Query, Similarity, TOP_K};
 pub use report::{method_report, Accuracy, FingerprintReport, McNemar, MethodReport};
 pub use stats::Interval;
 
+use crate::infer::Pool;
 use crate::TrainError;
 use boldcast_data::Dataset;
 
@@ -50,7 +51,8 @@ pub struct Sample {
     pub features: Vec<f64>,
 }
 
-/// One method of a fingerprint report: a name, its samples and their similarity.
+/// One method of a fingerprint report: a name, its samples and their similarity, and what
+/// the features are (for the report).
 #[derive(Clone, Copy, Debug)]
 pub struct Method<'a> {
     /// The name in the report (`embedding`, `fc`).
@@ -59,12 +61,22 @@ pub struct Method<'a> {
     pub samples: &'a [Sample],
     /// How they are compared.
     pub similarity: Similarity,
+    /// How a model's embeddings were pooled into the features (`None`: not a model's).
+    pub pooling: Option<Pool>,
+    /// What the features are, in words (empty: not said).
+    pub features: &'a str,
 }
 
 impl<'a> Method<'a> {
-    /// A method of `samples` under `similarity`.
+    /// A method of `samples` under `similarity`, its features not described.
     pub fn new(name: &'a str, samples: &'a [Sample], similarity: Similarity) -> Self {
-        Self { name, samples, similarity }
+        Self { name, samples, similarity, pooling: None, features: "" }
+    }
+
+    /// The same, its features described in words and, for a model's embeddings, pooled by
+    /// `pooling`.
+    pub fn described(self, features: &'a str, pooling: Option<Pool>) -> Self {
+        Self { features, pooling, ..self }
     }
 }
 
@@ -95,8 +107,11 @@ fn note(halves: bool) -> String {
 pub fn fingerprint(methods: &[Method<'_>], halves: bool) -> Result<FingerprintReport, TrainError> {
     let reports = methods
         .iter()
-        .map(|m| identify(m.samples, m.similarity).map(|id| method_report(m.name, &id)))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|m| {
+            let id = identify(m.samples, m.similarity)?;
+            Ok(MethodReport { pooling: m.pooling, features: m.features.into(), ..method_report(m.name, &id) })
+        })
+        .collect::<Result<Vec<_>, TrainError>>()?;
     let mcnemar = match reports.as_slice() {
         [a, b, ..] => Some(report::mcnemar(a, b)?),
         _ => None,

@@ -4,6 +4,7 @@
 
 use super::identify::{Identification, Query, Similarity, TOP_K};
 use super::stats::{bootstrap_subjects, clopper_pearson, mcnemar_exact, Interval};
+use crate::infer::Pool;
 use crate::TrainError;
 use serde::Serialize;
 
@@ -40,6 +41,11 @@ pub struct MethodReport {
     pub name: String,
     /// Its similarity.
     pub similarity: Similarity,
+    /// How a model's embeddings were pooled into the features (`mean`, `corr`; `null` for
+    /// features that are not a model's).
+    pub pooling: Option<Pool>,
+    /// What the features are, in words (empty when the caller did not say).
+    pub features: String,
     /// Queries scored.
     pub n_queries: usize,
     /// Distinct subjects among the queries.
@@ -121,7 +127,8 @@ fn accuracy(id: &Identification, k: usize, hit: fn(&Query) -> bool, chance: fn(&
     }
 }
 
-/// The report of one method's identification.
+/// The report of one method's identification (its pooling and features not said:
+/// [`super::fingerprint`] sets them from its [`super::Method`]).
 pub fn method_report(name: &str, id: &Identification) -> MethodReport {
     let top1 = accuracy(id, 1, |q| q.top1, |q| q.chance_top1);
     let top5 = accuracy(id, TOP_K, |q| q.top5, |q| q.chance_top5);
@@ -131,6 +138,8 @@ pub fn method_report(name: &str, id: &Identification) -> MethodReport {
     MethodReport {
         name: name.into(),
         similarity: id.similarity,
+        pooling: None,
+        features: String::new(),
         n_queries: id.queries.len(),
         n_subjects: subjects.len(),
         top1,

@@ -120,14 +120,8 @@ fn pooled_embeddings(model: &impl crate::Model<f32>, segs: &[Segment], d_in: usi
         .collect()
 }
 
-#[test]
-fn untrained_embeddings_run_end_to_end_and_fc_beats_them() {
-    // An untrained model's pooled embeddings carry no identity: over seeds 1, 2, 3 of this
-    // layout they reached top-1 0.05, 0.25 and 0.00 (chance 1/19), so only the path and the
-    // paired test are asserted here. Briefly trained (200 AdamW steps at lr 3e-3 on the 80
-    // windows of 64 TRs of these runs, loss 1.31 to 0.945, with k = 0 or 4 ring neighbours)
-    // they reached 0.05 to 0.25 (30 s, too slow for a test): a model trained to convergence is
-    // needed to fingerprint with mean-pooled embeddings, if they can at all.
+/// The one-layer model of the embedding tests, untrained.
+fn small_model(seed: u64) -> boldcast_cpu::CpuModel<f32> {
     let cfg = boldcast_core::ModelConfig::builder()
         .d_in(4)
         .d_model(16)
@@ -139,7 +133,61 @@ fn untrained_embeddings_run_end_to_end_and_fc_beats_them() {
         .horizons(&[1])
         .build()
         .unwrap();
-    let model = boldcast_cpu::CpuModel::<f32>::new(cfg, None, 1).unwrap();
+    boldcast_cpu::CpuModel::<f32>::new(cfg, None, seed).unwrap()
+}
+
+/// The correlation-pooled embedding report (against FC) of every run of `ds`.
+fn corr_report(model: &boldcast_cpu::CpuModel<f32>, ds: &Dataset) -> FingerprintReport {
+    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Last(16), batch: 64 };
+    model::fingerprint_model(model, ds, &all_runs(ds), &ctx, crate::infer::Pool::Corr).unwrap()
+}
+
+#[test]
+fn correlation_pooled_embeddings_find_planted_identities_and_not_identical_ones() {
+    // The parcel-by-parcel correlation of even an untrained model's embeddings carries the
+    // coupling of the BOLD it is given (the model module documents why, and what the mean
+    // pooling gives instead): 20 of 20 on each seed here; on identical subjects it must stay
+    // at chance (it found 1, 3 and 1 of 20).
+    let model = small_model(1);
+    let (mut same, mut n) = (0, 0);
+    for seed in 1..4 {
+        let r = corr_report(&model, &dataset(&IdentitySpec::planted(layout(10, 2, seed))));
+        let e = &r.methods[0];
+        assert_eq!(
+            (e.name.as_str(), e.pooling, e.similarity),
+            ("embedding", Some(crate::infer::Pool::Corr), Similarity::Pearson)
+        );
+        assert_eq!(e.n_queries, 20);
+        assert!(e.top1.value >= 0.9, "seed {seed}: top-1 {}", e.top1.value);
+        let z = corr_report(&model, &dataset(&IdentitySpec::identical(layout(10, 2, seed)))).methods.remove(0);
+        (same, n) = (same + z.top1.correct, n + z.n_queries);
+    }
+    let i = clopper_pearson(same, n, 0.99);
+    assert!(i.lo <= 1.0 / 19.0 && 1.0 / 19.0 <= i.hi && i.hi < 0.35, "identical: top-1 {same}/{n}: {i:?}");
+    // One run per subject: halves of 150 TRs (37 tokens of 4 TRs; 20 of 20 found).
+    let h = corr_report(&model, &dataset(&IdentitySpec::planted(layout(10, 1, 4))));
+    assert!(h.halves && h.methods[0].top1.value >= 0.9, "halves: top-1 {}", h.methods[0].top1.value);
+    let ds = dataset(&IdentitySpec::planted(layout(2, 2, 1)));
+    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, batch: 1 };
+    let e = model::fingerprint_model(&model, &ds, &all_runs(&ds), &ctx, crate::infer::Pool::None).unwrap_err();
+    assert!(e.to_string().contains("pooling `none` keeps every token"), "{e}");
+    let json = serde_json::to_value(corr_report(&model, &dataset(&IdentitySpec::planted(layout(4, 2, 1))))).unwrap();
+    assert_eq!(
+        (&json["methods"][0]["pooling"], &json["methods"][1]["pooling"]),
+        (&"corr".into(), &serde_json::Value::Null)
+    );
+    assert!(json["methods"][0]["features"].as_str().unwrap().contains("correlation of the final-norm embeddings"));
+}
+
+#[test]
+fn mean_pooled_embeddings_run_end_to_end_and_fc_beats_them() {
+    // An untrained model's mean-pooled embeddings carry no identity: over seeds 1, 2, 3 of
+    // this layout they reached top-1 0.05, 0.25 and 0.00 (chance 1/19), so only the path and
+    // the paired test are asserted here. Briefly trained (200 AdamW steps at lr 3e-3 on the 80
+    // windows of 64 TRs of these runs, loss 1.31 to 0.945, with k = 0 or 4 ring neighbours)
+    // they reached 0.05 to 0.25, and the `quick` model trained 600 steps 0 of 20 (the model
+    // module's table): the mean is not a fingerprint, the correlation pooling is (above).
+    let model = small_model(1);
     let ds = dataset(&IdentitySpec::planted(layout(10, 2, 1)));
     let segs = whole_runs(&ds, &all_runs(&ds)).unwrap();
     let emb = pooled_embeddings(&model, &segs, 4);

@@ -21,8 +21,8 @@
 //! let p = Predictor::open(&req, boldcast_cpu::CpuModel::<f32>::new)?;
 //! let (context, context_rule) = p.context(None);
 //! for (run, _side) in p.runs(&p.select(None)?) {
-//!     let fingerprint = pooled_embedding(&p.model, run, &context)?; // (P, d_model)
-//!     println!("{}: {:?}", run.id, &fingerprint.parcel(0)[..2]);
+//!     let mean = pooled_embedding(&p.model, run, &context)?; // (P, d_model)
+//!     println!("{}: {:?}", run.id, &mean.parcel(0)[..2]);
 //! }
 //! let runs = p.select(Some(&["01".to_string()]))?;
 //! let job = Job { runs: &runs, context, context_rule, out: "runs/forecast".as_ref() };
@@ -39,7 +39,10 @@ pub mod mse;
 mod tests;
 
 pub use context::{Context, ContextLen};
-pub use embed::{embed_runs, pool_mean, pooled_embedding, run_embeddings, EmbedReport, Pool, PooledEmbedding};
+pub use embed::{
+    embed_runs, pool_corr, pool_mean, pooled_correlation, pooled_embedding, run_embeddings, EmbedReport,
+    ParcelCorrelation, Pool, PooledEmbedding,
+};
 pub use forecast::{forecast_runs, run_forecasts, ForecastReport, RunForecast};
 pub use mse::{Mse, MseSums};
 

@@ -1,6 +1,7 @@
 //! The library API on a model of its own (the CPU backend, random weights): the layout of
 //! [`run_forecasts`], a context at least as long as the run being the full one, the pooled
-//! embedding, and a run shorter than a token.
+//! embeddings (the mean, and the correlation on known values), and a run shorter than a
+//! token.
 
 use super::*;
 use boldcast_core::{Model, ModelConfig};
@@ -50,6 +51,55 @@ fn the_pooled_embedding_is_the_mean_over_tokens() {
         let mean = (0..11).map(|t| e.data()[(t * 3 + p) * 8 + m] as f64).sum::<f64>() / 11.0;
         assert!((pooled.parcel(p)[m] as f64 - mean).abs() < 1e-6);
     }
+}
+
+/// Embeddings `(batch, time, 4, 2)` of known correlations (`rows` = batch * time = 4 tokens):
+/// parcel 0 is `(x, y)`, parcel 1 `(2 x + 5, 2 y - 1)`, parcel 2 `(5 - x, y)`, parcel 3
+/// constant, with `x = 1, 2, 3, 4` and `y = 0, 1, 0, 1`.
+fn known_embeddings(batch: usize, time: usize) -> boldcast_core::Embeddings<f32> {
+    let (x, y) = ([1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 0.0, 1.0]);
+    let data = (0..4).flat_map(|t| [x[t], y[t], 2.0 * x[t] + 5.0, 2.0 * y[t] - 1.0, 5.0 - x[t], y[t], 7.0, 7.0]);
+    boldcast_core::Embeddings::new(boldcast_core::EmbedShape::new(batch, time, 4, 2), data.collect()).unwrap()
+}
+
+#[test]
+fn the_correlation_pooling_of_known_embeddings() {
+    let r = pool_corr(&known_embeddings(1, 4));
+    // Centred, x is (-1.5, -0.5, 0.5, 1.5) (squares sum to 5) and y (-0.5, 0.5, -0.5, 0.5)
+    // (sum 1): parcel 1 is a scaled parcel 0 (r = 1), and parcel 2 against either has
+    // (-5 + 1) / sqrt(6 * 6) = -2/3 (its first feature against, its second along).
+    assert_eq!(r.parcels, 4);
+    let want = [[1.0, 1.0, -2.0 / 3.0, 0.0], [1.0, 1.0, -2.0 / 3.0, 0.0], [-2.0 / 3.0, -2.0 / 3.0, 1.0, 0.0], [0.0; 4]];
+    for (p, row) in want.iter().enumerate() {
+        for (q, w) in row.iter().enumerate() {
+            assert!((r.at(p, q) - w).abs() < 1e-12, "r[{p}, {q}] = {}, want {w}", r.at(p, q));
+        }
+    }
+    // The constant parcel correlates with nothing, itself included.
+    assert_eq!(r.at(3, 3), 0.0);
+    let up = r.upper();
+    assert_eq!(up.len(), 6);
+    assert!((up[0] - 1.0).abs() < 1e-12 && (up[3] + 2.0 / 3.0).abs() < 1e-12 && up[5] == 0.0, "{up:?}");
+    // Batch and time are both samples: two windows of two tokens pool as one of four.
+    assert_eq!(pool_corr(&known_embeddings(2, 2)), r);
+    assert_eq!(serde_json::to_value(Pool::Corr).unwrap(), Pool::Corr.name());
+}
+
+#[test]
+fn the_pooled_correlation_is_that_of_the_run_embeddings() {
+    let (model, ds) = setup();
+    let ctx = Context { len: ContextLen::Last(4), batch: 2 };
+    let e = run_embeddings(&model, &ds.runs[0], &ctx).unwrap();
+    let r = pooled_correlation(&model, &ds.runs[0], &ctx).unwrap();
+    // Parcels 0 and 2 by the definition, from the 11 tokens' 8-vectors.
+    let at = |t: usize, p: usize, m: usize| e.data()[(t * 3 + p) * 8 + m] as f64;
+    let mean = |p: usize, m: usize| (0..11).map(|t| at(t, p, m)).sum::<f64>() / 11.0;
+    let g = |t, p, m| at(t, p, m) - mean(p, m);
+    let dot =
+        |p, q| (0..11).flat_map(|t| (0..8).map(move |m| (t, m))).map(|(t, m)| g(t, p, m) * g(t, q, m)).sum::<f64>();
+    let want = dot(0, 2) / (dot(0, 0) * dot(2, 2)).sqrt();
+    assert!((r.at(0, 2) - want).abs() < 1e-9 && r.at(2, 0) == r.at(0, 2), "{} vs {want}", r.at(0, 2));
+    assert!(want.abs() > 0.01 && (r.at(1, 1) - 1.0).abs() < 1e-12);
 }
 
 #[test]
