@@ -544,6 +544,10 @@ pub struct ModelDataArgs {
     /// Run on data with other parcel names than the weights were trained on (a warning).
     #[arg(long)]
     pub allow_other_data: bool,
+    /// How the runs of --data are picked and read (default: the training configuration's
+    /// picks; those given replace them).
+    #[command(flatten)]
+    pub picks: DataArgs,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,

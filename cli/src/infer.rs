@@ -20,8 +20,12 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let subjects = a.subjects.as_deref().map(boldcast::data::parse_subject_list).transpose()?;
-    let req =
-        OpenRequest { checkpoint: a.checkpoint.clone(), data: a.data.clone(), allow_other_data: a.allow_other_data };
+    let req = OpenRequest {
+        checkpoint: a.checkpoint.clone(),
+        data: a.data.clone(),
+        allow_other_data: a.allow_other_data,
+        picks: a.picks.selection(),
+    };
     let p = Predictor::open(&req, build).map_err(|e| match e {
         e @ TrainError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
         e @ TrainError::OtherData { .. } => {

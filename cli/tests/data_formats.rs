@@ -190,9 +190,34 @@ fn cifti_runs_give_the_floor_loss_series_and_eval_of_the_same_numbers_as_npy() {
             rows
         };
         assert_eq!(eval(&oc), eval(&on), "{cifti}: eval");
+        if cifti == "dtseries" {
+            forecasts_on_cifti_with_picks(d.path(), &on, &n, &c, labels);
+        }
     }
     // A dense series needs its parcellation.
     let o = run(&["floor", "--data", cifti_dir("dtseries").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("give the parcellation with --parcellation FILE.dlabel.nii"), "{}", stderr(&o));
+}
+
+/// `forecast` with the loader's flags: weights trained on the `.npy` twin forecast the dense
+/// series given `--parcellation` (and `--allow-other-data`: the labels' names are not the
+/// twin's), the same numbers as on the twin; without the flag, the error says to give it.
+fn forecasts_on_cifti_with_picks(d: &Path, run_dir: &Path, npy: &Path, dense: &Path, labels: &str) {
+    let forecast = |data: &Path, out: &Path, extra: &[&str]| {
+        let (r, s, o) = (run_dir.to_str().unwrap(), data.to_str().unwrap(), out.to_str().unwrap());
+        run(&[&["forecast", "--checkpoint", r, "--data", s, "--out", o][..], extra].concat())
+    };
+    let (a, b) = (d.join("fc-npy"), d.join("fc-dense"));
+    assert!(forecast(npy, &a, &[]).status.success());
+    let o = forecast(dense, &b, &["--allow-other-data"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--parcellation FILE.dlabel.nii"), "{}", stderr(&o));
+    let o = forecast(dense, &b, &["--allow-other-data", "--parcellation", labels]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |dir: &Path, id: &str| std::fs::read(dir.join(format!("{id}_forecast_std.npy"))).unwrap();
+    for s in ["01", "02", "03", "04"] {
+        let (x, y) = (read(&a, &format!("sub-{s}_run-1")), read(&b, &format!("sub-{s}_task-rest_run-1")));
+        assert_eq!(x, y, "sub-{s}: the same numbers forecast the same");
+    }
 }

@@ -65,6 +65,10 @@ pub struct OpenRequest {
     /// Accept data whose parcel names differ from those the weights were trained on (a
     /// warning in [`Predictor::notes`]).
     pub allow_other_data: bool,
+    /// How the runs are picked and read, over the stored configuration's `[data]` picks (its
+    /// `Some` values replace them: a tree's `seg`, a dense series' `parcellation`, the
+    /// conversion `cache`; see [`boldcast_data::config::DataConfig::pick`]).
+    pub picks: boldcast_data::Selection,
 }
 
 /// Which side of the training split a run's subject was on.
@@ -109,6 +113,7 @@ impl<M: Model<f32>> Predictor<M> {
         if let Some(d) = &req.data {
             cfg.data.dir = Some(d.clone());
         }
+        cfg.data.pick(&req.picks);
         cfg.validate()?;
         let loaded = load_data(&cfg)?;
         let mut notes = loaded.notes.clone();
