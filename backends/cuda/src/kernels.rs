@@ -1,0 +1,62 @@
+//! The kernel sources, embedded in the crate: each `kernels/*.cu` file with the names of the
+//! `extern "C" __global__` functions it defines. The NVRTC check (`tests/nvrtc.rs`) compiles
+//! every file listed here; a later device path will compile them the same way at run time.
+
+/// One kernel file: a single NVRTC program.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelFile {
+    /// The file name under `kernels/`, also the NVRTC program name.
+    pub name: &'static str,
+    /// The CUDA C source.
+    pub source: &'static str,
+    /// The `extern "C" __global__` functions it defines, in file order.
+    pub kernels: &'static [&'static str],
+}
+
+/// Every kernel file of the crate.
+pub const FILES: &[KernelFile] = &[
+    KernelFile {
+        name: "act.cu",
+        source: include_str!("../kernels/act.cu"),
+        kernels: &[
+            "act_softplus_fwd",
+            "act_softplus_bwd",
+            "act_silu_fwd",
+            "act_silu_bwd",
+            "act_gate_fwd",
+            "act_gate_bwd",
+        ],
+    },
+    KernelFile {
+        name: "layernorm.cu",
+        source: include_str!("../kernels/layernorm.cu"),
+        kernels: &["layernorm_fwd", "layernorm_bwd_x", "layernorm_bwd_params_partial", "layernorm_bwd_params_final"],
+    },
+    KernelFile {
+        name: "optim.cu",
+        source: include_str!("../kernels/optim.cu"),
+        kernels: &["optim_adam_step", "optim_sumsq_partial", "optim_sumsq_final", "optim_clip_factor", "optim_scale"],
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The list and the sources agree: every listed kernel is defined in its file, in order,
+    /// and the file defines no kernel the list leaves out.
+    #[test]
+    fn every_kernel_is_listed() {
+        for file in FILES {
+            let defined: Vec<&str> = file
+                .source
+                .split("extern \"C\" __global__ void ")
+                .skip(1)
+                .map(|rest| rest.split('(').next().unwrap_or("").trim())
+                .collect();
+            assert_eq!(defined, file.kernels, "{}", file.name);
+        }
+        let on_disk = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels")).unwrap().count();
+        assert_eq!(on_disk, FILES.len(), "a file of kernels/ is not in kernels::FILES");
+    }
+}

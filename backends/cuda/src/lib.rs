@@ -1,0 +1,18 @@
+//! The CUDA backend of boldcast, under construction (issue 20): the model's operations as
+//! CUDA C kernels (`kernels/*.cu`, one file per op family, named after the CPU backend's
+//! modules), compiled at run time with NVRTC on a GPU and, in every build, compiled for the
+//! CPU through a small C++ shim (`shim/`) that runs a launch over its grid exactly as a GPU
+//! would order it. This crate needs no CUDA to build or test: the shim is what the tests run.
+//!
+//! What exists: the elementwise activations and gate ([`ops::act`]), LayerNorm ([`ops::layernorm`]),
+//! the AdamW step, global norm and clipping ([`optim`]), each as kernels with a host-side
+//! function that picks the launch shape ([`launch`]) and runs it through the shim ([`shim`]).
+//! There is no device code path (cudarc, cuBLAS) and no model yet.
+
+#![deny(missing_docs)]
+
+pub mod kernels;
+pub mod launch;
+pub mod ops;
+pub mod optim;
+pub mod shim;

@@ -1,0 +1,41 @@
+//! LayerNorm over rows (`kernels/layernorm.cu`), the CPU backend's `ops/layernorm.rs`: the
+//! same per-element arithmetic, sums in the kernels' fixed orders (one block per row, a
+//! shared-memory tree; over rows, chunks of [`ROWS_PER_CHUNK`] rows then the chunks in order).
+
+use crate::launch::{elementwise, rows as row_launch, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::shim::{self, LaunchError, Result};
+
+/// `y = LayerNorm(x) w + b` for `x` of `(rows, m)`. Overwrites `y`.
+pub fn forward(x: &[f32], rows: usize, m: usize, w: &[f32], b: &[f32], y: &mut [f32]) -> Result<()> {
+    shim::layernorm_fwd(rows_checked("layernorm_fwd", rows, m)?, x, m, w, b, y)
+}
+
+/// Backward of [`forward`]: `g_x`, `g_w` and `g_b` accumulate, as the CPU backend's.
+#[allow(clippy::too_many_arguments)]
+pub fn backward(
+    x: &[f32],
+    rows: usize,
+    m: usize,
+    w: &[f32],
+    g_y: &[f32],
+    g_x: &mut [f32],
+    g_w: &mut [f32],
+    g_b: &mut [f32],
+) -> Result<()> {
+    let mut stats = vec![0.0f32; 2 * rows];
+    shim::layernorm_bwd_x(rows_checked("layernorm_bwd_x", rows, m)?, x, m, w, g_y, g_x, &mut stats)?;
+    let chunks = rows.div_ceil(ROWS_PER_CHUNK);
+    let block = 128u32;
+    let partial = Launch { grid: Dim3::xy(m.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
+    let mut part = vec![0.0f32; chunks * 2 * m];
+    shim::layernorm_bwd_params_partial(partial, x, g_y, &stats, &mut part, m, ROWS_PER_CHUNK)?;
+    shim::layernorm_bwd_params_final(elementwise(m), &part, g_w, g_b)
+}
+
+/// The row launch, refusing a row count over the grid's limit instead of truncating it.
+fn rows_checked(kernel: &'static str, rows: usize, m: usize) -> Result<Launch> {
+    if rows == 0 || rows > i32::MAX as usize {
+        return Err(LaunchError { kernel, why: format!("{rows} rows: must be 1 to 2^31 - 1") });
+    }
+    Ok(row_launch(rows, m))
+}

@@ -1,0 +1,84 @@
+//! The checked launchers of `kernels/act.cu`.
+
+use super::{check_len, check_linear, ffi, Result};
+use crate::launch::Launch;
+
+/// `y = softplus(v)` through the shim.
+pub fn act_softplus_fwd(l: Launch, v: &[f32], y: &mut [f32]) -> Result<()> {
+    let k = "act_softplus_fwd";
+    check_linear(k, l)?;
+    check_len(k, "y", y.len(), v.len())?;
+    // SAFETY: the launch is within CUDA's limits and every thread indexes below n = len.
+    unsafe { ffi::shim_launch_act_softplus_fwd(l.grid, l.block, v.as_ptr(), y.as_mut_ptr(), v.len() as i64) };
+    Ok(())
+}
+
+/// `g_v = g_y softplus'(v)` through the shim.
+pub fn act_softplus_bwd(l: Launch, v: &[f32], g_y: &[f32], g_v: &mut [f32]) -> Result<()> {
+    let k = "act_softplus_bwd";
+    check_linear(k, l)?;
+    check_len(k, "g_y", g_y.len(), v.len())?;
+    check_len(k, "g_v", g_v.len(), v.len())?;
+    // SAFETY: as act_softplus_fwd.
+    unsafe {
+        ffi::shim_launch_act_softplus_bwd(l.grid, l.block, v.as_ptr(), g_y.as_ptr(), g_v.as_mut_ptr(), v.len() as i64)
+    };
+    Ok(())
+}
+
+/// `y = silu(x)` through the shim.
+pub fn act_silu_fwd(l: Launch, x: &[f32], y: &mut [f32]) -> Result<()> {
+    let k = "act_silu_fwd";
+    check_linear(k, l)?;
+    check_len(k, "y", y.len(), x.len())?;
+    // SAFETY: as act_softplus_fwd.
+    unsafe { ffi::shim_launch_act_silu_fwd(l.grid, l.block, x.as_ptr(), y.as_mut_ptr(), x.len() as i64) };
+    Ok(())
+}
+
+/// `g_x = g_y silu'(x)` through the shim.
+pub fn act_silu_bwd(l: Launch, x: &[f32], g_y: &[f32], g_x: &mut [f32]) -> Result<()> {
+    let k = "act_silu_bwd";
+    check_linear(k, l)?;
+    check_len(k, "g_y", g_y.len(), x.len())?;
+    check_len(k, "g_x", g_x.len(), x.len())?;
+    // SAFETY: as act_softplus_fwd.
+    unsafe {
+        ffi::shim_launch_act_silu_bwd(l.grid, l.block, x.as_ptr(), g_y.as_ptr(), g_x.as_mut_ptr(), x.len() as i64)
+    };
+    Ok(())
+}
+
+/// `out = y silu(z)` through the shim.
+pub fn act_gate_fwd(l: Launch, y: &[f32], z: &[f32], out: &mut [f32]) -> Result<()> {
+    let k = "act_gate_fwd";
+    check_linear(k, l)?;
+    check_len(k, "z", z.len(), y.len())?;
+    check_len(k, "out", out.len(), y.len())?;
+    // SAFETY: as act_softplus_fwd.
+    unsafe { ffi::shim_launch_act_gate_fwd(l.grid, l.block, y.as_ptr(), z.as_ptr(), out.as_mut_ptr(), y.len() as i64) };
+    Ok(())
+}
+
+/// The gate's backward for the output gradient `g`: `g_y = g silu(z)`, `g_z = g y silu'(z)`.
+pub fn act_gate_bwd(l: Launch, y: &[f32], z: &[f32], g: &[f32], g_y: &mut [f32], g_z: &mut [f32]) -> Result<()> {
+    let k = "act_gate_bwd";
+    check_linear(k, l)?;
+    for (what, len) in [("z", z.len()), ("g", g.len()), ("g_y", g_y.len()), ("g_z", g_z.len())] {
+        check_len(k, what, len, y.len())?;
+    }
+    // SAFETY: as act_softplus_fwd.
+    unsafe {
+        ffi::shim_launch_act_gate_bwd(
+            l.grid,
+            l.block,
+            y.as_ptr(),
+            z.as_ptr(),
+            g.as_ptr(),
+            g_y.as_mut_ptr(),
+            g_z.as_mut_ptr(),
+            y.len() as i64,
+        )
+    };
+    Ok(())
+}

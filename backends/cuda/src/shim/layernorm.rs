@@ -1,0 +1,132 @@
+//! The checked launchers of `kernels/layernorm.cu`.
+
+use super::{check_launch, check_len, check_tree, ffi, refuse, Result};
+use crate::launch::Launch;
+
+/// The row kernels' shape: one block per row, so the grid is `rows`; `x` is `(rows, m)`.
+fn check_rows(kernel: &'static str, l: Launch, x: usize, m: usize) -> Result<usize> {
+    check_tree(kernel, l)?;
+    if m == 0 || m > i32::MAX as usize {
+        return refuse(kernel, format!("row width {m} outside 1..2^31"));
+    }
+    if l.grid.y != 1 || l.grid.z != 1 {
+        return refuse(kernel, format!("grid {:?}: one block per row, 1-D", l.grid));
+    }
+    let rows = l.grid.x as usize;
+    check_len(kernel, "x", x, rows * m)?;
+    Ok(rows)
+}
+
+/// `y = LayerNorm(x) w + b` for `x` of `(grid.x, m)` rows.
+pub fn layernorm_fwd(l: Launch, x: &[f32], m: usize, w: &[f32], b: &[f32], y: &mut [f32]) -> Result<()> {
+    let k = "layernorm_fwd";
+    check_rows(k, l, x.len(), m)?;
+    check_len(k, "w", w.len(), m)?;
+    check_len(k, "b", b.len(), m)?;
+    check_len(k, "y", y.len(), x.len())?;
+    // SAFETY: block `r` touches row r of x and y (r < grid.x) and columns below m.
+    unsafe {
+        ffi::shim_launch_layernorm_fwd(l.grid, l.block, x.as_ptr(), w.as_ptr(), b.as_ptr(), y.as_mut_ptr(), m as i32)
+    };
+    Ok(())
+}
+
+/// `g_x += ` LayerNorm's input gradient; each row's `(mean, r)` into `stats` `(rows, 2)`.
+pub fn layernorm_bwd_x(
+    l: Launch,
+    x: &[f32],
+    m: usize,
+    w: &[f32],
+    g_y: &[f32],
+    g_x: &mut [f32],
+    stats: &mut [f32],
+) -> Result<()> {
+    let k = "layernorm_bwd_x";
+    let rows = check_rows(k, l, x.len(), m)?;
+    check_len(k, "w", w.len(), m)?;
+    check_len(k, "g_y", g_y.len(), x.len())?;
+    check_len(k, "g_x", g_x.len(), x.len())?;
+    check_len(k, "stats", stats.len(), 2 * rows)?;
+    // SAFETY: as layernorm_fwd; block r writes stats[2r..2r + 2].
+    unsafe {
+        ffi::shim_launch_layernorm_bwd_x(
+            l.grid,
+            l.block,
+            x.as_ptr(),
+            w.as_ptr(),
+            g_y.as_ptr(),
+            g_x.as_mut_ptr(),
+            stats.as_mut_ptr(),
+            m as i32,
+        )
+    };
+    Ok(())
+}
+
+/// Per-chunk sums over rows of `g_y xh` and `g_y` into `part` `(grid.y, 2, m)`: chunk c is
+/// rows `c rows_per_chunk ..`; the grid must be `(ceil(m / block), ceil(rows / rows_per_chunk))`.
+pub fn layernorm_bwd_params_partial(
+    l: Launch,
+    x: &[f32],
+    g_y: &[f32],
+    stats: &[f32],
+    part: &mut [f32],
+    m: usize,
+    rows_per_chunk: usize,
+) -> Result<()> {
+    let k = "layernorm_bwd_params_partial";
+    check_launch(k, l)?;
+    if m == 0 || m > i32::MAX as usize || rows_per_chunk == 0 || rows_per_chunk > i32::MAX as usize {
+        return refuse(k, format!("width {m} or rows per chunk {rows_per_chunk} outside 1..2^31"));
+    }
+    let rows = x.len() / m;
+    let want = crate::launch::Dim3::xy(m.div_ceil(l.block.x as usize) as u32, rows.div_ceil(rows_per_chunk) as u32);
+    if l.grid != want || l.block.y != 1 || l.block.z != 1 || rows == 0 {
+        return refuse(k, format!("grid {:?}: expected {want:?} for {rows} rows of {m}", l.grid));
+    }
+    check_len(k, "x", x.len(), rows * m)?;
+    check_len(k, "g_y", g_y.len(), x.len())?;
+    check_len(k, "stats", stats.len(), 2 * rows)?;
+    check_len(k, "part", part.len(), 2 * m * want.y as usize)?;
+    // SAFETY: thread (j, c) reads column j < m of rows in chunk c < grid.y and writes part[c].
+    unsafe {
+        ffi::shim_launch_layernorm_bwd_params_partial(
+            l.grid,
+            l.block,
+            x.as_ptr(),
+            g_y.as_ptr(),
+            stats.as_ptr(),
+            part.as_mut_ptr(),
+            rows as i64,
+            m as i32,
+            rows_per_chunk as i32,
+        )
+    };
+    Ok(())
+}
+
+/// `g_w += sum_c part[c, 0]`, `g_b += sum_c part[c, 1]`, chunks in order.
+pub fn layernorm_bwd_params_final(l: Launch, part: &[f32], g_w: &mut [f32], g_b: &mut [f32]) -> Result<()> {
+    let k = "layernorm_bwd_params_final";
+    check_launch(k, l)?;
+    let m = g_w.len();
+    check_len(k, "g_b", g_b.len(), m)?;
+    if m == 0 || m > i32::MAX as usize || !part.len().is_multiple_of(2 * m) || part.len() / (2 * m) > i32::MAX as usize
+    {
+        return refuse(k, format!("part of {} elements is not (chunks, 2, {m})", part.len()));
+    }
+    let chunks = (part.len() / (2 * m)) as i32;
+    // SAFETY: thread j reads part[c, .., j] for c < chunks and writes g_w[j], g_b[j], j < m.
+    unsafe {
+        ffi::shim_launch_layernorm_bwd_params_final(
+            l.grid,
+            l.block,
+            part.as_ptr(),
+            g_w.as_mut_ptr(),
+            g_b.as_mut_ptr(),
+            chunks,
+            m as i32,
+        )
+    };
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! The checked launchers of the shim's own test kernels (`shim/selftest.cu`), which check
+//! that its barrier and shared memory behave as a GPU's.
+
+use super::{check_len, check_linear, check_tree, refuse, Result};
+use crate::launch::Launch;
+
+/// Runs the barrier probe: `out[b B + t]` is what thread t of block b read from its
+/// neighbour's shared slot after the barrier, `10000 b + (t + 1) mod B` when the barrier
+/// held; thread `slow` sleeps before writing its slot.
+pub fn selftest_barrier_probe(l: Launch, slow: u32, out: &mut [f32]) -> Result<()> {
+    let k = "selftest_barrier_probe";
+    check_linear(k, l)?;
+    check_len(k, "out", out.len(), (l.grid.count() * l.block.count()) as usize)?;
+    // SAFETY: thread t of block b writes out[b B + t], inside out.
+    unsafe { super::ffi::shim_launch_selftest_barrier_probe(l.grid, l.block, out.as_mut_ptr(), slow) };
+    Ok(())
+}
+
+/// Runs the tree sum: `out[b]` is the shared-memory tree sum of `x[b B .. (b + 1) B]`.
+pub fn selftest_tree_sum(l: Launch, x: &[f32], out: &mut [f32]) -> Result<()> {
+    let k = "selftest_tree_sum";
+    check_tree(k, l)?;
+    check_len(k, "x", x.len(), (l.grid.count() * l.block.count()) as usize)?;
+    check_len(k, "out", out.len(), l.grid.count() as usize)?;
+    if l.grid.y != 1 || l.grid.z != 1 {
+        return refuse(k, "the grid must be 1-D".into());
+    }
+    // SAFETY: block b reads x[b B .. (b + 1) B] and writes out[b].
+    unsafe { super::ffi::shim_launch_selftest_tree_sum(l.grid, l.block, x.as_ptr(), out.as_mut_ptr()) };
+    Ok(())
+}
