@@ -248,7 +248,12 @@ impl Dataset {
     /// Loads the runs of `dir`, a flat directory or a BIDS derivatives tree, that `sel` picks
     /// ([`crate::select`]), and standardizes them.
     pub fn load_with(dir: impl AsRef<Path>, sel: &Selection) -> Result<Dataset, DataError> {
-        let dir = dir.as_ref();
+        Self::load_within(dir.as_ref(), sel, crate::memory::machine_memory())
+    }
+
+    /// [`Dataset::load_with`] on a machine of `memory` bytes (`None`: unknown): the runs held
+    /// in memory may take up to 3/4 of it, else [`DataError::InMemoryTooLarge`].
+    fn load_within(dir: &Path, sel: &Selection, memory: Option<u64>) -> Result<Dataset, DataError> {
         check_tr(sel.tr)?;
         let disc = discover(dir)?;
         if disc.runs.is_empty() {
@@ -270,9 +275,14 @@ impl Dataset {
         let mut raws = Vec::new();
         let mut reader_notes: Vec<String> = Vec::new();
         let mut cached = CacheCount::default();
+        let (total, mut held) = (found.len(), 0u64);
         for f in found {
             let stamp = FileStamp::of(&f.path)?;
             let (raw, file_tr, notes) = load_run(&f, stamp, sel, &mut cached)?;
+            if let Loaded::Raw(r) = &raw {
+                held = held.saturating_add(r.data.len() as u64 * 8);
+                check_held(dir, (raws.len() + 1, total), held, memory)?;
+            }
             for n in notes {
                 if !reader_notes.contains(&n) {
                     reader_notes.push(n);
@@ -483,6 +493,22 @@ impl Loaded {
             Loaded::Raw(r) => r.names.as_ref(),
             Loaded::Disk(_, names) => names.as_ref(),
         }
+    }
+}
+
+/// Stops a load whose runs in memory, `held` bytes after `read` of `total` runs, pass 3/4 of
+/// the machine's `memory` (a dataset of text runs larger than memory is an error naming
+/// `--cache`, not the kernel's out-of-memory kill).
+fn check_held(dir: &Path, (read, total): (usize, usize), held: u64, memory: Option<u64>) -> Result<(), DataError> {
+    match memory {
+        Some(m) if held > m / 4 * 3 => Err(DataError::InMemoryTooLarge {
+            dir: dir.to_path_buf(),
+            read,
+            total,
+            held: boldcast_core::memory::format_bytes(held as f64),
+            machine: boldcast_core::memory::format_bytes(m as f64),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -791,6 +817,25 @@ mod tests {
         let e = Dataset::load(d.path()).unwrap_err().to_string();
         assert!(e.starts_with("no runs found in "), "{e}");
         assert!(e.ends_with(" (cannot be read: sub-01_run-1.npy, a dangling symbolic link)"), "{e}");
+    }
+
+    /// Text runs that would fill 3/4 of the machine stop the load with an error naming
+    /// `--cache`; through the cache they load (runs on disk hold no memory).
+    #[test]
+    fn runs_in_memory_past_three_quarters_of_the_machine_stop_the_load() {
+        let d = tempfile::tempdir().unwrap();
+        let rows: String = (0..100).map(|t| format!("{t}\t{}\t1\t{}\n", t * t, t % 7)).collect();
+        for s in 1..=3 {
+            write(d.path(), &format!("sub-0{s}_run-1.tsv"), &format!("a\tb\tc\td\n{rows}"));
+        }
+        // Each run holds 100 x 4 x 8 = 3,200 bytes; 3/4 of 8,000 is passed by the second.
+        let e = Dataset::load_within(d.path(), &Selection::default(), Some(8000)).unwrap_err().to_string();
+        assert!(e.contains("the runs read into memory so far (2 of 3) hold 6.2 KiB"), "{e}");
+        assert!(e.contains("more than 3/4 of this machine's 7.8 KiB; give --cache DIR (data.cache)"), "{e}");
+        assert_eq!(Dataset::load_within(d.path(), &Selection::default(), Some(12_800)).unwrap().runs.len(), 3);
+        let cache = Selection { cache: Some(d.path().join("cache")), ..Selection::default() };
+        let ds = Dataset::load_within(&d.path().join("."), &cache, Some(8000)).unwrap();
+        assert!(ds.runs.iter().all(Run::on_disk));
     }
 
     #[test]

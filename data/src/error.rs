@@ -110,6 +110,26 @@ pub enum DataError {
         /// Columns of this line.
         found: usize,
     },
+    /// The runs that cannot stay on disk (text, CIFTI) would fill the machine's memory: the
+    /// load stops before they do.
+    #[error(
+        "{}: the runs read into memory so far ({read} of {total}) hold {held}, more than 3/4 of this \
+         machine's {machine}; give --cache DIR (data.cache) to convert the .tsv, .csv and CIFTI runs once \
+         into .npy files that are read from disk",
+        dir.display()
+    )]
+    InMemoryTooLarge {
+        /// The dataset.
+        dir: PathBuf,
+        /// Runs read when the load stopped.
+        read: usize,
+        /// Runs to read.
+        total: usize,
+        /// The bytes they hold, in words (`12.0 GiB`).
+        held: String,
+        /// The machine's memory, in words.
+        machine: String,
+    },
     /// A cell is missing, not a number, NaN or infinite.
     #[error("{}, {location}: {reason}", path.display())]
     Cell {
