@@ -38,6 +38,15 @@ pub fn table(r: &EvalReport) -> String {
         r.windows
     );
     s += "MSE of standardized BOLD (variance units), per horizon h (tokens ahead)\n";
+    if let (Some(tr), Some(secs)) = (r.tr_seconds, &r.horizon_seconds) {
+        let text: Vec<String> = r
+            .horizons
+            .iter()
+            .zip(secs)
+            .map(|(h, &span)| format!("h{h} {}", boldcast::data::seconds_span_text(span)))
+            .collect();
+        s += &format!("horizons in seconds (TR {tr} s): {}\n", text.join(", "));
+    }
     s += &header(&r.horizons, true);
     for row in r.rows.iter().chain(&r.floors) {
         s += &format!("{:<18}", row.name);

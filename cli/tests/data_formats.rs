@@ -190,6 +190,14 @@ fn cifti_runs_give_the_floor_loss_series_and_eval_of_the_same_numbers_as_npy() {
             rows
         };
         assert_eq!(eval(&oc), eval(&on), "{cifti}: eval");
+        // The CIFTI series step gives the horizons in seconds (d_in 1: one lag each).
+        let ev = json_of(&["eval", "--checkpoint", oc.to_str().unwrap(), "--json"]);
+        assert_eq!(
+            (ev["tr_seconds"].as_f64(), ev["horizon_seconds"].clone()),
+            (Some(0.8), serde_json::json!([[0.8, 0.8], [4.0, 4.0]]))
+        );
+        let text = stdout(&run(&["eval", "--checkpoint", oc.to_str().unwrap()]));
+        assert!(text.contains("horizons in seconds (TR 0.8 s): h1 0.8 s, h5 4 s"), "{text}");
         if cifti == "dtseries" {
             forecasts_on_cifti_with_picks(d.path(), &on, &n, &c, labels);
         }

@@ -56,7 +56,11 @@ pub fn horizon_seconds(h: usize, d_in: usize, tr: f64) -> [f64; 2] {
 
 /// `horizon_seconds` as text: `0.8 s`, or `0.8-1.6 s` for a token of several TRs.
 pub fn horizon_seconds_text(h: usize, d_in: usize, tr: f64) -> String {
-    let [a, b] = horizon_seconds(h, d_in, tr);
+    seconds_span_text(horizon_seconds(h, d_in, tr))
+}
+
+/// A horizon's `[first, last]` lag in seconds as text: `0.8 s`, or `0.8-1.6 s`.
+pub fn seconds_span_text([a, b]: [f64; 2]) -> String {
     if a == b {
         format!("{a} s")
     } else {

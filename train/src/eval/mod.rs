@@ -298,6 +298,8 @@ where
         weights: weights.path.clone(),
         data: data.loaded.source.clone(),
         horizons: h.clone(),
+        tr_seconds: ds.tr,
+        horizon_seconds: ds.tr.map(|tr| h.iter().map(|&x| boldcast_data::horizon_seconds(x, spec.d_in, tr)).collect()),
         heldout_subjects: split.heldout_subjects.clone(),
         windows: data.windows.len(),
         rows,

@@ -65,6 +65,11 @@ pub struct EvalReport {
     pub data: String,
     /// The horizons, in tokens.
     pub horizons: Vec<usize>,
+    /// The data's TR in seconds, when known (files, sidecars or `data.tr`).
+    pub tr_seconds: Option<f64>,
+    /// Each horizon's first and last lag in seconds, when the TR is known
+    /// ([`boldcast_data::horizon_seconds`]).
+    pub horizon_seconds: Option<Vec<[f64; 2]>>,
     /// Held-out subjects.
     pub heldout_subjects: Vec<String>,
     /// Held-out windows evaluated.
