@@ -440,3 +440,39 @@ fn conv_reference_gradients_match_finite_differences() {
         }
     }
 }
+
+/// The convolution's backward sums have a fixed order too: two runs, the same bits.
+#[test]
+fn conv_backward_is_bitwise_the_same_from_run_to_run() {
+    let dims = CONV[1];
+    let [x, w, b, g] = conv_data(dims);
+    let run = || -> Vec<u32> {
+        let (mut c, mut xs) = (vec![0.0; dims.len()], vec![0.0; dims.len()]);
+        mamba1::conv_forward(dims, &x, &w, &b, &mut c, &mut xs).unwrap();
+        let (mut gx, mut gw, mut gb) = (vec![0.0; dims.len()], vec![0.0; dims.di * dims.k], vec![0.0; dims.di]);
+        mamba1::conv_backward(dims, &x, &c, &w, &g, &mut gx, &mut gw, &mut gb).unwrap();
+        [xs, gx, gw, gb].concat().iter().map(|v| v.to_bits()).collect()
+    };
+    assert_eq!(run(), run());
+}
+
+/// Launches the kernels could not run are refused before the shim: N over the local arrays,
+/// a grid that does not cover the channels, buffers of the wrong length.
+#[test]
+fn bad_scan_launches_are_refused() {
+    use boldcast_cuda::launch::{Dim3, Launch};
+    use boldcast_cuda::shim::{mamba1_scan_fwd, SCAN_MAX_N};
+    let n = SCAN_MAX_N + 1;
+    let v = inputs(1, 1, 3, 8, n);
+    let s = scan_of(&v, 1, 3, 8, n, 2);
+    let (mut out, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let err = mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap_err();
+    assert!(err.why.contains("N must be"), "{err}");
+    let v = inputs(1, 1, 3, 100, 4);
+    let s = scan_of(&v, 1, 3, 100, 4, 2);
+    let (mut out, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let short = Launch { grid: Dim3::xy(1, 1), block: Dim3::x(64) };
+    assert!(mamba1_scan_fwd(short, &s, &mut out, &mut ckpt).unwrap_err().why.contains("expected grid"));
+    let mut ckpt = vec![0.0; s.ckpt_len() - 1];
+    assert!(mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap_err().why.contains("ckpt"));
+}
