@@ -37,6 +37,20 @@ pub const FILES: &[KernelFile] = &[
         source: include_str!("../kernels/optim.cu"),
         kernels: &["optim_adam_step", "optim_sumsq_partial", "optim_sumsq_final", "optim_clip_factor", "optim_scale"],
     },
+    KernelFile {
+        name: "mamba1.cu",
+        source: include_str!("../kernels/mamba1.cu"),
+        kernels: &[
+            "mamba1_conv_fwd",
+            "mamba1_conv_bwd_gc",
+            "mamba1_conv_bwd_x",
+            "mamba1_conv_bwd_params_partial",
+            "mamba1_conv_bwd_params_final",
+            "mamba1_scan_fwd",
+            "mamba1_scan_bwd",
+            "mamba1_scan_bwd_final",
+        ],
+    },
 ];
 
 #[cfg(test)]

@@ -6,13 +6,16 @@
 //!
 //! What exists: the elementwise activations and gate ([`ops::act`]), LayerNorm ([`ops::layernorm`]),
 //! the AdamW step, global norm and clipping ([`optim`]), each as kernels with a host-side
-//! function that picks the launch shape ([`launch`]) and runs it through the shim ([`shim`]).
+//! function that picks the launch shape ([`launch`]) and runs it through the shim ([`shim`]);
+//! and the Mamba-1 mixer's sequence kernels ([`mamba1`]): the causal depthwise convolution
+//! with SiLU and the checkpointed selective scan, forward and backward, deterministic.
 //! There is no device code path (cudarc, cuBLAS) and no model yet.
 
 #![deny(missing_docs)]
 
 pub mod kernels;
 pub mod launch;
+pub mod mamba1;
 pub mod ops;
 pub mod optim;
 pub mod shim;

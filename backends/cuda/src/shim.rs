@@ -185,10 +185,12 @@ pub mod raw {
 
 mod act;
 mod layernorm;
+mod mamba1;
 mod optim;
 mod selftest;
 
 pub use act::*;
 pub use layernorm::*;
+pub use mamba1::*;
 pub use optim::*;
 pub use selftest::*;

@@ -1,0 +1,112 @@
+//! The Mamba-1 mixer's sequence operations (`kernels/mamba1.cu`), named after the CPU
+//! backend's `mamba1` module: the causal depthwise convolution with SiLU and the checkpointed
+//! selective scan, forward and backward, over a batch of sequences on host slices through the
+//! shim. Every sum over channels, time or sequences has a fixed order (per-block partials,
+//! then the blocks in order; no atomics), so results are bitwise reproducible, and the
+//! backward's recomputation from checkpoints gives the forward's states exactly, so its
+//! result does not depend on the chunk length.
+
+use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::shim::{self, ConvDims, Result, Scan, ScanGrads};
+
+/// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
+/// so that a `d_inner` of a few hundred still spreads over several blocks, and `2 N` floats
+/// per thread fit the shared array for every N up to [`shim::SCAN_MAX_N`].
+pub const SCAN_BLOCK: u32 = 64;
+const _: () = assert!(2 * shim::SCAN_MAX_N * SCAN_BLOCK as usize <= shim::SCAN_SHARED);
+
+/// The scan kernels' launch: grid `(ceil(di / 64), seqs)`, blocks of [`SCAN_BLOCK`].
+pub fn scan_launch(di: usize, seqs: usize) -> Launch {
+    Launch { grid: Dim3::xy(di.div_ceil(SCAN_BLOCK as usize) as u32, seqs as u32), block: Dim3::x(SCAN_BLOCK) }
+}
+
+/// The convolution and its SiLU: `c = b + conv(x)` (pre-activation, kept for the backward)
+/// and `xs = silu(c)`, all `(seqs, time, di)`; `w` `(di, k)`.
+pub fn conv_forward(dims: ConvDims, x: &[f32], w: &[f32], b: &[f32], c: &mut [f32], xs: &mut [f32]) -> Result<()> {
+    shim::mamba1_conv_fwd(elementwise(dims.len()), dims, x, w, b, c, xs)
+}
+
+/// Backward of [`conv_forward`] for the gradient `g_xs` of its SiLU output: `g_x` (of the
+/// conv input) is overwritten; `g_w` `(di, k)` and `g_b` `(di)` accumulate, summed over the
+/// rows in chunks of [`ROWS_PER_CHUNK`] rows then the chunks in order.
+#[allow(clippy::too_many_arguments)]
+pub fn conv_backward(
+    dims: ConvDims,
+    x: &[f32],
+    c: &[f32],
+    w: &[f32],
+    g_xs: &[f32],
+    g_x: &mut [f32],
+    g_w: &mut [f32],
+    g_b: &mut [f32],
+) -> Result<()> {
+    let mut g_c = vec![0.0f32; c.len()];
+    shim::mamba1_conv_bwd_gc(elementwise(c.len()), c, g_xs, &mut g_c)?;
+    shim::mamba1_conv_bwd_x(elementwise(dims.len()), dims, &g_c, w, g_x)?;
+    let chunks = (dims.seqs * dims.time).div_ceil(ROWS_PER_CHUNK);
+    let block = 128u32;
+    let partial =
+        Launch { grid: Dim3::xy(dims.di.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
+    let mut part = vec![0.0f32; chunks * (dims.k + 1) * dims.di];
+    shim::mamba1_conv_bwd_params_partial(partial, dims, x, &g_c, &mut part, ROWS_PER_CHUNK)?;
+    shim::mamba1_conv_bwd_params_final(elementwise((dims.k + 1) * dims.di), dims, &part, g_w, g_b)
+}
+
+/// The gated scan: `out` `(seqs, time, di)` and the chunk-start states `ckpt`
+/// (`(seqs, ceil(time / q), n, di)`, [`Scan::ckpt_len`]), both overwritten.
+pub fn scan_forward(s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
+    shim::mamba1_scan_fwd(scan_launch(s.di, s.seqs), s, out, ckpt)
+}
+
+/// The scan's gradients (BACKWARD.md, "Mamba-1"), for the gated output's gradient.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanGradients {
+    /// Of the scan input `x`, `(seqs, time, di)`.
+    pub x: Vec<f32>,
+    /// Of `dt`, `(seqs, time, di)`.
+    pub dt: Vec<f32>,
+    /// Of the gate input `z`, `(seqs, time, di)`.
+    pub z: Vec<f32>,
+    /// Of `A` (not `A_log`), `(di, n)`, summed over the sequences.
+    pub a: Vec<f32>,
+    /// Of `Bc`, `(seqs, time, n)`.
+    pub b: Vec<f32>,
+    /// Of `Cc`, `(seqs, time, n)`.
+    pub c: Vec<f32>,
+    /// Of `D`, `(di)`, summed over the sequences.
+    pub d: Vec<f32>,
+}
+
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
+/// gradient `g_out` of its gated output: chunks from the last, each recomputed from its
+/// checkpoint, then walked back; the shared gradients' partials summed in a second kernel.
+pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32]) -> Result<ScanGradients> {
+    let l = scan_launch(s.di, s.seqs);
+    let blocks = l.grid.x as usize;
+    let (len, rows) = (s.len(), s.seqs * s.time);
+    let z = |n: usize| vec![0.0f32; n];
+    let mut g = ScanGradients {
+        x: z(len),
+        dt: z(len),
+        z: z(len),
+        a: z(s.di * s.n),
+        b: z(rows * s.n),
+        c: z(rows * s.n),
+        d: z(s.di),
+    };
+    let (mut hs, mut part_bc) = (z(s.seqs * s.q * s.n * s.di), z(rows * blocks * 2 * s.n));
+    let (mut part_a, mut part_d) = (z(s.seqs * s.di * s.n), z(s.seqs * s.di));
+    let mut scratch = ScanGrads {
+        g_x: &mut g.x,
+        g_dt: &mut g.dt,
+        g_z: &mut g.z,
+        hs: &mut hs,
+        part_bc: &mut part_bc,
+        part_a: &mut part_a,
+        part_d: &mut part_d,
+    };
+    shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut scratch)?;
+    let fin = elementwise((rows * 2 * s.n).max(s.di * s.n + s.di));
+    shim::mamba1_scan_bwd_final(fin, s, blocks, &part_bc, &part_a, &part_d, &mut g.b, &mut g.c, &mut g.a, &mut g.d)?;
+    Ok(g)
+}

@@ -1,0 +1,576 @@
+//! The checked launchers of `kernels/mamba1.cu`: the causal depthwise convolution with SiLU
+//! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
+//! [`Scan`]).
+
+use super::{check_launch, check_len, check_linear, refuse, Result};
+use crate::launch::{Dim3, Launch};
+
+/// The most state indices a scan thread holds (`M1_MAX_N` of the kernel file).
+pub const SCAN_MAX_N: usize = 64;
+/// Floats of the scan backward's shared array (`M1_SHARED`): a block of `B` threads needs
+/// `2 N B` of them.
+pub const SCAN_SHARED: usize = 8192;
+
+mod ffi {
+    use crate::launch::Dim3;
+    extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_mamba1_conv_fwd(
+            g: Dim3,
+            b: Dim3,
+            x: *const f32,
+            w: *const f32,
+            bias: *const f32,
+            c: *mut f32,
+            xs: *mut f32,
+            rows: i64,
+            time: i32,
+            di: i32,
+            k: i32,
+        );
+        pub fn shim_launch_mamba1_conv_bwd_gc(g: Dim3, b: Dim3, c: *const f32, g_xs: *const f32, g_c: *mut f32, n: i64);
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_mamba1_conv_bwd_x(
+            g: Dim3,
+            b: Dim3,
+            g_c: *const f32,
+            w: *const f32,
+            g_x: *mut f32,
+            rows: i64,
+            time: i32,
+            di: i32,
+            k: i32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_mamba1_conv_bwd_params_partial(
+            g: Dim3,
+            b: Dim3,
+            x: *const f32,
+            g_c: *const f32,
+            part: *mut f32,
+            rows: i64,
+            time: i32,
+            di: i32,
+            k: i32,
+            rows_per_chunk: i32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_mamba1_conv_bwd_params_final(
+            g: Dim3,
+            b: Dim3,
+            part: *const f32,
+            g_w: *mut f32,
+            g_b: *mut f32,
+            chunks: i32,
+            di: i32,
+            k: i32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_mamba1_scan_fwd(
+            g: Dim3,
+            b: Dim3,
+            x: *const f32,
+            dt: *const f32,
+            a: *const f32,
+            bc: *const f32,
+            cc: *const f32,
+            dsk: *const f32,
+            z: *const f32,
+            out: *mut f32,
+            ckpt: *mut f32,
+            time: i32,
+            di: i32,
+            n: i32,
+            q: i32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_mamba1_scan_bwd(
+            g: Dim3,
+            b: Dim3,
+            x: *const f32,
+            dt: *const f32,
+            a: *const f32,
+            bc: *const f32,
+            cc: *const f32,
+            dsk: *const f32,
+            z: *const f32,
+            g_out: *const f32,
+            ckpt: *const f32,
+            hs: *mut f32,
+            g_x: *mut f32,
+            g_dt: *mut f32,
+            g_z: *mut f32,
+            part_bc: *mut f32,
+            part_a: *mut f32,
+            part_d: *mut f32,
+            time: i32,
+            di: i32,
+            n: i32,
+            q: i32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_mamba1_scan_bwd_final(
+            g: Dim3,
+            b: Dim3,
+            part_bc: *const f32,
+            part_a: *const f32,
+            part_d: *const f32,
+            g_bc: *mut f32,
+            g_cc: *mut f32,
+            g_a: *mut f32,
+            g_d: *mut f32,
+            rows: i64,
+            blocks: i32,
+            seqs: i32,
+            di: i32,
+            n: i32,
+        );
+    }
+}
+
+/// The convolution's sizes: `seqs` sequences of `time` steps of `di` channels (buffers
+/// `(seqs, time, di)`), `k` taps (weights `(di, k)`, PyTorch's `(di, 1, k)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvDims {
+    /// Sequences.
+    pub seqs: usize,
+    /// Steps per sequence.
+    pub time: usize,
+    /// Channels.
+    pub di: usize,
+    /// Taps.
+    pub k: usize,
+}
+
+impl ConvDims {
+    /// Elements of a `(seqs, time, di)` buffer.
+    pub fn len(&self) -> usize {
+        self.seqs * self.time * self.di
+    }
+    /// Whether a buffer is empty (never, for dimensions a launcher accepts).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn check(&self, kernel: &'static str) -> Result<()> {
+        let ConvDims { seqs, time, di, k } = *self;
+        let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
+        if !(small(time) && small(di) && small(k) && seqs >= 1) || self.len() > i64::MAX as usize / 2 {
+            return refuse(kernel, format!("sizes {self:?}: each must be 1 to 2^31 - 1"));
+        }
+        Ok(())
+    }
+}
+
+/// `c = conv(x) + b`, `xs = silu(c)` (causal, depthwise, zero history).
+pub fn mamba1_conv_fwd(
+    l: Launch,
+    dims: ConvDims,
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    xs: &mut [f32],
+) -> Result<()> {
+    let kn = "mamba1_conv_fwd";
+    check_linear(kn, l)?;
+    dims.check(kn)?;
+    for (what, len, want) in [
+        ("x", x.len(), dims.len()),
+        ("w", w.len(), dims.di * dims.k),
+        ("b", b.len(), dims.di),
+        ("c", c.len(), dims.len()),
+    ] {
+        check_len(kn, what, len, want)?;
+    }
+    check_len(kn, "xs", xs.len(), dims.len())?;
+    let rows = (dims.seqs * dims.time) as i64;
+    // SAFETY: 1-D launch within CUDA's limits; each thread reads rows of its own sequence
+    // (time index within 0..time) and writes elements below rows di = len.
+    unsafe {
+        ffi::shim_launch_mamba1_conv_fwd(
+            l.grid,
+            l.block,
+            x.as_ptr(),
+            w.as_ptr(),
+            b.as_ptr(),
+            c.as_mut_ptr(),
+            xs.as_mut_ptr(),
+            rows,
+            dims.time as i32,
+            dims.di as i32,
+            dims.k as i32,
+        )
+    };
+    Ok(())
+}
+
+/// `g_c = g_xs silu'(c)`, elementwise.
+pub fn mamba1_conv_bwd_gc(l: Launch, c: &[f32], g_xs: &[f32], g_c: &mut [f32]) -> Result<()> {
+    let kn = "mamba1_conv_bwd_gc";
+    check_linear(kn, l)?;
+    check_len(kn, "g_xs", g_xs.len(), c.len())?;
+    check_len(kn, "g_c", g_c.len(), c.len())?;
+    // SAFETY: 1-D launch; every thread indexes below n = len.
+    unsafe {
+        ffi::shim_launch_mamba1_conv_bwd_gc(
+            l.grid,
+            l.block,
+            c.as_ptr(),
+            g_xs.as_ptr(),
+            g_c.as_mut_ptr(),
+            c.len() as i64,
+        )
+    };
+    Ok(())
+}
+
+/// `g_x = conv^T(g_c)` (the pre-conv input's gradient), overwritten.
+pub fn mamba1_conv_bwd_x(l: Launch, dims: ConvDims, g_c: &[f32], w: &[f32], g_x: &mut [f32]) -> Result<()> {
+    let kn = "mamba1_conv_bwd_x";
+    check_linear(kn, l)?;
+    dims.check(kn)?;
+    check_len(kn, "g_c", g_c.len(), dims.len())?;
+    check_len(kn, "w", w.len(), dims.di * dims.k)?;
+    check_len(kn, "g_x", g_x.len(), dims.len())?;
+    let rows = (dims.seqs * dims.time) as i64;
+    // SAFETY: as mamba1_conv_fwd.
+    unsafe {
+        ffi::shim_launch_mamba1_conv_bwd_x(
+            l.grid,
+            l.block,
+            g_c.as_ptr(),
+            w.as_ptr(),
+            g_x.as_mut_ptr(),
+            rows,
+            dims.time as i32,
+            dims.di as i32,
+            dims.k as i32,
+        )
+    };
+    Ok(())
+}
+
+/// Per-chunk sums over rows of the weight and bias gradients into `part`
+/// `(chunks, k + 1, di)`; the grid must be `(ceil(di / block), ceil(rows / rows_per_chunk))`.
+pub fn mamba1_conv_bwd_params_partial(
+    l: Launch,
+    dims: ConvDims,
+    x: &[f32],
+    g_c: &[f32],
+    part: &mut [f32],
+    rows_per_chunk: usize,
+) -> Result<()> {
+    let kn = "mamba1_conv_bwd_params_partial";
+    check_launch(kn, l)?;
+    dims.check(kn)?;
+    let rows = dims.seqs * dims.time;
+    if rows_per_chunk == 0 || rows_per_chunk > i32::MAX as usize {
+        return refuse(kn, format!("rows per chunk {rows_per_chunk} outside 1..2^31"));
+    }
+    let want = Dim3::xy(dims.di.div_ceil(l.block.x as usize) as u32, rows.div_ceil(rows_per_chunk) as u32);
+    if l.grid != want || l.block.y != 1 || l.block.z != 1 {
+        return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
+    }
+    check_len(kn, "x", x.len(), dims.len())?;
+    check_len(kn, "g_c", g_c.len(), dims.len())?;
+    check_len(kn, "part", part.len(), want.y as usize * (dims.k + 1) * dims.di)?;
+    // SAFETY: thread (d, r) reads channel d < di of the rows of chunk r (and earlier rows of
+    // the same sequence) and writes part[r, .., d].
+    unsafe {
+        ffi::shim_launch_mamba1_conv_bwd_params_partial(
+            l.grid,
+            l.block,
+            x.as_ptr(),
+            g_c.as_ptr(),
+            part.as_mut_ptr(),
+            rows as i64,
+            dims.time as i32,
+            dims.di as i32,
+            dims.k as i32,
+            rows_per_chunk as i32,
+        )
+    };
+    Ok(())
+}
+
+/// `g_w += `, `g_b += ` the chunks of `part` `(chunks, k + 1, di)` in order.
+pub fn mamba1_conv_bwd_params_final(
+    l: Launch,
+    dims: ConvDims,
+    part: &[f32],
+    g_w: &mut [f32],
+    g_b: &mut [f32],
+) -> Result<()> {
+    let kn = "mamba1_conv_bwd_params_final";
+    check_linear(kn, l)?;
+    dims.check(kn)?;
+    let per = (dims.k + 1) * dims.di;
+    if !part.len().is_multiple_of(per) || part.is_empty() || part.len() / per > i32::MAX as usize {
+        return refuse(kn, format!("part of {} elements is not (chunks, {}, {})", part.len(), dims.k + 1, dims.di));
+    }
+    check_len(kn, "g_w", g_w.len(), dims.di * dims.k)?;
+    check_len(kn, "g_b", g_b.len(), dims.di)?;
+    // SAFETY: thread i reads part[.., i] and writes one element of g_w or g_b, i < per.
+    unsafe {
+        ffi::shim_launch_mamba1_conv_bwd_params_final(
+            l.grid,
+            l.block,
+            part.as_ptr(),
+            g_w.as_mut_ptr(),
+            g_b.as_mut_ptr(),
+            (part.len() / per) as i32,
+            dims.di as i32,
+            dims.k as i32,
+        )
+    };
+    Ok(())
+}
+
+/// The scan's inputs: `seqs` sequences of `time` steps, `di` channels, `n` states, chunks of
+/// `q` steps. `x`, `dt`, `z` are `(seqs, time, di)`; `a` (`A = -exp(A_log)`) `(di, n)`;
+/// `b`, `c` (`Bc`, `Cc`) `(seqs, time, n)`; `d` (the skip weights) `(di)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Scan<'a> {
+    /// Sequences.
+    pub seqs: usize,
+    /// Steps per sequence.
+    pub time: usize,
+    /// Channels.
+    pub di: usize,
+    /// State indices.
+    pub n: usize,
+    /// Steps per chunk (between checkpoints).
+    pub q: usize,
+    /// The scan's input (post-conv, post-SiLU).
+    pub x: &'a [f32],
+    /// Time steps.
+    pub dt: &'a [f32],
+    /// `A`.
+    pub a: &'a [f32],
+    /// `Bc`.
+    pub b: &'a [f32],
+    /// `Cc`.
+    pub c: &'a [f32],
+    /// `D`.
+    pub d: &'a [f32],
+    /// The gate's input.
+    pub z: &'a [f32],
+}
+
+impl Scan<'_> {
+    /// Elements of a `(seqs, time, di)` buffer.
+    pub fn len(&self) -> usize {
+        self.seqs * self.time * self.di
+    }
+    /// Whether a `(seqs, time, di)` buffer is empty (never, for inputs a launcher accepts).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Chunks of `q` steps: `ceil(time / q)`.
+    pub fn chunks(&self) -> usize {
+        self.time.div_ceil(self.q.max(1))
+    }
+    /// Elements of the checkpoints `(seqs, chunks, n, di)`.
+    pub fn ckpt_len(&self) -> usize {
+        self.seqs * self.chunks() * self.n * self.di
+    }
+
+    /// The sizes and every input's length, and the launch: grid `(ceil(di / B), seqs)`, a 1-D
+    /// block whose `2 N B` floats fit the shared array.
+    fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
+        check_launch(kernel, l)?;
+        let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
+        let ok = [self.time, self.di, self.q, self.seqs].into_iter().all(small) && (1..=SCAN_MAX_N).contains(&self.n);
+        if !ok {
+            return refuse(
+                kernel,
+                format!("sizes {:?}: N must be 1 to {SCAN_MAX_N}, the rest 1 to 2^31 - 1", self.sizes()),
+            );
+        }
+        let want = Dim3::xy(self.di.div_ceil(l.block.x as usize) as u32, self.seqs as u32);
+        if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * self.n * l.block.x as usize > SCAN_SHARED {
+            return refuse(
+                kernel,
+                format!(
+                    "grid {:?}, block {:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN_SHARED}",
+                    l.grid, l.block
+                ),
+            );
+        }
+        let rows = self.seqs * self.time;
+        for (what, len, want) in [
+            ("x", self.x.len(), self.len()),
+            ("dt", self.dt.len(), self.len()),
+            ("z", self.z.len(), self.len()),
+            ("a", self.a.len(), self.di * self.n),
+            ("b", self.b.len(), rows * self.n),
+            ("c", self.c.len(), rows * self.n),
+            ("d", self.d.len(), self.di),
+        ] {
+            check_len(kernel, what, len, want)?;
+        }
+        Ok(())
+    }
+
+    fn sizes(&self) -> [usize; 5] {
+        [self.seqs, self.time, self.di, self.n, self.q]
+    }
+}
+
+/// The gated scan `out = (C h + D x) silu(z)` `(seqs, time, di)` and the checkpoints `ckpt`
+/// `(seqs, chunks, n, di)`.
+pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
+    let kn = "mamba1_scan_fwd";
+    s.check(kn, l)?;
+    check_len(kn, "out", out.len(), s.len())?;
+    check_len(kn, "ckpt", ckpt.len(), s.ckpt_len())?;
+    // SAFETY: the launch covers (channel, sequence) pairs; thread (d, s) reads and writes only
+    // channel d < di of sequence s < seqs and the rows of Bc, Cc of that sequence.
+    unsafe {
+        ffi::shim_launch_mamba1_scan_fwd(
+            l.grid,
+            l.block,
+            s.x.as_ptr(),
+            s.dt.as_ptr(),
+            s.a.as_ptr(),
+            s.b.as_ptr(),
+            s.c.as_ptr(),
+            s.d.as_ptr(),
+            s.z.as_ptr(),
+            out.as_mut_ptr(),
+            ckpt.as_mut_ptr(),
+            s.time as i32,
+            s.di as i32,
+            s.n as i32,
+            s.q as i32,
+        )
+    };
+    Ok(())
+}
+
+/// The scan backward's outputs and scratch: `g_x`, `g_dt`, `g_z` `(seqs, time, di)`
+/// (overwritten); `hs` `(seqs, q, n, di)` scratch; the partials `part_bc`
+/// `(seqs, time, grid.x, 2 n)`, `part_a` `(seqs, di, n)`, `part_d` `(seqs, di)`.
+#[derive(Debug)]
+pub struct ScanGrads<'a> {
+    /// Gradient of the scan input `x`.
+    pub g_x: &'a mut [f32],
+    /// Gradient of `dt`.
+    pub g_dt: &'a mut [f32],
+    /// Gradient of `z`.
+    pub g_z: &'a mut [f32],
+    /// The chunk's recomputed states.
+    pub hs: &'a mut [f32],
+    /// Per channel block and step, the block's sums of the `Cc` then `Bc` gradient terms.
+    pub part_bc: &'a mut [f32],
+    /// Per sequence, the `A` gradient.
+    pub part_a: &'a mut [f32],
+    /// Per sequence, the `D` gradient.
+    pub part_d: &'a mut [f32],
+}
+
+/// The scan backward for the gated output's gradient `g_out`, from the forward's `ckpt`
+/// (first stage; [`mamba1_scan_bwd_final`] finishes the sums).
+pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: &mut ScanGrads<'_>) -> Result<()> {
+    let kn = "mamba1_scan_bwd";
+    s.check(kn, l)?;
+    let (per_seq, blocks) = (s.seqs * s.di, l.grid.x as usize);
+    for (what, len, want) in [
+        ("g_out", g_out.len(), s.len()),
+        ("ckpt", ckpt.len(), s.ckpt_len()),
+        ("g_x", g.g_x.len(), s.len()),
+        ("g_dt", g.g_dt.len(), s.len()),
+        ("g_z", g.g_z.len(), s.len()),
+        ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di),
+        ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
+        ("part_a", g.part_a.len(), per_seq * s.n),
+        ("part_d", g.part_d.len(), per_seq),
+    ] {
+        check_len(kn, what, len, want)?;
+    }
+    // SAFETY: as mamba1_scan_fwd; thread (d, s) writes channel d of sequence s of hs, g_x,
+    // g_dt, g_z, part_a, part_d, and threads below 2 n write part_bc[s, t, blockIdx.x, ..].
+    unsafe {
+        ffi::shim_launch_mamba1_scan_bwd(
+            l.grid,
+            l.block,
+            s.x.as_ptr(),
+            s.dt.as_ptr(),
+            s.a.as_ptr(),
+            s.b.as_ptr(),
+            s.c.as_ptr(),
+            s.d.as_ptr(),
+            s.z.as_ptr(),
+            g_out.as_ptr(),
+            ckpt.as_ptr(),
+            g.hs.as_mut_ptr(),
+            g.g_x.as_mut_ptr(),
+            g.g_dt.as_mut_ptr(),
+            g.g_z.as_mut_ptr(),
+            g.part_bc.as_mut_ptr(),
+            g.part_a.as_mut_ptr(),
+            g.part_d.as_mut_ptr(),
+            s.time as i32,
+            s.di as i32,
+            s.n as i32,
+            s.q as i32,
+        )
+    };
+    Ok(())
+}
+
+/// The parameter gradients of the scan, shared across channels or sequences: `g_b`, `g_c`
+/// `(seqs, time, n)` overwritten from `part_bc` (over `blocks` channel blocks in order);
+/// `g_a` `(di, n)` and `g_d` `(di)` accumulate `part_a`, `part_d` over the sequences in order.
+#[allow(clippy::too_many_arguments)]
+pub fn mamba1_scan_bwd_final(
+    l: Launch,
+    s: &Scan<'_>,
+    blocks: usize,
+    part_bc: &[f32],
+    part_a: &[f32],
+    part_d: &[f32],
+    g_b: &mut [f32],
+    g_c: &mut [f32],
+    g_a: &mut [f32],
+    g_d: &mut [f32],
+) -> Result<()> {
+    let kn = "mamba1_scan_bwd_final";
+    check_linear(kn, l)?;
+    let rows = s.seqs * s.time;
+    if blocks == 0 || blocks > i32::MAX as usize || s.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&s.n) {
+        return refuse(kn, format!("{blocks} blocks, sizes {:?}", s.sizes()));
+    }
+    for (what, len, want) in [
+        ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),
+        ("part_a", part_a.len(), s.seqs * s.di * s.n),
+        ("part_d", part_d.len(), s.seqs * s.di),
+        ("g_b", g_b.len(), rows * s.n),
+        ("g_c", g_c.len(), rows * s.n),
+        ("g_a", g_a.len(), s.di * s.n),
+        ("g_d", g_d.len(), s.di),
+    ] {
+        check_len(kn, what, len, want)?;
+    }
+    // SAFETY: thread i reads the partials of its own element of g_b, g_c, g_a or g_d, within
+    // the lengths checked above.
+    unsafe {
+        ffi::shim_launch_mamba1_scan_bwd_final(
+            l.grid,
+            l.block,
+            part_bc.as_ptr(),
+            part_a.as_ptr(),
+            part_d.as_ptr(),
+            g_b.as_mut_ptr(),
+            g_c.as_mut_ptr(),
+            g_a.as_mut_ptr(),
+            g_d.as_mut_ptr(),
+            rows as i64,
+            blocks as i32,
+            s.seqs as i32,
+            s.di as i32,
+            s.n as i32,
+        )
+    };
+    Ok(())
+}
