@@ -37,6 +37,11 @@ pub const FILES: &[KernelFile] = &[
         source: include_str!("../kernels/optim.cu"),
         kernels: &["optim_adam_step", "optim_sumsq_partial", "optim_sumsq_final", "optim_clip_factor", "optim_scale"],
     },
+    KernelFile {
+        name: "knn.cu",
+        source: include_str!("../kernels/knn.cu"),
+        kernels: &["knn_attend_fwd", "knn_attend_bwd_q", "knn_attend_bwd_kv"],
+    },
 ];
 
 #[cfg(test)]

@@ -7,11 +7,14 @@
 //! What exists: the elementwise activations and gate ([`ops::act`]), LayerNorm ([`ops::layernorm`]),
 //! the AdamW step, global norm and clipping ([`optim`]), each as kernels with a host-side
 //! function that picks the launch shape ([`launch`]) and runs it through the shim ([`shim`]).
+//! The spatial mixer's attention between its projections, forward and backward with a
+//! deterministic scatter through a reverse adjacency ([`knn`]).
 //! There is no device code path (cudarc, cuBLAS) and no model yet.
 
 #![deny(missing_docs)]
 
 pub mod kernels;
+pub mod knn;
 pub mod launch;
 pub mod ops;
 pub mod optim;

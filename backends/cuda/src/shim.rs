@@ -158,6 +158,50 @@ mod ffi {
         pub fn shim_launch_selftest_barrier_probe(g: Dim3, b: Dim3, out: *mut f32, slow: u32);
         pub fn shim_launch_selftest_tree_sum(g: Dim3, b: Dim3, x: *const f32, out: *mut f32);
         pub fn shim_launch_selftest_divergent(g: Dim3, b: Dim3, out: *mut f32);
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_knn_attend_fwd(
+            g: Dim3,
+            b: Dim3,
+            qkv: *const f32,
+            adj: *const i32,
+            w: *mut f32,
+            att: *mut f32,
+            parcels: i32,
+            m: i32,
+            k: i32,
+            sc: f32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_knn_attend_bwd_q(
+            g: Dim3,
+            b: Dim3,
+            qkv: *const f32,
+            adj: *const i32,
+            w: *const f32,
+            g_att: *const f32,
+            gs: *mut f32,
+            g_qkv: *mut f32,
+            parcels: i32,
+            m: i32,
+            k: i32,
+            sc: f32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_knn_attend_bwd_kv(
+            g: Dim3,
+            b: Dim3,
+            qkv: *const f32,
+            rev_start: *const i32,
+            rev: *const i32,
+            w: *const f32,
+            g_att: *const f32,
+            gs: *const f32,
+            g_qkv: *mut f32,
+            rows: i64,
+            parcels: i32,
+            m: i32,
+            k: i32,
+        );
     }
 }
 
@@ -184,11 +228,13 @@ pub mod raw {
 }
 
 mod act;
+mod knn;
 mod layernorm;
 mod optim;
 mod selftest;
 
 pub use act::*;
+pub use knn::*;
 pub use layernorm::*;
 pub use optim::*;
 pub use selftest::*;
