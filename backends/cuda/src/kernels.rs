@@ -42,6 +42,11 @@ pub const FILES: &[KernelFile] = &[
         source: include_str!("../kernels/knn.cu"),
         kernels: &["knn_attend_fwd", "knn_attend_bwd_q", "knn_attend_bwd_kv"],
     },
+    KernelFile {
+        name: "loss.cu",
+        source: include_str!("../kernels/loss.cu"),
+        kernels: &["loss_mse_partial", "loss_mse_final", "loss_mse_bwd"],
+    },
 ];
 
 #[cfg(test)]

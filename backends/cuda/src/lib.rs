@@ -9,6 +9,7 @@
 //! function that picks the launch shape ([`launch`]) and runs it through the shim ([`shim`]).
 //! The spatial mixer's attention between its projections, forward and backward with a
 //! deterministic scatter through a reverse adjacency ([`knn`]).
+//! The forecasting loss and its gradient, the sum in a fixed two-stage order ([`loss`]).
 //! There is no device code path (cudarc, cuBLAS) and no model yet.
 
 #![deny(missing_docs)]
@@ -16,6 +17,7 @@
 pub mod kernels;
 pub mod knn;
 pub mod launch;
+pub mod loss;
 pub mod ops;
 pub mod optim;
 pub mod shim;

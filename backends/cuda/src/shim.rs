@@ -202,6 +202,39 @@ mod ffi {
             m: i32,
             k: i32,
         );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_loss_mse_partial(
+            g: Dim3,
+            b: Dim3,
+            pred: *const f32,
+            tokens: *const f32,
+            hz: *const i32,
+            partial: *mut f64,
+            n: i64,
+            chunk: i64,
+            t: i32,
+            tv: i32,
+            p: i32,
+            nh: i32,
+            d: i32,
+        );
+        pub fn shim_launch_loss_mse_final(g: Dim3, b: Dim3, partial: *const f64, out: *mut f64, parts: i32, n: f64);
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_loss_mse_bwd(
+            g: Dim3,
+            b: Dim3,
+            pred: *const f32,
+            tokens: *const f32,
+            hz: *const i32,
+            gr: *mut f32,
+            total: i64,
+            t: i32,
+            tv: i32,
+            p: i32,
+            nh: i32,
+            d: i32,
+            scale: f32,
+        );
     }
 }
 
@@ -230,11 +263,13 @@ pub mod raw {
 mod act;
 mod knn;
 mod layernorm;
+mod loss;
 mod optim;
 mod selftest;
 
 pub use act::*;
 pub use knn::*;
 pub use layernorm::*;
+pub use loss::*;
 pub use optim::*;
 pub use selftest::*;
