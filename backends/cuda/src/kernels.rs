@@ -51,6 +51,16 @@ pub const FILES: &[KernelFile] = &[
             "mamba1_scan_bwd_final",
         ],
     },
+    KernelFile {
+        name: "knn.cu",
+        source: include_str!("../kernels/knn.cu"),
+        kernels: &["knn_attend_fwd", "knn_attend_bwd_q", "knn_attend_bwd_kv"],
+    },
+    KernelFile {
+        name: "loss.cu",
+        source: include_str!("../kernels/loss.cu"),
+        kernels: &["loss_mse_partial", "loss_mse_final", "loss_mse_bwd"],
+    },
 ];
 
 #[cfg(test)]

@@ -9,12 +9,17 @@
 //! function that picks the launch shape ([`launch`]) and runs it through the shim ([`shim`]);
 //! and the Mamba-1 mixer's sequence kernels ([`mamba1`]): the causal depthwise convolution
 //! with SiLU and the checkpointed selective scan, forward and backward, deterministic.
+//! The spatial mixer's attention between its projections, forward and backward with a
+//! deterministic scatter through a reverse adjacency ([`knn`]).
+//! The forecasting loss and its gradient, the sum in a fixed two-stage order ([`loss`]).
 //! There is no device code path (cudarc, cuBLAS) and no model yet.
 
 #![deny(missing_docs)]
 
 pub mod kernels;
+pub mod knn;
 pub mod launch;
+pub mod loss;
 pub mod mamba1;
 pub mod ops;
 pub mod optim;

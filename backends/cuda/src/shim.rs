@@ -158,6 +158,83 @@ mod ffi {
         pub fn shim_launch_selftest_barrier_probe(g: Dim3, b: Dim3, out: *mut f32, slow: u32);
         pub fn shim_launch_selftest_tree_sum(g: Dim3, b: Dim3, x: *const f32, out: *mut f32);
         pub fn shim_launch_selftest_divergent(g: Dim3, b: Dim3, out: *mut f32);
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_knn_attend_fwd(
+            g: Dim3,
+            b: Dim3,
+            qkv: *const f32,
+            adj: *const i32,
+            w: *mut f32,
+            att: *mut f32,
+            parcels: i32,
+            m: i32,
+            k: i32,
+            sc: f32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_knn_attend_bwd_q(
+            g: Dim3,
+            b: Dim3,
+            qkv: *const f32,
+            adj: *const i32,
+            w: *const f32,
+            g_att: *const f32,
+            gs: *mut f32,
+            g_qkv: *mut f32,
+            parcels: i32,
+            m: i32,
+            k: i32,
+            sc: f32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_knn_attend_bwd_kv(
+            g: Dim3,
+            b: Dim3,
+            qkv: *const f32,
+            rev_start: *const i32,
+            rev: *const i32,
+            w: *const f32,
+            g_att: *const f32,
+            gs: *const f32,
+            g_qkv: *mut f32,
+            rows: i64,
+            parcels: i32,
+            m: i32,
+            k: i32,
+        );
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_loss_mse_partial(
+            g: Dim3,
+            b: Dim3,
+            pred: *const f32,
+            tokens: *const f32,
+            hz: *const i32,
+            partial: *mut f64,
+            n: i64,
+            chunk: i64,
+            t: i32,
+            tv: i32,
+            p: i32,
+            nh: i32,
+            d: i32,
+        );
+        pub fn shim_launch_loss_mse_final(g: Dim3, b: Dim3, partial: *const f64, out: *mut f64, parts: i32, n: f64);
+        #[allow(clippy::too_many_arguments)]
+        pub fn shim_launch_loss_mse_bwd(
+            g: Dim3,
+            b: Dim3,
+            pred: *const f32,
+            tokens: *const f32,
+            hz: *const i32,
+            gr: *mut f32,
+            total: i64,
+            t: i32,
+            tv: i32,
+            p: i32,
+            nh: i32,
+            d: i32,
+            scale: f32,
+        );
     }
 }
 
@@ -184,13 +261,17 @@ pub mod raw {
 }
 
 mod act;
+mod knn;
 mod layernorm;
+mod loss;
 mod mamba1;
 mod optim;
 mod selftest;
 
 pub use act::*;
+pub use knn::*;
 pub use layernorm::*;
+pub use loss::*;
 pub use mamba1::*;
 pub use optim::*;
 pub use selftest::*;

@@ -1,0 +1,96 @@
+// The forecasting loss (MODEL.md, "Targets and loss") and its gradient (BACKWARD.md, "Loss"),
+// mirroring `loss_of` of backends/cpu/src/model.rs: `pred` (B, T, P, H, D), `tokens`
+// (B, T, P, D), `target[b, t, p, h] = tokens[b, t + horizons[h], p]` for t < T_valid;
+// loss = sum (pred - target)^2 / n over the n = B T_valid P H D valid elements, each square
+// of an f32 difference taken and summed in f64; `g_pred = (float)(2 / n) (pred - target)` for
+// t < T_valid, 0 after. The sum is two-stage with a fixed order (chunks of the valid
+// elements, per block strided partials then a shared tree; then the chunks' sums likewise in
+// one block): no atomics.
+
+// The valid element e (in (b, t < T_valid, p, h, d) order) as (pred index, tokens index).
+__device__ void loss_index(long long e, int t, int tv, int p, int nh, int d, const int* __restrict__ hz,
+                           long long* pi, long long* ti) {
+    long long j = e % d, r = e / d;
+    int h = (int)(r % nh);
+    r /= nh;
+    long long pp = r % p;
+    r /= p;
+    long long tt = r % tv, b = r / tv;
+    *pi = ((b * t + tt) * p + pp) * nh * d + h * d + j;
+    *ti = ((b * t + tt + hz[h]) * p + pp) * d + j;
+}
+
+// The sum over the block of each thread's `v`, in f64 (the tree of layernorm.cu).
+__device__ double loss_block_sum(double v) {
+    __shared__ double s[1024];
+    unsigned t = threadIdx.x;
+    s[t] = v;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (t < h) {
+            s[t] += s[t + h];
+        }
+        __syncthreads();
+    }
+    double total = s[0];
+    __syncthreads();
+    return total;
+}
+
+// First stage: `partial[c]` = the sum of squared differences over the valid elements
+// c chunk .. min(n, (c + 1) chunk). Launch: grid (ceil(n / chunk)), block (B) a power of two;
+// thread t of block c takes the chunk's elements t, t + B, ... in order.
+extern "C" __global__ void loss_mse_partial(const float* __restrict__ pred, const float* __restrict__ tokens,
+                                            const int* __restrict__ hz, double* __restrict__ partial, long long n,
+                                            long long chunk, int t, int tv, int p, int nh, int d) {
+    long long c0 = blockIdx.x * chunk;
+    long long c1 = c0 + chunk < n ? c0 + chunk : n;
+    double acc = 0.0;
+    for (long long e = c0 + threadIdx.x; e < c1; e += blockDim.x) {
+        long long pi, ti;
+        loss_index(e, t, tv, p, nh, d, hz, &pi, &ti);
+        float diff = pred[pi] - tokens[ti];
+        acc += (double)diff * (double)diff;
+    }
+    double s = loss_block_sum(acc);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = s;
+    }
+}
+
+// Second stage: `out[0]` = the sum of the `parts` partials divided by n. Launch: grid (1),
+// block (B) a power of two; thread t adds partials t, t + B, ..., then the tree.
+extern "C" __global__ void loss_mse_final(const double* __restrict__ partial, double* __restrict__ out, int parts,
+                                          double n) {
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < parts; i += blockDim.x) {
+        acc += partial[i];
+    }
+    double s = loss_block_sum(acc);
+    if (threadIdx.x == 0) {
+        out[0] = s / n;
+    }
+}
+
+// The gradient over all of `pred`: `g[i] = scale (pred[i] - target)` for t < T_valid, else 0,
+// with scale = (float)(2 / n) from the host. Launch: 1-D, any grid and block; a grid-stride
+// loop, one element per thread per step.
+extern "C" __global__ void loss_mse_bwd(const float* __restrict__ pred, const float* __restrict__ tokens,
+                                        const int* __restrict__ hz, float* __restrict__ g, long long total, int t,
+                                        int tv, int p, int nh, int d, float scale) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long j = i % d, r = i / d;
+        int h = (int)(r % nh);
+        r /= nh;
+        long long pp = r % p;
+        r /= p;
+        long long tt = r % t, b = r / t;
+        if (tt >= tv) {
+            g[i] = 0.0f;
+            continue;
+        }
+        long long ti = ((b * t + tt + hz[h]) * p + pp) * d + j;
+        g[i] = scale * (pred[i] - tokens[ti]);
+    }
+}

@@ -1,0 +1,192 @@
+//! The checked launchers of `kernels/knn.cu`. The kernels index rows by the adjacency and
+//! its reverse, so both are checked here entry by entry before a launch.
+
+use super::{check_len, check_linear, check_tree, ffi, refuse, Result};
+use crate::launch::Launch;
+
+/// The most neighbours per parcel the kernels take (`KNN_MAX_K` of `kernels/knn.cu`).
+pub const KNN_MAX_K: usize = 64;
+
+/// The problem's sizes: `rows = groups parcels` rows of width `m`, `k` neighbours each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnnDims {
+    /// Parcels per group, P.
+    pub parcels: usize,
+    /// Neighbours per parcel, k.
+    pub k: usize,
+    /// Model width, M.
+    pub m: usize,
+    /// Rows, `groups P`.
+    pub rows: usize,
+}
+
+/// The sizes fit the kernels' `int` arithmetic and shared arrays.
+fn check_dims(kernel: &'static str, d: KnnDims) -> Result<()> {
+    let fits = |v: usize| v >= 1 && v <= i32::MAX as usize;
+    if !fits(d.parcels) || !fits(d.m) || !(1..=KNN_MAX_K).contains(&d.k) || !fits(3 * d.m) {
+        return refuse(kernel, format!("{d:?}: P, M in 1..2^31, k in 1..={KNN_MAX_K}"));
+    }
+    if d.rows == 0 || !d.rows.is_multiple_of(d.parcels) || !fits(d.parcels * d.k) {
+        return refuse(kernel, format!("{d:?}: rows must be a positive multiple of P"));
+    }
+    Ok(())
+}
+
+/// `adj` `(P, k)` holds parcels below P.
+fn check_adj(kernel: &'static str, d: KnnDims, adj: &[i32]) -> Result<()> {
+    check_dims(kernel, d)?;
+    check_len(kernel, "adj", adj.len(), d.parcels * d.k)?;
+    if let Some(bad) = adj.iter().find(|&&a| a < 0 || a as usize >= d.parcels) {
+        return refuse(kernel, format!("adjacency entry {bad} outside 0..{}", d.parcels));
+    }
+    Ok(())
+}
+
+/// The row kernels' shape: one block per row, a power of two.
+fn check_row_launch(kernel: &'static str, l: Launch, d: KnnDims) -> Result<()> {
+    check_tree(kernel, l)?;
+    if l.grid.y != 1 || l.grid.z != 1 || l.grid.x as usize != d.rows {
+        return refuse(kernel, format!("grid {:?}: one block per row of {}", l.grid, d.rows));
+    }
+    Ok(())
+}
+
+/// Attention weights `w` `(rows, k)` and `att` `(rows, m)` from `qkv` `(rows, 3m)`.
+pub fn knn_attend_fwd(
+    l: Launch,
+    d: KnnDims,
+    adj: &[i32],
+    sc: f32,
+    qkv: &[f32],
+    w: &mut [f32],
+    att: &mut [f32],
+) -> Result<()> {
+    let kn = "knn_attend_fwd";
+    check_adj(kn, d, adj)?;
+    check_row_launch(kn, l, d)?;
+    check_len(kn, "qkv", qkv.len(), d.rows * 3 * d.m)?;
+    check_len(kn, "w", w.len(), d.rows * d.k)?;
+    check_len(kn, "att", att.len(), d.rows * d.m)?;
+    let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
+    // SAFETY: block r reads qkv rows of its group (adjacency entries checked < P), writes
+    // w[r k..][..k] and att[r m..][..m], r < rows.
+    unsafe {
+        ffi::shim_launch_knn_attend_fwd(
+            l.grid,
+            l.block,
+            qkv.as_ptr(),
+            adj.as_ptr(),
+            w.as_mut_ptr(),
+            att.as_mut_ptr(),
+            p,
+            m,
+            k,
+            sc,
+        )
+    };
+    Ok(())
+}
+
+/// Score gradients `gs` `(rows, k)` and `g_q` into the q columns of `g_qkv` `(rows, 3m)`.
+#[allow(clippy::too_many_arguments)]
+pub fn knn_attend_bwd_q(
+    l: Launch,
+    d: KnnDims,
+    adj: &[i32],
+    sc: f32,
+    qkv: &[f32],
+    w: &[f32],
+    g_att: &[f32],
+    gs: &mut [f32],
+    g_qkv: &mut [f32],
+) -> Result<()> {
+    let kn = "knn_attend_bwd_q";
+    check_adj(kn, d, adj)?;
+    check_row_launch(kn, l, d)?;
+    check_len(kn, "qkv", qkv.len(), d.rows * 3 * d.m)?;
+    check_len(kn, "g_qkv", g_qkv.len(), d.rows * 3 * d.m)?;
+    check_len(kn, "w", w.len(), d.rows * d.k)?;
+    check_len(kn, "gs", gs.len(), d.rows * d.k)?;
+    check_len(kn, "g_att", g_att.len(), d.rows * d.m)?;
+    let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
+    // SAFETY: as knn_attend_fwd; block r writes gs[r k..][..k] and g_qkv[r 3m..][..m].
+    unsafe {
+        ffi::shim_launch_knn_attend_bwd_q(
+            l.grid,
+            l.block,
+            qkv.as_ptr(),
+            adj.as_ptr(),
+            w.as_ptr(),
+            g_att.as_ptr(),
+            gs.as_mut_ptr(),
+            g_qkv.as_mut_ptr(),
+            p,
+            m,
+            k,
+            sc,
+        )
+    };
+    Ok(())
+}
+
+/// The reverse adjacency `(rev_start (P + 1), rev (P k))` is a partition of the slots
+/// `0 .. P k`: `rev_start` rises from 0 to `P k` and every slot lies below `P k`.
+fn check_reverse(kernel: &'static str, d: KnnDims, rev_start: &[i32], rev: &[i32]) -> Result<()> {
+    let slots = d.parcels * d.k;
+    check_len(kernel, "rev_start", rev_start.len(), d.parcels + 1)?;
+    check_len(kernel, "rev", rev.len(), slots)?;
+    let rising = rev_start.windows(2).all(|p| p[0] <= p[1]);
+    if rev_start[0] != 0 || rev_start[d.parcels] as usize != slots || !rising {
+        return refuse(kernel, format!("rev_start is not a rising 0..={slots}"));
+    }
+    if rev.iter().any(|&s| s < 0 || s as usize >= slots) {
+        return refuse(kernel, format!("a reverse slot outside 0..{slots}"));
+    }
+    Ok(())
+}
+
+/// `g_kk` and `g_v` into the kk and v columns of `g_qkv` `(rows, 3m)`, gathered through the
+/// reverse adjacency.
+#[allow(clippy::too_many_arguments)]
+pub fn knn_attend_bwd_kv(
+    l: Launch,
+    d: KnnDims,
+    rev_start: &[i32],
+    rev: &[i32],
+    qkv: &[f32],
+    w: &[f32],
+    g_att: &[f32],
+    gs: &[f32],
+    g_qkv: &mut [f32],
+) -> Result<()> {
+    let kn = "knn_attend_bwd_kv";
+    check_dims(kn, d)?;
+    check_reverse(kn, d, rev_start, rev)?;
+    check_linear(kn, l)?;
+    check_len(kn, "qkv", qkv.len(), d.rows * 3 * d.m)?;
+    check_len(kn, "g_qkv", g_qkv.len(), d.rows * 3 * d.m)?;
+    check_len(kn, "w", w.len(), d.rows * d.k)?;
+    check_len(kn, "gs", gs.len(), d.rows * d.k)?;
+    check_len(kn, "g_att", g_att.len(), d.rows * d.m)?;
+    let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
+    // SAFETY: element e < rows m reads slots of its group (checked < P k, so source rows < rows)
+    // and writes g_qkv at row e / m, columns m.. and 2m.. plus e mod m.
+    unsafe {
+        ffi::shim_launch_knn_attend_bwd_kv(
+            l.grid,
+            l.block,
+            qkv.as_ptr(),
+            rev_start.as_ptr(),
+            rev.as_ptr(),
+            w.as_ptr(),
+            g_att.as_ptr(),
+            gs.as_ptr(),
+            g_qkv.as_mut_ptr(),
+            d.rows as i64,
+            p,
+            m,
+            k,
+        )
+    };
+    Ok(())
+}
