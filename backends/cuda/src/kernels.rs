@@ -61,6 +61,19 @@ pub const FILES: &[KernelFile] = &[
         source: include_str!("../kernels/loss.cu"),
         kernels: &["loss_mse_partial", "loss_mse_final", "loss_mse_bwd"],
     },
+    KernelFile {
+        name: "mamba2.cu",
+        source: include_str!("../kernels/mamba2.cu"),
+        kernels: &[
+            "mamba2_scan_fwd",
+            "mamba2_scan_bwd",
+            "mamba2_scan_bwd_final",
+            "mamba2_gnorm_fwd",
+            "mamba2_gnorm_bwd_x",
+            "mamba2_gnorm_bwd_w_partial",
+            "mamba2_gnorm_bwd_w_final",
+        ],
+    },
 ];
 
 #[cfg(test)]

@@ -12,6 +12,8 @@
 //! The spatial mixer's attention between its projections, forward and backward with a
 //! deterministic scatter through a reverse adjacency ([`knn`]).
 //! The forecasting loss and its gradient, the sum in a fixed two-stage order ([`loss`]).
+//! The Mamba-2 mixer's sequence kernels ([`mamba2`]): the one-group scan by its recurrence,
+//! checkpointed, with its recomputing backward, and the gated RMSNorm, all deterministic.
 //! There is no device code path (cudarc, cuBLAS) and no model yet.
 
 #![deny(missing_docs)]
@@ -21,6 +23,7 @@ pub mod knn;
 pub mod launch;
 pub mod loss;
 pub mod mamba1;
+pub mod mamba2;
 pub mod ops;
 pub mod optim;
 pub mod shim;

@@ -265,6 +265,7 @@ mod knn;
 mod layernorm;
 mod loss;
 mod mamba1;
+mod mamba2;
 mod optim;
 mod selftest;
 
@@ -273,5 +274,6 @@ pub use knn::*;
 pub use layernorm::*;
 pub use loss::*;
 pub use mamba1::*;
+pub use mamba2::*;
 pub use optim::*;
 pub use selftest::*;

@@ -1,0 +1,128 @@
+//! The Mamba-2 mixer's sequence operations (`kernels/mamba2.cu`), named after the CPU
+//! backend's `mamba2` module: the one-group scan (MODEL.md step 4) with chunk-start
+//! checkpoints and its backward recomputing each chunk from them, and the gated RMSNorm
+//! (step 5), forward and backward, over a batch of sequences on host slices through the shim.
+//!
+//! The scan is the sequential recurrence, one thread per (sequence, channel), not the chunked
+//! SSD matrix form: MODEL.md defines the sequential result (the SSD form must reproduce it up
+//! to rounding), the recurrence costs O(T N) per channel with no intra-chunk O(Q^2) work, and
+//! it reuses the Mamba-1 kernels' checkpoint scheme, under which the backward's recomputed
+//! states are the forward's bit for bit, so the backward does not depend on Q. Every sum has a
+//! fixed order (per-block partials, then the blocks in order; no atomics), so results are
+//! bitwise reproducible.
+
+use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::shim::{self, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
+
+/// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
+/// as Mamba-1's, so `2 N` floats per thread fit the shared array for every N up to
+/// [`shim::SCAN2_MAX_N`].
+pub const SCAN_BLOCK: u32 = 64;
+const _: () = assert!(2 * shim::SCAN2_MAX_N * SCAN_BLOCK as usize <= shim::SCAN2_SHARED);
+
+/// The scan kernels' launch: grid `(ceil(di / 64), seqs)`, blocks of [`SCAN_BLOCK`].
+pub fn scan_launch(di: usize, seqs: usize) -> Launch {
+    Launch { grid: Dim3::xy(di.div_ceil(SCAN_BLOCK as usize) as u32, seqs as u32), block: Dim3::x(SCAN_BLOCK) }
+}
+
+/// The scan: `y` `(seqs, time, di)` (ungated) and the chunk-start states `ckpt`
+/// (`(seqs, ceil(time / q), n, di)`, [`Scan2::ckpt_len`]), both overwritten.
+pub fn scan_forward(s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
+    shim::mamba2_scan_fwd(scan_launch(s.di(), s.seqs), s, y, ckpt)
+}
+
+/// The scan's gradients (BACKWARD.md, "Mamba-2"), for the gradient of its output `y`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scan2Gradients {
+    /// Of the scan input `x`, `(seqs, time, di)`.
+    pub x: Vec<f32>,
+    /// Of `dt`, `(seqs, time, nh)`.
+    pub dt: Vec<f32>,
+    /// Of `A` (not `A_log`), `(nh)`, summed over the sequences.
+    pub a: Vec<f32>,
+    /// Of `Bc`, `(seqs, time, n)`, summed over the heads.
+    pub b: Vec<f32>,
+    /// Of `Cc`, `(seqs, time, n)`, summed over the heads.
+    pub c: Vec<f32>,
+    /// Of `D`, `(nh)`, summed over the sequences.
+    pub d: Vec<f32>,
+}
+
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
+/// gradient `g_y` of its output: chunks from the last, each recomputed from its checkpoint,
+/// then walked back; the shared gradients summed in a second kernel.
+pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32]) -> Result<Scan2Gradients> {
+    let l = scan_launch(s.di(), s.seqs);
+    let blocks = l.grid.x as usize;
+    let (len, rows) = (s.len(), s.seqs * s.time);
+    let z = |n: usize| vec![0.0f32; n];
+    let mut g =
+        Scan2Gradients { x: z(len), dt: z(rows * s.nh), a: z(s.nh), b: z(rows * s.n), c: z(rows * s.n), d: z(s.nh) };
+    let (mut gdt_term, mut hs, mut part_bc) = (z(len), z(s.seqs * s.q * s.n * s.di()), z(rows * blocks * 2 * s.n));
+    let (mut part_a, mut part_d) = (z(s.seqs * s.di()), z(s.seqs * s.di()));
+    let mut scratch = Scan2Grads {
+        g_x: &mut g.x,
+        gdt_term: &mut gdt_term,
+        hs: &mut hs,
+        part_bc: &mut part_bc,
+        part_a: &mut part_a,
+        part_d: &mut part_d,
+    };
+    shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut scratch)?;
+    let mut fin = Scan2Final {
+        blocks,
+        part_bc: &part_bc,
+        gdt_term: &gdt_term,
+        part_a: &part_a,
+        part_d: &part_d,
+        g_b: &mut g.b,
+        g_c: &mut g.c,
+        g_dt: &mut g.dt,
+        g_a: &mut g.a,
+        g_d: &mut g.d,
+    };
+    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.n).max(rows * s.nh)), s, &mut fin)?;
+    Ok(g)
+}
+
+/// The gated norm's launch: one block per row, the power of two at or above `m / 4` (about
+/// four columns a thread), at least a warp, at most [`GNORM_MAX_BLOCK`] (the shim runs a
+/// block's threads as OS threads).
+pub fn norm_launch(kernel: &'static str, rows: usize, m: usize) -> Result<Launch> {
+    if rows == 0 || rows > i32::MAX as usize {
+        return Err(LaunchError { kernel, why: format!("{rows} rows: must be 1 to 2^31 - 1") });
+    }
+    let block = m.div_ceil(4).next_power_of_two().clamp(32, GNORM_MAX_BLOCK as usize);
+    Ok(Launch { grid: Dim3::x(rows as u32), block: Dim3::x(block as u32) })
+}
+
+/// The gated RMSNorm `o = v r w`, `v = y silu(z)`, `r = 1 / sqrt(mean(v^2) + 1e-5)` over the
+/// rows of `(rows, m)` (MODEL.md step 5); `o` is overwritten.
+pub fn gated_norm_forward(y: &[f32], z: &[f32], rows: usize, m: usize, w: &[f32], o: &mut [f32]) -> Result<()> {
+    let mut rinv = vec![0.0f32; rows];
+    shim::mamba2_gnorm_fwd(norm_launch("mamba2_gnorm_fwd", rows, m)?, m, y, z, w, o, &mut rinv)
+}
+
+/// Backward of [`gated_norm_forward`] for `g_o` (BACKWARD.md's gated RMSNorm): `g_y` and `g_z`
+/// are overwritten; `g_w` accumulates, summed over the rows in chunks of [`ROWS_PER_CHUNK`]
+/// rows then the chunks in order.
+#[allow(clippy::too_many_arguments)]
+pub fn gated_norm_backward(
+    y: &[f32],
+    z: &[f32],
+    rows: usize,
+    m: usize,
+    w: &[f32],
+    g_o: &[f32],
+    g_y: &mut [f32],
+    g_z: &mut [f32],
+    g_w: &mut [f32],
+) -> Result<()> {
+    let mut rinv = vec![0.0f32; rows];
+    shim::mamba2_gnorm_bwd_x(norm_launch("mamba2_gnorm_bwd_x", rows, m)?, m, y, z, w, g_o, g_y, g_z, &mut rinv)?;
+    let (chunks, block) = (rows.div_ceil(ROWS_PER_CHUNK), 128u32);
+    let partial = Launch { grid: Dim3::xy(m.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
+    let mut part = vec![0.0f32; chunks * m];
+    shim::mamba2_gnorm_bwd_w_partial(partial, m, y, z, g_o, &rinv, &mut part, ROWS_PER_CHUNK)?;
+    shim::mamba2_gnorm_bwd_w_final(elementwise(m), &part, g_w)
+}

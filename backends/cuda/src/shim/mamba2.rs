@@ -1,0 +1,545 @@
+//! The checked launchers of `kernels/mamba2.cu`: the Mamba-2 scan (one group) with chunk-start
+//! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
+//! forward and backward.
+
+use super::{check_launch, check_len, check_linear, check_tree, refuse, Result};
+use crate::launch::{Dim3, Launch};
+
+/// The most state indices a scan thread holds (`M2_MAX_N` of the kernel file).
+pub const SCAN2_MAX_N: usize = 64;
+/// Floats of the scan backward's shared array (`M2_SHARED`): a block of `B` threads needs
+/// `2 N B` of them.
+pub const SCAN2_SHARED: usize = 8192;
+/// The most threads of a gated-norm block (`M2_NORM_MAX_BLOCK`, the tree's shared array).
+pub const GNORM_MAX_BLOCK: u32 = 256;
+
+mod ffi {
+    use crate::launch::Dim3;
+    #[allow(clippy::too_many_arguments)]
+    extern "C" {
+        pub fn shim_launch_mamba2_scan_fwd(
+            g: Dim3,
+            b: Dim3,
+            x: *const f32,
+            dt: *const f32,
+            a: *const f32,
+            bc: *const f32,
+            cc: *const f32,
+            dsk: *const f32,
+            y: *mut f32,
+            ckpt: *mut f32,
+            time: i32,
+            di: i32,
+            n: i32,
+            nh: i32,
+            pd: i32,
+            q: i32,
+        );
+        pub fn shim_launch_mamba2_scan_bwd(
+            g: Dim3,
+            b: Dim3,
+            x: *const f32,
+            dt: *const f32,
+            a: *const f32,
+            bc: *const f32,
+            cc: *const f32,
+            dsk: *const f32,
+            g_y: *const f32,
+            ckpt: *const f32,
+            hs: *mut f32,
+            g_x: *mut f32,
+            gdt_term: *mut f32,
+            part_bc: *mut f32,
+            part_a: *mut f32,
+            part_d: *mut f32,
+            time: i32,
+            di: i32,
+            n: i32,
+            nh: i32,
+            pd: i32,
+            q: i32,
+        );
+        pub fn shim_launch_mamba2_scan_bwd_final(
+            g: Dim3,
+            b: Dim3,
+            part_bc: *const f32,
+            gdt_term: *const f32,
+            part_a: *const f32,
+            part_d: *const f32,
+            g_bc: *mut f32,
+            g_cc: *mut f32,
+            g_dt: *mut f32,
+            g_a: *mut f32,
+            g_d: *mut f32,
+            rows: i64,
+            blocks: i32,
+            seqs: i32,
+            n: i32,
+            nh: i32,
+            pd: i32,
+        );
+        pub fn shim_launch_mamba2_gnorm_fwd(
+            g: Dim3,
+            b: Dim3,
+            y: *const f32,
+            z: *const f32,
+            w: *const f32,
+            o: *mut f32,
+            rinv: *mut f32,
+            m: i32,
+        );
+        pub fn shim_launch_mamba2_gnorm_bwd_x(
+            g: Dim3,
+            b: Dim3,
+            y: *const f32,
+            z: *const f32,
+            w: *const f32,
+            g_o: *const f32,
+            g_y: *mut f32,
+            g_z: *mut f32,
+            rinv: *mut f32,
+            m: i32,
+        );
+        pub fn shim_launch_mamba2_gnorm_bwd_w_partial(
+            g: Dim3,
+            b: Dim3,
+            y: *const f32,
+            z: *const f32,
+            g_o: *const f32,
+            rinv: *const f32,
+            part: *mut f32,
+            rows: i64,
+            m: i32,
+            rows_per_chunk: i32,
+        );
+        pub fn shim_launch_mamba2_gnorm_bwd_w_final(
+            g: Dim3,
+            b: Dim3,
+            part: *const f32,
+            g_w: *mut f32,
+            chunks: i32,
+            m: i32,
+        );
+    }
+}
+
+/// The Mamba-2 scan's inputs: `seqs` sequences of `time` steps, `nh` heads of `pd` channels
+/// (`di = nh pd`), `n` states, chunks of `q` steps. `x` is `(seqs, time, di)`; `dt`
+/// `(seqs, time, nh)`; `a` (`A = -exp(A_log)`) and `d` (the skip weights) `(nh)`; `b`, `c`
+/// (`Bc`, `Cc`, shared by the heads) `(seqs, time, n)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Scan2<'a> {
+    /// Sequences.
+    pub seqs: usize,
+    /// Steps per sequence.
+    pub time: usize,
+    /// Heads.
+    pub nh: usize,
+    /// Channels per head (`headdim`).
+    pub pd: usize,
+    /// State indices.
+    pub n: usize,
+    /// Steps per chunk (between checkpoints).
+    pub q: usize,
+    /// The scan's input (post-conv, post-SiLU).
+    pub x: &'a [f32],
+    /// Time steps, one per head.
+    pub dt: &'a [f32],
+    /// `A`.
+    pub a: &'a [f32],
+    /// `Bc`.
+    pub b: &'a [f32],
+    /// `Cc`.
+    pub c: &'a [f32],
+    /// `D`.
+    pub d: &'a [f32],
+}
+
+impl Scan2<'_> {
+    /// Channels, `nh pd`.
+    pub fn di(&self) -> usize {
+        self.nh * self.pd
+    }
+    /// Elements of a `(seqs, time, di)` buffer.
+    pub fn len(&self) -> usize {
+        self.seqs * self.time * self.di()
+    }
+    /// Whether a `(seqs, time, di)` buffer is empty (never, for inputs a launcher accepts).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Chunks of `q` steps: `ceil(time / q)`.
+    pub fn chunks(&self) -> usize {
+        self.time.div_ceil(self.q.max(1))
+    }
+    /// Elements of the checkpoints `(seqs, chunks, n, di)`.
+    pub fn ckpt_len(&self) -> usize {
+        self.seqs * self.chunks() * self.n * self.di()
+    }
+    fn sizes(&self) -> [usize; 6] {
+        [self.seqs, self.time, self.nh, self.pd, self.n, self.q]
+    }
+
+    /// The sizes, every input's length and the launch: grid `(ceil(di / B), seqs)`, a 1-D
+    /// block whose `2 N B` floats fit the shared array.
+    fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
+        check_launch(kernel, l)?;
+        let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
+        let ok = self.sizes().into_iter().all(small) && small(self.di()) && self.n <= SCAN2_MAX_N;
+        if !ok || self.len() > i64::MAX as usize / 2 {
+            return refuse(
+                kernel,
+                format!("sizes {:?}: N must be 1 to {SCAN2_MAX_N}, the rest 1 to 2^31 - 1", self.sizes()),
+            );
+        }
+        let want = Dim3::xy(self.di().div_ceil(l.block.x as usize) as u32, self.seqs as u32);
+        if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * self.n * l.block.x as usize > SCAN2_SHARED {
+            let why = format!(
+                "grid {:?}, block {:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN2_SHARED}",
+                l.grid, l.block
+            );
+            return refuse(kernel, why);
+        }
+        let rows = self.seqs * self.time;
+        for (what, len, want) in [
+            ("x", self.x.len(), self.len()),
+            ("dt", self.dt.len(), rows * self.nh),
+            ("a", self.a.len(), self.nh),
+            ("b", self.b.len(), rows * self.n),
+            ("c", self.c.len(), rows * self.n),
+            ("d", self.d.len(), self.nh),
+        ] {
+            check_len(kernel, what, len, want)?;
+        }
+        Ok(())
+    }
+}
+
+/// The scan `y = S C + D x` `(seqs, time, di)` and the checkpoints `ckpt`
+/// `(seqs, chunks, n, di)`, both overwritten.
+pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
+    let kn = "mamba2_scan_fwd";
+    s.check(kn, l)?;
+    check_len(kn, "y", y.len(), s.len())?;
+    check_len(kn, "ckpt", ckpt.len(), s.ckpt_len())?;
+    // SAFETY: the launch covers (channel, sequence) pairs; thread (d, s) reads channel d < di
+    // and head d / pd < nh of sequence s < seqs, the rows of Bc, Cc of that sequence, and
+    // writes channel d of y and ckpt.
+    unsafe {
+        ffi::shim_launch_mamba2_scan_fwd(
+            l.grid,
+            l.block,
+            s.x.as_ptr(),
+            s.dt.as_ptr(),
+            s.a.as_ptr(),
+            s.b.as_ptr(),
+            s.c.as_ptr(),
+            s.d.as_ptr(),
+            y.as_mut_ptr(),
+            ckpt.as_mut_ptr(),
+            s.time as i32,
+            s.di() as i32,
+            s.n as i32,
+            s.nh as i32,
+            s.pd as i32,
+            s.q as i32,
+        )
+    };
+    Ok(())
+}
+
+/// The scan backward's outputs and scratch: `g_x` and the per-lane `g_dt` terms `gdt_term`
+/// `(seqs, time, di)` (overwritten); `hs` `(seqs, q, n, di)` scratch; the partials `part_bc`
+/// `(seqs, time, grid.x, 2 n)`, `part_a`, `part_d` `(seqs, di)`.
+#[derive(Debug)]
+pub struct Scan2Grads<'a> {
+    /// Gradient of the scan input `x`.
+    pub g_x: &'a mut [f32],
+    /// Each lane's part of the gradient of its head's `dt`.
+    pub gdt_term: &'a mut [f32],
+    /// The chunk's recomputed states.
+    pub hs: &'a mut [f32],
+    /// Per channel block and step, the block's sums of the `Cc` then `Bc` gradient terms.
+    pub part_bc: &'a mut [f32],
+    /// Per sequence and lane, the `A` gradient summed over time.
+    pub part_a: &'a mut [f32],
+    /// Per sequence and lane, the `D` gradient summed over time.
+    pub part_d: &'a mut [f32],
+}
+
+/// The scan backward for the output gradient `g_y`, from the forward's `ckpt` (first stage;
+/// [`mamba2_scan_bwd_final`] finishes the sums).
+pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &mut Scan2Grads<'_>) -> Result<()> {
+    let kn = "mamba2_scan_bwd";
+    s.check(kn, l)?;
+    let (per_seq, blocks) = (s.seqs * s.di(), l.grid.x as usize);
+    for (what, len, want) in [
+        ("g_y", g_y.len(), s.len()),
+        ("ckpt", ckpt.len(), s.ckpt_len()),
+        ("g_x", g.g_x.len(), s.len()),
+        ("gdt_term", g.gdt_term.len(), s.len()),
+        ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di()),
+        ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
+        ("part_a", g.part_a.len(), per_seq),
+        ("part_d", g.part_d.len(), per_seq),
+    ] {
+        check_len(kn, what, len, want)?;
+    }
+    // SAFETY: as mamba2_scan_fwd; thread (d, s) writes channel d of sequence s of hs, g_x,
+    // gdt_term, part_a, part_d, and threads below 2 n write part_bc[s, t, blockIdx.x, ..].
+    unsafe {
+        ffi::shim_launch_mamba2_scan_bwd(
+            l.grid,
+            l.block,
+            s.x.as_ptr(),
+            s.dt.as_ptr(),
+            s.a.as_ptr(),
+            s.b.as_ptr(),
+            s.c.as_ptr(),
+            s.d.as_ptr(),
+            g_y.as_ptr(),
+            ckpt.as_ptr(),
+            g.hs.as_mut_ptr(),
+            g.g_x.as_mut_ptr(),
+            g.gdt_term.as_mut_ptr(),
+            g.part_bc.as_mut_ptr(),
+            g.part_a.as_mut_ptr(),
+            g.part_d.as_mut_ptr(),
+            s.time as i32,
+            s.di() as i32,
+            s.n as i32,
+            s.nh as i32,
+            s.pd as i32,
+            s.q as i32,
+        )
+    };
+    Ok(())
+}
+
+/// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
+/// outputs: `g_b`, `g_c` `(seqs, time, n)` and `g_dt` `(seqs, time, nh)` overwritten; `g_a`,
+/// `g_d` `(nh)` accumulate.
+#[derive(Debug)]
+pub struct Scan2Final<'a> {
+    /// Channel blocks of the first stage's launch.
+    pub blocks: usize,
+    /// As [`Scan2Grads::part_bc`].
+    pub part_bc: &'a [f32],
+    /// As [`Scan2Grads::gdt_term`].
+    pub gdt_term: &'a [f32],
+    /// As [`Scan2Grads::part_a`].
+    pub part_a: &'a [f32],
+    /// As [`Scan2Grads::part_d`].
+    pub part_d: &'a [f32],
+    /// Gradient of `Bc`.
+    pub g_b: &'a mut [f32],
+    /// Gradient of `Cc`.
+    pub g_c: &'a mut [f32],
+    /// Gradient of `dt`.
+    pub g_dt: &'a mut [f32],
+    /// Gradient of `A` (not `A_log`).
+    pub g_a: &'a mut [f32],
+    /// Gradient of `D`.
+    pub g_d: &'a mut [f32],
+}
+
+/// The scan's shared gradients, each summed in a fixed order (see the kernel).
+pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: &mut Scan2Final<'_>) -> Result<()> {
+    let kn = "mamba2_scan_bwd_final";
+    check_linear(kn, l)?;
+    // The sizes and inputs as the first stage checks them, under its launch shape.
+    s.check(kn, Launch { grid: Dim3::xy(s.di().div_ceil(64) as u32, s.seqs as u32), block: Dim3::x(64) })?;
+    if f.blocks == 0 || f.blocks > i32::MAX as usize {
+        return refuse(kn, format!("{} blocks", f.blocks));
+    }
+    let rows = s.seqs * s.time;
+    for (what, len, want) in [
+        ("part_bc", f.part_bc.len(), rows * f.blocks * 2 * s.n),
+        ("gdt_term", f.gdt_term.len(), s.len()),
+        ("part_a", f.part_a.len(), s.seqs * s.di()),
+        ("part_d", f.part_d.len(), s.seqs * s.di()),
+        ("g_b", f.g_b.len(), rows * s.n),
+        ("g_c", f.g_c.len(), rows * s.n),
+        ("g_dt", f.g_dt.len(), rows * s.nh),
+        ("g_a", f.g_a.len(), s.nh),
+        ("g_d", f.g_d.len(), s.nh),
+    ] {
+        check_len(kn, what, len, want)?;
+    }
+    // SAFETY: thread i reads the partials of its own element of g_b, g_c, g_dt, g_a or g_d,
+    // within the lengths checked above.
+    unsafe {
+        ffi::shim_launch_mamba2_scan_bwd_final(
+            l.grid,
+            l.block,
+            f.part_bc.as_ptr(),
+            f.gdt_term.as_ptr(),
+            f.part_a.as_ptr(),
+            f.part_d.as_ptr(),
+            f.g_b.as_mut_ptr(),
+            f.g_c.as_mut_ptr(),
+            f.g_dt.as_mut_ptr(),
+            f.g_a.as_mut_ptr(),
+            f.g_d.as_mut_ptr(),
+            rows as i64,
+            f.blocks as i32,
+            s.seqs as i32,
+            s.n as i32,
+            s.nh as i32,
+            s.pd as i32,
+        )
+    };
+    Ok(())
+}
+
+/// The gated norm's row kernels: a power-of-two block of at most [`GNORM_MAX_BLOCK`], one
+/// block per row of width `m`, `y` and `z` of `(grid.x, m)`.
+fn check_norm_rows(kernel: &'static str, l: Launch, y: usize, z: usize, m: usize) -> Result<usize> {
+    check_tree(kernel, l)?;
+    if l.block.x > GNORM_MAX_BLOCK || l.grid.y != 1 || l.grid.z != 1 || m == 0 || m > i32::MAX as usize {
+        let why =
+            format!("grid {:?}, block {:?}, width {m}: one 1-D block of <= {GNORM_MAX_BLOCK} per row", l.grid, l.block);
+        return refuse(kernel, why);
+    }
+    let rows = l.grid.x as usize;
+    check_len(kernel, "y", y, rows * m)?;
+    check_len(kernel, "z", z, rows * m)?;
+    Ok(rows)
+}
+
+/// `o = v r w`, `v = y silu(z)`, `r = 1 / sqrt(mean(v^2) + eps)` into `rinv` `(rows)`.
+pub fn mamba2_gnorm_fwd(
+    l: Launch,
+    m: usize,
+    y: &[f32],
+    z: &[f32],
+    w: &[f32],
+    o: &mut [f32],
+    rinv: &mut [f32],
+) -> Result<()> {
+    let kn = "mamba2_gnorm_fwd";
+    let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
+    check_len(kn, "w", w.len(), m)?;
+    check_len(kn, "o", o.len(), rows * m)?;
+    check_len(kn, "rinv", rinv.len(), rows)?;
+    // SAFETY: block r reads and writes row r < rows of y, z, o (columns below m) and rinv[r].
+    unsafe {
+        ffi::shim_launch_mamba2_gnorm_fwd(
+            l.grid,
+            l.block,
+            y.as_ptr(),
+            z.as_ptr(),
+            w.as_ptr(),
+            o.as_mut_ptr(),
+            rinv.as_mut_ptr(),
+            m as i32,
+        )
+    };
+    Ok(())
+}
+
+/// The gated norm's input gradients `g_y`, `g_z` for `g_o` (overwritten) and `r` into `rinv`.
+#[allow(clippy::too_many_arguments)]
+pub fn mamba2_gnorm_bwd_x(
+    l: Launch,
+    m: usize,
+    y: &[f32],
+    z: &[f32],
+    w: &[f32],
+    g_o: &[f32],
+    g_y: &mut [f32],
+    g_z: &mut [f32],
+    rinv: &mut [f32],
+) -> Result<()> {
+    let kn = "mamba2_gnorm_bwd_x";
+    let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
+    check_len(kn, "w", w.len(), m)?;
+    for (what, len) in [("g_o", g_o.len()), ("g_y", g_y.len()), ("g_z", g_z.len())] {
+        check_len(kn, what, len, rows * m)?;
+    }
+    check_len(kn, "rinv", rinv.len(), rows)?;
+    // SAFETY: as mamba2_gnorm_fwd, for g_o, g_y and g_z too.
+    unsafe {
+        ffi::shim_launch_mamba2_gnorm_bwd_x(
+            l.grid,
+            l.block,
+            y.as_ptr(),
+            z.as_ptr(),
+            w.as_ptr(),
+            g_o.as_ptr(),
+            g_y.as_mut_ptr(),
+            g_z.as_mut_ptr(),
+            rinv.as_mut_ptr(),
+            m as i32,
+        )
+    };
+    Ok(())
+}
+
+/// Per-chunk sums over rows of `g_o v r` into `part` `(grid.y, m)`; the grid must be
+/// `(ceil(m / block), ceil(rows / rows_per_chunk))`.
+#[allow(clippy::too_many_arguments)]
+pub fn mamba2_gnorm_bwd_w_partial(
+    l: Launch,
+    m: usize,
+    y: &[f32],
+    z: &[f32],
+    g_o: &[f32],
+    rinv: &[f32],
+    part: &mut [f32],
+    rows_per_chunk: usize,
+) -> Result<()> {
+    let kn = "mamba2_gnorm_bwd_w_partial";
+    check_launch(kn, l)?;
+    let rows = rinv.len();
+    if m == 0 || m > i32::MAX as usize || rows == 0 || rows_per_chunk == 0 || rows_per_chunk > i32::MAX as usize {
+        return refuse(kn, format!("{rows} rows of width {m}, {rows_per_chunk} rows per chunk"));
+    }
+    let want = Dim3::xy(m.div_ceil(l.block.x as usize) as u32, rows.div_ceil(rows_per_chunk) as u32);
+    if l.grid != want || l.block.y != 1 || l.block.z != 1 || l.block.x > GNORM_MAX_BLOCK {
+        return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
+    }
+    for (what, len) in [("y", y.len()), ("z", z.len()), ("g_o", g_o.len())] {
+        check_len(kn, what, len, rows * m)?;
+    }
+    check_len(kn, "part", part.len(), want.y as usize * m)?;
+    // SAFETY: thread (j, c) reads column j < m of the rows of chunk c < grid.y and writes
+    // part[c, j].
+    unsafe {
+        ffi::shim_launch_mamba2_gnorm_bwd_w_partial(
+            l.grid,
+            l.block,
+            y.as_ptr(),
+            z.as_ptr(),
+            g_o.as_ptr(),
+            rinv.as_ptr(),
+            part.as_mut_ptr(),
+            rows as i64,
+            m as i32,
+            rows_per_chunk as i32,
+        )
+    };
+    Ok(())
+}
+
+/// `g_w += sum_c part[c]`, chunks in order.
+pub fn mamba2_gnorm_bwd_w_final(l: Launch, part: &[f32], g_w: &mut [f32]) -> Result<()> {
+    let kn = "mamba2_gnorm_bwd_w_final";
+    check_linear(kn, l)?;
+    let m = g_w.len();
+    if m == 0 || m > i32::MAX as usize || !part.len().is_multiple_of(m) || part.len() / m > i32::MAX as usize {
+        return refuse(kn, format!("part of {} elements is not (chunks, {m})", part.len()));
+    }
+    // SAFETY: thread j reads part[c, j] for c < chunks and writes g_w[j], j < m.
+    unsafe {
+        ffi::shim_launch_mamba2_gnorm_bwd_w_final(
+            l.grid,
+            l.block,
+            part.as_ptr(),
+            g_w.as_mut_ptr(),
+            (part.len() / m) as i32,
+            m as i32,
+        )
+    };
+    Ok(())
+}
