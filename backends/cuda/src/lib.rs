@@ -16,6 +16,7 @@
 
 #![deny(missing_docs)]
 
+pub mod gemm;
 pub mod kernels;
 pub mod knn;
 pub mod launch;
@@ -23,4 +24,5 @@ pub mod loss;
 pub mod mamba1;
 pub mod ops;
 pub mod optim;
+pub mod pool;
 pub mod shim;
