@@ -22,6 +22,7 @@ pub mod knn;
 pub mod launch;
 pub mod loss;
 pub mod mamba1;
+pub mod memory;
 pub mod ops;
 pub mod optim;
 pub mod pool;
