@@ -12,7 +12,11 @@
 //! The spatial mixer's attention between its projections, forward and backward with a
 //! deterministic scatter through a reverse adjacency ([`knn`]).
 //! The forecasting loss and its gradient, the sum in a fixed two-stage order ([`loss`]).
-//! There is no device code path (cudarc, cuBLAS) and no model yet.
+//! One Mamba-1 layer in shim mode ([`mamba1::layer`]): forward and the backward that
+//! recomputes its internals from the layer input, every buffer from the counting [`pool`],
+//! the projections through [`gemm`] (the shim's stand-in for cuBLAS); and the memory model of
+//! a training step ([`memory`]), whose layer terms the pool's peak is tested against.
+//! There is no device code path (cudarc, cuBLAS) and no whole model yet.
 
 #![deny(missing_docs)]
 
