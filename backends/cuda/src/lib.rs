@@ -14,16 +14,23 @@
 //! The forecasting loss and its gradient, the sum in a fixed two-stage order ([`loss`]).
 //! The Mamba-2 mixer's sequence kernels ([`mamba2`]): the one-group scan by its recurrence,
 //! checkpointed, with its recomputing backward, and the gated RMSNorm, all deterministic.
-//! There is no device code path (cudarc, cuBLAS) and no model yet.
+//! One Mamba-1 layer in shim mode ([`mamba1::layer`]): forward and the backward that
+//! recomputes its internals from the layer input, every buffer from the counting [`pool`],
+//! the projections through [`gemm`] (the shim's stand-in for cuBLAS); and the memory model of
+//! a training step ([`memory`]), whose layer terms the pool's peak is tested against.
+//! There is no device code path (cudarc, cuBLAS) and no whole model yet.
 
 #![deny(missing_docs)]
 
+pub mod gemm;
 pub mod kernels;
 pub mod knn;
 pub mod launch;
 pub mod loss;
 pub mod mamba1;
 pub mod mamba2;
+pub mod memory;
 pub mod ops;
 pub mod optim;
+pub mod pool;
 pub mod shim;

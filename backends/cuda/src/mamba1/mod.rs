@@ -6,6 +6,8 @@
 //! backward's recomputation from checkpoints gives the forward's states exactly, so its
 //! result does not depend on the chunk length.
 
+pub mod layer;
+
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::shim::{self, ConvDims, Result, Scan, ScanGrads};
 
