@@ -180,7 +180,10 @@ fn gradients_match_finite_differences_on_random_configs() {
         let worst = f64::from_bits(WORST[i].load(Ordering::Relaxed));
         let n = CASES[i].load(Ordering::Relaxed);
         println!("{name}: worst relative error over {n} random cases (floor {}): {worst:e}", ABS / REL);
-        assert!(worst < REL);
+        // Every coordinate passed `err <= REL |num| + ABS`, so `err / max(|num|, ABS / REL)`
+        // is at most 2 REL (REL plus the absolute allowance's share): the random cases of one
+        // run reach 1.05e-5 at times, which is within that, not a regression.
+        assert!(worst <= 2.0 * REL, "{name}: {worst:e}");
         assert!(n >= 10, "only {n} random {name} cases were drawn");
     }
 }
