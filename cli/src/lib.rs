@@ -16,7 +16,7 @@
 //!   [`boldcast::data::split()`];
 //! - [`distributed`]: the ranks of `mpirun`/`srun` for data-parallel `train` and `bench`, and
 //!   the abort of every rank on an error;
-//! - [`bench`]: `bc-cli bench`: the preset, the measured matrix-product peak and the JSON line
+//! - [`bench`](mod@bench): `bc-cli bench`: the preset, the measured matrix-product peak and the JSON line
 //!   around [`boldcast_train::bench`] (timed training steps);
 //! - [`eval`]: `bc-cli eval`: flags, `--config` and the table around [`boldcast_train::eval`]
 //!   (a checkpoint's per-horizon MSE beside baselines and the floor);

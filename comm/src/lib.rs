@@ -8,8 +8,8 @@
 //!   naming the launcher's variable when it was but this build has no `mpi` feature;
 //! - [`threads`]: ranks as threads of one process ([`threads::ThreadGroup`]), for tests and
 //!   for checking the data-parallel arithmetic without MPI;
-//! - `mpi` (feature `mpi`): [`mpi::MpiCollective`], over rsmpi and the system's MPI;
-//! - `nccl` (feature `nccl`): [`nccl::NcclCollective`], all-reduce on the GPU with NCCL
+//! - `mpi` (feature `mpi`): `mpi::MpiCollective`, over rsmpi and the system's MPI;
+//! - `nccl` (feature `nccl`): `nccl::NcclCollective`, all-reduce on the GPU with NCCL
 //!   (cudarc's `nccl` module), MPI carrying the ranks and NCCL's unique id.
 #![deny(missing_docs)]
 

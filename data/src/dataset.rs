@@ -117,7 +117,7 @@ impl Run {
         self.rows(0, self.n_tr).map(std::borrow::Cow::into_owned)
     }
 
-    /// Whether the run is kept on disk and read on demand ([`crate::store`]).
+    /// Whether the run is kept on disk and read on demand (`crate::store`).
     pub fn on_disk(&self) -> bool {
         matches!(self.values, Values::Disk(_))
     }

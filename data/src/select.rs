@@ -1,6 +1,6 @@
 //! Which runs of a tree are loaded, and their TR: [`Selection`] (the picks `task`, `space`,
 //! `seg`/`atlas` and `format`, the parcellation of dense series, the TR settings), the pick
-//! itself ([`pick`]) and the TR of a run from its JSON sidecar ([`sidecar_tr`]).
+//! itself (`pick`) and the TR of a run from its JSON sidecar (`sidecar_tr`).
 //!
 //! A tree may hold the same runs in several versions: several parcellations (`seg-` or
 //! `atlas-`), spaces, tasks, or formats (XCP-D writes a CIFTI run both as `.tsv` and as
@@ -44,7 +44,7 @@ pub struct Selection {
     /// Allow runs with different TRs in one dataset.
     pub allow_mixed_tr: bool,
     /// The conversion cache: runs that cannot stay on disk as they are (text, CIFTI) are
-    /// converted once into `.npy` files here and read from there ([`crate::cache`]).
+    /// converted once into `.npy` files here and read from there (`crate::cache`).
     pub cache: Option<PathBuf>,
 }
 

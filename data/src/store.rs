@@ -96,7 +96,7 @@ impl DiskRun {
     }
 
     /// The statistics of every parcel: from one read of the run when its values take at most
-    /// [`ONE_READ_BYTES`] as f64 (a run of 1,200 TRs x 1,024 parcels is 9.4 MiB), else from
+    /// `ONE_READ_BYTES` as f64 (a run of 1,200 TRs x 1,024 parcels is 9.4 MiB), else from
     /// three streaming passes; the same sums in the same order either way, so the bits of the
     /// run held in memory. A non-finite value is an error naming the file, row and column, as
     /// when the file is read whole.

@@ -35,7 +35,7 @@
 //! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
 //! the floor), [`fingerprint`] (identification of subjects from per-run features, against the
 //! functional-connectivity fingerprint), [`infer`] (a checkpoint's forecasts and embeddings of
-//! whole runs, `forecast` and `embed`) and [`bench`] (timed training steps).
+//! whole runs, `forecast` and `embed`) and [`bench`](mod@bench) (timed training steps).
 #![deny(missing_docs)]
 
 pub mod bench;

@@ -1,7 +1,7 @@
 //! The process's allocator policy for training: keep freed memory for reuse instead of
 //! handing it back to the kernel after every step
-//! ([`retain_freed_memory`](crate::alloc::retain_freed_memory)), and give every buffer a
-//! cache-line-aligned address ([`CacheAligned`](crate::alloc::CacheAligned)).
+//! ([`retain_freed_memory`]), and give every buffer a
+//! cache-line-aligned address ([`CacheAligned`]).
 //!
 //! A training step allocates and frees many buffers above glibc's default mmap threshold
 //! (128 KiB), and by default glibc hands them back to the kernel when they are freed

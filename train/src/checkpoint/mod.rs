@@ -1,5 +1,5 @@
 //! Training checkpoints: one directory per checkpoint, made visible only when complete
-//! ([`write`]), read back only when its three files agree with each other and with the run
+//! ([`write`](mod@write)), read back only when its three files agree with each other and with the run
 //! ([`read`], [`verify`]).
 //!
 //! ```text

@@ -3,7 +3,7 @@
 //!
 //! The model is causal: its output at token `t` depends on tokens `..= t` only. In training it
 //! saw windows of `N = window.window / d_in` tokens, so the output at position `i` of a window
-//! had seen exactly `i + 1` tokens, never more than `N`. [`Context::Last`]`(N)` reproduces that
+//! had seen exactly `i + 1` tokens, never more than `N`. [`ContextLen::Last`]`(N)` reproduces that
 //! exactly: the output at token `t` of a run is the last output of the window of tokens
 //! `max(0, t + 1 - N) ..= t`. The first window, tokens `0 .. N`, gives every `t < N` at once
 //! (position `t` has seen `t + 1` tokens); each later token is the last position of its own
@@ -11,7 +11,7 @@
 //! evaluations), run in batches of `batch` windows so memory stays that of one batch. A
 //! window shorter than the models accept (`max(horizons) + 1` tokens) is padded with zero
 //! tokens after its end ([`Outputs::min_tokens`]), which changes no output taken.
-//! [`Context::Full`] runs the whole run as one sequence (cost `n_tokens`, but the state of the
+//! [`ContextLen::Full`] runs the whole run as one sequence (cost `n_tokens`, but the state of the
 //! scan then runs far longer than training ever let it).
 
 use crate::error::TrainError;
