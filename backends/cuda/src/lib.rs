@@ -30,7 +30,11 @@ pub mod loss;
 pub mod mamba1;
 pub mod mamba2;
 pub mod memory;
+pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod pool;
 pub mod shim;
+pub mod spatial;
+
+pub use model::CudaModel;
