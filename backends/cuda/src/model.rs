@@ -363,6 +363,33 @@ impl CudaModel {
         }
         Ok(t)
     }
+    /// One Adam launch over the tensors `members` concatenated (zero moments for a tensor's
+    /// first update); returns the elements updated. In shim mode the concatenation is a host
+    /// copy; a device build holds each group contiguous.
+    fn adam_group(&mut self, members: &[usize], args: crate::shim::AdamArgs) -> Result<u64, Error> {
+        let (mut p, mut g, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (params, grads) = (self.params.slices(), self.grads.slices());
+        for &i in members {
+            let len = params[i].len();
+            let (mi, vi) = self.adam.moments[i].get_or_insert_with(|| (vec![0.0; len], vec![0.0; len]));
+            p.extend_from_slice(params[i]);
+            g.extend_from_slice(grads[i]);
+            m.extend_from_slice(mi);
+            v.extend_from_slice(vi);
+        }
+        adam_step(&mut p, &g, &mut m, &mut v, args).map_err(dev)?;
+        let mut params = self.params.slices_mut();
+        let mut at = 0;
+        for &i in members {
+            let len = params[i].len();
+            let (mi, vi) = self.adam.moments[i].as_mut().expect("set above");
+            params[i].copy_from_slice(&p[at..at + len]);
+            mi.copy_from_slice(&m[at..at + len]);
+            vi.copy_from_slice(&v[at..at + len]);
+            at += len;
+        }
+        Ok(p.len() as u64)
+    }
 }
 
 fn named(specs: &[ParamSpec], slices: Vec<&[f32]>) -> Vec<NamedTensor<f32>> {
@@ -418,16 +445,22 @@ impl Model<f32> for CudaModel {
         Ok(loss)
     }
 
-    /// Per tensor the kernels' two-stage f64 sum, the tensors' sums added in f64. A refused
-    /// launch (not possible for the model's own buffers) gives NaN, which stops a trainer.
+    /// The kernels' two-stage f64 sum over every gradient entry, as one buffer (the device
+    /// build's contiguous gradient buffer; in shim mode a copy). A refused launch (not possible
+    /// for the model's own buffers) gives NaN, which stops a trainer.
     fn grad_sq_norm(&self) -> f64 {
-        self.grads.slices().into_iter().map(|g| global_norm(g).map_or(f64::NAN, |(sq, _)| sq)).sum()
+        let mut flat = Vec::new();
+        self.grads_to_flat(&mut flat);
+        global_norm(&flat).map_or(f64::NAN, |(sq, _)| sq)
     }
 
+    /// One launch over every gradient entry (through a flat copy in shim mode, for the same
+    /// reason as [`CudaModel::grad_sq_norm`]).
     fn scale_grads(&mut self, factor: f64) {
-        for g in self.grads.slices_mut() {
-            crate::optim::scale(g, factor).expect("an elementwise launch over a gradient tensor is valid");
-        }
+        let mut flat = Vec::new();
+        self.grads_to_flat(&mut flat);
+        crate::optim::scale(&mut flat, factor).expect("an elementwise launch over the gradients is valid");
+        self.grads_from_flat(&flat).expect("the flat buffer was made from these gradients");
     }
 
     /// Only the core's Adam runs here (the crate's Adam kernel, moments held by the model);
@@ -443,15 +476,21 @@ impl Model<f32> for CudaModel {
         cfg.validate()?;
         let t = self.next_step(opt)?;
         opt.begin_step();
-        self.adam.moments.resize(self.specs.len(), None);
+        let n = self.specs.len();
+        self.adam.moments.resize(n, None);
+        let decaying: Vec<bool> = self.specs.iter().map(|s| decays(&s.name, &s.shape)).collect();
         let mut decayed = 0;
-        let tensors = self.specs.iter().zip(self.params.slices_mut()).zip(self.grads.slices());
-        for (((spec, p), g), mo) in tensors.zip(&mut self.adam.moments) {
-            let (m, v) = mo.get_or_insert_with(|| (vec![0.0; p.len()], vec![0.0; p.len()]));
-            if decays(&spec.name, &spec.shape) && cfg.weight_decay != 0.0 {
-                decayed += p.len() as u64;
+        // The step's scalars differ between tensors only by their weight decay, so the tensors
+        // that decay and those that do not each take one launch over their concatenation.
+        for group in [true, false] {
+            let members: Vec<usize> = (0..n).filter(|&i| decaying[i] == group).collect();
+            let Some(&first) = members.first() else { continue };
+            let spec = &self.specs[first];
+            let args = adam_args(&cfg, t, lr, &spec.name, &spec.shape);
+            let count = self.adam_group(&members, args)?;
+            if group && cfg.weight_decay != 0.0 {
+                decayed += count;
             }
-            adam_step(p, g, m, v, adam_args(&cfg, t, lr, &spec.name, &spec.shape)).map_err(dev)?;
         }
         self.adam.t = t;
         self.adam.decayed = decayed;

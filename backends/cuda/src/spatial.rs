@@ -116,11 +116,9 @@ fn internals(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32],
 /// `x + attention(x)` for `x` `(groups P, M)`.
 pub fn forward(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32], pool: &Pool) -> Result<Buf> {
     let it = internals(p, nb, m, groups, x, pool)?;
+    // The residual: the out projection adds onto a copy of x.
     let mut out = pool.copy_of(x);
-    // The residual: the out projection adds to the copy of x, its bias a second product.
-    let mut y = pool.zeros(x.len());
-    linear::forward(&it.att, &p.out_w, Some(&p.out_b), m, &mut y)?;
-    out.iter_mut().zip(y.iter()).for_each(|(o, v)| *o += v);
+    linear::forward_add(&it.att, &p.out_w, &p.out_b, m, &mut out)?;
     Ok(out)
 }
 

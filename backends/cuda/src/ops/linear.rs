@@ -21,6 +21,16 @@ pub fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, out: usize, y: &mut [f32
     gemm(Shape { m: rows, n: out, k: inn }, x, Op::N, w, Op::T, beta, y)
 }
 
+/// `y (rows, out) += x (rows, in) W^T + b`: a `Linear` added onto `y` (a residual), the
+/// bias as a rank-one product of a column of ones with it, so both terms are GEMMs.
+pub fn forward_add(x: &[f32], w: &[f32], b: &[f32], out: usize, y: &mut [f32]) -> Result<()> {
+    let inn = w.len() / out.max(1);
+    let rows = x.len() / inn.max(1);
+    gemm(Shape { m: rows, n: out, k: inn }, x, Op::N, w, Op::T, 1.0, y)?;
+    let ones = vec![1.0f32; rows];
+    gemm(Shape { m: rows, n: out, k: 1 }, &ones, Op::N, b, Op::N, 1.0, y)
+}
+
 /// The weight gradient `g_w (out, in) += g_y^T x` over `rows` rows and, with `g_b`, the bias
 /// gradient `g_b += 1^T g_y`.
 pub fn backward_params(rows: usize, x: &[f32], g_y: &[f32], g_w: &mut [f32], g_b: Option<&mut [f32]>) -> Result<()> {
