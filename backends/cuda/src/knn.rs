@@ -46,6 +46,11 @@ impl Neighbours {
         Some(Self { parcels, k, adj: idx, rev_start, rev })
     }
 
+    /// The neighbours per parcel, k.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
     /// The sizes of `groups` groups of width `m`.
     fn dims(&self, m: usize, groups: usize) -> KnnDims {
         KnnDims { parcels: self.parcels, k: self.k, m, rows: groups * self.parcels }

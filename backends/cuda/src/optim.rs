@@ -57,3 +57,8 @@ pub fn clip(g: &mut [f32], norm: f64, max_norm: f64) -> Result<f64> {
     shim::optim_scale(elementwise(g.len()), g, factor)?;
     Ok(factor)
 }
+
+/// Scales a gradient buffer: `g *= (f32) factor` (the trainer's clipping by a factor it chose).
+pub fn scale(g: &mut [f32], factor: f64) -> Result<()> {
+    shim::optim_scale(elementwise(g.len()), g, factor)
+}

@@ -4,3 +4,4 @@
 
 pub mod act;
 pub mod layernorm;
+pub mod linear;

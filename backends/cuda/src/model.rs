@@ -1,0 +1,576 @@
+//! [`CudaModel`]: the BOLDcast forecaster of MODEL.md assembled from this crate's operations,
+//! implementing [`Model`] and [`DataParallel`] in shim mode, with the CPU backend's parameter
+//! names, order and layouts (so a checkpoint of any backend loads here).
+//!
+//! ```text
+//! tokens (B,T,P,D) -> (B,P,T,D) -> embed_proj -> n_layers x [ x = Mamba1Layer(x)           per parcel over time
+//!                                                             x = Spatial(x in (B,T,P,M)) per (b, t) over parcels ]
+//!                  -> final_norm (= embed) -> head -> (B,T,P,H,D) -> loss
+//! ```
+//!
+//! The trunk keeps its activation sequence-major, `(B, P, T, M)`, the layout of the Mamba-1
+//! layer ([`crate::mamba1::layer`]); the spatial mixer ([`crate::spatial`]) gets it as
+//! `(B, T, P, M)` through [`linear::swap_axes`] and gives it back. The backward keeps, per
+//! layer, the layer input, the scan checkpoints and (with attention) the middle activation,
+//! and recomputes everything else; every activation comes from the model's counting [`Pool`].
+//! The optimizer is the crate's Adam kernel ([`crate::optim`]) with its moments held by the
+//! model, as they would be on the device ([`Model::optimizer_state`] exports them).
+//!
+//! Execution: this module never calls the shim. It calls the crate's host functions
+//! ([`crate::ops`], [`crate::mamba1::layer`], [`crate::spatial`], [`crate::loss`],
+//! [`crate::optim`], [`crate::gemm`]), which are the only code that knows the shim runs their
+//! kernels; a device executor plugs in there (NVRTC launches of the same kernels with the same
+//! launch shapes, cuBLAS for [`crate::gemm`], [`Buf`] over device memory in [`Pool`]), and the
+//! parameters and gradients here become device buffers copied to the host only by `state`,
+//! `grads` and the flat gradient buffer.
+//!
+//! Not yet: the Mamba-2 temporal mixer (its kernels exist in [`crate::mamba2`], not its layer);
+//! [`CudaModel::new`] refuses `temporal = "mamba2"`.
+
+use crate::knn::Neighbours;
+use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
+use crate::ops::{layernorm, linear};
+use crate::optim::{adam_args, adam_step, global_norm};
+use crate::pool::{Buf, Pool};
+use crate::shim::{LaunchError, LossShape};
+use crate::spatial::{self, KnnParams};
+use boldcast_core::model::{check_state, NamedTensor};
+use boldcast_core::optim::{decays, Moments};
+use boldcast_core::{
+    Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
+    ParamSpec, Temporal, Tokens,
+};
+
+/// One layer's parameters (or gradients).
+#[derive(Clone, Debug)]
+struct LayerParams {
+    /// `layers.{i}.mamba.norm.*` and `layers.{i}.mamba.mamba.*`.
+    mamba: Mamba1Params,
+    /// `layers.{i}.knn.*`, absent when `k_neighbors == 0`.
+    knn: Option<KnnParams>,
+}
+
+/// Every tensor of the model (or its gradient), PyTorch layouts.
+#[derive(Clone, Debug)]
+struct Params {
+    embed_w: Vec<f32>,
+    embed_b: Vec<f32>,
+    layers: Vec<LayerParams>,
+    final_w: Vec<f32>,
+    final_b: Vec<f32>,
+    head_w: Vec<f32>,
+    head_b: Vec<f32>,
+}
+
+impl Params {
+    fn zeros(cfg: &ModelConfig, dims: &LayerDims) -> Self {
+        let (m, hd) = (cfg.d_model, cfg.n_horizons() * cfg.d_in);
+        let z = |n: usize| vec![0.0f32; n];
+        let layer = || LayerParams {
+            mamba: Mamba1Params::zeros(dims),
+            knn: (cfg.k_neighbors > 0).then(|| KnnParams::zeros(m)),
+        };
+        Self {
+            embed_w: z(m * cfg.d_in),
+            embed_b: z(m),
+            layers: (0..cfg.n_layers).map(|_| layer()).collect(),
+            final_w: z(m),
+            final_b: z(m),
+            head_w: z(hd * m),
+            head_b: z(hd),
+        }
+    }
+
+    /// The tensors in [`ModelConfig::param_specs`] order.
+    fn slices(&self) -> Vec<&[f32]> {
+        let mut v: Vec<&[f32]> = vec![&self.embed_w, &self.embed_b];
+        for l in &self.layers {
+            v.extend(l.mamba.tensors().into_iter().map(|t| &t[..]));
+            if let Some(k) = &l.knn {
+                v.extend(k.tensors().into_iter().map(|t| &t[..]));
+            }
+        }
+        v.extend([&self.final_w[..], &self.final_b, &self.head_w, &self.head_b]);
+        v
+    }
+
+    /// Mutable [`Params::slices`], same order.
+    fn slices_mut(&mut self) -> Vec<&mut [f32]> {
+        let mut v: Vec<&mut [f32]> = vec![&mut self.embed_w, &mut self.embed_b];
+        for l in &mut self.layers {
+            v.extend(l.mamba.tensors_mut().into_iter().map(|t| &mut t[..]));
+            if let Some(k) = &mut l.knn {
+                v.extend(k.tensors_mut().into_iter().map(|t| &mut t[..]));
+            }
+        }
+        v.extend([&mut self.final_w[..], &mut self.final_b, &mut self.head_w, &mut self.head_b]);
+        v
+    }
+}
+
+/// The Adam state the model holds, as a device backend holds it: the step count, per tensor
+/// the moments (`None` before its first update), and the decayed elements of the last step.
+#[derive(Clone, Debug, Default)]
+struct AdamState {
+    t: u64,
+    moments: Vec<Option<(Vec<f32>, Vec<f32>)>>,
+    decayed: u64,
+}
+
+/// What the training forward keeps of one layer for the backward.
+struct Kept {
+    /// The layer input, `(B, P, T, M)`.
+    input: Buf,
+    /// The Mamba-1 layer's scan checkpoints.
+    saved: Saved,
+    /// With attention, the spatial mixer's input `(B, T, P, M)`.
+    mid: Option<Buf>,
+}
+
+/// Sequences per group of the Mamba-1 layer: bounds its workspace, whatever the batch.
+const LAYER_GROUP: usize = 64;
+
+/// The BOLDcast model of this backend (Mamba-1 temporal mixer, with or without attention).
+///
+/// Built with [`CudaModel::new`] with zero parameters; its weights come from
+/// [`Model::load_state`] (a checkpoint, or the CPU backend's initialization).
+#[derive(Debug)]
+pub struct CudaModel {
+    cfg: ModelConfig,
+    adj: Option<Adjacency>,
+    nb: Option<Neighbours>,
+    specs: Vec<ParamSpec>,
+    params: Params,
+    grads: Params,
+    adam: AdamState,
+    pool: Pool,
+}
+
+/// A refused launch as the trait's error.
+fn dev(e: LaunchError) -> Error {
+    Error::Backend(e.to_string())
+}
+
+impl CudaModel {
+    /// A model with every parameter zero. Errors (naming the value): an invalid `cfg`;
+    /// `temporal = "mamba2"` (not yet in this backend); an adjacency missing, unexpected, of
+    /// another `k`, or too large for the kernels' indices.
+    pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>) -> Result<Self, Error> {
+        cfg.validate()?;
+        if cfg.temporal != Temporal::Mamba {
+            return Err(Error::config("model.temporal", cfg.temporal.as_str(), "the CUDA backend has Mamba-1 only"));
+        }
+        let nb = match (&adjacency, cfg.k_neighbors) {
+            (None, 0) => None,
+            (Some(a), k) if k > 0 && a.k() == k => {
+                Some(Neighbours::new(a).ok_or_else(|| Error::config("adjacency", a.parcels(), "P k over 2^31"))?)
+            }
+            (Some(a), k) => return Err(Error::config("adjacency.k", a.k(), format!("model.k_neighbors is {k}"))),
+            (None, k) => return Err(Error::config("model.k_neighbors", k, "needs an adjacency (P, k)")),
+        };
+        let dims = Self::layer_dims(&cfg, 1);
+        let specs = cfg.param_specs();
+        let params = Params::zeros(&cfg, &dims);
+        // The names come from param_specs, the buffers from the structs: they must agree.
+        for (s, t) in specs.iter().zip(params.slices()) {
+            if s.numel() != t.len() {
+                return Err(Error::Param { name: s.name.clone(), reason: format!("buffer of {}", t.len()) });
+            }
+        }
+        let grads = params.clone();
+        Ok(Self { cfg, adj: adjacency, nb, specs, params, grads, adam: AdamState::default(), pool: Pool::new() })
+    }
+
+    /// The counting pool the activations come from (its peaks are the step's device memory).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The Mamba-1 layer's sizes for sequences of `time` steps: checkpoints every
+    /// `ceil(sqrt(T))` steps, which balances the checkpoints against one chunk's states.
+    fn layer_dims(cfg: &ModelConfig, time: usize) -> LayerDims {
+        let q = ((time as f64).sqrt().ceil() as usize).max(1);
+        LayerDims {
+            m: cfg.d_model,
+            di: cfg.d_inner(),
+            n: cfg.d_state,
+            k: cfg.d_conv,
+            r: cfg.dt_rank(),
+            time,
+            q,
+            group: LAYER_GROUP,
+        }
+    }
+
+    /// Checks tokens against the model and returns `(B, T, P)`.
+    fn check(&self, tokens: &Tokens<f32>) -> Result<(usize, usize, usize), Error> {
+        let s = tokens.shape();
+        self.cfg.check_tokens(&s)?;
+        if let Some(a) = &self.adj {
+            if s.parcels != a.parcels() {
+                return Err(Error::shape("tokens.parcels (the adjacency's P)", a.parcels(), s.parcels));
+            }
+        }
+        Ok((s.batch, s.time, s.parcels))
+    }
+}
+
+/// The sizes of one batch.
+#[derive(Clone, Copy, Debug)]
+struct Batch {
+    b: usize,
+    t: usize,
+    p: usize,
+}
+
+impl Batch {
+    fn rows(self) -> usize {
+        self.b * self.t * self.p
+    }
+}
+
+impl CudaModel {
+    /// `(B, T, P)` of checked tokens.
+    fn batch(&self, tokens: &Tokens<f32>) -> Result<Batch, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        Ok(Batch { b, t, p })
+    }
+
+    /// The tokens sequence-major, `(B, P, T, D)`.
+    fn tokens_seq(&self, tokens: &[f32], s: Batch) -> Result<Buf, Error> {
+        let mut x = self.pool.zeros(tokens.len());
+        linear::swap_axes(tokens, s.b, s.t, s.p, self.cfg.d_in, &mut x).map_err(dev)?;
+        Ok(x)
+    }
+
+    /// embed_proj and the layers on sequence-major tokens: the trunk output `(B, P, T, M)`
+    /// and, with `keep`, what the backward needs of each layer.
+    fn trunk(&self, tok: &[f32], s: Batch, keep: bool) -> Result<(Buf, Vec<Kept>), Error> {
+        let (m, pool) = (self.cfg.d_model, &self.pool);
+        let dims = Self::layer_dims(&self.cfg, s.t);
+        let mut x = pool.zeros(s.rows() * m);
+        linear::forward(tok, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x).map_err(dev)?;
+        let mut kept = Vec::new();
+        for l in &self.params.layers {
+            let (out, saved) = layer::forward(&l.mamba, &dims, s.b * s.p, &x, pool).map_err(dev)?;
+            let input = std::mem::replace(&mut x, out);
+            let mid = match (&l.knn, &self.nb) {
+                (Some(kp), Some(nb)) => {
+                    let mut xt = pool.zeros(x.len());
+                    linear::swap_axes(&x, s.b, s.p, s.t, m, &mut xt).map_err(dev)?;
+                    let yt = spatial::forward(kp, nb, m, s.b * s.t, &xt, pool).map_err(dev)?;
+                    linear::swap_axes(&yt, s.b, s.t, s.p, m, &mut x).map_err(dev)?;
+                    Some(xt)
+                }
+                _ => None,
+            };
+            if keep {
+                kept.push(Kept { input, saved, mid });
+            }
+        }
+        Ok((x, kept))
+    }
+
+    /// The final-norm embedding of the trunk output, `(B, P, T, M)`.
+    fn final_norm(&self, x: &[f32], rows: usize) -> Result<Buf, Error> {
+        let m = self.cfg.d_model;
+        let mut e = self.pool.zeros(rows * m);
+        layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e).map_err(dev)?;
+        Ok(e)
+    }
+
+    /// The head on the embedding: the predictions `(B, T, P, H D)` and `(B, P, T, H D)`.
+    fn head(&self, e: &[f32], s: Batch) -> Result<Buf, Error> {
+        let hd = self.cfg.n_horizons() * self.cfg.d_in;
+        let mut ps = self.pool.zeros(s.rows() * hd);
+        linear::forward(e, &self.params.head_w, Some(&self.params.head_b), hd, &mut ps).map_err(dev)?;
+        let mut pred = self.pool.zeros(ps.len());
+        linear::swap_axes(&ps, s.b, s.p, s.t, hd, &mut pred).map_err(dev)?;
+        Ok(pred)
+    }
+
+    /// The predictions `(B, T, P, H D)` of checked tokens.
+    fn predict(&self, tokens: &Tokens<f32>, s: Batch) -> Result<Buf, Error> {
+        let tok = self.tokens_seq(tokens.data(), s)?;
+        let (x, _) = self.trunk(&tok, s, false)?;
+        let e = self.final_norm(&x, s.rows())?;
+        self.head(&e, s)
+    }
+
+    /// The horizons as the loss kernels take them.
+    fn horizons(&self) -> Vec<i32> {
+        self.cfg.horizons.iter().map(|&h| h as i32).collect()
+    }
+
+    /// final_norm, head and loss on the trunk output `x`, and their backward: the loss and the
+    /// gradient with respect to `x` (the head's and final norm's gradients written).
+    fn head_backward(&mut self, x: &[f32], tokens: &[f32], s: Batch) -> Result<(f64, Buf), Error> {
+        let (pool, rows, m) = (self.pool.clone(), s.rows(), self.cfg.d_model);
+        let hd = self.cfg.n_horizons() * self.cfg.d_in;
+        let e = self.final_norm(x, rows)?;
+        let pred = self.head(&e, s)?;
+        let hz = self.horizons();
+        let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &hz };
+        let loss = crate::loss::mse(ls, &pred, tokens).map_err(dev)?;
+        let mut g_pred = pool.zeros(pred.len());
+        crate::loss::mse_backward(ls, &pred, tokens, &mut g_pred).map_err(dev)?;
+        drop(pred);
+        let mut g_ps = pool.zeros(g_pred.len());
+        linear::swap_axes(&g_pred, s.b, s.t, s.p, hd, &mut g_ps).map_err(dev)?;
+        drop(g_pred);
+        let (prm, grd) = (&self.params, &mut self.grads);
+        linear::backward_params(rows, &e, &g_ps, &mut grd.head_w, Some(&mut grd.head_b)).map_err(dev)?;
+        let mut g_e = pool.zeros(rows * m);
+        linear::backward_input(&g_ps, &prm.head_w, hd, 0.0, &mut g_e).map_err(dev)?;
+        // layernorm::backward adds to its input gradient.
+        let mut g = pool.zeros(rows * m);
+        layernorm::backward(x, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b).map_err(dev)?;
+        Ok((loss, g))
+    }
+
+    /// The layers' backward from the trunk output's gradient `g`, last layer first: the
+    /// gradient with respect to the embedding projection's output.
+    fn layers_backward(&mut self, kept: Vec<Kept>, mut g: Buf, s: Batch) -> Result<Buf, Error> {
+        let (pool, m) = (self.pool.clone(), self.cfg.d_model);
+        let dims = Self::layer_dims(&self.cfg, s.t);
+        let layers = self.params.layers.iter().zip(self.grads.layers.iter_mut());
+        for ((l, lg), mut k) in layers.zip(kept).rev() {
+            if let (Some(kp), Some(kg), Some(nb), Some(mid)) = (&l.knn, &mut lg.knn, &self.nb, &k.mid) {
+                let mut gt = pool.zeros(g.len());
+                linear::swap_axes(&g, s.b, s.p, s.t, m, &mut gt).map_err(dev)?;
+                let g_mid = spatial::backward(kp, nb, m, s.b * s.t, mid, &gt, kg, &pool).map_err(dev)?;
+                linear::swap_axes(&g_mid, s.b, s.t, s.p, m, &mut g).map_err(dev)?;
+            }
+            g = layer::backward(&l.mamba, &dims, s.b * s.p, &k.input, &g, &mut k.saved, &mut lg.mamba, &pool)
+                .map_err(dev)?;
+        }
+        Ok(g)
+    }
+
+    /// The optimizer step count `opt` will reach, checked against the held moments: a fresh
+    /// optimizer (its first step) starts from zero moments; any other mismatch means the
+    /// moments belong to another run, and using them would skew the bias correction.
+    fn next_step(&mut self, opt: &dyn Optimizer<f32>) -> Result<u64, Error> {
+        let t = opt.steps() + 1;
+        if t == 1 {
+            self.adam = AdamState::default();
+        } else if self.adam.t + 1 != t {
+            return Err(Error::Backend(format!(
+                "optimizer step {t} does not follow the {} steps of the model's moments; restore them with \
+                 `restore_optimizer_state` when resuming",
+                self.adam.t
+            )));
+        }
+        Ok(t)
+    }
+    /// One Adam launch over the tensors `members` concatenated (zero moments for a tensor's
+    /// first update); returns the elements updated. In shim mode the concatenation is a host
+    /// copy; a device build holds each group contiguous.
+    fn adam_group(&mut self, members: &[usize], args: crate::shim::AdamArgs) -> Result<u64, Error> {
+        let (mut p, mut g, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (params, grads) = (self.params.slices(), self.grads.slices());
+        for &i in members {
+            let len = params[i].len();
+            let (mi, vi) = self.adam.moments[i].get_or_insert_with(|| (vec![0.0; len], vec![0.0; len]));
+            p.extend_from_slice(params[i]);
+            g.extend_from_slice(grads[i]);
+            m.extend_from_slice(mi);
+            v.extend_from_slice(vi);
+        }
+        adam_step(&mut p, &g, &mut m, &mut v, args).map_err(dev)?;
+        let mut params = self.params.slices_mut();
+        let mut at = 0;
+        for &i in members {
+            let len = params[i].len();
+            let (mi, vi) = self.adam.moments[i].as_mut().expect("set above");
+            params[i].copy_from_slice(&p[at..at + len]);
+            mi.copy_from_slice(&m[at..at + len]);
+            vi.copy_from_slice(&v[at..at + len]);
+            at += len;
+        }
+        Ok(p.len() as u64)
+    }
+}
+
+fn named(specs: &[ParamSpec], slices: Vec<&[f32]>) -> Vec<NamedTensor<f32>> {
+    specs
+        .iter()
+        .zip(slices)
+        .map(|(s, t)| NamedTensor { name: s.name.clone(), shape: s.shape.clone(), data: t.to_vec() })
+        .collect()
+}
+
+impl Model<f32> for CudaModel {
+    fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    fn forward(&self, tokens: &Tokens<f32>) -> Result<Forecasts<f32>, Error> {
+        let s = self.batch(tokens)?;
+        let pred = self.predict(tokens, s)?;
+        Forecasts::new(ForecastShape::new(s.b, s.t, s.p, self.cfg.n_horizons(), self.cfg.d_in), pred.to_vec())
+    }
+
+    fn embed(&self, tokens: &Tokens<f32>) -> Result<Embeddings<f32>, Error> {
+        let s = self.batch(tokens)?;
+        let m = self.cfg.d_model;
+        let tok = self.tokens_seq(tokens.data(), s)?;
+        let (x, _) = self.trunk(&tok, s, false)?;
+        let e = self.final_norm(&x, s.rows())?;
+        let mut out = vec![0.0f32; e.len()];
+        linear::swap_axes(&e, s.b, s.p, s.t, m, &mut out).map_err(dev)?;
+        Embeddings::new(EmbedShape::new(s.b, s.t, s.p, m), out)
+    }
+
+    fn loss(&self, tokens: &Tokens<f32>) -> Result<f64, Error> {
+        let s = self.batch(tokens)?;
+        let pred = self.predict(tokens, s)?;
+        let hz = self.horizons();
+        let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &hz };
+        crate::loss::mse(ls, &pred, tokens.data()).map_err(dev)
+    }
+
+    fn loss_and_grads(&mut self, tokens: &Tokens<f32>) -> Result<f64, Error> {
+        let s = self.batch(tokens)?;
+        for g in self.grads.slices_mut() {
+            g.fill(0.0);
+        }
+        let tok = self.tokens_seq(tokens.data(), s)?;
+        let (x, kept) = self.trunk(&tok, s, true)?;
+        let (loss, g) = self.head_backward(&x, tokens.data(), s)?;
+        drop(x);
+        let g = self.layers_backward(kept, g, s)?;
+        let grd = &mut self.grads;
+        linear::backward_params(s.rows(), &tok, &g, &mut grd.embed_w, Some(&mut grd.embed_b)).map_err(dev)?;
+        Ok(loss)
+    }
+
+    /// The kernels' two-stage f64 sum over every gradient entry, as one buffer (the device
+    /// build's contiguous gradient buffer; in shim mode a copy). A refused launch (not possible
+    /// for the model's own buffers) gives NaN, which stops a trainer.
+    fn grad_sq_norm(&self) -> f64 {
+        let mut flat = Vec::new();
+        self.grads_to_flat(&mut flat);
+        global_norm(&flat).map_or(f64::NAN, |(sq, _)| sq)
+    }
+
+    /// One launch over every gradient entry (through a flat copy in shim mode, for the same
+    /// reason as [`CudaModel::grad_sq_norm`]).
+    fn scale_grads(&mut self, factor: f64) {
+        let mut flat = Vec::new();
+        self.grads_to_flat(&mut flat);
+        crate::optim::scale(&mut flat, factor).expect("an elementwise launch over the gradients is valid");
+        self.grads_from_flat(&flat).expect("the flat buffer was made from these gradients");
+    }
+
+    /// Only the core's Adam runs here (the crate's Adam kernel, moments held by the model);
+    /// any other optimizer is refused by name before anything changes.
+    fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<f32>, lr: f64) -> Result<(), Error> {
+        let Some(cfg) = opt.as_adam().map(|a| a.config().clone()) else {
+            return Err(Error::Backend(format!(
+                "the CUDA backend keeps its optimizer state itself and runs only the core's Adam (AdamW or \
+                 coupled-L2 Adam); it cannot run the optimizer `{}`",
+                opt.name()
+            )));
+        };
+        cfg.validate()?;
+        let t = self.next_step(opt)?;
+        opt.begin_step();
+        let n = self.specs.len();
+        self.adam.moments.resize(n, None);
+        let decaying: Vec<bool> = self.specs.iter().map(|s| decays(&s.name, &s.shape)).collect();
+        let mut decayed = 0;
+        // The step's scalars differ between tensors only by their weight decay, so the tensors
+        // that decay and those that do not each take one launch over their concatenation.
+        for group in [true, false] {
+            let members: Vec<usize> = (0..n).filter(|&i| decaying[i] == group).collect();
+            let Some(&first) = members.first() else { continue };
+            let spec = &self.specs[first];
+            let args = adam_args(&cfg, t, lr, &spec.name, &spec.shape);
+            let count = self.adam_group(&members, args)?;
+            if group && cfg.weight_decay != 0.0 {
+                decayed += count;
+            }
+        }
+        self.adam.t = t;
+        self.adam.decayed = decayed;
+        Ok(())
+    }
+
+    fn state(&self) -> Vec<NamedTensor<f32>> {
+        named(&self.specs, self.params.slices())
+    }
+
+    fn grads(&self) -> Vec<NamedTensor<f32>> {
+        named(&self.specs, self.grads.slices())
+    }
+
+    fn load_state(&mut self, tensors: &[NamedTensor<f32>]) -> Result<(), Error> {
+        // Everything is checked before the first copy, so an error changes nothing.
+        check_state(&self.specs, tensors)?;
+        for (spec, dst) in self.specs.iter().zip(self.params.slices_mut()) {
+            let src = tensors.iter().find(|t| t.name == spec.name).expect("check_state found every name");
+            dst.copy_from_slice(&src.data);
+        }
+        Ok(())
+    }
+
+    fn optimizer_state(&self) -> Option<(u64, Vec<Moments<f32>>)> {
+        let entry = |i: usize| match self.adam.moments.get(i) {
+            Some(Some((m, v))) => Moments { m: m.clone(), v: v.clone() },
+            _ => Moments::default(),
+        };
+        Some((self.adam.t, (0..self.specs.len()).map(entry).collect()))
+    }
+
+    /// One entry per parameter at most (missing or empty: not updated yet); a non-empty
+    /// entry must have its tensor's size, or nothing changes and the error names it.
+    fn restore_optimizer_state(&mut self, t: u64, moments: &[Moments<f32>]) -> Result<(), Error> {
+        if moments.len() > self.specs.len() {
+            return Err(Error::shape("optimizer moments (tensors)", self.specs.len(), moments.len()));
+        }
+        let mut out = vec![None; self.specs.len()];
+        for ((s, mo), slot) in self.specs.iter().zip(moments).zip(&mut out) {
+            if mo.m.is_empty() && mo.v.is_empty() {
+                continue;
+            }
+            if mo.m.len() != s.numel() || mo.v.len() != s.numel() {
+                let reason =
+                    format!("moments of {} and {} values, the tensor has {}", mo.m.len(), mo.v.len(), s.numel());
+                return Err(Error::Param { name: s.name.clone(), reason });
+            }
+            *slot = Some((mo.m.clone(), mo.v.clone()));
+        }
+        self.adam = AdamState { t, moments: out, decayed: 0 };
+        Ok(())
+    }
+
+    fn decayed_elements(&self) -> Option<u64> {
+        Some(self.adam.decayed)
+    }
+}
+
+/// The gradient buffers are copied straight to and from the flat buffer (a device build
+/// copies its flat gradient buffer once each way).
+impl DataParallel<f32> for CudaModel {
+    fn grads_to_flat(&self, flat: &mut Vec<f32>) {
+        flat.clear();
+        for s in self.grads.slices() {
+            flat.extend_from_slice(s);
+        }
+    }
+
+    fn grads_from_flat(&mut self, flat: &[f32]) -> Result<(), Error> {
+        let n: usize = self.grads.slices().iter().map(|s| s.len()).sum();
+        if flat.len() != n {
+            return Err(Error::shape("gradients (flat)", n, flat.len()));
+        }
+        let mut rest = flat;
+        for s in self.grads.slices_mut() {
+            let (head, tail) = rest.split_at(s.len());
+            s.copy_from_slice(head);
+            rest = tail;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,72 @@
+//! `Linear` layers over rows through [`crate::gemm`] (cuBLAS on a device), and the one layout
+//! change the model needs, [`swap_axes`].
+//!
+//! A bias enters the product as cuBLAS's `beta = 1` on rows preset to it, and a bias gradient
+//! is the product of the output gradient with a row of ones, as a device build would take it.
+
+use crate::gemm::{gemm, Op, Shape};
+use crate::shim::{LaunchError, Result};
+
+/// `y (rows, out) = x (rows, in) W^T + b`, `W` `(out, in)`; without a bias `y` is overwritten.
+pub fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, out: usize, y: &mut [f32]) -> Result<()> {
+    let inn = w.len() / out.max(1);
+    let rows = x.len() / inn.max(1);
+    let beta = match b {
+        Some(b) => {
+            y.chunks_exact_mut(out).for_each(|row| row.copy_from_slice(b));
+            1.0
+        }
+        None => 0.0,
+    };
+    gemm(Shape { m: rows, n: out, k: inn }, x, Op::N, w, Op::T, beta, y)
+}
+
+/// `y (rows, out) += x (rows, in) W^T + b`: a `Linear` added onto `y` (a residual), the
+/// bias as a rank-one product of a column of ones with it, so both terms are GEMMs.
+pub fn forward_add(x: &[f32], w: &[f32], b: &[f32], out: usize, y: &mut [f32]) -> Result<()> {
+    let inn = w.len() / out.max(1);
+    let rows = x.len() / inn.max(1);
+    gemm(Shape { m: rows, n: out, k: inn }, x, Op::N, w, Op::T, 1.0, y)?;
+    let ones = vec![1.0f32; rows];
+    gemm(Shape { m: rows, n: out, k: 1 }, &ones, Op::N, b, Op::N, 1.0, y)
+}
+
+/// The weight gradient `g_w (out, in) += g_y^T x` over `rows` rows and, with `g_b`, the bias
+/// gradient `g_b += 1^T g_y`.
+pub fn backward_params(rows: usize, x: &[f32], g_y: &[f32], g_w: &mut [f32], g_b: Option<&mut [f32]>) -> Result<()> {
+    let (out, inn) = (g_y.len() / rows.max(1), x.len() / rows.max(1));
+    gemm(Shape { m: out, n: inn, k: rows }, g_y, Op::T, x, Op::N, 1.0, g_w)?;
+    if let Some(g_b) = g_b {
+        let ones = vec![1.0f32; rows];
+        gemm(Shape { m: out, n: 1, k: rows }, g_y, Op::T, &ones, Op::N, 1.0, g_b)?;
+    }
+    Ok(())
+}
+
+/// The input gradient `g_x (rows, in) = g_y (rows, out) W + beta g_x`.
+pub fn backward_input(g_y: &[f32], w: &[f32], out: usize, beta: f32, g_x: &mut [f32]) -> Result<()> {
+    let inn = w.len() / out.max(1);
+    gemm(Shape { m: g_y.len() / out.max(1), n: inn, k: out }, g_y, Op::N, w, Op::N, beta, g_x)
+}
+
+/// `y[a, j, i, c] = x[a, i, j, c]` for `x` `(a, n1, n2, c)`: between the trunk's per-parcel
+/// sequences `(B, P, T, ·)` and the per-time-step groups `(B, T, P, ·)` of the attention, the
+/// tokens and the forecasts. A host loop in shim mode: the one operation of the model with no
+/// kernel yet (a device build needs a tiled transpose kernel here).
+pub fn swap_axes(x: &[f32], a: usize, n1: usize, n2: usize, c: usize, y: &mut [f32]) -> Result<()> {
+    let n = a * n1 * n2 * c;
+    if x.len() != n || y.len() != n {
+        let why = format!("{} and {} elements for ({a}, {n1}, {n2}, {c})", x.len(), y.len());
+        return Err(LaunchError { kernel: "swap_axes", why });
+    }
+    for ai in 0..a {
+        for i in 0..n1 {
+            for j in 0..n2 {
+                let src = ((ai * n1 + i) * n2 + j) * c;
+                let dst = ((ai * n2 + j) * n1 + i) * c;
+                y[dst..dst + c].copy_from_slice(&x[src..src + c]);
+            }
+        }
+    }
+    Ok(())
+}

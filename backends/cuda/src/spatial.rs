@@ -1,0 +1,163 @@
+//! The spatial mixer of one layer in shim mode, `out = x + Out(Attend(QKV(LayerNorm(x))))`
+//! (MODEL.md, "Spatial mixer"), forward and backward over `groups` `(b, t)` groups of `P`
+//! rows `(groups P, M)`: LayerNorm through [`crate::ops::layernorm`], the projections through
+//! [`crate::ops::linear`] (q, k and v stacked into one `(3M, M)` product, as the CPU backend
+//! does), the attention through [`crate::knn`]. The backward recomputes the group's forward
+//! from `x`; every activation comes from the [`Pool`].
+
+use crate::knn::{attend, attend_backward, Neighbours};
+use crate::ops::{layernorm, linear};
+use crate::pool::{Buf, Pool};
+use crate::shim::Result;
+
+/// The block's parameters (or gradients), PyTorch layouts: `Linear` weights `(M, M)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KnnParams {
+    /// `knn.norm.weight` (M).
+    pub norm_w: Vec<f32>,
+    /// `knn.norm.bias` (M).
+    pub norm_b: Vec<f32>,
+    /// `knn.q.weight` (M, M).
+    pub q_w: Vec<f32>,
+    /// `knn.q.bias` (M).
+    pub q_b: Vec<f32>,
+    /// `knn.kproj.weight` (M, M).
+    pub k_w: Vec<f32>,
+    /// `knn.kproj.bias` (M).
+    pub k_b: Vec<f32>,
+    /// `knn.v.weight` (M, M).
+    pub v_w: Vec<f32>,
+    /// `knn.v.bias` (M).
+    pub v_b: Vec<f32>,
+    /// `knn.out.weight` (M, M).
+    pub out_w: Vec<f32>,
+    /// `knn.out.bias` (M).
+    pub out_b: Vec<f32>,
+}
+
+impl KnnParams {
+    /// All zeros for width `m`.
+    pub fn zeros(m: usize) -> Self {
+        let (v, w) = (vec![0.0f32; m], vec![0.0f32; m * m]);
+        Self {
+            norm_w: v.clone(),
+            norm_b: v.clone(),
+            q_w: w.clone(),
+            q_b: v.clone(),
+            k_w: w.clone(),
+            k_b: v.clone(),
+            v_w: w.clone(),
+            v_b: v.clone(),
+            out_w: w,
+            out_b: v,
+        }
+    }
+
+    /// Every tensor, in state-dict order.
+    pub fn tensors(&self) -> [&Vec<f32>; 10] {
+        [
+            &self.norm_w,
+            &self.norm_b,
+            &self.q_w,
+            &self.q_b,
+            &self.k_w,
+            &self.k_b,
+            &self.v_w,
+            &self.v_b,
+            &self.out_w,
+            &self.out_b,
+        ]
+    }
+
+    /// Every tensor, mutably, in state-dict order.
+    pub fn tensors_mut(&mut self) -> [&mut Vec<f32>; 10] {
+        [
+            &mut self.norm_w,
+            &mut self.norm_b,
+            &mut self.q_w,
+            &mut self.q_b,
+            &mut self.k_w,
+            &mut self.k_b,
+            &mut self.v_w,
+            &mut self.v_b,
+            &mut self.out_w,
+            &mut self.out_b,
+        ]
+    }
+
+    /// The stacked `(3M, M)` weight and `(3M)` bias of q, k and v (a device build keeps them
+    /// stacked in its parameter buffer instead of copying them per call).
+    fn stacked(&self) -> (Vec<f32>, Vec<f32>) {
+        ([&self.q_w[..], &self.k_w, &self.v_w].concat(), [&self.q_b[..], &self.k_b, &self.v_b].concat())
+    }
+}
+
+/// The forward's internals, recomputed by the backward.
+struct Internals {
+    h: Buf,
+    qkv: Buf,
+    w: Buf,
+    att: Buf,
+}
+
+/// Everything up to the attention's output (before the out projection).
+fn internals(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32], pool: &Pool) -> Result<Internals> {
+    let rows = x.len() / m;
+    let mut h = pool.zeros(rows * m);
+    layernorm::forward(x, rows, m, &p.norm_w, &p.norm_b, &mut h)?;
+    let (w3, b3) = p.stacked();
+    let mut qkv = pool.zeros(rows * 3 * m);
+    linear::forward(&h, &w3, Some(&b3), 3 * m, &mut qkv)?;
+    let (mut w, mut att) = (pool.zeros(rows * nb.k()), pool.zeros(rows * m));
+    attend(nb, m, groups, &qkv, &mut w, &mut att)?;
+    Ok(Internals { h, qkv, w, att })
+}
+
+/// `x + attention(x)` for `x` `(groups P, M)`.
+pub fn forward(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32], pool: &Pool) -> Result<Buf> {
+    let it = internals(p, nb, m, groups, x, pool)?;
+    // The residual: the out projection adds onto a copy of x.
+    let mut out = pool.copy_of(x);
+    linear::forward_add(&it.att, &p.out_w, &p.out_b, m, &mut out)?;
+    Ok(out)
+}
+
+/// The backward of [`forward`] for the output gradient `g_out`: returns `g_x`, and adds the
+/// parameter gradients to `g`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward(
+    p: &KnnParams,
+    nb: &Neighbours,
+    m: usize,
+    groups: usize,
+    x: &[f32],
+    g_out: &[f32],
+    g: &mut KnnParams,
+    pool: &Pool,
+) -> Result<Buf> {
+    let rows = x.len() / m;
+    let it = internals(p, nb, m, groups, x, pool)?;
+    linear::backward_params(rows, &it.att, g_out, &mut g.out_w, Some(&mut g.out_b))?;
+    let mut g_att = pool.zeros(rows * m);
+    linear::backward_input(g_out, &p.out_w, m, 0.0, &mut g_att)?;
+    let mut g_qkv = pool.zeros(rows * 3 * m);
+    attend_backward(nb, m, groups, &it.qkv, &it.w, &g_att, &mut g_qkv)?;
+    drop(g_att);
+    // The stacked gradient, split back into q, k and v afterwards.
+    let (w3, _) = p.stacked();
+    let (mut gw3, mut gb3) = (vec![0.0f32; 3 * m * m], vec![0.0f32; 3 * m]);
+    linear::backward_params(rows, &it.h, &g_qkv, &mut gw3, Some(&mut gb3))?;
+    for (i, (gw, gb)) in
+        [(&mut g.q_w, &mut g.q_b), (&mut g.k_w, &mut g.k_b), (&mut g.v_w, &mut g.v_b)].into_iter().enumerate()
+    {
+        gw.iter_mut().zip(&gw3[i * m * m..(i + 1) * m * m]).for_each(|(a, b)| *a += b);
+        gb.iter_mut().zip(&gb3[i * m..(i + 1) * m]).for_each(|(a, b)| *a += b);
+    }
+    let mut g_h = pool.zeros(rows * m);
+    linear::backward_input(&g_qkv, &w3, 3 * m, 0.0, &mut g_h)?;
+    drop((g_qkv, it));
+    // The residual's gradient; the LayerNorm's backward adds to it.
+    let mut g_x = pool.copy_of(g_out);
+    layernorm::backward(x, rows, m, &p.norm_w, &g_h, &mut g_x, &mut g.norm_w, &mut g.norm_b)?;
+    Ok(g_x)
+}

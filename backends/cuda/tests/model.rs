@@ -1,0 +1,80 @@
+//! What the conformance suite does not exercise of [`CudaModel`]: its refusals (an optimizer
+//! other than the core's Adam, moments of the wrong size, a step that does not follow the held
+//! moments), each leaving the model unchanged, and that a second training step of the same
+//! shapes takes every buffer from the pool's cache.
+
+use boldcast_core::optim::{Moments, ParamMut};
+use boldcast_core::{Adam, Model, OptimConfig, Optimizer, Temporal};
+use boldcast_cpu::CpuModel;
+use boldcast_cuda::CudaModel;
+use boldcast_testkit::conformance::random_case;
+
+/// A model with the CPU backend's initial weights on a random case with one layer and
+/// attention, and its tokens.
+fn model() -> (CudaModel, boldcast_core::Tokens<f32>) {
+    let case =
+        (0..).map(|i| random_case(7, i, &[Temporal::Mamba])).find(|c| c.model.n_layers == 1 && c.model.k_neighbors > 0);
+    let case = case.expect("the stream has such a case");
+    let cpu = CpuModel::<f32>::new(case.model.clone(), case.adjacency.clone(), 3).unwrap();
+    let mut m = CudaModel::new(case.model.clone(), case.adjacency.clone()).unwrap();
+    m.load_state(&cpu.state()).unwrap();
+    (m, boldcast_fixtures::ar1_tokens(case.tokens, case.rho, 5))
+}
+
+/// Plain SGD: an optimizer the backend does not implement.
+struct Sgd(u64);
+
+impl Optimizer<f32> for Sgd {
+    fn name(&self) -> &str {
+        "sgd"
+    }
+    fn begin_step(&mut self) {
+        self.0 += 1;
+    }
+    fn update(&mut self, p: ParamMut<'_, f32>, lr: f64) {
+        p.value.iter_mut().zip(p.grad).for_each(|(w, g)| *w -= lr as f32 * g);
+    }
+    fn steps(&self) -> u64 {
+        self.0
+    }
+}
+
+#[test]
+fn refusals_name_the_cause_and_change_nothing() {
+    let (mut m, tokens) = model();
+    m.loss_and_grads(&tokens).unwrap();
+    let before = m.state();
+    let err = m.apply_optimizer(&mut Sgd(0), 0.1).unwrap_err().to_string();
+    assert!(err.contains("sgd"), "{err}");
+    assert_eq!(m.state(), before);
+
+    // A host Adam two steps in while the model holds no moments: refused.
+    let mut adam = Adam::<f32>::new(OptimConfig::adamw(0.1, (0.9, 0.99))).unwrap();
+    adam.restore(2, Vec::new());
+    let err = m.apply_optimizer(&mut adam, 0.1).unwrap_err().to_string();
+    assert!(err.contains("restore_optimizer_state"), "{err}");
+    assert_eq!(m.state(), before);
+
+    // Moments of the wrong size for the third tensor: refused by its name, the held ones kept.
+    m.apply_optimizer(&mut Adam::new(OptimConfig::adamw(0.1, (0.9, 0.99))).unwrap(), 0.1).unwrap();
+    let held = m.optimizer_state().unwrap();
+    let mut bad = held.1.clone();
+    bad[2] = Moments { m: vec![0.0; 1], v: vec![0.0; 1] };
+    let err = m.restore_optimizer_state(5, &bad).unwrap_err().to_string();
+    assert!(err.contains(&m.state()[2].name), "{err}");
+    assert_eq!(m.optimizer_state().unwrap(), held);
+    assert_eq!(held.0, 1);
+    assert!(held.1.iter().all(|mo| !mo.m.is_empty()), "every tensor was updated");
+}
+
+#[test]
+fn a_second_step_of_the_same_shapes_allocates_nothing() {
+    let (mut m, tokens) = model();
+    let first = m.loss_and_grads(&tokens).unwrap();
+    let allocated = m.pool().stats().allocated;
+    let second = m.loss_and_grads(&tokens).unwrap();
+    assert_eq!(first.to_bits(), second.to_bits());
+    assert_eq!(m.pool().stats().allocated, allocated);
+    assert!(m.pool().stats().reused > 0);
+    assert_eq!(m.pool().in_use(), 0, "every buffer went back to the pool");
+}
