@@ -11,6 +11,8 @@
 //! fixed order (per-block partials, then the blocks in order; no atomics), so results are
 //! bitwise reproducible.
 
+pub mod layer;
+
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::shim::{self, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
 

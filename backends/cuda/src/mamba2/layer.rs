@@ -1,0 +1,472 @@
+//! One Mamba-2 layer of the trunk in shim mode, `out = u + Mamba2(LayerNorm(u))` (MODEL.md,
+//! "Temporal mixer, Mamba-2", one group), forward and backward, every buffer from a [`Pool`]:
+//! the crate's LayerNorm, the Mamba-1 convolution kernels with SiLU over the `Di + 2N`
+//! channels of `xBC`, softplus, this module's scan and gated RMSNorm kernels, and [`gemm`]
+//! (the shim's cuBLAS) for the projections. It mirrors [`crate::mamba1::layer`].
+//!
+//! Memory: the forward keeps the chunk-start states of the scan only (the caller keeps the
+//! layer input `u`); the backward recomputes the layer's internals from `u`, the scan output
+//! included (its forward is rerun, rewriting the same checkpoints bit for bit). Both passes
+//! run over groups of [`Layer2Dims::group`] sequences, so the workspace is that of one group;
+//! the parameter gradients accumulate group after group.
+//!
+//! Host work (shim mode only; a device build would fold each into a kernel's loads or
+//! stores): `A = -exp(A_log)` (nh values), the split of the convolution output into `x`,
+//! `Bc`, `Cc` and the join of their gradients, and the per-head sums into `A_log` and `D`.
+
+use super::{norm_launch, scan_launch};
+use crate::gemm::{gemm, Op, Shape};
+use crate::launch::{elementwise, rows as row_launch, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::ops::{act, layernorm};
+use crate::pool::{Buf, Pool};
+use crate::shim::{self, ConvDims, Result, Scan2, Scan2Final, Scan2Grads};
+
+/// The sizes of one layer and how it is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layer2Dims {
+    /// `d_model`, M.
+    pub m: usize,
+    /// The inner width Di (`expand * M`), `nh * pd`.
+    pub di: usize,
+    /// `d_state`, N.
+    pub n: usize,
+    /// `d_conv`, K.
+    pub k: usize,
+    /// Heads, nh.
+    pub nh: usize,
+    /// Steps per sequence, T.
+    pub time: usize,
+    /// Steps per scan chunk (between checkpoints).
+    pub q: usize,
+    /// Sequences per group of the forward and backward.
+    pub group: usize,
+}
+
+impl Layer2Dims {
+    /// Channels of the convolution, `x | Bc | Cc`: `Di + 2 N`.
+    pub fn conv_dim(&self) -> usize {
+        self.di + 2 * self.n
+    }
+    /// Rows of `in_proj`, `z | xBC | dtr`: `2 Di + 2 N + nh`.
+    pub fn proj_dim(&self) -> usize {
+        self.di + self.conv_dim() + self.nh
+    }
+    /// Channels per head, `Di / nh`.
+    pub fn pd(&self) -> usize {
+        self.di / self.nh.max(1)
+    }
+    /// Elements of the scan checkpoints of `seqs` sequences.
+    pub fn ckpt_len(&self, seqs: usize) -> usize {
+        seqs * self.time.div_ceil(self.q.max(1)) * self.n * self.di
+    }
+}
+
+/// The layer's parameters (or their gradients), PyTorch layout, row-major (MODEL.md's table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mamba2Params {
+    /// `norm.weight` of the layer's LayerNorm (M).
+    pub norm_w: Vec<f32>,
+    /// `norm.bias` (M).
+    pub norm_b: Vec<f32>,
+    /// `dt_bias` (nh).
+    pub dt_bias: Vec<f32>,
+    /// `conv1d.weight` (Di + 2N, K).
+    pub conv_w: Vec<f32>,
+    /// `conv1d.bias` (Di + 2N).
+    pub conv_b: Vec<f32>,
+    /// `in_proj.weight` (2 Di + 2N + nh, M): the rows of `z`, `xBC`, `dtr`.
+    pub in_proj: Vec<f32>,
+    /// `A_log` (nh).
+    pub a_log: Vec<f32>,
+    /// `D` (nh).
+    pub d: Vec<f32>,
+    /// `norm.weight` of the gated RMSNorm (Di).
+    pub gnorm_w: Vec<f32>,
+    /// `out_proj.weight` (M, Di).
+    pub out_proj: Vec<f32>,
+}
+
+impl Mamba2Params {
+    /// All zeros (a gradient to accumulate into).
+    pub fn zeros(z: &Layer2Dims) -> Self {
+        let v = |n: usize| vec![0.0f32; n];
+        let (m, di, cd) = (z.m, z.di, z.conv_dim());
+        Self {
+            norm_w: v(m),
+            norm_b: v(m),
+            dt_bias: v(z.nh),
+            conv_w: v(cd * z.k),
+            conv_b: v(cd),
+            in_proj: v(z.proj_dim() * m),
+            a_log: v(z.nh),
+            d: v(z.nh),
+            gnorm_w: v(di),
+            out_proj: v(m * di),
+        }
+    }
+
+    /// Every tensor, in state-dict order.
+    pub fn tensors(&self) -> [&Vec<f32>; 10] {
+        [
+            &self.norm_w,
+            &self.norm_b,
+            &self.dt_bias,
+            &self.conv_w,
+            &self.conv_b,
+            &self.in_proj,
+            &self.a_log,
+            &self.d,
+            &self.gnorm_w,
+            &self.out_proj,
+        ]
+    }
+
+    /// Every tensor, mutably, in state-dict order.
+    pub fn tensors_mut(&mut self) -> [&mut Vec<f32>; 10] {
+        [
+            &mut self.norm_w,
+            &mut self.norm_b,
+            &mut self.dt_bias,
+            &mut self.conv_w,
+            &mut self.conv_b,
+            &mut self.in_proj,
+            &mut self.a_log,
+            &mut self.d,
+            &mut self.gnorm_w,
+            &mut self.out_proj,
+        ]
+    }
+}
+
+/// What the forward keeps for the backward: the scan's chunk-start states of every sequence.
+#[derive(Debug)]
+pub struct Saved2 {
+    /// `(seqs, ceil(T / q), N, Di)`.
+    pub ckpt: Buf,
+}
+
+/// `y (rows, out) = x (rows, in) W^T + beta y`, `W` `(out, in)`: a `Linear` without bias.
+fn linear(x: &[f32], w: &[f32], out: usize, beta: f32, y: &mut [f32]) -> Result<()> {
+    let inn = w.len() / out;
+    gemm(Shape { m: x.len() / inn, n: out, k: inn }, x, Op::N, w, Op::T, beta, y)
+}
+
+/// `g_w (out, in) += g_y^T x` over `rows` rows: a `Linear`'s weight gradient.
+fn linear_gw(rows: usize, g_y: &[f32], x: &[f32], g_w: &mut [f32]) -> Result<()> {
+    gemm(Shape { m: g_y.len() / rows, n: x.len() / rows, k: rows }, g_y, Op::T, x, Op::N, 1.0, g_w)
+}
+
+/// `g_x (rows, in) = g_y (rows, out) W + beta g_x`: a `Linear`'s input gradient.
+fn linear_gx(g_y: &[f32], w: &[f32], out: usize, beta: f32, g_x: &mut [f32]) -> Result<()> {
+    let inn = w.len() / out;
+    gemm(Shape { m: g_y.len() / out, n: inn, k: out }, g_y, Op::N, w, Op::N, beta, g_x)
+}
+
+/// The forward's internals of one group, recomputed by the backward.
+struct Internals {
+    ln: Buf,
+    z: Buf,
+    xbc: Buf,
+    c: Buf,
+    x: Buf,
+    b: Buf,
+    cc: Buf,
+    dt_pre: Buf,
+    dt: Buf,
+    a: Buf,
+}
+
+/// Everything from the LayerNorm to the scan's inputs for `u` of one group.
+fn internals(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<Internals> {
+    let (rows, di, n, cd) = (seqs * z.time, z.di, z.n, z.conv_dim());
+    let mut ln = pool.zeros(rows * z.m);
+    layernorm::forward(u, rows, z.m, &p.norm_w, &p.norm_b, &mut ln)?;
+    let (wz, rest) = p.in_proj.split_at(di * z.m);
+    let (wxbc, wdt) = rest.split_at(cd * z.m);
+    let (mut zg, mut xbc) = (pool.zeros(rows * di), pool.zeros(rows * cd));
+    linear(&ln, wz, di, 0.0, &mut zg)?;
+    linear(&ln, wxbc, cd, 0.0, &mut xbc)?;
+    // dt_bias enters as cuBLAS's beta = 1 on rows preset to it.
+    let mut dt_pre = pool.zeros(rows * z.nh);
+    dt_pre.chunks_exact_mut(z.nh).for_each(|row| row.copy_from_slice(&p.dt_bias));
+    linear(&ln, wdt, z.nh, 1.0, &mut dt_pre)?;
+    let mut dt = pool.zeros(rows * z.nh);
+    act::softplus(&dt_pre, &mut dt)?;
+    let (mut c, mut xs) = (pool.zeros(rows * cd), pool.zeros(rows * cd));
+    let conv = ConvDims { seqs, time: z.time, di: cd, k: z.k };
+    crate::mamba1::conv_forward(conv, &xbc, &p.conv_w, &p.conv_b, &mut c, &mut xs)?;
+    let (mut x, mut b, mut cc) = (pool.zeros(rows * di), pool.zeros(rows * n), pool.zeros(rows * n));
+    for (r, row) in xs.chunks_exact(cd).enumerate() {
+        x[r * di..(r + 1) * di].copy_from_slice(&row[..di]);
+        b[r * n..(r + 1) * n].copy_from_slice(&row[di..di + n]);
+        cc[r * n..(r + 1) * n].copy_from_slice(&row[di + n..]);
+    }
+    drop(xs);
+    let mut a = pool.zeros(z.nh);
+    a.iter_mut().zip(&p.a_log).for_each(|(a, l)| *a = -l.exp());
+    Ok(Internals { ln, z: zg, xbc, c, x, b, cc, dt_pre, dt, a })
+}
+
+impl Internals {
+    fn scan<'a>(&'a self, p: &'a Mamba2Params, z: &Layer2Dims, seqs: usize) -> Scan2<'a> {
+        Scan2 {
+            seqs,
+            time: z.time,
+            nh: z.nh,
+            pd: z.pd(),
+            n: z.n,
+            q: z.q,
+            x: &self.x,
+            dt: &self.dt,
+            a: &self.a,
+            b: &self.b,
+            c: &self.cc,
+            d: &p.d,
+        }
+    }
+}
+
+/// The gated RMSNorm of `y` by `z` (rows of Di), its output from the pool.
+fn gated_norm(p: &Mamba2Params, rows: usize, di: usize, y: &[f32], z: &[f32], pool: &Pool) -> Result<Buf> {
+    let (mut o, mut rinv) = (pool.zeros(rows * di), pool.zeros(rows));
+    shim::mamba2_gnorm_fwd(norm_launch("mamba2_gnorm_fwd", rows, di)?, di, y, z, &p.gnorm_w, &mut o, &mut rinv)?;
+    Ok(o)
+}
+
+/// The layer's forward for `u` `(seqs, T, M)`: the output `u + mixer(LayerNorm(u))` and the
+/// scan's checkpoints.
+pub fn forward(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved2)> {
+    let mut out = pool.copy_of(u);
+    let mut ckpt = pool.zeros(z.ckpt_len(seqs));
+    let (tm, g) = (z.time * z.m, z.group.max(1));
+    let ck = z.ckpt_len(1);
+    for s0 in (0..seqs).step_by(g) {
+        let s = g.min(seqs - s0);
+        let rows = s * z.time;
+        let it = internals(p, z, s, &u[s0 * tm..(s0 + s) * tm], pool)?;
+        let mut y = pool.zeros(rows * z.di);
+        super::scan_forward(&it.scan(p, z, s), &mut y, &mut ckpt[s0 * ck..(s0 + s) * ck])?;
+        let o = gated_norm(p, rows, z.di, &y, &it.z, pool)?;
+        drop((it, y));
+        // The residual: beta = 1 on the copy of u.
+        linear(&o, &p.out_proj, z.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
+    }
+    Ok((out, Saved2 { ckpt }))
+}
+
+/// The layer's backward for the output gradient `g_out` `(seqs, T, M)`: returns `g_u`, and
+/// adds the parameter gradients to `g`. `saved` must come from [`forward`] of the same `u`
+/// and parameters; its checkpoints are rewritten with the same values.
+#[allow(clippy::too_many_arguments)]
+pub fn backward(
+    p: &Mamba2Params,
+    z: &Layer2Dims,
+    seqs: usize,
+    u: &[f32],
+    g_out: &[f32],
+    saved: &mut Saved2,
+    g: &mut Mamba2Params,
+    pool: &Pool,
+) -> Result<Buf> {
+    // The residual's gradient; the LayerNorm's backward adds to it.
+    let mut g_u = pool.copy_of(g_out);
+    let (tm, gs) = (z.time * z.m, z.group.max(1));
+    let ck = z.ckpt_len(1);
+    for s0 in (0..seqs).step_by(gs) {
+        let s = gs.min(seqs - s0);
+        let (a, b) = (s0 * tm, (s0 + s) * tm);
+        let ckpt = &mut saved.ckpt[s0 * ck..(s0 + s) * ck];
+        backward_group(p, z, s, &u[a..b], &g_out[a..b], ckpt, &mut g_u[a..b], g, pool)?;
+    }
+    Ok(g_u)
+}
+
+/// The scan's gradients of one group, in pool buffers.
+struct ScanG {
+    x: Buf,
+    dt: Buf,
+    a: Buf,
+    b: Buf,
+    c: Buf,
+    d: Buf,
+}
+
+/// [`super::scan_backward`] with its outputs and scratch from the pool.
+fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanG> {
+    let l = scan_launch(s.di(), s.seqs);
+    let blocks = l.grid.x as usize;
+    let (len, rows) = (s.len(), s.seqs * s.time);
+    let mut g = ScanG {
+        x: pool.zeros(len),
+        dt: pool.zeros(rows * s.nh),
+        a: pool.zeros(s.nh),
+        b: pool.zeros(rows * s.n),
+        c: pool.zeros(rows * s.n),
+        d: pool.zeros(s.nh),
+    };
+    let (mut gdt_term, mut hs) = (pool.zeros(len), pool.zeros(s.seqs * s.q * s.n * s.di()));
+    let mut part_bc = pool.zeros(rows * blocks * 2 * s.n);
+    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di()), pool.zeros(s.seqs * s.di()));
+    let mut scratch = Scan2Grads {
+        g_x: &mut g.x,
+        gdt_term: &mut gdt_term,
+        hs: &mut hs,
+        part_bc: &mut part_bc,
+        part_a: &mut part_a,
+        part_d: &mut part_d,
+    };
+    shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut scratch)?;
+    drop(hs);
+    let mut fin = Scan2Final {
+        blocks,
+        part_bc: &part_bc,
+        gdt_term: &gdt_term,
+        part_a: &part_a,
+        part_d: &part_d,
+        g_b: &mut g.b,
+        g_c: &mut g.c,
+        g_dt: &mut g.dt,
+        g_a: &mut g.a,
+        g_d: &mut g.d,
+    };
+    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.n).max(rows * s.nh)), s, &mut fin)?;
+    Ok(g)
+}
+
+/// The gated norm's backward, its scratch from the pool: `g_y`, `g_z` overwritten, `g_w`
+/// accumulates.
+#[allow(clippy::too_many_arguments)]
+fn gated_norm_backward(
+    p: &Mamba2Params,
+    rows: usize,
+    di: usize,
+    y: &[f32],
+    z: &[f32],
+    g_o: &[f32],
+    g: &mut Mamba2Params,
+    pool: &Pool,
+) -> Result<(Buf, Buf)> {
+    let (mut g_y, mut g_z, mut rinv) = (pool.zeros(rows * di), pool.zeros(rows * di), pool.zeros(rows));
+    let l = norm_launch("mamba2_gnorm_bwd_x", rows, di)?;
+    shim::mamba2_gnorm_bwd_x(l, di, y, z, &p.gnorm_w, g_o, &mut g_y, &mut g_z, &mut rinv)?;
+    let (chunks, block) = (rows.div_ceil(ROWS_PER_CHUNK), 128u32);
+    let partial = Launch { grid: Dim3::xy(di.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
+    let mut part = pool.zeros(chunks * di);
+    shim::mamba2_gnorm_bwd_w_partial(partial, di, y, z, g_o, &rinv, &mut part, ROWS_PER_CHUNK)?;
+    shim::mamba2_gnorm_bwd_w_final(elementwise(di), &part, &mut g.gnorm_w)?;
+    Ok((g_y, g_z))
+}
+
+/// The convolution's backward from the SiLU output's gradient `g_xs`, its scratch from the
+/// pool: returns the conv input's gradient; `g.conv_*` accumulate.
+fn conv_backward(
+    dims: ConvDims,
+    x: &[f32],
+    c: &[f32],
+    p: &Mamba2Params,
+    g_xs: &[f32],
+    g: &mut Mamba2Params,
+    pool: &Pool,
+) -> Result<Buf> {
+    let mut g_c = pool.zeros(c.len());
+    shim::mamba1_conv_bwd_gc(elementwise(c.len()), c, g_xs, &mut g_c)?;
+    let mut g_x = pool.zeros(c.len());
+    shim::mamba1_conv_bwd_x(elementwise(dims.len()), dims, &g_c, &p.conv_w, &mut g_x)?;
+    let chunks = (dims.seqs * dims.time).div_ceil(ROWS_PER_CHUNK);
+    let block = 128u32;
+    let partial =
+        Launch { grid: Dim3::xy(dims.di.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
+    let mut part = pool.zeros(chunks * (dims.k + 1) * dims.di);
+    shim::mamba1_conv_bwd_params_partial(partial, dims, x, &g_c, &mut part, ROWS_PER_CHUNK)?;
+    let fin = elementwise((dims.k + 1) * dims.di);
+    shim::mamba1_conv_bwd_params_final(fin, dims, &part, &mut g.conv_w, &mut g.conv_b)?;
+    Ok(g_x)
+}
+
+/// [`layernorm::backward`] with its scratch from the pool: `g_x`, `g.norm_*` accumulate.
+#[allow(clippy::too_many_arguments)]
+fn layernorm_backward(
+    x: &[f32],
+    rows: usize,
+    m: usize,
+    p: &Mamba2Params,
+    g_y: &[f32],
+    g_x: &mut [f32],
+    g: &mut Mamba2Params,
+    pool: &Pool,
+) -> Result<()> {
+    let mut stats = pool.zeros(2 * rows);
+    shim::layernorm_bwd_x(row_launch(rows, m), x, m, &p.norm_w, g_y, g_x, &mut stats)?;
+    let chunks = rows.div_ceil(ROWS_PER_CHUNK);
+    let block = 128u32;
+    let partial = Launch { grid: Dim3::xy(m.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
+    let mut part = pool.zeros(chunks * 2 * m);
+    shim::layernorm_bwd_params_partial(partial, x, g_y, &stats, &mut part, m, ROWS_PER_CHUNK)?;
+    shim::layernorm_bwd_params_final(elementwise(m), &part, &mut g.norm_w, &mut g.norm_b)
+}
+
+/// The backward of one group: recompute, then walk the layer back from `out_proj`, dropping
+/// each buffer once its last use is past.
+#[allow(clippy::too_many_arguments)]
+fn backward_group(
+    p: &Mamba2Params,
+    z: &Layer2Dims,
+    seqs: usize,
+    u: &[f32],
+    g_out: &[f32],
+    ckpt: &mut [f32],
+    g_u: &mut [f32],
+    g: &mut Mamba2Params,
+    pool: &Pool,
+) -> Result<()> {
+    let (rows, di, n, nh, cd) = (seqs * z.time, z.di, z.n, z.nh, z.conv_dim());
+    let it = internals(p, z, seqs, u, pool)?;
+    let mut y = pool.zeros(rows * di);
+    super::scan_forward(&it.scan(p, z, seqs), &mut y, ckpt)?;
+    let o = gated_norm(p, rows, di, &y, &it.z, pool)?;
+    linear_gw(rows, g_out, &o, &mut g.out_proj)?;
+    drop(o);
+    let mut g_o = pool.zeros(rows * di);
+    linear_gx(g_out, &p.out_proj, z.m, 0.0, &mut g_o)?;
+    let (g_y, g_z) = gated_norm_backward(p, rows, di, &y, &it.z, &g_o, g, pool)?;
+    drop((g_o, y));
+    let sg = scan_backward(&it.scan(p, z, seqs), &g_y, ckpt, pool)?;
+    drop(g_y);
+    let Internals { ln, z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
+    let ScanG { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
+    // dA / dA_log = A.
+    g.a_log.iter_mut().zip(g_a.iter().zip(a.iter())).for_each(|(g, (ga, a))| *g += ga * a);
+    g.d.iter_mut().zip(g_d.iter()).for_each(|(g, v)| *g += v);
+    let mut g_pre = pool.zeros(rows * nh);
+    act::softplus_backward(&dt_pre, &g_dt, &mut g_pre)?;
+    drop((g_dt, dt_pre));
+    // dt_bias's gradient as cuBLAS would take it: a product with a row of ones.
+    let mut ones = pool.zeros(rows);
+    ones.fill(1.0);
+    linear_gw(rows, &g_pre, &ones, &mut g.dt_bias)?;
+    drop(ones);
+    // The gradient of silu(conv(xBC)), joined from those of x, Bc, Cc.
+    let mut g_xs = pool.zeros(rows * cd);
+    for (r, row) in g_xs.chunks_exact_mut(cd).enumerate() {
+        row[..di].copy_from_slice(&g_x[r * di..(r + 1) * di]);
+        row[di..di + n].copy_from_slice(&g_b[r * n..(r + 1) * n]);
+        row[di + n..].copy_from_slice(&g_c[r * n..(r + 1) * n]);
+    }
+    drop((g_x, g_b, g_c));
+    let conv = ConvDims { seqs, time: z.time, di: cd, k: z.k };
+    let g_xbc = conv_backward(conv, &xbc, &c, p, &g_xs, g, pool)?;
+    drop((g_xs, c, xbc));
+    let (gw_z, rest) = g.in_proj.split_at_mut(di * z.m);
+    let (gw_xbc, gw_dt) = rest.split_at_mut(cd * z.m);
+    let (w_z, rest) = p.in_proj.split_at(di * z.m);
+    let (w_xbc, w_dt) = rest.split_at(cd * z.m);
+    linear_gw(rows, &g_z, &ln, gw_z)?;
+    linear_gw(rows, &g_xbc, &ln, gw_xbc)?;
+    linear_gw(rows, &g_pre, &ln, gw_dt)?;
+    let mut g_ln = pool.zeros(rows * z.m);
+    linear_gx(&g_z, w_z, di, 0.0, &mut g_ln)?;
+    linear_gx(&g_xbc, w_xbc, cd, 1.0, &mut g_ln)?;
+    linear_gx(&g_pre, w_dt, nh, 1.0, &mut g_ln)?;
+    drop((g_z, g_xbc, g_pre, ln));
+    layernorm_backward(u, rows, z.m, p, &g_ln, g_u, g, pool)
+}
