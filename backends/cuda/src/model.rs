@@ -3,13 +3,14 @@
 //! names, order and layouts (so a checkpoint of any backend loads here).
 //!
 //! ```text
-//! tokens (B,T,P,D) -> (B,P,T,D) -> embed_proj -> n_layers x [ x = Mamba1Layer(x)           per parcel over time
+//! tokens (B,T,P,D) -> (B,P,T,D) -> embed_proj -> n_layers x [ x = MambaLayer(x)            per parcel over time
 //!                                                             x = Spatial(x in (B,T,P,M)) per (b, t) over parcels ]
 //!                  -> final_norm (= embed) -> head -> (B,T,P,H,D) -> loss
 //! ```
 //!
-//! The trunk keeps its activation sequence-major, `(B, P, T, M)`, the layout of the Mamba-1
-//! layer ([`crate::mamba1::layer`]); the spatial mixer ([`crate::spatial`]) gets it as
+//! The temporal mixer is a Mamba-1 layer ([`crate::mamba1::layer`]) or a Mamba-2 layer
+//! ([`crate::mamba2::layer`]), by `temporal`. The trunk keeps its activation sequence-major,
+//! `(B, P, T, M)`, the layout of both layers; the spatial mixer ([`crate::spatial`]) gets it as
 //! `(B, T, P, M)` through [`linear::swap_axes`] and gives it back. The backward keeps, per
 //! layer, the layer input, the scan checkpoints and (with attention) the middle activation,
 //! and recomputes everything else; every activation comes from the model's counting [`Pool`].
@@ -17,18 +18,16 @@
 //! model, as they would be on the device ([`Model::optimizer_state`] exports them).
 //!
 //! Execution: this module never calls the shim. It calls the crate's host functions
-//! ([`crate::ops`], [`crate::mamba1::layer`], [`crate::spatial`], [`crate::loss`],
+//! ([`crate::ops`], [`crate::mamba1::layer`], [`crate::mamba2::layer`], [`crate::spatial`], [`crate::loss`],
 //! [`crate::optim`], [`crate::gemm`]), which are the only code that knows the shim runs their
 //! kernels; a device executor plugs in there (NVRTC launches of the same kernels with the same
 //! launch shapes, cuBLAS for [`crate::gemm`], [`Buf`] over device memory in [`Pool`]), and the
 //! parameters and gradients here become device buffers copied to the host only by `state`,
 //! `grads` and the flat gradient buffer.
-//!
-//! Not yet: the Mamba-2 temporal mixer (its kernels exist in [`crate::mamba2`], not its layer);
-//! [`CudaModel::new`] refuses `temporal = "mamba2"`.
 
 use crate::knn::Neighbours;
 use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
+use crate::mamba2::layer::{self as layer2, Layer2Dims, Mamba2Params, Saved2};
 use crate::ops::{layernorm, linear};
 use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
@@ -41,11 +40,92 @@ use boldcast_core::{
     ParamSpec, Temporal, Tokens,
 };
 
+/// One layer's temporal mixer (or its gradients): `layers.{i}.mamba.norm.*` and
+/// `layers.{i}.mamba.mamba.*`, in state-dict order.
+#[derive(Clone, Debug)]
+enum Mixer {
+    Mamba1(Mamba1Params),
+    Mamba2(Mamba2Params),
+}
+
+/// The sizes of the temporal mixer of either kind for one sequence length.
+#[derive(Clone, Copy, Debug)]
+enum Dims {
+    Mamba1(LayerDims),
+    Mamba2(Layer2Dims),
+}
+
+/// What the forward of either mixer keeps for its backward.
+#[derive(Debug)]
+enum MixerSaved {
+    Mamba1(Saved),
+    Mamba2(Saved2),
+}
+
+impl Mixer {
+    fn zeros(dims: &Dims) -> Self {
+        match dims {
+            Dims::Mamba1(d) => Self::Mamba1(Mamba1Params::zeros(d)),
+            Dims::Mamba2(d) => Self::Mamba2(Mamba2Params::zeros(d)),
+        }
+    }
+
+    fn tensors(&self) -> Vec<&[f32]> {
+        match self {
+            Self::Mamba1(p) => p.tensors().into_iter().map(|t| &t[..]).collect(),
+            Self::Mamba2(p) => p.tensors().into_iter().map(|t| &t[..]).collect(),
+        }
+    }
+
+    fn tensors_mut(&mut self) -> Vec<&mut [f32]> {
+        match self {
+            Self::Mamba1(p) => p.tensors_mut().into_iter().map(|t| &mut t[..]).collect(),
+            Self::Mamba2(p) => p.tensors_mut().into_iter().map(|t| &mut t[..]).collect(),
+        }
+    }
+
+    /// The layer's forward over `seqs` sequences: its output and what the backward needs.
+    fn forward(&self, dims: &Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, MixerSaved), LaunchError> {
+        match (self, dims) {
+            (Self::Mamba1(p), Dims::Mamba1(d)) => {
+                layer::forward(p, d, seqs, u, pool).map(|(o, s)| (o, MixerSaved::Mamba1(s)))
+            }
+            (Self::Mamba2(p), Dims::Mamba2(d)) => {
+                layer2::forward(p, d, seqs, u, pool).map(|(o, s)| (o, MixerSaved::Mamba2(s)))
+            }
+            _ => unreachable!("the parameters and sizes come from the same config"),
+        }
+    }
+
+    /// The layer's backward: `g_u`, the parameter gradients added to `g`.
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        dims: &Dims,
+        seqs: usize,
+        u: &[f32],
+        g_out: &[f32],
+        saved: &mut MixerSaved,
+        g: &mut Mixer,
+        pool: &Pool,
+    ) -> Result<Buf, LaunchError> {
+        match (self, dims, saved, g) {
+            (Self::Mamba1(p), Dims::Mamba1(d), MixerSaved::Mamba1(s), Self::Mamba1(g)) => {
+                layer::backward(p, d, seqs, u, g_out, s, g, pool)
+            }
+            (Self::Mamba2(p), Dims::Mamba2(d), MixerSaved::Mamba2(s), Self::Mamba2(g)) => {
+                layer2::backward(p, d, seqs, u, g_out, s, g, pool)
+            }
+            _ => unreachable!("the parameters, sizes and saved state come from the same config"),
+        }
+    }
+}
+
 /// One layer's parameters (or gradients).
 #[derive(Clone, Debug)]
 struct LayerParams {
     /// `layers.{i}.mamba.norm.*` and `layers.{i}.mamba.mamba.*`.
-    mamba: Mamba1Params,
+    mamba: Mixer,
     /// `layers.{i}.knn.*`, absent when `k_neighbors == 0`.
     knn: Option<KnnParams>,
 }
@@ -63,13 +143,11 @@ struct Params {
 }
 
 impl Params {
-    fn zeros(cfg: &ModelConfig, dims: &LayerDims) -> Self {
+    fn zeros(cfg: &ModelConfig, dims: &Dims) -> Self {
         let (m, hd) = (cfg.d_model, cfg.n_horizons() * cfg.d_in);
         let z = |n: usize| vec![0.0f32; n];
-        let layer = || LayerParams {
-            mamba: Mamba1Params::zeros(dims),
-            knn: (cfg.k_neighbors > 0).then(|| KnnParams::zeros(m)),
-        };
+        let layer =
+            || LayerParams { mamba: Mixer::zeros(dims), knn: (cfg.k_neighbors > 0).then(|| KnnParams::zeros(m)) };
         Self {
             embed_w: z(m * cfg.d_in),
             embed_b: z(m),
@@ -85,7 +163,7 @@ impl Params {
     fn slices(&self) -> Vec<&[f32]> {
         let mut v: Vec<&[f32]> = vec![&self.embed_w, &self.embed_b];
         for l in &self.layers {
-            v.extend(l.mamba.tensors().into_iter().map(|t| &t[..]));
+            v.extend(l.mamba.tensors());
             if let Some(k) = &l.knn {
                 v.extend(k.tensors().into_iter().map(|t| &t[..]));
             }
@@ -98,7 +176,7 @@ impl Params {
     fn slices_mut(&mut self) -> Vec<&mut [f32]> {
         let mut v: Vec<&mut [f32]> = vec![&mut self.embed_w, &mut self.embed_b];
         for l in &mut self.layers {
-            v.extend(l.mamba.tensors_mut().into_iter().map(|t| &mut t[..]));
+            v.extend(l.mamba.tensors_mut());
             if let Some(k) = &mut l.knn {
                 v.extend(k.tensors_mut().into_iter().map(|t| &mut t[..]));
             }
@@ -121,16 +199,17 @@ struct AdamState {
 struct Kept {
     /// The layer input, `(B, P, T, M)`.
     input: Buf,
-    /// The Mamba-1 layer's scan checkpoints.
-    saved: Saved,
+    /// The temporal mixer's scan checkpoints.
+    saved: MixerSaved,
     /// With attention, the spatial mixer's input `(B, T, P, M)`.
     mid: Option<Buf>,
 }
 
-/// Sequences per group of the Mamba-1 layer: bounds its workspace, whatever the batch.
+/// Sequences per group of the Mamba layers: bounds their workspace, whatever the batch.
 const LAYER_GROUP: usize = 64;
 
-/// The BOLDcast model of this backend (Mamba-1 temporal mixer, with or without attention).
+/// The BOLDcast model of this backend (Mamba-1 or Mamba-2 temporal mixer, with or without
+/// attention).
 ///
 /// Built with [`CudaModel::new`] with zero parameters; its weights come from
 /// [`Model::load_state`] (a checkpoint, or the CPU backend's initialization).
@@ -152,14 +231,10 @@ fn dev(e: LaunchError) -> Error {
 }
 
 impl CudaModel {
-    /// A model with every parameter zero. Errors (naming the value): an invalid `cfg`;
-    /// `temporal = "mamba2"` (not yet in this backend); an adjacency missing, unexpected, of
-    /// another `k`, or too large for the kernels' indices.
+    /// A model with every parameter zero. Errors (naming the value): an invalid `cfg`; an
+    /// adjacency missing, unexpected, of another `k`, or too large for the kernels' indices.
     pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>) -> Result<Self, Error> {
         cfg.validate()?;
-        if cfg.temporal != Temporal::Mamba {
-            return Err(Error::config("model.temporal", cfg.temporal.as_str(), "the CUDA backend has Mamba-1 only"));
-        }
         let nb = match (&adjacency, cfg.k_neighbors) {
             (None, 0) => None,
             (Some(a), k) if k > 0 && a.k() == k => {
@@ -186,19 +261,14 @@ impl CudaModel {
         &self.pool
     }
 
-    /// The Mamba-1 layer's sizes for sequences of `time` steps: checkpoints every
+    /// The temporal mixer's sizes for sequences of `time` steps: checkpoints every
     /// `ceil(sqrt(T))` steps, which balances the checkpoints against one chunk's states.
-    fn layer_dims(cfg: &ModelConfig, time: usize) -> LayerDims {
+    fn layer_dims(cfg: &ModelConfig, time: usize) -> Dims {
         let q = ((time as f64).sqrt().ceil() as usize).max(1);
-        LayerDims {
-            m: cfg.d_model,
-            di: cfg.d_inner(),
-            n: cfg.d_state,
-            k: cfg.d_conv,
-            r: cfg.dt_rank(),
-            time,
-            q,
-            group: LAYER_GROUP,
+        let (m, di, n, k, group) = (cfg.d_model, cfg.d_inner(), cfg.d_state, cfg.d_conv, LAYER_GROUP);
+        match cfg.temporal {
+            Temporal::Mamba => Dims::Mamba1(LayerDims { m, di, n, k, r: cfg.dt_rank(), time, q, group }),
+            Temporal::Mamba2 => Dims::Mamba2(Layer2Dims { m, di, n, k, nh: cfg.nheads(), time, q, group }),
         }
     }
 
@@ -252,7 +322,7 @@ impl CudaModel {
         linear::forward(tok, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x).map_err(dev)?;
         let mut kept = Vec::new();
         for l in &self.params.layers {
-            let (out, saved) = layer::forward(&l.mamba, &dims, s.b * s.p, &x, pool).map_err(dev)?;
+            let (out, saved) = l.mamba.forward(&dims, s.b * s.p, &x, pool).map_err(dev)?;
             let input = std::mem::replace(&mut x, out);
             let mid = match (&l.knn, &self.nb) {
                 (Some(kp), Some(nb)) => {
@@ -341,8 +411,7 @@ impl CudaModel {
                 let g_mid = spatial::backward(kp, nb, m, s.b * s.t, mid, &gt, kg, &pool).map_err(dev)?;
                 linear::swap_axes(&g_mid, s.b, s.t, s.p, m, &mut g).map_err(dev)?;
             }
-            g = layer::backward(&l.mamba, &dims, s.b * s.p, &k.input, &g, &mut k.saved, &mut lg.mamba, &pool)
-                .map_err(dev)?;
+            g = l.mamba.backward(&dims, s.b * s.p, &k.input, &g, &mut k.saved, &mut lg.mamba, &pool).map_err(dev)?;
         }
         Ok(g)
     }
