@@ -394,7 +394,8 @@ impl CudaModel {
         linear::backward_input(&g_ps, &prm.head_w, hd, 0.0, &mut g_e).map_err(dev)?;
         // layernorm::backward adds to its input gradient.
         let mut g = pool.zeros(rows * m);
-        layernorm::backward(x, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b).map_err(dev)?;
+        layernorm::backward(x, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b, &pool)
+            .map_err(dev)?;
         Ok((loss, g))
     }
 

@@ -158,6 +158,6 @@ pub fn backward(
     drop((g_qkv, it));
     // The residual's gradient; the LayerNorm's backward adds to it.
     let mut g_x = pool.copy_of(g_out);
-    layernorm::backward(x, rows, m, &p.norm_w, &g_h, &mut g_x, &mut g.norm_w, &mut g.norm_b)?;
+    layernorm::backward(x, rows, m, &p.norm_w, &g_h, &mut g_x, &mut g.norm_w, &mut g.norm_b, pool)?;
     Ok(g_x)
 }

@@ -16,6 +16,7 @@ mod common;
 use boldcast_cpu::ops::layernorm as cpu;
 use boldcast_cuda::launch::{rows as row_launch, ROWS_PER_CHUNK};
 use boldcast_cuda::ops::layernorm;
+use boldcast_cuda::pool::Pool;
 use common::{uniform, U32 as U};
 
 /// The first-order bound on the difference of the two backends' intermediate values of one
@@ -105,7 +106,7 @@ fn backward_matches_the_cpu_backend_within_the_reduction_bound() {
         // Non-zero starting gradients: all three accumulate.
         let (gx0, gw0, gb0) = (uniform(7, rows * m, -1.0, 1.0), uniform(8, m, -1.0, 1.0), uniform(9, m, -1.0, 1.0));
         let (mut gx, mut gw, mut gb) = (gx0.clone(), gw0.clone(), gb0.clone());
-        layernorm::backward(&x, rows, m, &w, &g_y, &mut gx, &mut gw, &mut gb).unwrap();
+        layernorm::backward(&x, rows, m, &w, &g_y, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
         let (mut cx, mut cw, mut cb) = (gx0, gw0, gb0);
         cpu::backward(&x, rows, m, &w, &g_y, &mut cx, &mut cw, &mut cb);
         let block = row_launch(rows, m).block.x as usize;
@@ -154,7 +155,7 @@ fn repeated_runs_give_the_same_bits() {
         let mut y = vec![0.0f32; rows * m];
         layernorm::forward(&x, rows, m, &w, &b, &mut y).unwrap();
         let (mut gx, mut gw, mut gb) = (vec![0.0f32; rows * m], vec![0.0f32; m], vec![0.0f32; m]);
-        layernorm::backward(&x, rows, m, &w, &y, &mut gx, &mut gw, &mut gb).unwrap();
+        layernorm::backward(&x, rows, m, &w, &y, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
         [y, gx, gw, gb].concat().iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
     };
     assert_eq!(run(), run());

@@ -13,7 +13,7 @@
 
 use super::scan_launch;
 use crate::gemm::{gemm, Op, Shape};
-use crate::launch::{elementwise, rows as row_launch, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::launch::elementwise;
 use crate::ops::{act, layernorm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{self, ConvDims, Result, Scan, ScanGrads};
@@ -316,54 +316,6 @@ fn scan_backward(s: &Scan<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result
     Ok(g)
 }
 
-/// [`super::conv_backward`] from the SiLU output's gradient `g_xs`, its scratch from the pool:
-/// returns the conv input's gradient; `g_w`, `g_b` accumulate.
-fn conv_backward(
-    dims: ConvDims,
-    x: &[f32],
-    c: &[f32],
-    p: &Mamba1Params,
-    g_xs: &[f32],
-    g: &mut Mamba1Params,
-    pool: &Pool,
-) -> Result<Buf> {
-    let mut g_c = pool.zeros(c.len());
-    shim::mamba1_conv_bwd_gc(elementwise(c.len()), c, g_xs, &mut g_c)?;
-    let mut g_x = pool.zeros(c.len());
-    shim::mamba1_conv_bwd_x(elementwise(dims.len()), dims, &g_c, &p.conv_w, &mut g_x)?;
-    let chunks = (dims.seqs * dims.time).div_ceil(ROWS_PER_CHUNK);
-    let block = 128u32;
-    let partial =
-        Launch { grid: Dim3::xy(dims.di.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = pool.zeros(chunks * (dims.k + 1) * dims.di);
-    shim::mamba1_conv_bwd_params_partial(partial, dims, x, &g_c, &mut part, ROWS_PER_CHUNK)?;
-    let fin = elementwise((dims.k + 1) * dims.di);
-    shim::mamba1_conv_bwd_params_final(fin, dims, &part, &mut g.conv_w, &mut g.conv_b)?;
-    Ok(g_x)
-}
-
-/// [`layernorm::backward`] with its scratch from the pool: `g_x`, `g.norm_*` accumulate.
-#[allow(clippy::too_many_arguments)]
-fn layernorm_backward(
-    x: &[f32],
-    rows: usize,
-    m: usize,
-    p: &Mamba1Params,
-    g_y: &[f32],
-    g_x: &mut [f32],
-    g: &mut Mamba1Params,
-    pool: &Pool,
-) -> Result<()> {
-    let mut stats = pool.zeros(2 * rows);
-    shim::layernorm_bwd_x(row_launch(rows, m), x, m, &p.norm_w, g_y, g_x, &mut stats)?;
-    let chunks = rows.div_ceil(ROWS_PER_CHUNK);
-    let block = 128u32;
-    let partial = Launch { grid: Dim3::xy(m.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = pool.zeros(chunks * 2 * m);
-    shim::layernorm_bwd_params_partial(partial, x, g_y, &stats, &mut part, m, ROWS_PER_CHUNK)?;
-    shim::layernorm_bwd_params_final(elementwise(m), &part, &mut g.norm_w, &mut g.norm_b)
-}
-
 /// The backward of one group: recompute, then walk the layer back from `out_proj`, dropping
 /// each buffer once its last use is past (what keeps the group's peak at the scan backward).
 #[allow(clippy::too_many_arguments)]
@@ -415,7 +367,8 @@ fn backward_group(
     }
     drop((g_dr, g_b, g_c, xs));
     let conv = ConvDims { seqs, time: z.time, di, k: z.k };
-    let g_x = conv_backward(conv, &x, &c, p, &g_xs, g, pool)?;
+    let mut g_x = pool.zeros(c.len());
+    super::conv_backward(conv, &x, &c, &p.conv_w, &g_xs, &mut g_x, &mut g.conv_w, &mut g.conv_b, pool)?;
     drop((g_xs, c, x));
     let (gw_x, gw_z) = g.in_proj.split_at_mut(di * z.m);
     let (w_x, w_z) = p.in_proj.split_at(di * z.m);
@@ -425,5 +378,5 @@ fn backward_group(
     linear_gx(&g_x, w_x, di, 0.0, &mut g_ln)?;
     linear_gx(&g_z, w_z, di, 1.0, &mut g_ln)?;
     drop((g_x, g_z, ln));
-    layernorm_backward(u, rows, z.m, p, &g_ln, g_u, g, pool)
+    layernorm::backward(u, rows, z.m, &p.norm_w, &g_ln, g_u, &mut g.norm_w, &mut g.norm_b, pool)
 }

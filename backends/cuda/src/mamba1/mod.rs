@@ -30,7 +30,8 @@ pub fn conv_forward(dims: ConvDims, x: &[f32], w: &[f32], b: &[f32], c: &mut [f3
 
 /// Backward of [`conv_forward`] for the gradient `g_xs` of its SiLU output: `g_x` (of the
 /// conv input) is overwritten; `g_w` `(di, k)` and `g_b` `(di)` accumulate, summed over the
-/// rows in chunks of [`ROWS_PER_CHUNK`] rows then the chunks in order.
+/// rows in chunks of [`ROWS_PER_CHUNK`] rows then the chunks in order. Its scratch comes from
+/// `pool`. Mamba-2 convolves its `Di + 2N` channels with it too.
 #[allow(clippy::too_many_arguments)]
 pub fn conv_backward(
     dims: ConvDims,
@@ -41,15 +42,16 @@ pub fn conv_backward(
     g_x: &mut [f32],
     g_w: &mut [f32],
     g_b: &mut [f32],
+    pool: &crate::pool::Pool,
 ) -> Result<()> {
-    let mut g_c = vec![0.0f32; c.len()];
+    let mut g_c = pool.zeros(c.len());
     shim::mamba1_conv_bwd_gc(elementwise(c.len()), c, g_xs, &mut g_c)?;
     shim::mamba1_conv_bwd_x(elementwise(dims.len()), dims, &g_c, w, g_x)?;
     let chunks = (dims.seqs * dims.time).div_ceil(ROWS_PER_CHUNK);
     let block = 128u32;
     let partial =
         Launch { grid: Dim3::xy(dims.di.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = vec![0.0f32; chunks * (dims.k + 1) * dims.di];
+    let mut part = pool.zeros(chunks * (dims.k + 1) * dims.di);
     shim::mamba1_conv_bwd_params_partial(partial, dims, x, &g_c, &mut part, ROWS_PER_CHUNK)?;
     shim::mamba1_conv_bwd_params_final(elementwise((dims.k + 1) * dims.di), dims, &part, g_w, g_b)
 }

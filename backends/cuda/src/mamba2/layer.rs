@@ -16,7 +16,7 @@
 
 use super::{norm_launch, scan_launch};
 use crate::gemm::{gemm, Op, Shape};
-use crate::launch::{elementwise, rows as row_launch, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::ops::{act, layernorm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{self, ConvDims, Result, Scan2, Scan2Final, Scan2Grads};
@@ -357,54 +357,6 @@ fn gated_norm_backward(
     Ok((g_y, g_z))
 }
 
-/// The convolution's backward from the SiLU output's gradient `g_xs`, its scratch from the
-/// pool: returns the conv input's gradient; `g.conv_*` accumulate.
-fn conv_backward(
-    dims: ConvDims,
-    x: &[f32],
-    c: &[f32],
-    p: &Mamba2Params,
-    g_xs: &[f32],
-    g: &mut Mamba2Params,
-    pool: &Pool,
-) -> Result<Buf> {
-    let mut g_c = pool.zeros(c.len());
-    shim::mamba1_conv_bwd_gc(elementwise(c.len()), c, g_xs, &mut g_c)?;
-    let mut g_x = pool.zeros(c.len());
-    shim::mamba1_conv_bwd_x(elementwise(dims.len()), dims, &g_c, &p.conv_w, &mut g_x)?;
-    let chunks = (dims.seqs * dims.time).div_ceil(ROWS_PER_CHUNK);
-    let block = 128u32;
-    let partial =
-        Launch { grid: Dim3::xy(dims.di.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = pool.zeros(chunks * (dims.k + 1) * dims.di);
-    shim::mamba1_conv_bwd_params_partial(partial, dims, x, &g_c, &mut part, ROWS_PER_CHUNK)?;
-    let fin = elementwise((dims.k + 1) * dims.di);
-    shim::mamba1_conv_bwd_params_final(fin, dims, &part, &mut g.conv_w, &mut g.conv_b)?;
-    Ok(g_x)
-}
-
-/// [`layernorm::backward`] with its scratch from the pool: `g_x`, `g.norm_*` accumulate.
-#[allow(clippy::too_many_arguments)]
-fn layernorm_backward(
-    x: &[f32],
-    rows: usize,
-    m: usize,
-    p: &Mamba2Params,
-    g_y: &[f32],
-    g_x: &mut [f32],
-    g: &mut Mamba2Params,
-    pool: &Pool,
-) -> Result<()> {
-    let mut stats = pool.zeros(2 * rows);
-    shim::layernorm_bwd_x(row_launch(rows, m), x, m, &p.norm_w, g_y, g_x, &mut stats)?;
-    let chunks = rows.div_ceil(ROWS_PER_CHUNK);
-    let block = 128u32;
-    let partial = Launch { grid: Dim3::xy(m.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = pool.zeros(chunks * 2 * m);
-    shim::layernorm_bwd_params_partial(partial, x, g_y, &stats, &mut part, m, ROWS_PER_CHUNK)?;
-    shim::layernorm_bwd_params_final(elementwise(m), &part, &mut g.norm_w, &mut g.norm_b)
-}
-
 /// The backward of one group: recompute, then walk the layer back from `out_proj`, dropping
 /// each buffer once its last use is past.
 #[allow(clippy::too_many_arguments)]
@@ -454,7 +406,8 @@ fn backward_group(
     }
     drop((g_x, g_b, g_c));
     let conv = ConvDims { seqs, time: z.time, di: cd, k: z.k };
-    let g_xbc = conv_backward(conv, &xbc, &c, p, &g_xs, g, pool)?;
+    let mut g_xbc = pool.zeros(c.len());
+    crate::mamba1::conv_backward(conv, &xbc, &c, &p.conv_w, &g_xs, &mut g_xbc, &mut g.conv_w, &mut g.conv_b, pool)?;
     drop((g_xs, c, xbc));
     let (gw_z, rest) = g.in_proj.split_at_mut(di * z.m);
     let (gw_xbc, gw_dt) = rest.split_at_mut(cd * z.m);
@@ -468,5 +421,5 @@ fn backward_group(
     linear_gx(&g_xbc, w_xbc, cd, 1.0, &mut g_ln)?;
     linear_gx(&g_pre, w_dt, nh, 1.0, &mut g_ln)?;
     drop((g_z, g_xbc, g_pre, ln));
-    layernorm_backward(u, rows, z.m, p, &g_ln, g_u, g, pool)
+    layernorm::backward(u, rows, z.m, &p.norm_w, &g_ln, g_u, &mut g.norm_w, &mut g.norm_b, pool)
 }

@@ -3,6 +3,7 @@
 //! shared-memory tree; over rows, chunks of [`ROWS_PER_CHUNK`] rows then the chunks in order).
 
 use crate::launch::{elementwise, rows as row_launch, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::pool::Pool;
 use crate::shim::{self, LaunchError, Result};
 
 /// `y = LayerNorm(x) w + b` for `x` of `(rows, m)`. Overwrites `y`.
@@ -10,7 +11,8 @@ pub fn forward(x: &[f32], rows: usize, m: usize, w: &[f32], b: &[f32], y: &mut [
     shim::layernorm_fwd(rows_checked("layernorm_fwd", rows, m)?, x, m, w, b, y)
 }
 
-/// Backward of [`forward`]: `g_x`, `g_w` and `g_b` accumulate, as the CPU backend's.
+/// Backward of [`forward`]: `g_x`, `g_w` and `g_b` accumulate, as the CPU backend's; the
+/// row statistics and the weight partials come from `pool` (so its peak counts them).
 #[allow(clippy::too_many_arguments)]
 pub fn backward(
     x: &[f32],
@@ -21,13 +23,14 @@ pub fn backward(
     g_x: &mut [f32],
     g_w: &mut [f32],
     g_b: &mut [f32],
+    pool: &Pool,
 ) -> Result<()> {
-    let mut stats = vec![0.0f32; 2 * rows];
+    let mut stats = pool.zeros(2 * rows);
     shim::layernorm_bwd_x(rows_checked("layernorm_bwd_x", rows, m)?, x, m, w, g_y, g_x, &mut stats)?;
     let chunks = rows.div_ceil(ROWS_PER_CHUNK);
     let block = 128u32;
     let partial = Launch { grid: Dim3::xy(m.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = vec![0.0f32; chunks * 2 * m];
+    let mut part = pool.zeros(chunks * 2 * m);
     shim::layernorm_bwd_params_partial(partial, x, g_y, &stats, &mut part, m, ROWS_PER_CHUNK)?;
     shim::layernorm_bwd_params_final(elementwise(m), &part, g_w, g_b)
 }
