@@ -8,6 +8,7 @@ static void shim_test_sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono
 
 #include "selftest.cu"
 
-SHIM_LAUNCHER(selftest_barrier_probe, (float* out, unsigned slow), (out, slow))
-SHIM_LAUNCHER(selftest_tree_sum, (const float* x, float* out), (x, out))
-SHIM_LAUNCHER(selftest_divergent, (float* out), (out))
+SHIM_TABLE(selftest,
+           SHIM_ENTRY(selftest_barrier_probe),
+           SHIM_ENTRY(selftest_tree_sum),
+           SHIM_ENTRY(selftest_divergent))

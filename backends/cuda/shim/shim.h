@@ -1,6 +1,6 @@
 // The CPU shim: what a kernel file of `kernels/` needs from CUDA, defined for g++ (C++20), so
 // that the same source runs on the CPU. A kernel TU includes this header, then one `.cu` file,
-// then declares its launchers with SHIM_LAUNCHER.
+// then lists its kernels with SHIM_TABLE (the end of this file).
 //
 // Execution model (launch.cpp): blocks run one after another; within a block every thread is
 // an OS thread, all running concurrently, and `__syncthreads()` is a std::barrier they all
@@ -17,7 +17,11 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 // Qualifiers. `__device__` functions get internal linkage: each kernel file is its own TU
 // (as it is its own NVRTC program), so same-named helpers in two files never collide.
@@ -71,10 +75,71 @@ inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 
-#define SHIM_STRIP(...) __VA_ARGS__
-// `SHIM_LAUNCHER(k, (T a, U b), (a, b))` defines `extern "C" void shim_launch_k(grid, block,
-// T a, U b)`, which runs kernel `k` over the grid.
-#define SHIM_LAUNCHER(kernel, PARAMS, ARGS) \
-    extern "C" void shim_launch_##kernel(::shim::Dim grid, ::shim::Dim block, SHIM_STRIP PARAMS) { \
-        ::shim::launch(#kernel, grid, block, [=] { kernel ARGS; }); \
+// The generic launcher, the shim's `cuLaunchKernel`: `params[i]` points at the value of the
+// kernel's parameter i, as CUDA's `kernelParams` do, so the Rust side (src/exec.rs) builds one
+// parameter array for both the shim and a device. Each kernel file lists its kernels with
+// SHIM_TABLE / SHIM_ENTRY; an entry carries the kernel's name, its launcher and its signature,
+// one letter per parameter (see `code` below), which the Rust side checks every argument list
+// against before a launch, so that a list that does not match the kernel fails in the shim
+// (and in CI) instead of reading the wrong bytes on a GPU.
+namespace shim {
+// `name` is the entry's own name, passed back by the caller for the shim's messages.
+using Params = void (*)(const char* name, Dim grid, Dim block, void** params);
+
+struct Entry {
+    const char* name;
+    Params launch;
+    const char* signature;
+};
+
+// One letter per parameter type: lower case reads, upper case writes (pointers); scalars.
+template <class T>
+constexpr char code() {
+    using U = std::remove_cv_t<T>;
+    if constexpr (std::is_same_v<U, const float*>) return 'f';
+    else if constexpr (std::is_same_v<U, float*>) return 'F';
+    else if constexpr (std::is_same_v<U, const double*>) return 'd';
+    else if constexpr (std::is_same_v<U, double*>) return 'D';
+    else if constexpr (std::is_same_v<U, const int*>) return 'i';
+    else if constexpr (std::is_same_v<U, int*>) return 'I';
+    else if constexpr (std::is_same_v<U, const unsigned short*>) return 'h';
+    else if constexpr (std::is_same_v<U, unsigned short*>) return 'H';
+    else if constexpr (std::is_same_v<U, int>) return '4';
+    else if constexpr (std::is_same_v<U, long long>) return '8';
+    else if constexpr (std::is_same_v<U, unsigned>) return 'u';
+    else if constexpr (std::is_same_v<U, float>) return 's';
+    else if constexpr (std::is_same_v<U, double>) return 'S';
+    else static_assert(sizeof(T) == 0, "a kernel parameter type the generic launcher does not know");
+}
+
+template <class... A>
+struct Signature {
+    static constexpr char text[sizeof...(A) + 1] = {code<A>()..., '\0'};
+};
+
+template <auto K, class... A, size_t... I>
+void run_params(const char* name, Dim grid, Dim block, void** p, void (*)(A...), std::index_sequence<I...>) {
+    std::tuple<std::remove_cv_t<A>...> args{*static_cast<std::remove_cv_t<A>*>(p[I])...};
+    launch(name, grid, block, [=] { std::apply(K, args); });
+}
+
+template <auto K, class... A>
+constexpr Entry entry(const char* name, void (*)(A...)) {
+    return Entry{name,
+                 [](const char* n, Dim grid, Dim block, void** p) {
+                     run_params<K>(n, grid, block, p, K, std::index_sequence_for<A...>{});
+                 },
+                 Signature<A...>::text};
+}
+}  // namespace shim
+
+// `SHIM_ENTRY(k)`: the table entry of kernel `k`.
+#define SHIM_ENTRY(kernel) ::shim::entry<&kernel>(#kernel, &kernel)
+// `SHIM_TABLE(file, SHIM_ENTRY(a), SHIM_ENTRY(b), ...)` defines `extern "C" const Entry*
+// shim_table_<file>(size_t* n)`, the kernels of one kernel file in src/kernels.rs's order.
+#define SHIM_TABLE(file, ...) \
+    extern "C" const ::shim::Entry* shim_table_##file(size_t* n) { \
+        static const ::shim::Entry table[] = {__VA_ARGS__}; \
+        *n = sizeof table / sizeof table[0]; \
+        return table; \
     }

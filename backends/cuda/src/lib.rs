@@ -29,6 +29,7 @@
 
 #![deny(missing_docs)]
 
+pub mod exec;
 pub mod gemm;
 pub mod kernels;
 pub mod knn;

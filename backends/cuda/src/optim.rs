@@ -53,7 +53,7 @@ pub fn global_norm(g: &[f32]) -> Result<(f64, f64)> {
 
 /// Clips a gradient buffer: `g *= clip_factor(norm, max_norm)`; returns the factor.
 pub fn clip(g: &mut [f32], norm: f64, max_norm: f64) -> Result<f64> {
-    let factor = shim::optim_clip_factor(norm, max_norm);
+    let factor = shim::optim_clip_factor(norm, max_norm)?;
     shim::optim_scale(elementwise(g.len()), g, factor)?;
     Ok(factor)
 }

@@ -80,7 +80,7 @@ fn child_launches_1025_threads() {
     if std::env::var_os(CHILD).is_some() {
         let (x, mut y) = ([1.0f32; 4], [0.0f32; 4]);
         // SAFETY: the buffers hold n = 4 elements; the launch itself is what is refused.
-        unsafe { raw::act_silu_fwd(Dim3::x(1), Dim3::x(1025), x.as_ptr(), y.as_mut_ptr(), 4) };
+        unsafe { raw::act_silu_fwd(Dim3::x(1), Dim3::x(1025), &x, &mut y, 4) };
     }
 }
 
@@ -90,6 +90,6 @@ fn child_diverges_at_a_barrier() {
     if std::env::var_os(CHILD).is_some() {
         let mut out = [0.0f32; 8];
         // SAFETY: out holds the block's 8 elements.
-        unsafe { raw::selftest_divergent(Dim3::x(1), Dim3::x(8), out.as_mut_ptr()) };
+        unsafe { raw::selftest_divergent(Dim3::x(1), Dim3::x(8), &mut out) };
     }
 }

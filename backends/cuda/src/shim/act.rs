@@ -1,6 +1,7 @@
 //! The checked launchers of `kernels/act.cu`.
 
-use super::{check_len, check_linear, ffi, Result};
+use super::{check_len, check_linear, Result};
+use crate::exec::{self, args};
 use crate::launch::Launch;
 
 /// `y = softplus(v)` through the shim.
@@ -8,8 +9,7 @@ pub fn act_softplus_fwd(l: Launch, v: &[f32], y: &mut [f32]) -> Result<()> {
     let k = "act_softplus_fwd";
     check_linear(k, l)?;
     check_len(k, "y", y.len(), v.len())?;
-    // SAFETY: the launch is within CUDA's limits and every thread indexes below n = len.
-    unsafe { ffi::shim_launch_act_softplus_fwd(l.grid, l.block, v.as_ptr(), y.as_mut_ptr(), v.len() as i64) };
+    exec::launch("act_softplus_fwd", l, &mut args![v, &mut y[..], v.len() as i64])?;
     Ok(())
 }
 
@@ -19,10 +19,7 @@ pub fn act_softplus_bwd(l: Launch, v: &[f32], g_y: &[f32], g_v: &mut [f32]) -> R
     check_linear(k, l)?;
     check_len(k, "g_y", g_y.len(), v.len())?;
     check_len(k, "g_v", g_v.len(), v.len())?;
-    // SAFETY: as act_softplus_fwd.
-    unsafe {
-        ffi::shim_launch_act_softplus_bwd(l.grid, l.block, v.as_ptr(), g_y.as_ptr(), g_v.as_mut_ptr(), v.len() as i64)
-    };
+    exec::launch("act_softplus_bwd", l, &mut args![v, g_y, &mut g_v[..], v.len() as i64])?;
     Ok(())
 }
 
@@ -31,8 +28,7 @@ pub fn act_silu_fwd(l: Launch, x: &[f32], y: &mut [f32]) -> Result<()> {
     let k = "act_silu_fwd";
     check_linear(k, l)?;
     check_len(k, "y", y.len(), x.len())?;
-    // SAFETY: as act_softplus_fwd.
-    unsafe { ffi::shim_launch_act_silu_fwd(l.grid, l.block, x.as_ptr(), y.as_mut_ptr(), x.len() as i64) };
+    exec::launch("act_silu_fwd", l, &mut args![x, &mut y[..], x.len() as i64])?;
     Ok(())
 }
 
@@ -42,10 +38,7 @@ pub fn act_silu_bwd(l: Launch, x: &[f32], g_y: &[f32], g_x: &mut [f32]) -> Resul
     check_linear(k, l)?;
     check_len(k, "g_y", g_y.len(), x.len())?;
     check_len(k, "g_x", g_x.len(), x.len())?;
-    // SAFETY: as act_softplus_fwd.
-    unsafe {
-        ffi::shim_launch_act_silu_bwd(l.grid, l.block, x.as_ptr(), g_y.as_ptr(), g_x.as_mut_ptr(), x.len() as i64)
-    };
+    exec::launch("act_silu_bwd", l, &mut args![x, g_y, &mut g_x[..], x.len() as i64])?;
     Ok(())
 }
 
@@ -55,8 +48,7 @@ pub fn act_gate_fwd(l: Launch, y: &[f32], z: &[f32], out: &mut [f32]) -> Result<
     check_linear(k, l)?;
     check_len(k, "z", z.len(), y.len())?;
     check_len(k, "out", out.len(), y.len())?;
-    // SAFETY: as act_softplus_fwd.
-    unsafe { ffi::shim_launch_act_gate_fwd(l.grid, l.block, y.as_ptr(), z.as_ptr(), out.as_mut_ptr(), y.len() as i64) };
+    exec::launch("act_gate_fwd", l, &mut args![y, z, &mut out[..], y.len() as i64])?;
     Ok(())
 }
 
@@ -67,18 +59,6 @@ pub fn act_gate_bwd(l: Launch, y: &[f32], z: &[f32], g: &[f32], g_y: &mut [f32],
     for (what, len) in [("z", z.len()), ("g", g.len()), ("g_y", g_y.len()), ("g_z", g_z.len())] {
         check_len(k, what, len, y.len())?;
     }
-    // SAFETY: as act_softplus_fwd.
-    unsafe {
-        ffi::shim_launch_act_gate_bwd(
-            l.grid,
-            l.block,
-            y.as_ptr(),
-            z.as_ptr(),
-            g.as_ptr(),
-            g_y.as_mut_ptr(),
-            g_z.as_mut_ptr(),
-            y.len() as i64,
-        )
-    };
+    exec::launch("act_gate_bwd", l, &mut args![y, z, g, &mut g_y[..], &mut g_z[..], y.len() as i64])?;
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The checked launchers of `kernels/knn.cu`. The kernels index rows by the adjacency and
 //! its reverse, so both are checked here entry by entry before a launch.
 
-use super::{check_len, check_linear, check_tree, ffi, refuse, Result};
+use super::{check_len, check_linear, check_tree, refuse, Result};
+use crate::exec::{self, args};
 use crate::launch::Launch;
 
 /// The most neighbours per parcel the kernels take (`KNN_MAX_K` of `kernels/knn.cu`).
@@ -68,22 +69,7 @@ pub fn knn_attend_fwd(
     check_len(kn, "w", w.len(), d.rows * d.k)?;
     check_len(kn, "att", att.len(), d.rows * d.m)?;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
-    // SAFETY: block r reads qkv rows of its group (adjacency entries checked < P), writes
-    // w[r k..][..k] and att[r m..][..m], r < rows.
-    unsafe {
-        ffi::shim_launch_knn_attend_fwd(
-            l.grid,
-            l.block,
-            qkv.as_ptr(),
-            adj.as_ptr(),
-            w.as_mut_ptr(),
-            att.as_mut_ptr(),
-            p,
-            m,
-            k,
-            sc,
-        )
-    };
+    exec::launch("knn_attend_fwd", l, &mut args![qkv, adj, &mut w[..], &mut att[..], p, m, k, sc])?;
     Ok(())
 }
 
@@ -109,23 +95,7 @@ pub fn knn_attend_bwd_q(
     check_len(kn, "gs", gs.len(), d.rows * d.k)?;
     check_len(kn, "g_att", g_att.len(), d.rows * d.m)?;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
-    // SAFETY: as knn_attend_fwd; block r writes gs[r k..][..k] and g_qkv[r 3m..][..m].
-    unsafe {
-        ffi::shim_launch_knn_attend_bwd_q(
-            l.grid,
-            l.block,
-            qkv.as_ptr(),
-            adj.as_ptr(),
-            w.as_ptr(),
-            g_att.as_ptr(),
-            gs.as_mut_ptr(),
-            g_qkv.as_mut_ptr(),
-            p,
-            m,
-            k,
-            sc,
-        )
-    };
+    exec::launch("knn_attend_bwd_q", l, &mut args![qkv, adj, w, g_att, &mut gs[..], &mut g_qkv[..], p, m, k, sc])?;
     Ok(())
 }
 
@@ -169,24 +139,10 @@ pub fn knn_attend_bwd_kv(
     check_len(kn, "gs", gs.len(), d.rows * d.k)?;
     check_len(kn, "g_att", g_att.len(), d.rows * d.m)?;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
-    // SAFETY: element e < rows m reads slots of its group (checked < P k, so source rows < rows)
-    // and writes g_qkv at row e / m, columns m.. and 2m.. plus e mod m.
-    unsafe {
-        ffi::shim_launch_knn_attend_bwd_kv(
-            l.grid,
-            l.block,
-            qkv.as_ptr(),
-            rev_start.as_ptr(),
-            rev.as_ptr(),
-            w.as_ptr(),
-            g_att.as_ptr(),
-            gs.as_ptr(),
-            g_qkv.as_mut_ptr(),
-            d.rows as i64,
-            p,
-            m,
-            k,
-        )
-    };
+    exec::launch(
+        "knn_attend_bwd_kv",
+        l,
+        &mut args![qkv, rev_start, rev, w, g_att, gs, &mut g_qkv[..], d.rows as i64, p, m, k],
+    )?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The checked launchers of `kernels/layernorm.cu`.
 
-use super::{check_launch, check_len, check_tree, ffi, refuse, Result};
+use super::{check_launch, check_len, check_tree, refuse, Result};
+use crate::exec::{self, args};
 use crate::launch::Launch;
 
 /// The row kernels' shape: one block per row, so the grid is `rows`; `x` is `(rows, m)`.
@@ -24,10 +25,7 @@ pub fn layernorm_fwd(l: Launch, x: &[f32], m: usize, w: &[f32], b: &[f32], y: &m
     check_len(k, "w", w.len(), m)?;
     check_len(k, "b", b.len(), m)?;
     check_len(k, "y", y.len(), x.len())?;
-    // SAFETY: block `r` touches row r of x and y (r < grid.x) and columns below m.
-    unsafe {
-        ffi::shim_launch_layernorm_fwd(l.grid, l.block, x.as_ptr(), w.as_ptr(), b.as_ptr(), y.as_mut_ptr(), m as i32)
-    };
+    exec::launch("layernorm_fwd", l, &mut args![x, w, b, &mut y[..], m as i32])?;
     Ok(())
 }
 
@@ -47,19 +45,7 @@ pub fn layernorm_bwd_x(
     check_len(k, "g_y", g_y.len(), x.len())?;
     check_len(k, "g_x", g_x.len(), x.len())?;
     check_len(k, "stats", stats.len(), 2 * rows)?;
-    // SAFETY: as layernorm_fwd; block r writes stats[2r..2r + 2].
-    unsafe {
-        ffi::shim_launch_layernorm_bwd_x(
-            l.grid,
-            l.block,
-            x.as_ptr(),
-            w.as_ptr(),
-            g_y.as_ptr(),
-            g_x.as_mut_ptr(),
-            stats.as_mut_ptr(),
-            m as i32,
-        )
-    };
+    exec::launch("layernorm_bwd_x", l, &mut args![x, w, g_y, &mut g_x[..], &mut stats[..], m as i32])?;
     Ok(())
 }
 
@@ -88,20 +74,11 @@ pub fn layernorm_bwd_params_partial(
     check_len(k, "g_y", g_y.len(), x.len())?;
     check_len(k, "stats", stats.len(), 2 * rows)?;
     check_len(k, "part", part.len(), 2 * m * want.y as usize)?;
-    // SAFETY: thread (j, c) reads column j < m of rows in chunk c < grid.y and writes part[c].
-    unsafe {
-        ffi::shim_launch_layernorm_bwd_params_partial(
-            l.grid,
-            l.block,
-            x.as_ptr(),
-            g_y.as_ptr(),
-            stats.as_ptr(),
-            part.as_mut_ptr(),
-            rows as i64,
-            m as i32,
-            rows_per_chunk as i32,
-        )
-    };
+    exec::launch(
+        "layernorm_bwd_params_partial",
+        l,
+        &mut args![x, g_y, stats, &mut part[..], rows as i64, m as i32, rows_per_chunk as i32],
+    )?;
     Ok(())
 }
 
@@ -116,17 +93,6 @@ pub fn layernorm_bwd_params_final(l: Launch, part: &[f32], g_w: &mut [f32], g_b:
         return refuse(k, format!("part of {} elements is not (chunks, 2, {m})", part.len()));
     }
     let chunks = (part.len() / (2 * m)) as i32;
-    // SAFETY: thread j reads part[c, .., j] for c < chunks and writes g_w[j], g_b[j], j < m.
-    unsafe {
-        ffi::shim_launch_layernorm_bwd_params_final(
-            l.grid,
-            l.block,
-            part.as_ptr(),
-            g_w.as_mut_ptr(),
-            g_b.as_mut_ptr(),
-            chunks,
-            m as i32,
-        )
-    };
+    exec::launch("layernorm_bwd_params_final", l, &mut args![part, &mut g_w[..], &mut g_b[..], chunks, m as i32])?;
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The checked launchers of `kernels/loss.cu`. The kernels index `tokens` by the horizons,
 //! so the shape and every horizon are checked here first.
 
-use super::{check_len, check_linear, check_tree, ffi, refuse, Result};
+use super::{check_len, check_linear, check_tree, refuse, Result};
+use crate::exec::{self, args};
 use crate::launch::{Dim3, Launch};
 
 /// The loss's sizes: `pred` `(b, t, p, horizons.len(), d)`, `tokens` `(b, t, p, d)`.
@@ -73,25 +74,11 @@ pub fn loss_mse_partial(
     }
     check_len(k, "partial", partial.len(), want.x as usize)?;
     let (t, tv, p, nh, d) = ints(s);
-    // SAFETY: block c reads valid elements of its chunk (their indices below the checked
-    // lengths: t + horizon < T) and writes partial[c].
-    unsafe {
-        ffi::shim_launch_loss_mse_partial(
-            l.grid,
-            l.block,
-            pred.as_ptr(),
-            tokens.as_ptr(),
-            s.horizons.as_ptr(),
-            partial.as_mut_ptr(),
-            s.valid() as i64,
-            chunk as i64,
-            t,
-            tv,
-            p,
-            nh,
-            d,
-        )
-    };
+    exec::launch(
+        "loss_mse_partial",
+        l,
+        &mut args![pred, tokens, s.horizons, &mut partial[..], s.valid() as i64, chunk as i64, t, tv, p, nh, d],
+    )?;
     Ok(())
 }
 
@@ -102,8 +89,7 @@ pub fn loss_mse_final(l: Launch, partial: &[f64], n: f64, out: &mut f64) -> Resu
     if l.grid != Dim3::x(1) || partial.len() > i32::MAX as usize {
         return refuse(k, format!("grid {:?} over {} partials: one block, under 2^31", l.grid, partial.len()));
     }
-    // SAFETY: one block reads partial[..parts] and thread 0 writes out.
-    unsafe { ffi::shim_launch_loss_mse_final(l.grid, l.block, partial.as_ptr(), out, partial.len() as i32, n) };
+    exec::launch("loss_mse_final", l, &mut args![partial, std::slice::from_mut(out), partial.len() as i32, n])?;
     Ok(())
 }
 
@@ -114,24 +100,10 @@ pub fn loss_mse_bwd(l: Launch, s: LossShape, pred: &[f32], tokens: &[f32], scale
     check_shape(k, s, pred.len(), tokens.len())?;
     check_len(k, "g", g.len(), pred.len())?;
     let (t, tv, p, nh, d) = ints(s);
-    // SAFETY: thread i < total reads pred[i] and, for t < T_valid, a token below the checked
-    // length; it writes g[i].
-    unsafe {
-        ffi::shim_launch_loss_mse_bwd(
-            l.grid,
-            l.block,
-            pred.as_ptr(),
-            tokens.as_ptr(),
-            s.horizons.as_ptr(),
-            g.as_mut_ptr(),
-            pred.len() as i64,
-            t,
-            tv,
-            p,
-            nh,
-            d,
-            scale,
-        )
-    };
+    exec::launch(
+        "loss_mse_bwd",
+        l,
+        &mut args![pred, tokens, s.horizons, &mut g[..], pred.len() as i64, t, tv, p, nh, d, scale],
+    )?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! [`Scan`]).
 
 use super::{check_launch, check_len, check_linear, refuse, Result};
+use crate::exec::{self, args};
 use crate::launch::{Dim3, Launch};
 
 /// The most state indices a scan thread holds (`M1_MAX_N` of the kernel file).
@@ -10,123 +11,6 @@ pub const SCAN_MAX_N: usize = 64;
 /// Floats of the scan backward's shared array (`M1_SHARED`): a block of `B` threads needs
 /// `2 N B` of them.
 pub const SCAN_SHARED: usize = 8192;
-
-mod ffi {
-    use crate::launch::Dim3;
-    extern "C" {
-        #[allow(clippy::too_many_arguments)]
-        pub fn shim_launch_mamba1_conv_fwd(
-            g: Dim3,
-            b: Dim3,
-            x: *const f32,
-            w: *const f32,
-            bias: *const f32,
-            c: *mut f32,
-            xs: *mut f32,
-            rows: i64,
-            time: i32,
-            di: i32,
-            k: i32,
-        );
-        pub fn shim_launch_mamba1_conv_bwd_gc(g: Dim3, b: Dim3, c: *const f32, g_xs: *const f32, g_c: *mut f32, n: i64);
-        #[allow(clippy::too_many_arguments)]
-        pub fn shim_launch_mamba1_conv_bwd_x(
-            g: Dim3,
-            b: Dim3,
-            g_c: *const f32,
-            w: *const f32,
-            g_x: *mut f32,
-            rows: i64,
-            time: i32,
-            di: i32,
-            k: i32,
-        );
-        #[allow(clippy::too_many_arguments)]
-        pub fn shim_launch_mamba1_conv_bwd_params_partial(
-            g: Dim3,
-            b: Dim3,
-            x: *const f32,
-            g_c: *const f32,
-            part: *mut f32,
-            rows: i64,
-            time: i32,
-            di: i32,
-            k: i32,
-            rows_per_chunk: i32,
-        );
-        #[allow(clippy::too_many_arguments)]
-        pub fn shim_launch_mamba1_conv_bwd_params_final(
-            g: Dim3,
-            b: Dim3,
-            part: *const f32,
-            g_w: *mut f32,
-            g_b: *mut f32,
-            chunks: i32,
-            di: i32,
-            k: i32,
-        );
-        #[allow(clippy::too_many_arguments)]
-        pub fn shim_launch_mamba1_scan_fwd(
-            g: Dim3,
-            b: Dim3,
-            x: *const f32,
-            dt: *const f32,
-            a: *const f32,
-            bc: *const f32,
-            cc: *const f32,
-            dsk: *const f32,
-            z: *const f32,
-            out: *mut f32,
-            ckpt: *mut f32,
-            time: i32,
-            di: i32,
-            n: i32,
-            q: i32,
-        );
-        #[allow(clippy::too_many_arguments)]
-        pub fn shim_launch_mamba1_scan_bwd(
-            g: Dim3,
-            b: Dim3,
-            x: *const f32,
-            dt: *const f32,
-            a: *const f32,
-            bc: *const f32,
-            cc: *const f32,
-            dsk: *const f32,
-            z: *const f32,
-            g_out: *const f32,
-            ckpt: *const f32,
-            hs: *mut f32,
-            g_x: *mut f32,
-            g_dt: *mut f32,
-            g_z: *mut f32,
-            part_bc: *mut f32,
-            part_a: *mut f32,
-            part_d: *mut f32,
-            time: i32,
-            di: i32,
-            n: i32,
-            q: i32,
-        );
-        #[allow(clippy::too_many_arguments)]
-        pub fn shim_launch_mamba1_scan_bwd_final(
-            g: Dim3,
-            b: Dim3,
-            part_bc: *const f32,
-            part_a: *const f32,
-            part_d: *const f32,
-            g_bc: *mut f32,
-            g_cc: *mut f32,
-            g_a: *mut f32,
-            g_d: *mut f32,
-            rows: i64,
-            blocks: i32,
-            seqs: i32,
-            di: i32,
-            n: i32,
-        );
-    }
-}
 
 /// The convolution's sizes: `seqs` sequences of `time` steps of `di` channels (buffers
 /// `(seqs, time, di)`), `k` taps (weights `(di, k)`, PyTorch's `(di, 1, k)`).
@@ -184,23 +68,11 @@ pub fn mamba1_conv_fwd(
     }
     check_len(kn, "xs", xs.len(), dims.len())?;
     let rows = (dims.seqs * dims.time) as i64;
-    // SAFETY: 1-D launch within CUDA's limits; each thread reads rows of its own sequence
-    // (time index within 0..time) and writes elements below rows di = len.
-    unsafe {
-        ffi::shim_launch_mamba1_conv_fwd(
-            l.grid,
-            l.block,
-            x.as_ptr(),
-            w.as_ptr(),
-            b.as_ptr(),
-            c.as_mut_ptr(),
-            xs.as_mut_ptr(),
-            rows,
-            dims.time as i32,
-            dims.di as i32,
-            dims.k as i32,
-        )
-    };
+    exec::launch(
+        "mamba1_conv_fwd",
+        l,
+        &mut args![x, w, b, &mut c[..], &mut xs[..], rows, dims.time as i32, dims.di as i32, dims.k as i32],
+    )?;
     Ok(())
 }
 
@@ -210,17 +82,7 @@ pub fn mamba1_conv_bwd_gc(l: Launch, c: &[f32], g_xs: &[f32], g_c: &mut [f32]) -
     check_linear(kn, l)?;
     check_len(kn, "g_xs", g_xs.len(), c.len())?;
     check_len(kn, "g_c", g_c.len(), c.len())?;
-    // SAFETY: 1-D launch; every thread indexes below n = len.
-    unsafe {
-        ffi::shim_launch_mamba1_conv_bwd_gc(
-            l.grid,
-            l.block,
-            c.as_ptr(),
-            g_xs.as_ptr(),
-            g_c.as_mut_ptr(),
-            c.len() as i64,
-        )
-    };
+    exec::launch("mamba1_conv_bwd_gc", l, &mut args![c, g_xs, &mut g_c[..], c.len() as i64])?;
     Ok(())
 }
 
@@ -233,20 +95,11 @@ pub fn mamba1_conv_bwd_x(l: Launch, dims: ConvDims, g_c: &[f32], w: &[f32], g_x:
     check_len(kn, "w", w.len(), dims.di * dims.k)?;
     check_len(kn, "g_x", g_x.len(), dims.len())?;
     let rows = (dims.seqs * dims.time) as i64;
-    // SAFETY: as mamba1_conv_fwd.
-    unsafe {
-        ffi::shim_launch_mamba1_conv_bwd_x(
-            l.grid,
-            l.block,
-            g_c.as_ptr(),
-            w.as_ptr(),
-            g_x.as_mut_ptr(),
-            rows,
-            dims.time as i32,
-            dims.di as i32,
-            dims.k as i32,
-        )
-    };
+    exec::launch(
+        "mamba1_conv_bwd_x",
+        l,
+        &mut args![g_c, w, &mut g_x[..], rows, dims.time as i32, dims.di as i32, dims.k as i32],
+    )?;
     Ok(())
 }
 
@@ -274,22 +127,20 @@ pub fn mamba1_conv_bwd_params_partial(
     check_len(kn, "x", x.len(), dims.len())?;
     check_len(kn, "g_c", g_c.len(), dims.len())?;
     check_len(kn, "part", part.len(), want.y as usize * (dims.k + 1) * dims.di)?;
-    // SAFETY: thread (d, r) reads channel d < di of the rows of chunk r (and earlier rows of
-    // the same sequence) and writes part[r, .., d].
-    unsafe {
-        ffi::shim_launch_mamba1_conv_bwd_params_partial(
-            l.grid,
-            l.block,
-            x.as_ptr(),
-            g_c.as_ptr(),
-            part.as_mut_ptr(),
+    exec::launch(
+        "mamba1_conv_bwd_params_partial",
+        l,
+        &mut args![
+            x,
+            g_c,
+            &mut part[..],
             rows as i64,
             dims.time as i32,
             dims.di as i32,
             dims.k as i32,
-            rows_per_chunk as i32,
-        )
-    };
+            rows_per_chunk as i32
+        ],
+    )?;
     Ok(())
 }
 
@@ -310,19 +161,11 @@ pub fn mamba1_conv_bwd_params_final(
     }
     check_len(kn, "g_w", g_w.len(), dims.di * dims.k)?;
     check_len(kn, "g_b", g_b.len(), dims.di)?;
-    // SAFETY: thread i reads part[.., i] and writes one element of g_w or g_b, i < per.
-    unsafe {
-        ffi::shim_launch_mamba1_conv_bwd_params_final(
-            l.grid,
-            l.block,
-            part.as_ptr(),
-            g_w.as_mut_ptr(),
-            g_b.as_mut_ptr(),
-            (part.len() / per) as i32,
-            dims.di as i32,
-            dims.k as i32,
-        )
-    };
+    exec::launch(
+        "mamba1_conv_bwd_params_final",
+        l,
+        &mut args![part, &mut g_w[..], &mut g_b[..], (part.len() / per) as i32, dims.di as i32, dims.k as i32],
+    )?;
     Ok(())
 }
 
@@ -424,27 +267,25 @@ pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32
     s.check(kn, l)?;
     check_len(kn, "out", out.len(), s.len())?;
     check_len(kn, "ckpt", ckpt.len(), s.ckpt_len())?;
-    // SAFETY: the launch covers (channel, sequence) pairs; thread (d, s) reads and writes only
-    // channel d < di of sequence s < seqs and the rows of Bc, Cc of that sequence.
-    unsafe {
-        ffi::shim_launch_mamba1_scan_fwd(
-            l.grid,
-            l.block,
-            s.x.as_ptr(),
-            s.dt.as_ptr(),
-            s.a.as_ptr(),
-            s.b.as_ptr(),
-            s.c.as_ptr(),
-            s.d.as_ptr(),
-            s.z.as_ptr(),
-            out.as_mut_ptr(),
-            ckpt.as_mut_ptr(),
+    exec::launch(
+        "mamba1_scan_fwd",
+        l,
+        &mut args![
+            s.x,
+            s.dt,
+            s.a,
+            s.b,
+            s.c,
+            s.d,
+            s.z,
+            &mut out[..],
+            &mut ckpt[..],
             s.time as i32,
             s.di as i32,
             s.n as i32,
-            s.q as i32,
-        )
-    };
+            s.q as i32
+        ],
+    )?;
     Ok(())
 }
 
@@ -488,34 +329,32 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
     ] {
         check_len(kn, what, len, want)?;
     }
-    // SAFETY: as mamba1_scan_fwd; thread (d, s) writes channel d of sequence s of hs, g_x,
-    // g_dt, g_z, part_a, part_d, and threads below 2 n write part_bc[s, t, blockIdx.x, ..].
-    unsafe {
-        ffi::shim_launch_mamba1_scan_bwd(
-            l.grid,
-            l.block,
-            s.x.as_ptr(),
-            s.dt.as_ptr(),
-            s.a.as_ptr(),
-            s.b.as_ptr(),
-            s.c.as_ptr(),
-            s.d.as_ptr(),
-            s.z.as_ptr(),
-            g_out.as_ptr(),
-            ckpt.as_ptr(),
-            g.hs.as_mut_ptr(),
-            g.g_x.as_mut_ptr(),
-            g.g_dt.as_mut_ptr(),
-            g.g_z.as_mut_ptr(),
-            g.part_bc.as_mut_ptr(),
-            g.part_a.as_mut_ptr(),
-            g.part_d.as_mut_ptr(),
+    exec::launch(
+        "mamba1_scan_bwd",
+        l,
+        &mut args![
+            s.x,
+            s.dt,
+            s.a,
+            s.b,
+            s.c,
+            s.d,
+            s.z,
+            g_out,
+            ckpt,
+            &mut g.hs[..],
+            &mut g.g_x[..],
+            &mut g.g_dt[..],
+            &mut g.g_z[..],
+            &mut g.part_bc[..],
+            &mut g.part_a[..],
+            &mut g.part_d[..],
             s.time as i32,
             s.di as i32,
             s.n as i32,
-            s.q as i32,
-        )
-    };
+            s.q as i32
+        ],
+    )?;
     Ok(())
 }
 
@@ -552,25 +391,23 @@ pub fn mamba1_scan_bwd_final(
     ] {
         check_len(kn, what, len, want)?;
     }
-    // SAFETY: thread i reads the partials of its own element of g_b, g_c, g_a or g_d, within
-    // the lengths checked above.
-    unsafe {
-        ffi::shim_launch_mamba1_scan_bwd_final(
-            l.grid,
-            l.block,
-            part_bc.as_ptr(),
-            part_a.as_ptr(),
-            part_d.as_ptr(),
-            g_b.as_mut_ptr(),
-            g_c.as_mut_ptr(),
-            g_a.as_mut_ptr(),
-            g_d.as_mut_ptr(),
+    exec::launch(
+        "mamba1_scan_bwd_final",
+        l,
+        &mut args![
+            part_bc,
+            part_a,
+            part_d,
+            &mut g_b[..],
+            &mut g_c[..],
+            &mut g_a[..],
+            &mut g_d[..],
             rows as i64,
             blocks as i32,
             s.seqs as i32,
             s.di as i32,
-            s.n as i32,
-        )
-    };
+            s.n as i32
+        ],
+    )?;
     Ok(())
 }

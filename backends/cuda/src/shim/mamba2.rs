@@ -3,6 +3,7 @@
 //! forward and backward.
 
 use super::{check_launch, check_len, check_linear, check_tree, refuse, Result};
+use crate::exec::{self, args};
 use crate::launch::{Dim3, Launch};
 
 /// The most state indices a scan thread holds (`M2_MAX_N` of the kernel file).
@@ -12,116 +13,6 @@ pub const SCAN2_MAX_N: usize = 64;
 pub const SCAN2_SHARED: usize = 8192;
 /// The most threads of a gated-norm block (`M2_NORM_MAX_BLOCK`, the tree's shared array).
 pub const GNORM_MAX_BLOCK: u32 = 256;
-
-mod ffi {
-    use crate::launch::Dim3;
-    #[allow(clippy::too_many_arguments)]
-    extern "C" {
-        pub fn shim_launch_mamba2_scan_fwd(
-            g: Dim3,
-            b: Dim3,
-            x: *const f32,
-            dt: *const f32,
-            a: *const f32,
-            bc: *const f32,
-            cc: *const f32,
-            dsk: *const f32,
-            y: *mut f32,
-            ckpt: *mut f32,
-            time: i32,
-            di: i32,
-            n: i32,
-            nh: i32,
-            pd: i32,
-            q: i32,
-        );
-        pub fn shim_launch_mamba2_scan_bwd(
-            g: Dim3,
-            b: Dim3,
-            x: *const f32,
-            dt: *const f32,
-            a: *const f32,
-            bc: *const f32,
-            cc: *const f32,
-            dsk: *const f32,
-            g_y: *const f32,
-            ckpt: *const f32,
-            hs: *mut f32,
-            g_x: *mut f32,
-            gdt_term: *mut f32,
-            part_bc: *mut f32,
-            part_a: *mut f32,
-            part_d: *mut f32,
-            time: i32,
-            di: i32,
-            n: i32,
-            nh: i32,
-            pd: i32,
-            q: i32,
-        );
-        pub fn shim_launch_mamba2_scan_bwd_final(
-            g: Dim3,
-            b: Dim3,
-            part_bc: *const f32,
-            gdt_term: *const f32,
-            part_a: *const f32,
-            part_d: *const f32,
-            g_bc: *mut f32,
-            g_cc: *mut f32,
-            g_dt: *mut f32,
-            g_a: *mut f32,
-            g_d: *mut f32,
-            rows: i64,
-            blocks: i32,
-            seqs: i32,
-            n: i32,
-            nh: i32,
-            pd: i32,
-        );
-        pub fn shim_launch_mamba2_gnorm_fwd(
-            g: Dim3,
-            b: Dim3,
-            y: *const f32,
-            z: *const f32,
-            w: *const f32,
-            o: *mut f32,
-            rinv: *mut f32,
-            m: i32,
-        );
-        pub fn shim_launch_mamba2_gnorm_bwd_x(
-            g: Dim3,
-            b: Dim3,
-            y: *const f32,
-            z: *const f32,
-            w: *const f32,
-            g_o: *const f32,
-            g_y: *mut f32,
-            g_z: *mut f32,
-            rinv: *mut f32,
-            m: i32,
-        );
-        pub fn shim_launch_mamba2_gnorm_bwd_w_partial(
-            g: Dim3,
-            b: Dim3,
-            y: *const f32,
-            z: *const f32,
-            g_o: *const f32,
-            rinv: *const f32,
-            part: *mut f32,
-            rows: i64,
-            m: i32,
-            rows_per_chunk: i32,
-        );
-        pub fn shim_launch_mamba2_gnorm_bwd_w_final(
-            g: Dim3,
-            b: Dim3,
-            part: *const f32,
-            g_w: *mut f32,
-            chunks: i32,
-            m: i32,
-        );
-    }
-}
 
 /// The Mamba-2 scan's inputs: `seqs` sequences of `time` steps, `nh` heads of `pd` channels
 /// (`di = nh pd`), `n` states, chunks of `q` steps. `x` is `(seqs, time, di)`; `dt`
@@ -222,29 +113,26 @@ pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]
     s.check(kn, l)?;
     check_len(kn, "y", y.len(), s.len())?;
     check_len(kn, "ckpt", ckpt.len(), s.ckpt_len())?;
-    // SAFETY: the launch covers (channel, sequence) pairs; thread (d, s) reads channel d < di
-    // and head d / pd < nh of sequence s < seqs, the rows of Bc, Cc of that sequence, and
-    // writes channel d of y and ckpt.
-    unsafe {
-        ffi::shim_launch_mamba2_scan_fwd(
-            l.grid,
-            l.block,
-            s.x.as_ptr(),
-            s.dt.as_ptr(),
-            s.a.as_ptr(),
-            s.b.as_ptr(),
-            s.c.as_ptr(),
-            s.d.as_ptr(),
-            y.as_mut_ptr(),
-            ckpt.as_mut_ptr(),
+    exec::launch(
+        "mamba2_scan_fwd",
+        l,
+        &mut args![
+            s.x,
+            s.dt,
+            s.a,
+            s.b,
+            s.c,
+            s.d,
+            &mut y[..],
+            &mut ckpt[..],
             s.time as i32,
             s.di() as i32,
             s.n as i32,
             s.nh as i32,
             s.pd as i32,
-            s.q as i32,
-        )
-    };
+            s.q as i32
+        ],
+    )?;
     Ok(())
 }
 
@@ -285,34 +173,32 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
     ] {
         check_len(kn, what, len, want)?;
     }
-    // SAFETY: as mamba2_scan_fwd; thread (d, s) writes channel d of sequence s of hs, g_x,
-    // gdt_term, part_a, part_d, and threads below 2 n write part_bc[s, t, blockIdx.x, ..].
-    unsafe {
-        ffi::shim_launch_mamba2_scan_bwd(
-            l.grid,
-            l.block,
-            s.x.as_ptr(),
-            s.dt.as_ptr(),
-            s.a.as_ptr(),
-            s.b.as_ptr(),
-            s.c.as_ptr(),
-            s.d.as_ptr(),
-            g_y.as_ptr(),
-            ckpt.as_ptr(),
-            g.hs.as_mut_ptr(),
-            g.g_x.as_mut_ptr(),
-            g.gdt_term.as_mut_ptr(),
-            g.part_bc.as_mut_ptr(),
-            g.part_a.as_mut_ptr(),
-            g.part_d.as_mut_ptr(),
+    exec::launch(
+        "mamba2_scan_bwd",
+        l,
+        &mut args![
+            s.x,
+            s.dt,
+            s.a,
+            s.b,
+            s.c,
+            s.d,
+            g_y,
+            ckpt,
+            &mut g.hs[..],
+            &mut g.g_x[..],
+            &mut g.gdt_term[..],
+            &mut g.part_bc[..],
+            &mut g.part_a[..],
+            &mut g.part_d[..],
             s.time as i32,
             s.di() as i32,
             s.n as i32,
             s.nh as i32,
             s.pd as i32,
-            s.q as i32,
-        )
-    };
+            s.q as i32
+        ],
+    )?;
     Ok(())
 }
 
@@ -366,29 +252,27 @@ pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: &mut Scan2Final<'_>) -
     ] {
         check_len(kn, what, len, want)?;
     }
-    // SAFETY: thread i reads the partials of its own element of g_b, g_c, g_dt, g_a or g_d,
-    // within the lengths checked above.
-    unsafe {
-        ffi::shim_launch_mamba2_scan_bwd_final(
-            l.grid,
-            l.block,
-            f.part_bc.as_ptr(),
-            f.gdt_term.as_ptr(),
-            f.part_a.as_ptr(),
-            f.part_d.as_ptr(),
-            f.g_b.as_mut_ptr(),
-            f.g_c.as_mut_ptr(),
-            f.g_dt.as_mut_ptr(),
-            f.g_a.as_mut_ptr(),
-            f.g_d.as_mut_ptr(),
+    exec::launch(
+        "mamba2_scan_bwd_final",
+        l,
+        &mut args![
+            f.part_bc,
+            f.gdt_term,
+            f.part_a,
+            f.part_d,
+            &mut f.g_b[..],
+            &mut f.g_c[..],
+            &mut f.g_dt[..],
+            &mut f.g_a[..],
+            &mut f.g_d[..],
             rows as i64,
             f.blocks as i32,
             s.seqs as i32,
             s.n as i32,
             s.nh as i32,
-            s.pd as i32,
-        )
-    };
+            s.pd as i32
+        ],
+    )?;
     Ok(())
 }
 
@@ -422,19 +306,7 @@ pub fn mamba2_gnorm_fwd(
     check_len(kn, "w", w.len(), m)?;
     check_len(kn, "o", o.len(), rows * m)?;
     check_len(kn, "rinv", rinv.len(), rows)?;
-    // SAFETY: block r reads and writes row r < rows of y, z, o (columns below m) and rinv[r].
-    unsafe {
-        ffi::shim_launch_mamba2_gnorm_fwd(
-            l.grid,
-            l.block,
-            y.as_ptr(),
-            z.as_ptr(),
-            w.as_ptr(),
-            o.as_mut_ptr(),
-            rinv.as_mut_ptr(),
-            m as i32,
-        )
-    };
+    exec::launch("mamba2_gnorm_fwd", l, &mut args![y, z, w, &mut o[..], &mut rinv[..], m as i32])?;
     Ok(())
 }
 
@@ -458,21 +330,11 @@ pub fn mamba2_gnorm_bwd_x(
         check_len(kn, what, len, rows * m)?;
     }
     check_len(kn, "rinv", rinv.len(), rows)?;
-    // SAFETY: as mamba2_gnorm_fwd, for g_o, g_y and g_z too.
-    unsafe {
-        ffi::shim_launch_mamba2_gnorm_bwd_x(
-            l.grid,
-            l.block,
-            y.as_ptr(),
-            z.as_ptr(),
-            w.as_ptr(),
-            g_o.as_ptr(),
-            g_y.as_mut_ptr(),
-            g_z.as_mut_ptr(),
-            rinv.as_mut_ptr(),
-            m as i32,
-        )
-    };
+    exec::launch(
+        "mamba2_gnorm_bwd_x",
+        l,
+        &mut args![y, z, w, g_o, &mut g_y[..], &mut g_z[..], &mut rinv[..], m as i32],
+    )?;
     Ok(())
 }
 
@@ -503,22 +365,11 @@ pub fn mamba2_gnorm_bwd_w_partial(
         check_len(kn, what, len, rows * m)?;
     }
     check_len(kn, "part", part.len(), want.y as usize * m)?;
-    // SAFETY: thread (j, c) reads column j < m of the rows of chunk c < grid.y and writes
-    // part[c, j].
-    unsafe {
-        ffi::shim_launch_mamba2_gnorm_bwd_w_partial(
-            l.grid,
-            l.block,
-            y.as_ptr(),
-            z.as_ptr(),
-            g_o.as_ptr(),
-            rinv.as_ptr(),
-            part.as_mut_ptr(),
-            rows as i64,
-            m as i32,
-            rows_per_chunk as i32,
-        )
-    };
+    exec::launch(
+        "mamba2_gnorm_bwd_w_partial",
+        l,
+        &mut args![y, z, g_o, rinv, &mut part[..], rows as i64, m as i32, rows_per_chunk as i32],
+    )?;
     Ok(())
 }
 
@@ -530,16 +381,6 @@ pub fn mamba2_gnorm_bwd_w_final(l: Launch, part: &[f32], g_w: &mut [f32]) -> Res
     if m == 0 || m > i32::MAX as usize || !part.len().is_multiple_of(m) || part.len() / m > i32::MAX as usize {
         return refuse(kn, format!("part of {} elements is not (chunks, {m})", part.len()));
     }
-    // SAFETY: thread j reads part[c, j] for c < chunks and writes g_w[j], j < m.
-    unsafe {
-        ffi::shim_launch_mamba2_gnorm_bwd_w_final(
-            l.grid,
-            l.block,
-            part.as_ptr(),
-            g_w.as_mut_ptr(),
-            (part.len() / m) as i32,
-            m as i32,
-        )
-    };
+    exec::launch("mamba2_gnorm_bwd_w_final", l, &mut args![part, &mut g_w[..], (part.len() / m) as i32, m as i32])?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The checked launchers of `kernels/optim.cu`.
 
-use super::{check_len, check_linear, check_tree, ffi, refuse, Result};
+use super::{check_len, check_linear, check_tree, refuse, Result};
+use crate::exec::{self, args};
 use crate::launch::{Dim3, Launch};
 
 /// The f32 scalars of one Adam step on one tensor, as `core::optim::Adam::update` rounds them
@@ -35,15 +36,14 @@ pub fn optim_adam_step(l: Launch, p: &mut [f32], g: &[f32], m: &mut [f32], v: &m
         check_len(k, what, len, p.len())?;
     }
     let n = p.len() as i64;
-    // SAFETY: 1-D launch within CUDA's limits; every thread indexes below n = len.
-    unsafe {
-        ffi::shim_launch_optim_adam_step(
-            l.grid,
-            l.block,
-            p.as_mut_ptr(),
-            g.as_ptr(),
-            m.as_mut_ptr(),
-            v.as_mut_ptr(),
+    exec::launch(
+        "optim_adam_step",
+        l,
+        &mut args![
+            &mut p[..],
+            g,
+            &mut m[..],
+            &mut v[..],
             n,
             a.coupled,
             a.decoupled,
@@ -53,9 +53,9 @@ pub fn optim_adam_step(l: Launch, p: &mut [f32], g: &[f32], m: &mut [f32], v: &m
             a.ob2,
             a.step,
             a.sbc2,
-            a.eps,
-        )
-    };
+            a.eps
+        ],
+    )?;
     Ok(())
 }
 
@@ -72,17 +72,7 @@ pub fn optim_sumsq_partial(l: Launch, g: &[f32], chunk: usize, partial: &mut [f6
         );
     }
     check_len(k, "partial", partial.len(), want.x as usize)?;
-    // SAFETY: block b reads g[b chunk .. min(n, (b + 1) chunk)] and writes partial[b].
-    unsafe {
-        ffi::shim_launch_optim_sumsq_partial(
-            l.grid,
-            l.block,
-            g.as_ptr(),
-            partial.as_mut_ptr(),
-            g.len() as i64,
-            chunk as i64,
-        )
-    };
+    exec::launch("optim_sumsq_partial", l, &mut args![g, &mut partial[..], g.len() as i64, chunk as i64])?;
     Ok(())
 }
 
@@ -93,26 +83,22 @@ pub fn optim_sumsq_final(l: Launch, partial: &[f64], out: &mut [f64; 2]) -> Resu
     if l.grid != Dim3::x(1) || partial.len() > i32::MAX as usize {
         return refuse(k, format!("grid {:?} over {} partials: one block, under 2^31", l.grid, partial.len()));
     }
-    // SAFETY: one block reads partial[..parts] and thread 0 writes out[0..2].
-    unsafe {
-        ffi::shim_launch_optim_sumsq_final(l.grid, l.block, partial.as_ptr(), out.as_mut_ptr(), partial.len() as i32)
-    };
+    exec::launch("optim_sumsq_final", l, &mut args![partial, &mut out[..], partial.len() as i32])?;
     Ok(())
 }
 
 /// The clipping factor of `norm` for `max_norm`, one thread.
-pub fn optim_clip_factor(norm: f64, max_norm: f64) -> f64 {
-    let one = Dim3::x(1);
-    let mut factor = 0.0f64;
-    // SAFETY: a single thread reads one f64 and writes one.
-    unsafe { ffi::shim_launch_optim_clip_factor(one, one, &norm, max_norm, &mut factor) };
-    factor
+pub fn optim_clip_factor(norm: f64, max_norm: f64) -> Result<f64> {
+    let one = Launch { grid: Dim3::x(1), block: Dim3::x(1) };
+    let mut factor = [0.0f64];
+    exec::launch("optim_clip_factor", one, &mut args![&[norm][..], max_norm, &mut factor[..]])?;
+    Ok(factor[0])
 }
 
 /// `g *= (f32) factor`.
 pub fn optim_scale(l: Launch, g: &mut [f32], factor: f64) -> Result<()> {
     check_linear("optim_scale", l)?;
-    // SAFETY: 1-D launch; every thread indexes below n = len and reads the one factor.
-    unsafe { ffi::shim_launch_optim_scale(l.grid, l.block, g.as_mut_ptr(), &factor, g.len() as i64) };
+    let n = g.len() as i64;
+    exec::launch("optim_scale", l, &mut args![g, &[factor][..], n])?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! that its barrier and shared memory behave as a GPU's.
 
 use super::{check_len, check_linear, check_tree, refuse, Result};
+use crate::exec::{self, args};
 use crate::launch::Launch;
 
 /// Runs the barrier probe: `out[b B + t]` is what thread t of block b read from its
@@ -11,8 +12,7 @@ pub fn selftest_barrier_probe(l: Launch, slow: u32, out: &mut [f32]) -> Result<(
     let k = "selftest_barrier_probe";
     check_linear(k, l)?;
     check_len(k, "out", out.len(), (l.grid.count() * l.block.count()) as usize)?;
-    // SAFETY: thread t of block b writes out[b B + t], inside out.
-    unsafe { super::ffi::shim_launch_selftest_barrier_probe(l.grid, l.block, out.as_mut_ptr(), slow) };
+    exec::launch("selftest_barrier_probe", l, &mut args![out, slow])?;
     Ok(())
 }
 
@@ -25,7 +25,6 @@ pub fn selftest_tree_sum(l: Launch, x: &[f32], out: &mut [f32]) -> Result<()> {
     if l.grid.y != 1 || l.grid.z != 1 {
         return refuse(k, "the grid must be 1-D".into());
     }
-    // SAFETY: block b reads x[b B .. (b + 1) B] and writes out[b].
-    unsafe { super::ffi::shim_launch_selftest_tree_sum(l.grid, l.block, x.as_ptr(), out.as_mut_ptr()) };
+    exec::launch("selftest_tree_sum", l, &mut args![x, out])?;
     Ok(())
 }

@@ -1,0 +1,276 @@
+//! Where a kernel runs: the one launch path of the crate. A launcher (`crate::shim`) checks its
+//! launch shape and buffer lengths, then calls [`launch`] with the kernel's name and its
+//! arguments as [`Arg`]s in the kernel's parameter order. [`launch`] checks the arguments
+//! against the kernel's signature (which the shim's table derives from the kernel's own C
+//! declaration) and builds one parameter array, `params[i]` pointing at argument i as CUDA's
+//! `kernelParams` do, which goes to the CPU shim's generic launcher, and is built so that a
+//! device path can hand the same array to `cuLaunchKernel`. So the shim tests check every
+//! argument list a device launch would use.
+
+use crate::launch::{Dim3, Launch};
+use crate::shim::{LaunchError, Result};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::OnceLock;
+
+/// One argument of a kernel, as its parameter is declared in the kernel's C source.
+#[derive(Debug)]
+pub enum Arg<'a> {
+    /// `const float*`.
+    F32s(&'a [f32]),
+    /// `float*`.
+    F32sMut(&'a mut [f32]),
+    /// `const double*`.
+    F64s(&'a [f64]),
+    /// `double*`.
+    F64sMut(&'a mut [f64]),
+    /// `const int*`.
+    I32s(&'a [i32]),
+    /// `int*`.
+    I32sMut(&'a mut [i32]),
+    /// `const unsigned short*` (bf16 bits).
+    U16s(&'a [u16]),
+    /// `unsigned short*` (bf16 bits).
+    U16sMut(&'a mut [u16]),
+    /// `int`.
+    I32(i32),
+    /// `long long`.
+    I64(i64),
+    /// `unsigned`.
+    U32(u32),
+    /// `float`.
+    F32(f32),
+    /// `double`.
+    F64(f64),
+}
+
+impl Arg<'_> {
+    /// The signature letter of the shim's table (`shim/shim.h`, `shim::code`).
+    pub fn code(&self) -> u8 {
+        match self {
+            Arg::F32s(_) => b'f',
+            Arg::F32sMut(_) => b'F',
+            Arg::F64s(_) => b'd',
+            Arg::F64sMut(_) => b'D',
+            Arg::I32s(_) => b'i',
+            Arg::I32sMut(_) => b'I',
+            Arg::U16s(_) => b'h',
+            Arg::U16sMut(_) => b'H',
+            Arg::I32(_) => b'4',
+            Arg::I64(_) => b'8',
+            Arg::U32(_) => b'u',
+            Arg::F32(_) => b's',
+            Arg::F64(_) => b'S',
+        }
+    }
+
+    /// The argument as the 8 bytes a parameter slot holds: a buffer's address, or a scalar
+    /// in the slot's low bytes (little-endian, as both the CPU and the GPU read them).
+    pub fn slot(&self) -> u64 {
+        match self {
+            Arg::F32s(s) => s.as_ptr() as u64,
+            Arg::F32sMut(s) => s.as_ptr() as u64,
+            Arg::F64s(s) => s.as_ptr() as u64,
+            Arg::F64sMut(s) => s.as_ptr() as u64,
+            Arg::I32s(s) => s.as_ptr() as u64,
+            Arg::I32sMut(s) => s.as_ptr() as u64,
+            Arg::U16s(s) => s.as_ptr() as u64,
+            Arg::U16sMut(s) => s.as_ptr() as u64,
+            Arg::I32(v) => u64::from(*v as u32),
+            Arg::I64(v) => *v as u64,
+            Arg::U32(v) => u64::from(*v),
+            Arg::F32(v) => u64::from(v.to_bits()),
+            Arg::F64(v) => v.to_bits(),
+        }
+    }
+
+    /// A buffer argument's bytes and whether the kernel writes it; `None` for a scalar.
+    pub fn buffer(&self) -> Option<(usize, bool)> {
+        let b = |n: usize, e: usize, w: bool| Some((n * e, w));
+        match self {
+            Arg::F32s(s) => b(s.len(), 4, false),
+            Arg::F32sMut(s) => b(s.len(), 4, true),
+            Arg::F64s(s) => b(s.len(), 8, false),
+            Arg::F64sMut(s) => b(s.len(), 8, true),
+            Arg::I32s(s) => b(s.len(), 4, false),
+            Arg::I32sMut(s) => b(s.len(), 4, true),
+            Arg::U16s(s) => b(s.len(), 2, false),
+            Arg::U16sMut(s) => b(s.len(), 2, true),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! arg_from {
+    ($($t:ty => $v:ident),* $(,)?) => {
+        $(impl<'a> From<$t> for Arg<'a> {
+            fn from(x: $t) -> Self {
+                Arg::$v(x)
+            }
+        })*
+    };
+}
+
+arg_from! {
+    &'a [f32] => F32s, &'a mut [f32] => F32sMut, &'a [f64] => F64s, &'a mut [f64] => F64sMut,
+    &'a [i32] => I32s, &'a mut [i32] => I32sMut, &'a [u16] => U16s, &'a mut [u16] => U16sMut,
+    i32 => I32, i64 => I64, u32 => U32, f32 => F32, f64 => F64,
+}
+
+/// `args![a, b, n]`: the arguments of a launch, each converted by `Arg::from`.
+macro_rules! args {
+    ($($a:expr),* $(,)?) => {
+        [$($crate::exec::Arg::from($a)),*]
+    };
+}
+pub(crate) use args;
+
+/// The shim's generic launcher of one kernel: `(name, grid, block, params)`.
+type ParamsFn = unsafe extern "C" fn(*const c_char, Dim3, Dim3, *mut *mut c_void);
+
+/// An entry of a kernel file's table in the shim (`shim::Entry`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawEntry {
+    name: *const c_char,
+    launch: ParamsFn,
+    signature: *const c_char,
+}
+
+/// A kernel of the shim's tables.
+#[derive(Clone, Copy, Debug)]
+pub struct ShimKernel {
+    name: *const c_char,
+    launch: ParamsFn,
+    /// One letter per parameter ([`Arg::code`]).
+    pub signature: &'static str,
+}
+
+// SAFETY: the pointers point at the shim's static, immutable tables and strings.
+unsafe impl Send for ShimKernel {}
+// SAFETY: as Send.
+unsafe impl Sync for ShimKernel {}
+
+mod ffi {
+    use super::RawEntry;
+    extern "C" {
+        pub fn shim_table_act(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_layernorm(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_optim(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_mamba1(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_knn(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_loss(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_mamba2(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_selftest(n: *mut usize) -> *const RawEntry;
+    }
+}
+
+/// Every kernel the shim can run, by name: the kernel files' and its own test kernels'.
+pub fn shim_kernels() -> &'static HashMap<&'static str, ShimKernel> {
+    static TABLE: OnceLock<HashMap<&'static str, ShimKernel>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let tables = [
+            ffi::shim_table_act,
+            ffi::shim_table_layernorm,
+            ffi::shim_table_optim,
+            ffi::shim_table_mamba1,
+            ffi::shim_table_knn,
+            ffi::shim_table_loss,
+            ffi::shim_table_mamba2,
+            ffi::shim_table_selftest,
+        ];
+        let mut map = HashMap::new();
+        for table in tables {
+            let mut n = 0usize;
+            // SAFETY: the table function returns its static array and writes its length.
+            let entries = unsafe { std::slice::from_raw_parts(table(&mut n), n) };
+            for e in entries {
+                // SAFETY: both strings are static, NUL-terminated ASCII (kernel names and letters).
+                let (name, sig) = unsafe { (CStr::from_ptr(e.name), CStr::from_ptr(e.signature)) };
+                let (name, signature) = (name.to_str().expect("ASCII"), sig.to_str().expect("ASCII"));
+                map.insert(name, ShimKernel { name: e.name, launch: e.launch, signature });
+            }
+        }
+        map
+    })
+}
+
+/// The shim's entry of `kernel`, and the arguments checked against its signature.
+fn checked(kernel: &'static str, args: &[Arg]) -> Result<ShimKernel> {
+    let entry = *shim_kernels()
+        .get(kernel)
+        .ok_or_else(|| LaunchError { kernel, why: "no kernel of this name in the shim's tables".into() })?;
+    let codes: Vec<u8> = args.iter().map(Arg::code).collect();
+    if codes != entry.signature.as_bytes() {
+        let why = format!(
+            "arguments of types {:?} do not match the kernel's parameters {:?}",
+            String::from_utf8_lossy(&codes),
+            entry.signature
+        );
+        return Err(LaunchError { kernel, why });
+    }
+    Ok(entry)
+}
+
+/// Runs `kernel` over the launch `l` with `args` in its parameter order through the CPU shim. The caller has
+/// checked the launch shape and that every buffer holds what the kernel indexes.
+pub fn launch(kernel: &'static str, l: Launch, args: &mut [Arg]) -> Result<()> {
+    let entry = checked(kernel, args)?;
+    let mut slots: Vec<u64> = args.iter().map(Arg::slot).collect();
+    let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
+    // SAFETY: the arguments match the kernel's parameter types (checked above), each slot
+    // holds its value in the bytes the shim reads, and the caller checked that the buffers
+    // cover what the kernel indexes for this launch.
+    unsafe { (entry.launch)(entry.name, l.grid, l.block, params.as_mut_ptr()) };
+    Ok(())
+}
+
+/// Runs `kernel` through the shim with no check of the launch shape (the shim's own refusal,
+/// which aborts the process, is what the caller tests). The arguments are still checked
+/// against the signature.
+///
+/// # Safety
+/// Every buffer must cover what the kernel indexes over `grid` and `block`.
+pub unsafe fn launch_shim_unchecked(kernel: &'static str, grid: Dim3, block: Dim3, args: &mut [Arg]) -> Result<()> {
+    let entry = checked(kernel, args)?;
+    let mut slots: Vec<u64> = args.iter().map(Arg::slot).collect();
+    let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
+    // SAFETY: as `launch`, the buffers by the caller's contract.
+    unsafe { (entry.launch)(entry.name, grid, block, params.as_mut_ptr()) };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::FILES;
+
+    #[test]
+    fn the_shim_tables_hold_exactly_the_listed_kernels() {
+        let table = shim_kernels();
+        let mut listed: Vec<&str> = FILES.iter().flat_map(|f| f.kernels.iter().copied()).collect();
+        listed.extend(["selftest_barrier_probe", "selftest_tree_sum", "selftest_divergent"]);
+        let mut have: Vec<&str> = table.keys().copied().collect();
+        listed.sort_unstable();
+        have.sort_unstable();
+        assert_eq!(have, listed);
+        assert_eq!(table["act_silu_fwd"].signature, "fF8");
+        assert_eq!(table["optim_clip_factor"].signature, "dSD");
+    }
+
+    #[test]
+    fn arguments_that_do_not_match_the_signature_are_refused() {
+        let (x, mut y) = ([1.0f32; 4], [0.0f32; 4]);
+        let l = crate::launch::elementwise(4);
+        // n as an int where the kernel takes a long long.
+        let e = launch("act_silu_fwd", l, &mut args![&x[..], &mut y[..], 4i32]).unwrap_err();
+        assert!(e.why.contains("\"fF4\"") && e.why.contains("\"fF8\""), "{e}");
+        // A read-only buffer where the kernel writes.
+        assert!(launch("act_silu_fwd", l, &mut args![&x[..], &y[..], 4i64]).is_err());
+        assert_eq!(y, [0.0; 4]);
+        let e = launch("no_such_kernel", l, &mut []).unwrap_err();
+        assert!(e.why.contains("no kernel"), "{e}");
+        launch("act_silu_fwd", l, &mut args![&x[..], &mut y[..], 4i64]).unwrap();
+        assert!((y[0] - 1.0 / (1.0 + (-1.0f32).exp())).abs() < 1e-6);
+    }
+}
