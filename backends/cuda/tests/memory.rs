@@ -109,7 +109,8 @@ fn the_pool_peak_of_one_mamba2_layer_matches_the_model() {
         assert!((1.0..=1.1).contains(&over), "in use {in_use} vs {live}: {over:.3}");
         let want = live + h.slack();
         let ratio = got as f64 / want as f64;
-        println!("{z:?} x {seqs}: {h:?}; pool peak {got} (in use {in_use}, {over:.3} of the workspace's), model {want}: {ratio:.3}");
+        println!("{z:?} x {seqs}: {h:?}");
+        println!("  pool peak {got} (in use {in_use}, {over:.3} of the terms'), model {want}: {ratio:.3}");
         assert!((0.9..=1.1).contains(&ratio), "pool peak {got} vs model {want}: ratio {ratio:.3}");
     }
 }
