@@ -17,7 +17,7 @@
 //! One Mamba-1 layer in shim mode ([`mamba1::layer`]): forward and the backward that
 //! recomputes its internals from the layer input, every buffer from the counting [`pool`],
 //! the projections through [`gemm`] (the shim's stand-in for cuBLAS); and the memory model of
-//! a training step ([`memory`], Mamba-1 layers), whose layer terms the pool's peak is tested
+//! a training step ([`memory`], either mixer's layers), whose layer terms the pool's peak is tested
 //! against. One Mamba-2 layer likewise ([`mamba2::layer`]): the Mamba-1 convolution kernels
 //! over the `Di + 2N` channels of `xBC`, the Mamba-2 scan and gated RMSNorm, recomputing
 //! backward, every buffer from the pool.
@@ -25,7 +25,7 @@
 //! Mamba-1 or Mamba-2 layers with the spatial mixer ([`spatial`]), the embedding and head
 //! through [`ops::linear`], the loss, and the Adam kernel with moments held by the model; it
 //! passes the conformance suite (`tests/conformance.rs`) for both temporal mixers. Not yet: a
-//! device code path (cudarc, cuBLAS) and a memory model of the Mamba-2 layer.
+//! device code path (cudarc, cuBLAS).
 
 #![deny(missing_docs)]
 
