@@ -3,9 +3,10 @@
 //! arguments as [`Arg`]s in the kernel's parameter order. [`launch`] checks the arguments
 //! against the kernel's signature (which the shim's table derives from the kernel's own C
 //! declaration) and builds one parameter array, `params[i]` pointing at argument i as CUDA's
-//! `kernelParams` do, which goes to the CPU shim's generic launcher, and is built so that a
-//! device path can hand the same array to `cuLaunchKernel`. So the shim tests check every
-//! argument list a device launch would use.
+//! `kernelParams` do, which goes either to the CPU shim's generic launcher or, on a thread
+//! that has entered a device (`device::Gpu::enter`, feature `cuda`), to
+//! `cuLaunchKernel` of the same kernel compiled by NVRTC. So the shim tests check every
+//! argument list a device launch uses.
 
 use crate::launch::{Dim3, Launch};
 use crate::shim::{LaunchError, Result};
@@ -212,10 +213,15 @@ fn checked(kernel: &'static str, args: &[Arg]) -> Result<ShimKernel> {
     Ok(entry)
 }
 
-/// Runs `kernel` over the launch `l` with `args` in its parameter order through the CPU shim. The caller has
+/// Runs `kernel` over the launch `l` with `args` in its parameter order: on the thread's
+/// device when it has entered one (feature `cuda`), else through the CPU shim. The caller has
 /// checked the launch shape and that every buffer holds what the kernel indexes.
 pub fn launch(kernel: &'static str, l: Launch, args: &mut [Arg]) -> Result<()> {
     let entry = checked(kernel, args)?;
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::device::current() {
+        return gpu.launch(kernel, l, args);
+    }
     let mut slots: Vec<u64> = args.iter().map(Arg::slot).collect();
     let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
     // SAFETY: the arguments match the kernel's parameter types (checked above), each slot
@@ -238,6 +244,63 @@ pub unsafe fn launch_shim_unchecked(kernel: &'static str, grid: Dim3, block: Dim
     // SAFETY: as `launch`, the buffers by the caller's contract.
     unsafe { (entry.launch)(entry.name, grid, block, params.as_mut_ptr()) };
     Ok(())
+}
+
+/// Where a model's launches run: the CPU shim (the default), or (feature `cuda`) a device.
+/// A model holds one and enters it around each call that launches ([`Exec::enter`]).
+#[derive(Clone, Debug, Default)]
+pub struct Exec {
+    #[cfg(feature = "cuda")]
+    gpu: Option<std::rc::Rc<crate::device::Gpu>>,
+}
+
+/// While alive, the thread's launches run where the [`Exec`] says.
+#[derive(Debug)]
+pub struct Scope {
+    #[cfg(feature = "cuda")]
+    _entered: Option<crate::device::Entered>,
+}
+
+impl Exec {
+    /// The CPU shim.
+    pub fn shim() -> Self {
+        Self::default()
+    }
+
+    /// A device.
+    #[cfg(feature = "cuda")]
+    pub fn gpu(gpu: std::rc::Rc<crate::device::Gpu>) -> Self {
+        Self { gpu: Some(gpu) }
+    }
+
+    /// The device, if this runs on one.
+    #[cfg(feature = "cuda")]
+    pub fn device(&self) -> Option<&std::rc::Rc<crate::device::Gpu>> {
+        self.gpu.as_ref()
+    }
+
+    /// Whether launches run on a device.
+    pub fn on_device(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        return self.gpu.is_some();
+        #[cfg(not(feature = "cuda"))]
+        false
+    }
+
+    /// Makes the thread's launches run here until the scope drops; fails only when the
+    /// device's context cannot be made current.
+    pub fn enter(&self) -> Result<Scope> {
+        #[cfg(feature = "cuda")]
+        {
+            let entered = match &self.gpu {
+                Some(g) => Some(g.enter().map_err(|e| LaunchError { kernel: "enter", why: e.to_string() })?),
+                None => None,
+            };
+            Ok(Scope { _entered: entered })
+        }
+        #[cfg(not(feature = "cuda"))]
+        Ok(Scope {})
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! The shim's stand-in for cuBLAS: a row-major `f32` matrix product `C = op(A) op(B) + beta C`
-//! on host slices through `matrixmultiply::sgemm`, the call a device build makes as
-//! `cublasSgemm` (with the operands swapped for cuBLAS's column-major view). It is not the
+//! The matrix product of the crate: a row-major `f32` product `C = op(A) op(B) + beta C`, on a
+//! thread that has entered a device (feature `cuda`) through `cublasSgemm` (with the operands
+//! swapped for cuBLAS's column-major view), else on host slices through `matrixmultiply::sgemm`,
+//! the shim's stand-in for cuBLAS. It is not the
 //! device's arithmetic (cuBLAS picks its own blocking and summation order), so what the tests
 //! compare against a product's result is held to a rounding bound, never to bits.
 
@@ -38,6 +39,10 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
     }
     if m == 0 || n == 0 {
         return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::device::current() {
+        return gpu.gemm(s, a, ta, b, tb, beta, c);
     }
     if beta == 0.0 {
         // matrixmultiply reads C when beta is not 0 only, but NaN in stale memory must not leak.

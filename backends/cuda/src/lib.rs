@@ -29,6 +29,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod device;
 pub mod exec;
 pub mod gemm;
 pub mod kernels;

@@ -25,6 +25,7 @@
 //! parameters and gradients here become device buffers copied to the host only by `state`,
 //! `grads` and the flat gradient buffer.
 
+use crate::exec::{Exec, Scope};
 use crate::knn::Neighbours;
 use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
 use crate::mamba2::layer::{self as layer2, Layer2Dims, Mamba2Params, Saved2};
@@ -223,6 +224,8 @@ pub struct CudaModel {
     grads: Params,
     adam: AdamState,
     pool: Pool,
+    /// Where the launches run: the shim, or the device the pool lends memory of.
+    exec: Exec,
 }
 
 /// A refused launch as the trait's error.
@@ -253,7 +256,32 @@ impl CudaModel {
             }
         }
         let grads = params.clone();
-        Ok(Self { cfg, adj: adjacency, nb, specs, params, grads, adam: AdamState::default(), pool: Pool::new() })
+        let (adam, pool, exec) = (AdamState::default(), Pool::new(), Exec::shim());
+        Ok(Self { cfg, adj: adjacency, nb, specs, params, grads, adam, pool, exec })
+    }
+
+    /// [`CudaModel::new`] on a device: every launch and product of the model runs on `gpu`,
+    /// its activations in the device's managed memory (see [`crate::device`]).
+    #[cfg(feature = "cuda")]
+    pub fn on_gpu(
+        cfg: ModelConfig,
+        adjacency: Option<Adjacency>,
+        gpu: std::rc::Rc<crate::device::Gpu>,
+    ) -> Result<Self, Error> {
+        let mut m = Self::new(cfg, adjacency)?;
+        m.pool = Pool::on_gpu(gpu.clone());
+        m.exec = Exec::gpu(gpu);
+        Ok(m)
+    }
+
+    /// Where the model's launches run.
+    pub fn exec(&self) -> &Exec {
+        &self.exec
+    }
+
+    /// Enters [`CudaModel::exec`] for one call.
+    fn on(&self) -> Result<Scope, Error> {
+        self.exec.enter().map_err(dev)
     }
 
     /// The counting pool the activations come from (its peaks are the step's device memory).
@@ -476,12 +504,14 @@ impl Model<f32> for CudaModel {
     }
 
     fn forward(&self, tokens: &Tokens<f32>) -> Result<Forecasts<f32>, Error> {
+        let _on = self.on()?;
         let s = self.batch(tokens)?;
         let pred = self.predict(tokens, s)?;
         Forecasts::new(ForecastShape::new(s.b, s.t, s.p, self.cfg.n_horizons(), self.cfg.d_in), pred.to_vec())
     }
 
     fn embed(&self, tokens: &Tokens<f32>) -> Result<Embeddings<f32>, Error> {
+        let _on = self.on()?;
         let s = self.batch(tokens)?;
         let m = self.cfg.d_model;
         let tok = self.tokens_seq(tokens.data(), s)?;
@@ -493,6 +523,7 @@ impl Model<f32> for CudaModel {
     }
 
     fn loss(&self, tokens: &Tokens<f32>) -> Result<f64, Error> {
+        let _on = self.on()?;
         let s = self.batch(tokens)?;
         let pred = self.predict(tokens, s)?;
         let hz = self.horizons();
@@ -501,6 +532,7 @@ impl Model<f32> for CudaModel {
     }
 
     fn loss_and_grads(&mut self, tokens: &Tokens<f32>) -> Result<f64, Error> {
+        let _on = self.on()?;
         let s = self.batch(tokens)?;
         for g in self.grads.slices_mut() {
             g.fill(0.0);
@@ -519,6 +551,8 @@ impl Model<f32> for CudaModel {
     /// build's contiguous gradient buffer; in shim mode a copy). A refused launch (not possible
     /// for the model's own buffers) gives NaN, which stops a trainer.
     fn grad_sq_norm(&self) -> f64 {
+        // As in scale_grads: without the device, the shim sums the host copy.
+        let _on = self.on().ok();
         let mut flat = Vec::new();
         self.grads_to_flat(&mut flat);
         global_norm(&flat).map_or(f64::NAN, |(sq, _)| sq)
@@ -527,6 +561,8 @@ impl Model<f32> for CudaModel {
     /// One launch over every gradient entry (through a flat copy in shim mode, for the same
     /// reason as [`CudaModel::grad_sq_norm`]).
     fn scale_grads(&mut self, factor: f64) {
+        // The gradients are host buffers: should the device not be entered, the shim scales them.
+        let _on = self.on().ok();
         let mut flat = Vec::new();
         self.grads_to_flat(&mut flat);
         crate::optim::scale(&mut flat, factor).expect("an elementwise launch over the gradients is valid");
@@ -536,6 +572,7 @@ impl Model<f32> for CudaModel {
     /// Only the core's Adam runs here (the crate's Adam kernel, moments held by the model);
     /// any other optimizer is refused by name before anything changes.
     fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<f32>, lr: f64) -> Result<(), Error> {
+        let _on = self.on()?;
         let Some(cfg) = opt.as_adam().map(|a| a.config().clone()) else {
             return Err(Error::Backend(format!(
                 "the CUDA backend keeps its optimizer state itself and runs only the core's Adam (AdamW or \

@@ -4,9 +4,11 @@
 //! and then only recycled (no `cudaMalloc`/`cudaFree` inside a step). The pool counts bytes:
 //! those in buffers taken and not yet returned ([`Pool::in_use`]), those it holds in all
 //! ([`Pool::reserved`]: in use plus cached for reuse, what the device would see allocated),
-//! and the peak of each. In shim mode a buffer is a host `Vec<f32>`; each carries a byte size
-//! per element that the counts use, so a 2-byte (bf16) buffer is counted as the device would
-//! hold it while the shim still computes in `f32`.
+//! and the peak of each. In shim mode a buffer is a host `Vec<f32>`; a pool made by
+//! `Pool::on_gpu` (feature `cuda`) lends CUDA managed memory instead, one address for the
+//! host code and the kernels (see `device`). Each buffer carries a byte size per element that
+//! the counts use, so a 2-byte (bf16) buffer is counted as the device would hold it while the
+//! shim still computes in `f32`.
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
@@ -32,13 +34,76 @@ pub struct PoolStats {
     pub reused: usize,
     /// Requests that allocated.
     pub allocated: usize,
+    /// Allocations a pool on a device had to make in host memory (the device was full).
+    pub host_fallbacks: usize,
+}
+
+/// A buffer's memory: a host vector, or (feature `cuda`) a managed allocation of the pool's
+/// device of `cap` elements.
+#[derive(Debug)]
+enum Storage {
+    Host(Vec<f32>),
+    #[cfg(feature = "cuda")]
+    Managed {
+        ptr: u64,
+        cap: usize,
+    },
+}
+
+impl Storage {
+    fn capacity(&self) -> usize {
+        match self {
+            Storage::Host(v) => v.capacity(),
+            #[cfg(feature = "cuda")]
+            Storage::Managed { cap, .. } => *cap,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct State {
     /// Cached buffers: (element bytes, storage), the storage's capacity its size.
-    free: Vec<(usize, Vec<f32>)>,
+    free: Vec<(usize, Storage)>,
     stats: PoolStats,
+    /// The device whose managed memory the pool lends; host memory when `None`.
+    #[cfg(feature = "cuda")]
+    gpu: Option<Rc<crate::device::Gpu>>,
+}
+
+impl State {
+    /// New storage of `n` elements: managed memory of the pool's device, else (or should the
+    /// device be out of memory) a host vector, which a launch then stages.
+    fn allocate(&mut self, n: usize) -> Storage {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = &self.gpu {
+            match gpu.alloc_managed(n * F32) {
+                Ok(ptr) => return Storage::Managed { ptr, cap: n },
+                Err(_) => self.stats.host_fallbacks += 1,
+            }
+        }
+        Storage::Host(Vec::with_capacity(n))
+    }
+
+    /// Returns storage to its allocator.
+    fn release(&mut self, s: Storage) {
+        match s {
+            Storage::Host(v) => drop(v),
+            #[cfg(feature = "cuda")]
+            Storage::Managed { ptr, .. } => {
+                if let Some(gpu) = &self.gpu {
+                    gpu.free_managed(ptr);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        for (_, s) in std::mem::take(&mut self.free) {
+            self.release(s);
+        }
+    }
 }
 
 /// A shared handle on one pool (cheap to clone; single-threaded, as one CUDA stream is).
@@ -48,15 +113,24 @@ pub struct Pool(Rc<RefCell<State>>);
 /// A buffer of the pool: `len` elements, zeroed when taken; returned to the pool on drop.
 #[derive(Debug)]
 pub struct Buf {
-    data: Vec<f32>,
+    data: Storage,
+    len: usize,
     elem: usize,
     pool: Pool,
 }
 
 impl Pool {
-    /// An empty pool.
+    /// An empty pool of host memory.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty pool lending `gpu`'s managed memory.
+    #[cfg(feature = "cuda")]
+    pub fn on_gpu(gpu: Rc<crate::device::Gpu>) -> Self {
+        let pool = Self::default();
+        pool.0.borrow_mut().gpu = Some(gpu);
+        pool
     }
 
     /// `n` zeroed `f32` elements.
@@ -70,7 +144,7 @@ impl Pool {
     /// new buffer of exactly `n` is allocated.
     pub fn take(&self, n: usize, elem: usize) -> Buf {
         let mut st = self.0.borrow_mut();
-        let fits = |(e, v): &(usize, Vec<f32>)| *e == elem && v.capacity() >= n && v.capacity() <= 2 * n.max(1);
+        let fits = |(e, v): &(usize, Storage)| *e == elem && v.capacity() >= n && v.capacity() <= 2 * n.max(1);
         let best = st.free.iter().enumerate().filter(|(_, f)| fits(f)).min_by_key(|(_, (_, v))| v.capacity());
         let mut data = match best.map(|(i, _)| i) {
             Some(i) => {
@@ -79,18 +153,17 @@ impl Pool {
             }
             None => {
                 st.stats.allocated += 1;
-                let v = Vec::with_capacity(n);
+                let v = st.allocate(n);
                 st.stats.reserved += v.capacity() * elem;
                 v
             }
         };
-        data.clear();
-        data.resize(n, 0.0);
+        zero(&mut data, n, &st);
         let s = &mut st.stats;
         s.in_use += data.capacity() * elem;
         s.peak_in_use = s.peak_in_use.max(s.in_use);
         s.peak_reserved = s.peak_reserved.max(s.reserved);
-        Buf { data, elem, pool: self.clone() }
+        Buf { data, len: n, elem, pool: self.clone() }
     }
 
     /// A buffer holding a copy of `src`.
@@ -131,7 +204,9 @@ impl Pool {
     pub fn trim(&self) {
         let mut st = self.0.borrow_mut();
         let cached: usize = st.free.iter().map(|(e, v)| e * v.capacity()).sum();
-        st.free.clear();
+        for (_, s) in std::mem::take(&mut st.free) {
+            st.release(s);
+        }
         st.stats.reserved -= cached;
     }
 }
@@ -143,22 +218,51 @@ impl Buf {
     }
 }
 
+/// Sets the first `n` elements of `data` (which holds at least `n`) to zero.
+fn zero(data: &mut Storage, n: usize, _st: &State) {
+    match data {
+        Storage::Host(v) => {
+            v.clear();
+            v.resize(n, 0.0);
+        }
+        #[cfg(feature = "cuda")]
+        Storage::Managed { ptr, .. } => {
+            // A failed memset means a failed device, which the next launch reports; the
+            // buffer is then never read as zeros by a kernel that ran.
+            if let Some(gpu) = &_st.gpu {
+                let _ = gpu.zero(*ptr, n * F32);
+            }
+        }
+    }
+}
+
 impl Deref for Buf {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
-        &self.data
+        match &self.data {
+            Storage::Host(v) => &v[..self.len],
+            // SAFETY: a managed allocation of at least `len` f32, alive while the buffer is,
+            // and host-accessible: every launch and product synchronizes before returning.
+            #[cfg(feature = "cuda")]
+            Storage::Managed { ptr, .. } => unsafe { std::slice::from_raw_parts(*ptr as *const f32, self.len) },
+        }
     }
 }
 
 impl DerefMut for Buf {
     fn deref_mut(&mut self) -> &mut [f32] {
-        &mut self.data
+        match &mut self.data {
+            Storage::Host(v) => &mut v[..self.len],
+            // SAFETY: as Deref; `&mut self` makes the view unique.
+            #[cfg(feature = "cuda")]
+            Storage::Managed { ptr, .. } => unsafe { std::slice::from_raw_parts_mut(*ptr as *mut f32, self.len) },
+        }
     }
 }
 
 impl Drop for Buf {
     fn drop(&mut self) {
-        let data = std::mem::take(&mut self.data);
+        let data = std::mem::replace(&mut self.data, Storage::Host(Vec::new()));
         let mut st = self.pool.0.borrow_mut();
         st.stats.in_use -= data.capacity() * self.elem;
         st.free.push((self.elem, data));
