@@ -169,6 +169,9 @@ pub enum Backend {
     DfdxCpu,
     /// The dfdx backend on an NVIDIA GPU: needs a build with `--features cuda`.
     DfdxCuda,
+    /// The native CUDA backend (hand-written kernels, NVRTC, cuBLAS) on GPU 0: needs a build
+    /// with `--features cuda` (scripts/gpu-check.sh build makes one) and a GPU.
+    Cuda,
 }
 
 /// Flags of `bc-cli golden`.
@@ -349,7 +352,7 @@ pub struct RunArgs {
     /// Output directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Backend: cpu, dfdx-cpu, or dfdx-cuda (a build with `--features cuda` on a machine with a GPU).
+    /// Backend: cpu, dfdx-cpu, dfdx-cuda or cuda (the GPU ones: a build with `--features cuda` on a machine with a GPU).
     #[arg(long)]
     pub backend: Option<String>,
     /// Seed of the model's initialization.

@@ -18,13 +18,14 @@ pub trait Job {
 }
 
 impl Backend {
-    /// The backend named as in `train.backend` (`cpu`, `dfdx-cpu`, `dfdx-cuda`).
+    /// The backend named as in `train.backend` (`cpu`, `dfdx-cpu`, `dfdx-cuda`, `cuda`).
     pub fn from_name(name: &str) -> Result<Backend, CliError> {
         match name {
             "cpu" => Ok(Backend::Cpu),
             "dfdx-cpu" => Ok(Backend::DfdxCpu),
             "dfdx-cuda" => Ok(Backend::DfdxCuda),
-            other => Err(CliError::Msg(format!("unknown backend `{other}`: use cpu, dfdx-cpu or dfdx-cuda"))),
+            "cuda" => Ok(Backend::Cuda),
+            other => Err(CliError::Msg(format!("unknown backend `{other}`: use cpu, dfdx-cpu, dfdx-cuda or cuda"))),
         }
     }
 
@@ -34,7 +35,13 @@ impl Backend {
             Backend::Cpu => "cpu",
             Backend::DfdxCpu => "dfdx-cpu",
             Backend::DfdxCuda => "dfdx-cuda",
+            Backend::Cuda => "cuda",
         }
+    }
+
+    /// Whether the backend runs on a GPU (and its ranks talk through NCCL).
+    pub fn on_gpu(self) -> bool {
+        matches!(self, Backend::DfdxCuda | Backend::Cuda)
     }
 }
 
@@ -44,7 +51,25 @@ pub fn dispatch<J: Job>(backend: Backend, job: J) -> Result<J::Output, CliError>
         Backend::Cpu => job.run("cpu", boldcast::cpu::CpuModel::<f32>::new),
         Backend::DfdxCpu => job.run("dfdx-cpu", boldcast::dfdx::DfdxCpuModel::<f32>::new_cpu),
         Backend::DfdxCuda => cuda(job),
+        Backend::Cuda => native_cuda(job),
     }
+}
+
+#[cfg(feature = "cuda")]
+fn native_cuda<J: Job>(job: J) -> Result<J::Output, CliError> {
+    job.run("cuda", boldcast::cuda::CudaModel::new_cuda)
+}
+
+/// Without the `cuda` feature the native backend's kernels exist only in the CPU shim (for
+/// its tests): asking for the backend is a clear error, never a slow run on the CPU.
+#[cfg(not(feature = "cuda"))]
+fn native_cuda<J: Job>(_: J) -> Result<J::Output, CliError> {
+    Err(CliError::Msg(
+        "--backend cuda: this bc-cli was built without the `cuda` feature, so the native CUDA backend \
+         cannot reach a GPU; build with `cargo build --release -p bc-cli --features cuda` on a machine with \
+         the CUDA toolkit (or `scripts/gpu-check.sh build`) and run it on a machine with an NVIDIA GPU"
+            .into(),
+    ))
 }
 
 #[cfg(feature = "cuda")]

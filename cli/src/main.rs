@@ -43,7 +43,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let (cfg, mut req) = bc_cli::train::resolve_train_args(&a)?;
             // NCCL for a fresh run on the CUDA backend; MPI otherwise (a resumed CUDA run too:
             // its gradients then travel through host buffers).
-            let cuda = cfg.as_ref().is_some_and(|c| c.train.backend == Backend::DfdxCuda.name());
+            let cuda = cfg.as_ref().is_some_and(|c| Backend::from_name(&c.train.backend).is_ok_and(Backend::on_gpu));
             req.dist = from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
             // With --resume the backend is the one stored in the checkpoint's configuration.
             let prep = abort_on_error(&req.dist, bc_cli::train::prepare_train(cfg, &req))?;
@@ -52,7 +52,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(a) => {
-            let transport = if a.backend == Backend::DfdxCuda { Transport::Nccl } else { Transport::Mpi };
+            let transport = if a.backend.on_gpu() { Transport::Nccl } else { Transport::Mpi };
             let dist = from_env(transport)?;
             let rep = abort_on_error(&dist, bc_cli::bench::run(&a, &dist))?;
             if dist.is_root() {

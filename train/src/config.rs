@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The backends a configuration may name.
-pub const BACKENDS: &[&str] = &["cpu", "dfdx-cpu", "dfdx-cuda"];
+pub const BACKENDS: &[&str] = &["cpu", "dfdx-cpu", "dfdx-cuda", "cuda"];
 
 /// What can go wrong resolving a configuration.
 #[derive(Debug, thiserror::Error)]

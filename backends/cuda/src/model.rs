@@ -260,6 +260,30 @@ impl CudaModel {
         Ok(Self { cfg, adj: adjacency, nb, specs, params, grads, adam, pool, exec })
     }
 
+    /// [`CudaModel::new`] with the initial weights of `seed`, those the CPU backend draws for
+    /// it (`boldcast_cpu::init`), so one seed starts both backends from the same model: the
+    /// `(config, adjacency, seed)` constructor the command line's backend switch takes.
+    pub fn seeded(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
+        let mut m = Self::new(cfg, adjacency)?;
+        m.init(seed)?;
+        Ok(m)
+    }
+
+    /// Draws the initial weights of `seed` into the parameters.
+    fn init(&mut self, seed: u64) -> Result<(), Error> {
+        boldcast_cpu::init::initialize(&self.specs, self.params.slices_mut(), seed)
+    }
+
+    /// [`CudaModel::seeded`] on CUDA device 0 (`--backend cuda`); no usable device is an
+    /// [`Error::Backend`] that says why (no driver, no device, a kernel NVRTC rejects).
+    #[cfg(feature = "cuda")]
+    pub fn new_cuda(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
+        let gpu = crate::device::Gpu::new(0).map_err(|e| Error::Backend(format!("--backend cuda: {e}")))?;
+        let mut m = Self::on_gpu(cfg, adjacency, gpu)?;
+        m.init(seed)?;
+        Ok(m)
+    }
+
     /// [`CudaModel::new`] on a device: every launch and product of the model runs on `gpu`,
     /// its activations in the device's managed memory (see [`crate::device`]).
     #[cfg(feature = "cuda")]

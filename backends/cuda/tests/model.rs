@@ -78,3 +78,23 @@ fn a_second_step_of_the_same_shapes_allocates_nothing() {
     assert!(m.pool().stats().reused > 0);
     assert_eq!(m.pool().in_use(), 0, "every buffer went back to the pool");
 }
+
+#[test]
+fn a_seed_starts_the_same_model_as_on_the_cpu_backend() {
+    let case = random_case(7, 0, &[Temporal::Mamba, Temporal::Mamba2]);
+    for seed in [0, 3] {
+        let cpu = CpuModel::<f32>::new(case.model.clone(), case.adjacency.clone(), seed).unwrap();
+        let cuda = CudaModel::seeded(case.model.clone(), case.adjacency.clone(), seed).unwrap();
+        let (a, b) = (cpu.state(), cuda.state());
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!((&x.name, &x.shape), (&y.name, &y.shape));
+            assert_eq!(x.data, y.data, "{}", x.name);
+        }
+        // Not all zero: the weights were drawn.
+        assert!(b.iter().any(|t| t.name.ends_with("in_proj.weight") && t.data.iter().any(|&v| v != 0.0)));
+    }
+    let other = CudaModel::seeded(case.model.clone(), case.adjacency.clone(), 1).unwrap();
+    let three = CudaModel::seeded(case.model.clone(), case.adjacency.clone(), 3).unwrap();
+    assert_ne!(other.state(), three.state());
+}
