@@ -16,6 +16,7 @@
 // GPU without a bug the GPU would have too.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -70,6 +71,9 @@ void launch(const char* name, Dim grid, Dim block, F f) {
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+// The reinterpreting casts between a float and its bit pattern (kernels/autocast.cu).
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
 
 #define SHIM_STRIP(...) __VA_ARGS__
 // `SHIM_LAUNCHER(k, (T a, U b), (a, b))` defines `extern "C" void shim_launch_k(grid, block,

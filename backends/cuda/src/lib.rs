@@ -29,6 +29,7 @@
 
 #![deny(missing_docs)]
 
+pub mod autocast;
 pub mod gemm;
 pub mod kernels;
 pub mod knn;
@@ -44,4 +45,5 @@ pub mod pool;
 pub mod shim;
 pub mod spatial;
 
+pub use autocast::Precision;
 pub use model::CudaModel;

@@ -79,6 +79,7 @@ mod ffi {
         pub fn shim_launch_act_softplus_bwd(g: Dim3, b: Dim3, v: *const f32, gy: *const f32, gv: *mut f32, n: i64);
         pub fn shim_launch_act_silu_fwd(g: Dim3, b: Dim3, x: *const f32, y: *mut f32, n: i64);
         pub fn shim_launch_act_silu_bwd(g: Dim3, b: Dim3, x: *const f32, gy: *const f32, gx: *mut f32, n: i64);
+        pub fn shim_launch_autocast_round_bf16(g: Dim3, b: Dim3, x: *const f32, y: *mut f32, n: i64);
         pub fn shim_launch_act_gate_fwd(g: Dim3, b: Dim3, y: *const f32, z: *const f32, out: *mut f32, n: i64);
         #[allow(clippy::too_many_arguments)]
         pub fn shim_launch_act_gate_bwd(
@@ -261,6 +262,7 @@ pub mod raw {
 }
 
 mod act;
+mod autocast;
 mod knn;
 mod layernorm;
 mod loss;
@@ -270,6 +272,7 @@ mod optim;
 mod selftest;
 
 pub use act::*;
+pub use autocast::*;
 pub use knn::*;
 pub use layernorm::*;
 pub use loss::*;
