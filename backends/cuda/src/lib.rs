@@ -24,8 +24,15 @@
 //! The whole model in shim mode ([`model::CudaModel`], `Model<f32>` + `DataParallel<f32>`):
 //! Mamba-1 or Mamba-2 layers with the spatial mixer ([`spatial`]), the embedding and head
 //! through [`ops::linear`], the loss, and the Adam kernel with moments held by the model; it
-//! passes the conformance suite (`tests/conformance.rs`) for both temporal mixers. Not yet: a
-//! device code path (cudarc, cuBLAS) and a memory model of the Mamba-2 layer.
+//! passes the conformance suite (`tests/conformance.rs`) for both temporal mixers.
+//! bf16 autocast ([`autocast`], as `torch.autocast`): a thread-local mode under which every
+//! matrix product of [`gemm`] takes its operands rounded to bf16 (round to nearest even, the
+//! kernel of `kernels/autocast.cu`) and accumulates in f32, cuBLAS GemmEx's arithmetic, while
+//! parameters, gradients, moments, scan states, reductions and the loss stay f32;
+//! [`CudaModel::with_precision`] runs the model under it. In bf16 the golden cases hold to a
+//! measured, looser tolerance (`tests/bf16_golden.rs`). Not yet: a device code path (cudarc,
+//! cuBLAS), a memory model of the Mamba-2 layer, and bf16 storage of the activations (the
+//! shim keeps them in f32 buffers; the pool and the memory model count 2 bytes).
 
 #![deny(missing_docs)]
 

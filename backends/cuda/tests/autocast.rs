@@ -131,10 +131,10 @@ fn exact(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, c0: &[f32]) -> (Vec<f64
     let at = |i: usize, p: usize| f64::from(if ta == Op::N { a[i * s.k + p] } else { a[p * s.m + i] });
     let bt = |p: usize, j: usize| f64::from(if tb == Op::N { b[p * s.n + j] } else { b[j * s.k + p] });
     let mut out = (vec![0.0; s.m * s.n], vec![0.0; s.m * s.n]);
-    for ij in 0..s.m * s.n {
+    for (ij, &c) in c0.iter().enumerate() {
         let (i, j) = (ij / s.n, ij % s.n);
-        out.0[ij] = (0..s.k).map(|p| at(i, p) * bt(p, j)).sum::<f64>() + 0.5 * f64::from(c0[ij]);
-        out.1[ij] = (0..s.k).map(|p| (at(i, p) * bt(p, j)).abs()).sum::<f64>() + 0.5 * f64::from(c0[ij]).abs();
+        out.0[ij] = (0..s.k).map(|p| at(i, p) * bt(p, j)).sum::<f64>() + 0.5 * f64::from(c);
+        out.1[ij] = (0..s.k).map(|p| (at(i, p) * bt(p, j)).abs()).sum::<f64>() + 0.5 * f64::from(c).abs();
     }
     out
 }
