@@ -4,7 +4,7 @@
 //! device's arithmetic (cuBLAS picks its own blocking and summation order), so what the tests
 //! compare against a product's result is held to a rounding bound, never to bits.
 //!
-//! Under a bf16 autocast scope ([`crate::autocast`]) the product is [`gemm_bf16_shim`]'s:
+//! Under a bf16 autocast scope ([`crate::autocast`]) the product is `gemm_bf16_shim`'s:
 //! both operands rounded to bf16 by the rounding kernel, then the same f32-accumulating
 //! product, which is what `cublasGemmEx` with `CUDA_R_16BF` inputs and `CUBLAS_COMPUTE_32F`
 //! multiplies (`C`, `beta` and the accumulation stay f32).
@@ -35,7 +35,7 @@ pub struct Shape {
 /// `C = op(A) op(B) + beta C`, all row-major; `A` is stored `(m, k)` (or `(k, m)` under
 /// [`Op::T`]), `B` `(k, n)` (or `(n, k)`). `beta = 0` overwrites `C` (its old values unread,
 /// as cuBLAS). Refuses buffers of the wrong length. Under a bf16 autocast scope the operands
-/// are rounded to bf16 first ([`gemm_bf16_shim`]).
+/// are rounded to bf16 first (`gemm_bf16_shim`).
 pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     let Shape { m, n, k } = s;
     for (what, len, want) in [("A", a.len(), m * k), ("B", b.len(), k * n), ("C", c.len(), m * n)] {
