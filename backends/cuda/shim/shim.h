@@ -16,6 +16,7 @@
 // GPU without a bug the GPU would have too.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +75,9 @@ void launch(const char* name, Dim grid, Dim block, F f) {
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+// The reinterpreting casts between a float and its bit pattern (kernels/autocast.cu).
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
 
 // The generic launcher, the shim's `cuLaunchKernel`: `params[i]` points at the value of the
 // kernel's parameter i, as CUDA's `kernelParams` do, so the Rust side (src/exec.rs) builds one

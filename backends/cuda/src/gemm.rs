@@ -4,7 +4,13 @@
 //! the shim's stand-in for cuBLAS. It is not the
 //! device's arithmetic (cuBLAS picks its own blocking and summation order), so what the tests
 //! compare against a product's result is held to a rounding bound, never to bits.
+//!
+//! Under a bf16 autocast scope ([`crate::autocast`]) the product is `gemm_bf16_shim`'s:
+//! both operands rounded to bf16 by the rounding kernel, then the same f32-accumulating
+//! product, which is what `cublasGemmEx` with `CUDA_R_16BF` inputs and `CUBLAS_COMPUTE_32F`
+//! multiplies (`C`, `beta` and the accumulation stay f32).
 
+use crate::autocast::{self, Precision};
 use crate::shim::{LaunchError, Result};
 
 /// Whether an operand is used as stored or transposed.
@@ -29,7 +35,8 @@ pub struct Shape {
 
 /// `C = op(A) op(B) + beta C`, all row-major; `A` is stored `(m, k)` (or `(k, m)` under
 /// [`Op::T`]), `B` `(k, n)` (or `(n, k)`). `beta = 0` overwrites `C` (its old values unread,
-/// as cuBLAS). Refuses buffers of the wrong length.
+/// as cuBLAS). Refuses buffers of the wrong length. Under a bf16 autocast scope the operands
+/// are rounded to bf16 first (`gemm_bf16_shim`).
 pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     let Shape { m, n, k } = s;
     for (what, len, want) in [("A", a.len(), m * k), ("B", b.len(), k * n), ("C", c.len(), m * n)] {
@@ -40,10 +47,43 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
     if m == 0 || n == 0 {
         return Ok(());
     }
+    match autocast::current() {
+        Precision::F32 => product(s, a, ta, b, tb, beta, c),
+        Precision::Bf16 => gemm_bf16(s, a, ta, b, tb, beta, c),
+    }
+}
+
+/// The bf16 autocast product: `A` and `B` rounded to bf16 (round to nearest even,
+/// `kernels/autocast.cu`), then [`product`] on the rounded copies, so the products and sums
+/// are f32 as in `cublasGemmEx(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F)` (up
+/// to the summation order, as for the f32 product). On a device this is GemmEx's arithmetic
+/// through cublasSgemm, not yet its bf16 tensor-core speed (that needs bf16 storage).
+///
+/// The rounded copies are temporaries in plain `Vec`s: `gemm` takes no pool. The lengths
+/// have been checked by [`gemm`].
+fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
+    let (mut a16, mut b16) = (vec![0.0f32; a.len()], vec![0.0f32; b.len()]);
+    autocast::round_bf16(a, &mut a16)?;
+    autocast::round_bf16(b, &mut b16)?;
+    product(s, &a16, ta, &b16, tb, beta, c)
+}
+
+/// The f32 product on the thread's device (cuBLAS) when it has entered one, else
+/// [`sgemm_shim`]; lengths checked by [`gemm`], `m` and `n` not zero.
+fn product(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     #[cfg(feature = "cuda")]
     if let Some(gpu) = crate::device::current() {
         return gpu.gemm(s, a, ta, b, tb, beta, c);
     }
+    sgemm_shim(s, a, ta, b, tb, beta, c);
+    Ok(())
+}
+
+/// The f32 product through `matrixmultiply::sgemm`, on buffers whose lengths [`gemm`] has
+/// checked (`m` and `n` not zero).
+fn sgemm_shim(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) {
+    let Shape { m, n, k } = s;
+    debug_assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n);
     if beta == 0.0 {
         // matrixmultiply reads C when beta is not 0 only, but NaN in stale memory must not leak.
         c.fill(0.0);
@@ -52,7 +92,7 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
     let (rsa, csa) = if ta == Op::N { (k, 1) } else { (1, m) };
     let (rsb, csb) = if tb == Op::N { (n, 1) } else { (1, k) };
     let st = |v: usize| v as isize;
-    // SAFETY: the lengths were checked; with these strides every index stays in bounds.
+    // SAFETY: the lengths were checked by `gemm`; with these strides every index stays in bounds.
     unsafe {
         matrixmultiply::sgemm(
             m,
@@ -71,7 +111,6 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
             1,
         )
     };
-    Ok(())
 }
 
 #[cfg(test)]

@@ -28,6 +28,11 @@ pub const FILES: &[KernelFile] = &[
         ],
     },
     KernelFile {
+        name: "autocast.cu",
+        source: include_str!("../kernels/autocast.cu"),
+        kernels: &["autocast_round_bf16"],
+    },
+    KernelFile {
         name: "layernorm.cu",
         source: include_str!("../kernels/layernorm.cu"),
         kernels: &["layernorm_fwd", "layernorm_bwd_x", "layernorm_bwd_params_partial", "layernorm_bwd_params_final"],

@@ -24,11 +24,26 @@
 //! The whole model in shim mode ([`model::CudaModel`], `Model<f32>` + `DataParallel<f32>`):
 //! Mamba-1 or Mamba-2 layers with the spatial mixer ([`spatial`]), the embedding and head
 //! through [`ops::linear`], the loss, and the Adam kernel with moments held by the model; it
-//! passes the conformance suite (`tests/conformance.rs`) for both temporal mixers. Not yet: a
-//! device code path (cudarc, cuBLAS).
+//! passes the conformance suite (`tests/conformance.rs`) for both temporal mixers.
+//! bf16 autocast ([`autocast`], as `torch.autocast`): a thread-local mode under which every
+//! matrix product of [`gemm`] takes its operands rounded to bf16 (round to nearest even, the
+//! kernel of `kernels/autocast.cu`) and accumulates in f32, cuBLAS GemmEx's arithmetic, while
+//! parameters, gradients, moments, scan states, reductions and the loss stay f32;
+//! [`CudaModel::with_precision`] runs the model under it. In bf16 the golden cases hold to a
+//! measured, looser tolerance (`tests/bf16_golden.rs`).
+//!
+//! Where kernels run ([`exec`]): every launch goes through [`exec::launch`], which checks its
+//! arguments against the kernel's signature and runs it in the CPU shim or, with the feature
+//! `cuda`, on the device the thread has entered (`device`: NVRTC at run time, cuBLAS, managed
+//! memory; `CudaModel::on_gpu`, `CudaModel::new_cuda`, `--backend cuda`). The device path is
+//! type-checked in CI and has not run on a GPU yet. Not yet: bf16 storage of the activations
+//! (the shim keeps them in f32 buffers; the pool and the memory model count 2 bytes), bf16
+//! tensor-core products (GemmEx), and the per-launch synchronization and host staging of the
+//! device path removed.
 
 #![deny(missing_docs)]
 
+pub mod autocast;
 #[cfg(feature = "cuda")]
 pub mod device;
 pub mod exec;
@@ -47,4 +62,5 @@ pub mod pool;
 pub mod shim;
 pub mod spatial;
 
+pub use autocast::Precision;
 pub use model::CudaModel;

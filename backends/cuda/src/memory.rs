@@ -76,27 +76,12 @@ use crate::launch::ROWS_PER_CHUNK;
 use crate::mamba1::layer::LayerDims;
 use crate::mamba1::SCAN_BLOCK;
 use crate::mamba2::layer::Layer2Dims;
-use crate::pool::{BF16, F32};
+use crate::pool::F32;
 use boldcast_core::config::{ModelConfig, Temporal};
 
-/// The precision of activations and matrix-product inputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Precision {
-    /// Everything f32.
-    F32,
-    /// Activations bf16 (2 bytes); parameters, moments, states and reductions f32.
-    Bf16,
-}
-
-impl Precision {
-    /// Bytes of one activation.
-    pub fn act(self) -> usize {
-        match self {
-            Precision::F32 => F32,
-            Precision::Bf16 => BF16,
-        }
-    }
-}
+/// The precision of activations and matrix-product inputs (defined with the autocast mode,
+/// re-exported here for the memory model's callers).
+pub use crate::autocast::Precision;
 
 /// The step's shape and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,6 +17,11 @@
 //! The optimizer is the crate's Adam kernel ([`crate::optim`]) with its moments held by the
 //! model, as they would be on the device ([`Model::optimizer_state`] exports them).
 //!
+//! Precision ([`CudaModel::with_precision`]): `forward`, `embed`, `loss` and `loss_and_grads`
+//! run under an [`autocast`] scope of the model's precision, so with [`Precision::Bf16`] every
+//! matrix product takes bf16 operands with f32 accumulation (cuBLAS GemmEx), and everything
+//! else (parameters, gradients, Adam's moments, the scan states, reductions, the loss) is f32.
+//!
 //! Execution: this module never calls the shim. It calls the crate's host functions
 //! ([`crate::ops`], [`crate::mamba1::layer`], [`crate::mamba2::layer`], [`crate::spatial`], [`crate::loss`],
 //! [`crate::optim`], [`crate::gemm`]), which are the only code that knows the shim runs their
@@ -25,6 +30,7 @@
 //! parameters and gradients here become device buffers copied to the host only by `state`,
 //! `grads` and the flat gradient buffer.
 
+use crate::autocast::{self, Precision};
 use crate::exec::{Exec, Scope};
 use crate::knn::Neighbours;
 use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
@@ -213,7 +219,8 @@ const LAYER_GROUP: usize = 64;
 /// attention).
 ///
 /// Built with [`CudaModel::new`] with zero parameters; its weights come from
-/// [`Model::load_state`] (a checkpoint, or the CPU backend's initialization).
+/// [`Model::load_state`] (a checkpoint, or the CPU backend's initialization). Its matrix
+/// products run in f32 unless [`CudaModel::with_precision`] sets bf16 autocast.
 #[derive(Debug)]
 pub struct CudaModel {
     cfg: ModelConfig,
@@ -226,6 +233,8 @@ pub struct CudaModel {
     pool: Pool,
     /// Where the launches run: the shim, or the device the pool lends memory of.
     exec: Exec,
+    /// The precision of the matrix products ([`crate::autocast`]).
+    precision: Precision,
 }
 
 /// A refused launch as the trait's error.
@@ -257,7 +266,8 @@ impl CudaModel {
         }
         let grads = params.clone();
         let (adam, pool, exec) = (AdamState::default(), Pool::new(), Exec::shim());
-        Ok(Self { cfg, adj: adjacency, nb, specs, params, grads, adam, pool, exec })
+        let precision = Precision::F32;
+        Ok(Self { cfg, adj: adjacency, nb, specs, params, grads, adam, pool, exec, precision })
     }
 
     /// [`CudaModel::new`] with the initial weights of `seed`, those the CPU backend draws for
@@ -306,6 +316,24 @@ impl CudaModel {
     /// Enters [`CudaModel::exec`] for one call.
     fn on(&self) -> Result<Scope, Error> {
         self.exec.enter().map_err(dev)
+    }
+
+    /// The model running its matrix products in `precision` ([`crate::autocast`]): with
+    /// [`Precision::Bf16`] every forward, loss and backward runs under a bf16 autocast scope;
+    /// parameters, gradients, moments, the loss and the scan states stay f32.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Sets the precision of later forwards and backwards (see [`CudaModel::with_precision`]).
+    pub fn set_precision(&mut self, precision: Precision) {
+        self.precision = precision;
+    }
+
+    /// The precision the model's matrix products run in ([`Precision::F32`] unless set).
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The counting pool the activations come from (its peaks are the step's device memory).
@@ -529,6 +557,7 @@ impl Model<f32> for CudaModel {
 
     fn forward(&self, tokens: &Tokens<f32>) -> Result<Forecasts<f32>, Error> {
         let _on = self.on()?;
+        let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
         let pred = self.predict(tokens, s)?;
         Forecasts::new(ForecastShape::new(s.b, s.t, s.p, self.cfg.n_horizons(), self.cfg.d_in), pred.to_vec())
@@ -536,6 +565,7 @@ impl Model<f32> for CudaModel {
 
     fn embed(&self, tokens: &Tokens<f32>) -> Result<Embeddings<f32>, Error> {
         let _on = self.on()?;
+        let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
         let m = self.cfg.d_model;
         let tok = self.tokens_seq(tokens.data(), s)?;
@@ -548,6 +578,7 @@ impl Model<f32> for CudaModel {
 
     fn loss(&self, tokens: &Tokens<f32>) -> Result<f64, Error> {
         let _on = self.on()?;
+        let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
         let pred = self.predict(tokens, s)?;
         let hz = self.horizons();
@@ -557,6 +588,7 @@ impl Model<f32> for CudaModel {
 
     fn loss_and_grads(&mut self, tokens: &Tokens<f32>) -> Result<f64, Error> {
         let _on = self.on()?;
+        let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
         for g in self.grads.slices_mut() {
             g.fill(0.0);

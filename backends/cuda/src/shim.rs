@@ -101,6 +101,7 @@ pub mod raw {
 }
 
 mod act;
+mod autocast;
 mod knn;
 mod layernorm;
 mod loss;
@@ -110,6 +111,7 @@ mod optim;
 mod selftest;
 
 pub use act::*;
+pub use autocast::*;
 pub use knn::*;
 pub use layernorm::*;
 pub use loss::*;

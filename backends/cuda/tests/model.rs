@@ -1,7 +1,8 @@
 //! What the conformance suite does not exercise of [`CudaModel`]: its refusals (an optimizer
 //! other than the core's Adam, moments of the wrong size, a step that does not follow the held
 //! moments), each leaving the model unchanged, and that a second training step of the same
-//! shapes takes every buffer from the pool's cache.
+//! shapes takes every buffer from the pool's cache; and that its precision (bf16 autocast)
+//! holds for its own calls only.
 
 use boldcast_core::optim::{Moments, ParamMut};
 use boldcast_core::{Adam, Model, OptimConfig, Optimizer, Temporal};
@@ -97,4 +98,25 @@ fn a_seed_starts_the_same_model_as_on_the_cpu_backend() {
     let other = CudaModel::seeded(case.model.clone(), case.adjacency.clone(), 1).unwrap();
     let three = CudaModel::seeded(case.model.clone(), case.adjacency.clone(), 3).unwrap();
     assert_ne!(other.state(), three.state());
+}
+
+/// The precision is the model's, entered per call: f32 by default, bf16 changes the loss by
+/// bf16's rounding (not f32's), and no call leaves the thread in the model's mode.
+#[test]
+fn the_precision_is_scoped_to_the_models_calls() {
+    use boldcast_cuda::{autocast, Precision};
+    let (mut m, tokens) = model();
+    assert_eq!(m.precision(), Precision::F32);
+    let f32_loss = m.loss(&tokens).unwrap();
+    m.set_precision(Precision::Bf16);
+    assert_eq!(m.precision(), Precision::Bf16);
+    let bf16_loss = m.loss_and_grads(&tokens).unwrap();
+    assert_eq!(autocast::current(), Precision::F32, "the model's scope ended with its call");
+    let gap = (bf16_loss - f32_loss).abs() / f32_loss;
+    assert!(gap > 1e-6 && gap < 5e-3, "bf16 loss {bf16_loss}, f32 {f32_loss}");
+    // Inside a caller's bf16 scope an f32 model still computes in f32.
+    m.set_precision(Precision::F32);
+    let inside = autocast::with(Precision::Bf16, || m.loss(&tokens).unwrap());
+    assert_eq!(inside.to_bits(), f32_loss.to_bits());
+    assert_eq!(autocast::current(), Precision::F32);
 }

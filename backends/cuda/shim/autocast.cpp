@@ -1,0 +1,5 @@
+// The shim's launchers of kernels/autocast.cu.
+#include "shim.h"
+#include "../kernels/autocast.cu"
+
+SHIM_TABLE(autocast, SHIM_ENTRY(autocast_round_bf16))
