@@ -143,8 +143,8 @@ impl Drop for Entered {
 
 impl Gpu {
     /// Opens device `ordinal`: the driver, its primary context bound to this thread, every
-    /// kernel file compiled by NVRTC for the device's capability (`--fmad=false`, as the
-    /// shim's `-ffp-contract=off`), and a cuBLAS handle.
+    /// kernel file compiled by NVRTC for the device's capability (with
+    /// [`crate::kernels::nvrtc_options`], those CI compiles with), and a cuBLAS handle.
     pub fn new(ordinal: usize) -> core::result::Result<Rc<Self>, DeviceError> {
         drv::init().map_err(driver("cuInit"))?;
         let count = drv::device::get_count().map_err(driver("cuDeviceGetCount"))? as usize;
@@ -214,8 +214,7 @@ fn device_name(dev: sys::CUdevice) -> String {
 
 /// Every kernel of every file, compiled and loaded into the current context.
 fn load_kernels(cap: (i32, i32)) -> core::result::Result<HashMap<&'static str, sys::CUfunction>, DeviceError> {
-    let arch = format!("--gpu-architecture=compute_{}{}", cap.0, cap.1);
-    let opts = [arch.as_str(), "--fmad=false", "--std=c++17"];
+    let opts = crate::kernels::nvrtc_options(cap.0, cap.1);
     let mut functions = HashMap::new();
     for file in FILES {
         let ptx = compile(file.name, file.source, &opts)?;
@@ -236,7 +235,7 @@ fn load_kernels(cap: (i32, i32)) -> core::result::Result<HashMap<&'static str, s
 fn compile(
     file: &'static str,
     source: &str,
-    opts: &[&str],
+    opts: &[String],
 ) -> core::result::Result<Vec<std::ffi::c_char>, DeviceError> {
     let fail = |e: nvrtc::NvrtcError, log: String| DeviceError::Compile { file, log: format!("{e:?}: {log}") };
     let prog = nvrtc::create_program(source).map_err(|e| fail(e, String::new()))?;

@@ -13,6 +13,20 @@ pub struct KernelFile {
     pub kernels: &'static [&'static str],
 }
 
+/// NVRTC's options besides the architecture, the same for the run-time compile of the
+/// device path (`device`) and CI's compile check (`tests/nvrtc.rs`): no contraction into
+/// fused multiply-adds, as the shim's `-ffp-contract=off`, so that the device rounds each
+/// operation as the shim and the CPU backend do.
+pub const NVRTC_OPTIONS: &[&str] = &["--fmad=false"];
+
+/// NVRTC's options for compute capability `major.minor`: the architecture, then
+/// [`NVRTC_OPTIONS`].
+pub fn nvrtc_options(major: i32, minor: i32) -> Vec<String> {
+    let mut v = vec![format!("--gpu-architecture=compute_{major}{minor}")];
+    v.extend(NVRTC_OPTIONS.iter().map(|o| o.to_string()));
+    v
+}
+
 /// Every kernel file of the crate.
 pub const FILES: &[KernelFile] = &[
     KernelFile {

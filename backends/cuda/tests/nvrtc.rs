@@ -10,7 +10,7 @@
 //! The shim tests catch a wrong kernel; only this test catches one that g++ accepts and
 //! NVRTC rejects.
 
-use boldcast_cuda::kernels::{KernelFile, FILES};
+use boldcast_cuda::kernels::{nvrtc_options, KernelFile, FILES};
 use libloading::{Library, Symbol};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,8 @@ type TextFn = unsafe extern "C" fn(Program, *mut c_char) -> c_int;
 type DestroyFn = unsafe extern "C" fn(*mut Program) -> c_int;
 type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 
-const ARCHS: [&str; 2] = ["compute_80", "compute_90"];
+/// Compute capabilities 8.0 (A100) and 9.0 (H100, H200).
+const ARCHS: [(i32, i32); 2] = [(8, 0), (9, 0)];
 
 /// The library: `BOLDCAST_NVRTC`, else the newest `libnvrtc.so.*` under `target/nvrtc`.
 fn library_path() -> Option<PathBuf> {
@@ -76,15 +77,18 @@ impl<'l> Nvrtc<'l> {
     }
 
     /// Compiles one file for one architecture: `Ok(ptx)` or `Err(message with the log)`.
-    fn compile(&self, file: &KernelFile, arch: &str) -> Result<String, String> {
+    /// With the options the device path compiles with (`kernels::nvrtc_options`).
+    fn compile(&self, file: &KernelFile, (major, minor): (i32, i32)) -> Result<String, String> {
         let (src, name) = (CString::new(file.source).unwrap(), CString::new(file.name).unwrap());
-        let opt = CString::new(format!("--gpu-architecture={arch}")).unwrap();
+        let arch = format!("compute_{major}{minor}");
+        let opts: Vec<CString> = nvrtc_options(major, minor).into_iter().map(|o| CString::new(o).unwrap()).collect();
+        let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         let mut prog: Program = std::ptr::null_mut();
         // SAFETY: valid C strings that outlive the calls; the program is destroyed below.
         unsafe {
             let rc = (self.create)(&mut prog, src.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null());
             assert_eq!(rc, 0, "nvrtcCreateProgram({}): {}", file.name, self.error_string(rc));
-            let rc = (self.compile)(prog, 1, [opt.as_ptr()].as_ptr());
+            let rc = (self.compile)(prog, ptrs.len() as c_int, ptrs.as_ptr());
             let log = self.text(prog, &self.log_size, &self.log);
             let out = if rc == 0 { Ok(self.text(prog, &self.ptx_size, &self.ptx)) } else { Err(log.clone()) };
             (self.destroy)(&mut prog);
@@ -135,12 +139,12 @@ fn every_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
                     for k in file.kernels {
                         assert!(
                             ptx.contains(&format!(".entry {k}(")),
-                            "{} ({arch}): no `.entry {k}` in the PTX",
+                            "{} ({arch:?}): no `.entry {k}` in the PTX",
                             file.name
                         );
                     }
                 }
-                Err(e) => failures.push(format!("{arch}: {e}")),
+                Err(e) => failures.push(format!("{arch:?}: {e}")),
             }
         }
     }
