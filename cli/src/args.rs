@@ -149,6 +149,9 @@ pub struct BenchArgs {
     /// The backend to time.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
+    /// Precision of the matrix products: f32 or bf16 (autocast; --backend cuda only).
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    pub precision: Precision,
     /// Timed steps, at least 1 (the median and minimum are reported).
     #[arg(long, default_value_t = 5, value_parser = parse_at_least_one)]
     pub steps: usize,
@@ -158,6 +161,15 @@ pub struct BenchArgs {
     /// Temporal mixer, mamba or mamba2 (default: the preset's).
     #[arg(long, value_parser = parse_temporal)]
     pub temporal: Option<Temporal>,
+}
+
+/// The precision of the matrix products (`train.precision`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Precision {
+    /// Everything in f32.
+    F32,
+    /// bf16 autocast: bf16 operands with f32 accumulation, everything else f32 (cuda only).
+    Bf16,
 }
 
 /// The backend that runs the model.
@@ -355,6 +367,10 @@ pub struct RunArgs {
     /// Backend: cpu, dfdx-cpu, dfdx-cuda or cuda (the GPU ones: a build with `--features cuda` on a machine with a GPU).
     #[arg(long)]
     pub backend: Option<String>,
+    /// Precision of the matrix products: f32 (the default) or bf16 (autocast: bf16 operands,
+    /// f32 accumulation; --backend cuda only).
+    #[arg(long)]
+    pub precision: Option<String>,
     /// Seed of the model's initialization.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -394,6 +410,7 @@ impl RunArgs {
             data: self.data.clone(),
             out: self.out.clone(),
             backend: self.backend.clone(),
+            precision: self.precision.clone(),
             seed: self.seed,
             temporal: self.temporal,
             picks: self.picks.selection(),
@@ -473,6 +490,7 @@ impl TrainArgs {
             || r.data.is_some()
             || r.out.is_some()
             || r.backend.is_some()
+            || r.precision.is_some()
             || r.seed.is_some()
             || r.temporal.is_some()
             || r.picks.any()

@@ -2,7 +2,7 @@
 //! any backend implements [`Job`] once, generically over the model, and [`dispatch`] calls it
 //! with the chosen backend's constructor.
 
-use crate::args::Backend;
+use crate::args::{Backend, Precision};
 use crate::CliError;
 use boldcast::core::{Adjacency, DataParallel, ModelConfig};
 
@@ -45,6 +45,30 @@ impl Backend {
     }
 }
 
+impl Precision {
+    /// The precision named as in `train.precision` (`f32`, `bf16`).
+    pub fn from_name(name: &str) -> Result<Precision, CliError> {
+        match name {
+            "f32" => Ok(Precision::F32),
+            "bf16" => Ok(Precision::Bf16),
+            other => Err(CliError::Msg(format!("unknown precision `{other}`: use f32 or bf16"))),
+        }
+    }
+}
+
+/// Runs `job` on `backend` with its matrix products in `precision`: bf16 autocast on the
+/// native CUDA backend only (any other pair is a clear error).
+pub fn dispatch_in<J: Job>(backend: Backend, precision: Precision, job: J) -> Result<J::Output, CliError> {
+    match (backend, precision) {
+        (_, Precision::F32) => dispatch(backend, job),
+        (Backend::Cuda, Precision::Bf16) => native_cuda_bf16(job),
+        (b, Precision::Bf16) => Err(CliError::Msg(format!(
+            "--precision bf16: bf16 autocast runs on --backend cuda only; the {} backend computes in f32",
+            b.name()
+        ))),
+    }
+}
+
 /// Runs `job` on `backend` (f32 models).
 pub fn dispatch<J: Job>(backend: Backend, job: J) -> Result<J::Output, CliError> {
     match backend {
@@ -58,6 +82,16 @@ pub fn dispatch<J: Job>(backend: Backend, job: J) -> Result<J::Output, CliError>
 #[cfg(feature = "cuda")]
 fn native_cuda<J: Job>(job: J) -> Result<J::Output, CliError> {
     job.run("cuda", boldcast::cuda::CudaModel::new_cuda)
+}
+
+#[cfg(feature = "cuda")]
+fn native_cuda_bf16<J: Job>(job: J) -> Result<J::Output, CliError> {
+    job.run("cuda", boldcast::cuda::CudaModel::new_cuda_bf16)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn native_cuda_bf16<J: Job>(job: J) -> Result<J::Output, CliError> {
+    native_cuda(job)
 }
 
 /// Without the `cuda` feature the native backend's kernels exist only in the CPU shim (for

@@ -34,7 +34,9 @@ pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
     if let Some(t) = args.temporal {
         cfg.model.temporal = t;
     }
-    let mut rep = crate::backend::dispatch(args.backend, Bench(&cfg, args, dist))?;
+    // The report's precision is the configuration's; dispatch_in refuses bf16 off cuda.
+    cfg.train.precision = if args.precision == crate::args::Precision::Bf16 { "bf16" } else { "f32" }.into();
+    let mut rep = crate::backend::dispatch_in(args.backend, args.precision, Bench(&cfg, args, dist))?;
     // Rank 0 reports; the other ranks leave the cores to it. The best of 10 products: on a
     // shared machine a few of them run while other work holds a core, and the peak is what the
     // machine can do, not what it did once (BENCHMARKS.md, CPU backend, "Peak", has how far a

@@ -1,7 +1,7 @@
 //! `bc-cli`: the command-line tool of boldcast. See `bc-cli --help`.
 
-use bc_cli::args::{Backend, Cli, Command, OverfitArgs};
-use bc_cli::backend::{dispatch, Builder, Job};
+use bc_cli::args::{Backend, Cli, Command, OverfitArgs, Precision};
+use bc_cli::backend::{dispatch, dispatch_in, Builder, Job};
 use bc_cli::distributed::{abort_on_error, from_env, Transport};
 use bc_cli::overfit::{overfit_command, OverfitReport};
 use bc_cli::presets::{resolve, Purpose, DEFAULT_PRESET};
@@ -36,7 +36,9 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Overfit(a) => {
             let cfg = resolve(&a.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
-            let rep = dispatch(Backend::from_name(&cfg.train.backend)?, Overfit(&a))?;
+            let (backend, precision) =
+                (Backend::from_name(&cfg.train.backend)?, Precision::from_name(&cfg.train.precision)?);
+            let rep = dispatch_in(backend, precision, Overfit(&a))?;
             Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Train(a) => {
@@ -48,7 +50,8 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             // With --resume the backend is the one stored in the checkpoint's configuration.
             let prep = abort_on_error(&req.dist, bc_cli::train::prepare_train(cfg, &req))?;
             let backend = Backend::from_name(prep.backend())?;
-            let rep = abort_on_error(&req.dist, dispatch(backend, Train(prep, &req)))?;
+            let precision = Precision::from_name(prep.precision())?;
+            let rep = abort_on_error(&req.dist, dispatch_in(backend, precision, Train(prep, &req)))?;
             Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(a) => {

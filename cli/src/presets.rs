@@ -7,7 +7,7 @@
 //!    the command's default (`laptop`). Presets are the files `configs/presets/*.toml`, embedded
 //!    in the binary, and list every key;
 //! 2. the **`--config FILE`**, which may set any subset of keys;
-//! 3. the **command-line flags** `--lr --max-steps --data --out --backend --seed --temporal`
+//! 3. the **command-line flags** `--lr --max-steps --data --out --backend --precision --seed --temporal`
 //!    (`--lr` and `--max-steps` set `[overfit]` for the `overfit` command, `[train]` otherwise).
 //!
 //! Every table is checked for unknown keys: an unknown key is an error naming the key, its
@@ -17,7 +17,7 @@
 
 use boldcast::core::Temporal;
 use boldcast::data::Selection;
-use boldcast_train::config::{ConfigError, RunConfig, BACKENDS};
+use boldcast_train::config::{ConfigError, RunConfig, BACKENDS, PRECISIONS};
 use std::path::{Path, PathBuf};
 
 /// The presets, as `(name, TOML text)`; embedded so the binary works anywhere.
@@ -61,6 +61,8 @@ pub struct Overrides {
     pub out: Option<PathBuf>,
     /// `--backend`.
     pub backend: Option<String>,
+    /// `--precision`.
+    pub precision: Option<String>,
     /// `--seed`.
     pub seed: Option<u64>,
     /// `--temporal`.
@@ -187,6 +189,7 @@ const CHOICES: &[(&str, &[&str])] = &[
     ("train.optimizer", &["adamw", "adam_w", "adam_l2"]),
     ("train.schedule", &["cosine", "constant"]),
     ("train.backend", BACKENDS),
+    ("train.precision", PRECISIONS),
     ("model.temporal", &["mamba", "mamba2"]),
 ];
 
@@ -344,6 +347,9 @@ pub fn resolve(o: &Overrides, default_preset: &str, purpose: Purpose) -> Result<
     }
     if let Some(b) = &o.backend {
         set(&mut table, "train", "backend", toml::Value::String(b.clone()));
+    }
+    if let Some(p) = &o.precision {
+        set(&mut table, "train", "precision", toml::Value::String(p.clone()));
     }
     if let Some(s) = o.seed {
         let s = i64::try_from(s).map_err(|_| invalid("train.seed", s, "must fit in a signed 64-bit integer"))?;

@@ -192,6 +192,11 @@ impl PreparedTrain {
     pub fn backend(&self) -> &str {
         &self.cfg.train.backend
     }
+
+    /// `train.precision` of the run's configuration.
+    pub fn precision(&self) -> &str {
+        &self.cfg.train.precision
+    }
 }
 
 /// `bc-cli train`: a fresh run from a resolved configuration in a new or empty output

@@ -350,7 +350,7 @@ fn overfit_binary_errors_write_nothing() {
         (vec!["--lr", "-1"], "error: invalid overfit.lr = -1: must be finite and > 0".to_string()),
         (
             vec!["--backend", "tpu"],
-            "error: invalid train.backend = tpu: must be one of cpu, dfdx-cpu, dfdx-cuda".to_string(),
+            "error: invalid train.backend = tpu: must be one of cpu, dfdx-cpu, dfdx-cuda, cuda".to_string(),
         ),
     ] {
         let mut a = vec!["overfit", "--preset", "quick", "--out", out.to_str().unwrap()];

@@ -113,7 +113,7 @@ fn invalid_values_name_the_field() {
     assert!(e.contains("run.toml: `train.backend` = \"tpu\" is not one of cpu, dfdx-cpu, dfdx-cuda"), "{e}");
     let o = Overrides { backend: Some("tpu".into()), ..Overrides::default() };
     let e = resolve(&o, "quick", Purpose::Train).unwrap_err().to_string();
-    assert_eq!(e, "invalid train.backend = tpu: must be one of cpu, dfdx-cpu, dfdx-cuda");
+    assert_eq!(e, "invalid train.backend = tpu: must be one of cpu, dfdx-cpu, dfdx-cuda, cuda");
     let e = with_file("[train]\nbetas = [0.9, 1.5]\n").unwrap_err().to_string();
     assert!(e.contains("train.betas"), "{e}");
 }

@@ -33,6 +33,8 @@ use std::time::Instant;
 pub struct BenchReport {
     /// The backend (`"cpu"`).
     pub backend: String,
+    /// The precision of the matrix products (`train.precision`: `f32`, `bf16`).
+    pub precision: String,
     /// The preset whose shape and model were timed.
     pub preset: String,
     /// The temporal mixer (`"mamba"` or `"mamba2"`).
@@ -249,6 +251,7 @@ fn report(
     let gflops = flops / median / 1e9;
     BenchReport {
         backend: opts.backend.clone(),
+        precision: cfg.train.precision.clone(),
         preset: opts.preset.clone(),
         temporal: cfg.model.temporal.as_str().to_string(),
         threads: opts.threads,

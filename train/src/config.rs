@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 /// The backends a configuration may name.
 pub const BACKENDS: &[&str] = &["cpu", "dfdx-cpu", "dfdx-cuda", "cuda"];
 
+/// The precisions of the matrix products a configuration may name (`train.precision`):
+/// `f32`, and `bf16` autocast (bf16 operands, f32 accumulation; the `cuda` backend only).
+pub const PRECISIONS: &[&str] = &["f32", "bf16"];
+
 /// What can go wrong resolving a configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -135,6 +139,11 @@ pub struct TrainConfig {
     /// written before the key existed keep their text and hash).
     #[serde(default = "default_overfit_ratio", skip_serializing_if = "is_default_overfit_ratio")]
     pub overfit_ratio: f64,
+    /// The precision of the matrix products, one of [`PRECISIONS`]. Optional (default `f32`,
+    /// and then left out of the TOML text, so configurations written before the key existed
+    /// keep their text and hash).
+    #[serde(default = "default_precision", skip_serializing_if = "is_default_precision")]
+    pub precision: String,
     /// Output directory; absent: `runs/<command>-<preset>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out: Option<PathBuf>,
@@ -171,6 +180,14 @@ pub struct RunConfig {
 
 /// `train.overfit_ratio` when the configuration does not set it.
 pub const DEFAULT_OVERFIT_RATIO: f64 = 1.5;
+
+fn default_precision() -> String {
+    "f32".into()
+}
+
+fn is_default_precision(p: &str) -> bool {
+    p == "f32"
+}
 
 fn default_overfit_ratio() -> f64 {
     DEFAULT_OVERFIT_RATIO
@@ -238,6 +255,13 @@ impl RunConfig {
         let t = &self.train;
         if !BACKENDS.contains(&t.backend.as_str()) {
             return Err(invalid("train.backend", &t.backend, format!("must be one of {}", BACKENDS.join(", "))));
+        }
+        if !PRECISIONS.contains(&t.precision.as_str()) {
+            return Err(invalid("train.precision", &t.precision, format!("must be one of {}", PRECISIONS.join(", "))));
+        }
+        if t.precision != "f32" && t.backend != "cuda" {
+            let why = format!("bf16 autocast runs on the cuda backend only (train.backend is {})", t.backend);
+            return Err(invalid("train.precision", &t.precision, why));
         }
         for (f, v) in [("train.lr", t.lr), ("overfit.lr", self.overfit.lr)] {
             if !(v.is_finite() && v > 0.0) {

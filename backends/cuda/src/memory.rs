@@ -235,6 +235,16 @@ pub fn temporal_terms(
     }
 }
 
+/// The scan chunk `q` in `1..=T` whose predicted step peak ([`step_peak`]) is the least for
+/// this step (`shape.q` is ignored; the smallest of equal ones): checkpoints every `q` steps
+/// keep `L B P ceil(T / q) N Di` states, one chunk's recomputation holds `S (q + 1) N Di`, so
+/// the best `q` grows as `sqrt(L B P T / S)`. [`crate::CudaModel`] takes this chunk for each
+/// batch shape; for boldcast-demo it is about 64, where the step fits 8 GB in f32.
+pub fn best_chunk(cfg: &ModelConfig, shape: &StepShape, prec: Precision) -> usize {
+    let time = (shape.window / cfg.d_in.max(1)).max(1);
+    (1..=time).min_by_key(|&q| (step_peak(cfg, &StepShape { q, ..*shape }, prec).total(), q)).unwrap_or(1)
+}
+
 /// The predicted peak of one training step, term by term (the module's formula), with the
 /// temporal mixer's terms of `cfg.temporal`.
 pub fn step_peak(cfg: &ModelConfig, shape: &StepShape, prec: Precision) -> Breakdown {

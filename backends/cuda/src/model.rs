@@ -35,6 +35,7 @@ use crate::exec::{Exec, Scope};
 use crate::knn::Neighbours;
 use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
 use crate::mamba2::layer::{self as layer2, Layer2Dims, Mamba2Params, Saved2};
+use crate::memory::{best_chunk, StepShape};
 use crate::ops::{layernorm, linear};
 use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
@@ -255,7 +256,7 @@ impl CudaModel {
             (Some(a), k) => return Err(Error::config("adjacency.k", a.k(), format!("model.k_neighbors is {k}"))),
             (None, k) => return Err(Error::config("model.k_neighbors", k, "needs an adjacency (P, k)")),
         };
-        let dims = Self::layer_dims(&cfg, 1);
+        let dims = Self::layer_dims(&cfg, 1, 1);
         let specs = cfg.param_specs();
         let params = Params::zeros(&cfg, &dims);
         // The names come from param_specs, the buffers from the structs: they must agree.
@@ -292,6 +293,13 @@ impl CudaModel {
         let mut m = Self::on_gpu(cfg, adjacency, gpu)?;
         m.init(seed)?;
         Ok(m)
+    }
+
+    /// [`CudaModel::new_cuda`] with bf16 autocast ([`CudaModel::with_precision`]):
+    /// `--backend cuda --precision bf16`.
+    #[cfg(feature = "cuda")]
+    pub fn new_cuda_bf16(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
+        Ok(Self::new_cuda(cfg, adjacency, seed)?.with_precision(Precision::Bf16))
     }
 
     /// [`CudaModel::new`] on a device: every launch and product of the model runs on `gpu`,
@@ -341,10 +349,16 @@ impl CudaModel {
         &self.pool
     }
 
-    /// The temporal mixer's sizes for sequences of `time` steps: checkpoints every
-    /// `ceil(sqrt(T))` steps, which balances the checkpoints against one chunk's states.
-    fn layer_dims(cfg: &ModelConfig, time: usize) -> Dims {
-        let q = ((time as f64).sqrt().ceil() as usize).max(1);
+    /// The temporal mixer's sizes for the batch `s`: the scan chunk is the one the memory
+    /// model predicts the least peak for ([`crate::memory::best_chunk`]), so the step the
+    /// model runs is the one whose peak BENCHMARKS.md quotes.
+    fn dims(&self, s: Batch) -> Dims {
+        let shape = StepShape { batch: s.b, window: s.t * self.cfg.d_in, parcels: s.p, q: 1, group: LAYER_GROUP };
+        Self::layer_dims(&self.cfg, s.t, best_chunk(&self.cfg, &shape, self.precision))
+    }
+
+    /// The temporal mixer's sizes for sequences of `time` steps, checkpoints every `q`.
+    fn layer_dims(cfg: &ModelConfig, time: usize, q: usize) -> Dims {
         let (m, di, n, k, group) = (cfg.d_model, cfg.d_inner(), cfg.d_state, cfg.d_conv, LAYER_GROUP);
         match cfg.temporal {
             Temporal::Mamba => Dims::Mamba1(LayerDims { m, di, n, k, r: cfg.dt_rank(), time, q, group }),
@@ -397,7 +411,7 @@ impl CudaModel {
     /// and, with `keep`, what the backward needs of each layer.
     fn trunk(&self, tok: &[f32], s: Batch, keep: bool) -> Result<(Buf, Vec<Kept>), Error> {
         let (m, pool) = (self.cfg.d_model, &self.pool);
-        let dims = Self::layer_dims(&self.cfg, s.t);
+        let dims = self.dims(s);
         let mut x = pool.zeros(s.rows() * m);
         linear::forward(tok, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x).map_err(dev)?;
         let mut kept = Vec::new();
@@ -483,7 +497,7 @@ impl CudaModel {
     /// gradient with respect to the embedding projection's output.
     fn layers_backward(&mut self, kept: Vec<Kept>, mut g: Buf, s: Batch) -> Result<Buf, Error> {
         let (pool, m) = (self.pool.clone(), self.cfg.d_model);
-        let dims = Self::layer_dims(&self.cfg, s.t);
+        let dims = self.dims(s);
         let layers = self.params.layers.iter().zip(self.grads.layers.iter_mut());
         for ((l, lg), mut k) in layers.zip(kept).rev() {
             if let (Some(kp), Some(kg), Some(nb), Some(mid)) = (&l.knn, &mut lg.knn, &self.nb, &k.mid) {

@@ -11,7 +11,8 @@ use boldcast_core::memory::format_bytes;
 use boldcast_cuda::mamba1::layer::{backward, forward, LayerDims, Mamba1Params};
 use boldcast_cuda::mamba2::layer::{self as layer2, Layer2Dims, Mamba2Params};
 use boldcast_cuda::memory::{
-    layer2_dims, layer2_highs, layer2_workspace, layer_workspace, step_peak, Breakdown, Precision, StepShape,
+    best_chunk, layer2_dims, layer2_highs, layer2_workspace, layer_workspace, step_peak, Breakdown, Precision,
+    StepShape,
 };
 use boldcast_cuda::pool::{Pool, F32};
 
@@ -58,9 +59,17 @@ fn boldcast_demo_fits_8_gb_in_f32_and_5_gb_in_bf16() {
     }
     assert!(preset.contains("\nbatch_size = 4\n") && preset.contains("\nwindow = 256\n"));
     assert!(preset.contains("\nparcels = 1024\n"));
-    let shape = StepShape { batch: 4, window: 256, parcels: 1024, q: 64, group: 64 };
-    let f32 = step_peak(&cfg, &shape, Precision::F32);
-    let bf16 = step_peak(&cfg, &shape, Precision::Bf16);
+    // At the chunk CudaModel takes for the step (the memory model's best).
+    let shape = StepShape { batch: 4, window: 256, parcels: 1024, q: 1, group: 64 };
+    let (q32, q16) = (best_chunk(&cfg, &shape, Precision::F32), best_chunk(&cfg, &shape, Precision::Bf16));
+    println!("boldcast-demo: best chunk {q32} (f32), {q16} (bf16)");
+    assert!((1..=256).contains(&q32) && (1..=256).contains(&q16), "{q32} {q16}");
+    let f32 = step_peak(&cfg, &StepShape { q: q32, ..shape }, Precision::F32);
+    let bf16 = step_peak(&cfg, &StepShape { q: q16, ..shape }, Precision::Bf16);
+    // No other chunk does better (the search is over every q of the window).
+    for q in [1, 8, 16, 32, 64, 128, 256] {
+        assert!(step_peak(&cfg, &StepShape { q, ..shape }, Precision::F32).total() >= f32.total(), "q {q}");
+    }
     show("boldcast-demo f32", &f32);
     show("boldcast-demo bf16", &bf16);
     assert!(f32.total() <= 8_000_000_000, "{}", format_bytes(f32.total() as f64));
@@ -139,7 +148,7 @@ fn step_peak_takes_the_terms_of_the_configured_mixer() {
 }
 
 #[test]
-fn boldcast_demo_with_mamba2_fits_8_gb_in_f32_at_q_64_but_not_at_q_16() {
+fn boldcast_demo_with_mamba2_fits_8_gb_in_f32_at_its_chunk_but_not_at_q_16() {
     let cfg = demo_mamba2();
     assert_eq!((cfg.d_inner(), cfg.nheads(), cfg.d_state), (256, 4, 16));
     let peak = |q: usize, prec: Precision| {
@@ -147,11 +156,14 @@ fn boldcast_demo_with_mamba2_fits_8_gb_in_f32_at_q_64_but_not_at_q_16() {
         show(&format!("boldcast-demo Mamba-2 q {q} {prec:?}"), &b);
         b.total()
     };
-    // q 64, as the Mamba-1 prediction: within 8 GB in f32 and 5 GB in bf16.
-    let (f32, bf16) = (peak(64, Precision::F32), peak(64, Precision::Bf16));
+    // At the chunk CudaModel takes (the memory model's best): within 8 GB in f32 and 5 GB in bf16.
+    let shape = StepShape { batch: 4, window: 256, parcels: 1024, q: 1, group: 64 };
+    let (q32, q16) = (best_chunk(&cfg, &shape, Precision::F32), best_chunk(&cfg, &shape, Precision::Bf16));
+    assert!((1..=256).contains(&q32) && (1..=256).contains(&q16), "{q32} {q16}");
+    let (f32, bf16) = (peak(q32, Precision::F32), peak(q16, Precision::Bf16));
     assert!(f32 <= 8_000_000_000, "{}", format_bytes(f32 as f64));
     assert!(bf16 <= 5_000_000_000, "{}", format_bytes(bf16 as f64));
-    // q 16 = ceil(sqrt(256)), the chunk CudaModel takes: four times the checkpoints (4 GiB
+    // q 16 = ceil(sqrt(256)), the chunk CudaModel took before it asked the memory model: four times the checkpoints (4 GiB
     // of f32 states), which puts the step over 8 GB in f32 and 5 GB in bf16 (within 11 GB
     // and 8 GB).
     let (f32, bf16) = (peak(16, Precision::F32), peak(16, Precision::Bf16));
