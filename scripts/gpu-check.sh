@@ -1,28 +1,46 @@
 #!/usr/bin/env bash
-# GPU check of the dfdx backend, in two halves because the GPU machines have no Rust toolchain:
+# GPU check of both GPU backends, the dfdx one (`--backend dfdx-cuda`) and the native CUDA one
+# (crate boldcast-cuda, `--backend cuda`), in two halves because the GPU machines have no Rust
+# toolchain:
 #
 #   scripts/gpu-check.sh build   on a CPU machine with Rust and pip: installs a CUDA 13 toolkit
 #                                from PyPI (nvcc, runtime, nvrtc, CCCL, cublas, curand) under
-#                                target/cuda-toolkit, builds the `gpu_check` example and bc-cli
-#                                with `--features cuda` for compute capability CUDA_COMPUTE_CAP
-#                                (default 90, the H200), and puts them with a copy of the golden
-#                                cases in target/gpu-check/dist (carry that folder to the GPU).
+#                                target/cuda-toolkit, builds with `--features cuda` the dfdx
+#                                `gpu_check` example (for compute capability CUDA_COMPUTE_CAP,
+#                                default 90, the H200), the boldcast-cuda `gpu_check` example
+#                                (its kernels are compiled by NVRTC on the device at run time)
+#                                and bc-cli, and puts them, stripped, with a copy of the golden
+#                                cases in target/gpu-check/dist (`gpu_check`, `gpu_check_cuda`,
+#                                `bc-cli`, `golden/`; carry that folder to the GPU).
 #   scripts/gpu-check.sh run     on the GPU machine: finds the CUDA libraries (the toolkit above,
-#                                else PyTorch's nvidia wheels, else the system), runs the golden
-#                                cases `tiny`, `tiny-l2-clip` and `tiny-mamba2` on the Cuda
-#                                device and times a training step of the `boldcast-demo` model;
-#                                prints one JSON line on stdout and exits non-zero on failure.
+#                                else PyTorch's nvidia wheels, else the system) and runs both
+#                                checks, each under a time limit: the native one (every golden
+#                                case on the device in f32 and bf16, then bf16 and f32 training
+#                                steps of `boldcast-demo` at batch 4), then the dfdx one (the
+#                                golden cases `tiny`, `tiny-l2-clip`, `tiny-mamba2` and a
+#                                training step of `boldcast-demo`). Prints one JSON line on
+#                                stdout, {"cuda":{..},"dfdx":{..},"passed":..,"exit_codes":{..}}
+#                                (a check that crashes, times out or prints no JSON has
+#                                {"error":..,"stderr_tail":..} in its slot), and exits non-zero
+#                                unless both passed; the checks' own logs go to stderr.
 #   scripts/gpu-check.sh         both, on a GPU machine that has Rust.
 #
-# Knobs of the run: GPU_CHECK_BATCH / GPU_CHECK_WINDOW / GPU_CHECK_PARCELS / GPU_CHECK_STEPS size
-# the timed batch (the parcels are halved while a step does not fit in memory), GPU_CHECK_CASES
-# names the golden cases. Build output goes to stderr.
+# Knobs of the run: GPU_CHECK_TIMEOUT_CUDA (default 300 s) and GPU_CHECK_TIMEOUT_DFDX (240 s)
+# limit each check, so that the run stays under 10 minutes; GPU_CHECK_CASES names the golden
+# cases of both (default: all for the native check, the three above for dfdx); GPU_CHECK_STEPS
+# the timed steps. The dfdx check's batch: GPU_CHECK_BATCH / GPU_CHECK_WINDOW /
+# GPU_CHECK_PARCELS (its parcels are halved while a step does not fit in memory); the native
+# one's: GPU_CHECK_CUDA_BATCH / _WINDOW / _PARCELS, and GPU_CHECK_BUDGET_S (default: its time
+# limit less 60 s, or half of a limit under 120 s) the time it plans its work in. Build output
+# goes to stderr.
 #
 # Why the build needs stand-ins: dfdx's build script runs `nvidia-smi --query-gpu=compute_cap`
 # even when CUDA_COMPUTE_CAP is set, so a machine without a GPU gets a stand-in `nvidia-smi`
 # that prints the wanted capability; cudarc links `libcuda` (the driver, absent without a GPU),
 # so the link uses a stub `libcuda.so` with the soname `libcuda.so.1` and the real driver
-# library is loaded at run time, as with the stubs of NVIDIA's own toolkit.
+# library is loaded at run time, as with the stubs of NVIDIA's own toolkit. Both binaries
+# also need libnvrtc.so.13 and libcublas.so.13 (with libcublasLt.so.13) at run time, which
+# the toolkit and PyTorch's cu13 wheels both hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -30,7 +48,7 @@ DIST=${GPU_CHECK_DIST:-$ROOT/target/gpu-check/dist}
 TOOLKIT=${GPU_CHECK_TOOLKIT:-$ROOT/target/cuda-toolkit}
 
 fail() {
-    printf '{"gpu_check":"failed","error":"%s"}\n' "$1"
+    printf '{"gpu_check":"failed","error":"%s","passed":false}\n' "$1"
     exit 2
 }
 
@@ -42,7 +60,7 @@ toolkit_dir() {
     if [ -z "$d" ] || [ ! -x "$d/bin/nvcc" ] || [ ! -e "$d/include/nv/target" ]; then
         echo "gpu-check: installing the CUDA 13 toolkit from PyPI into $TOOLKIT" >&2
         python3 -m venv "$TOOLKIT" >&2
-        "$TOOLKIT/bin/pip" install -q nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-nvrtc \
+        "$TOOLKIT/bin/pip" install -q --no-cache-dir nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-nvrtc \
             nvidia-cuda-cccl nvidia-cublas nvidia-curand >&2
         d=$(ls -d "$TOOLKIT"/lib/python3*/site-packages/nvidia/cu13 | head -n1)
     fi
@@ -84,12 +102,20 @@ build() {
     export CUDA_ROOT=$sdk CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90}
     export PATH=$sdk/fake-bin:$cu/bin:$PATH
     export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/gpu-check/build}
+    # No debug info: the binaries are stripped anyway, and it saves gigabytes and link time.
+    export CARGO_PROFILE_RELEASE_DEBUG=${CARGO_PROFILE_RELEASE_DEBUG:-0}
+    # Both examples are named gpu_check (target/release/examples/gpu_check): each is stripped
+    # into a staging folder right after its build, which replaces $DIST once all are built.
+    local stage=$DIST.new rel=$CARGO_TARGET_DIR/release
+    rm -rf "$stage" && mkdir -p "$stage"
     cargo build --release -p boldcast-dfdx --features cuda --example gpu_check >&2
+    strip -o "$stage/gpu_check" "$rel/examples/gpu_check"
+    cargo build --release -p boldcast-cuda --features cuda --example gpu_check >&2
+    strip -o "$stage/gpu_check_cuda" "$rel/examples/gpu_check"
+    ! cmp -s "$stage/gpu_check" "$stage/gpu_check_cuda" || fail "the two gpu_check examples came out identical"
     cargo build --release -p bc-cli --features cuda >&2
-    rm -rf "$DIST" && mkdir -p "$DIST"
-    # Stripped: the folder must stay small enough to carry (the release profile keeps debug info).
-    strip -o "$DIST/gpu_check" "$CARGO_TARGET_DIR/release/examples/gpu_check"
-    strip -o "$DIST/bc-cli" "$CARGO_TARGET_DIR/release/bc-cli"
+    strip -o "$stage/bc-cli" "$rel/bc-cli"
+    rm -rf "$DIST" && mv "$stage" "$DIST"
     # The repository's golden cases, and those of ../shared/golden when it is present (one
     # named like a repository case but with other bytes is copied as shared-<name>).
     cp -r "$ROOT/golden/cases" "$DIST/golden"
@@ -111,7 +137,8 @@ build() {
         "scripts/gpu-check.sh run" >&2
 }
 
-# LD_LIBRARY_PATH for cudarc's libraries: this toolkit, then PyTorch's nvidia wheels.
+# LD_LIBRARY_PATH for cudarc's libraries (libnvrtc.so.13, libcublas.so.13, libcublasLt.so.13;
+# libcuda.so.1 is the driver's, from the system): this toolkit, then PyTorch's nvidia wheels.
 cuda_libs() {
     local dirs=() d
     for d in "$TOOLKIT"/lib/python3*/site-packages/nvidia/cu13/lib; do
@@ -121,7 +148,11 @@ cuda_libs() {
         [ -n "$d" ] && dirs+=("$d")
     done < <(python3 - 2>/dev/null <<'PY' || true
 import glob, os, site, sys
-roots = site.getsitepackages() + [site.getusersitepackages()]
+roots = site.getsitepackages() + [site.getusersitepackages()] + [p for p in sys.path if p.endswith("-packages")]
+# PyTorch may live in another Python than python3's: the usual other places too.
+for g in ("/usr/local/lib/python3*/*-packages", "/usr/lib/python3*/*-packages", "/opt/conda/lib/python3*/site-packages",
+          "/opt/*/lib/python3*/site-packages", os.path.expanduser("~/.local/lib/python3*/site-packages")):
+    roots += sorted(glob.glob(g))
 seen = set()
 for r in roots:
     for lib in sorted(glob.glob(os.path.join(r, "nvidia", "**", "lib"), recursive=True)):
@@ -134,19 +165,84 @@ PY
     echo "${dirs[*]}"
 }
 
+# Runs one check under a time limit: its stdout to $2.json, its stderr to $2.log (and to
+# ours as it comes), its exit status to $2.rc (127: not there or a library missing).
+run_check() {
+    local bin=$1 out=$2 limit=$3 missing
+    : >"$out.json"
+    if [ ! -x "$bin" ]; then
+        echo "no $bin: rebuild with scripts/gpu-check.sh build" >"$out.log"
+        echo 127 >"$out.rc"
+        return
+    fi
+    missing=$(ldd "$bin" | grep 'not found' || true)
+    if [ -n "$missing" ]; then
+        echo "libraries not found: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')" >"$out.log"
+        echo 127 >"$out.rc"
+        return
+    fi
+    local rc
+    set +e
+    timeout -k 10 "$limit" "$bin" 2>&1 >"$out.json" | tee "$out.log" >&2
+    rc=${PIPESTATUS[0]}
+    set -e
+    echo "$rc" >"$out.rc"
+}
+
+# The two checks' results as one JSON line; exits 0 when both passed.
+merge() {
+    python3 - "$1" "$GPU_CHECK_TIMEOUT_CUDA" "$GPU_CHECK_TIMEOUT_DFDX" <<'PY'
+import json, sys
+out, limits = sys.argv[1], {"cuda": sys.argv[2], "dfdx": sys.argv[3]}
+
+def slot(name):
+    rc = int(open(f"{out}/{name}.rc").read().strip() or 1)
+    lines = [l for l in open(f"{out}/{name}.json", errors="replace").read().splitlines() if l.strip()]
+    log = open(f"{out}/{name}.log", errors="replace").read().splitlines()
+    try:
+        v = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        v = None
+    if rc in (124, 137):
+        why = f"timed out after {limits[name]} s (GPU_CHECK_TIMEOUT_{name.upper()})"
+    elif not isinstance(v, dict):
+        why = f"exited with status {rc} and printed no JSON"
+    else:
+        return rc, v
+    e = {"error": why, "stderr_tail": log[-15:]}
+    if isinstance(v, dict):
+        e["partial"] = v
+    return rc, e
+
+(cuda_rc, cuda), (dfdx_rc, dfdx) = slot("cuda"), slot("dfdx")
+passed = cuda_rc == 0 and cuda.get("passed") is True and dfdx_rc == 0 and dfdx.get("gpu_check") == "ok"
+print(json.dumps({"cuda": cuda, "dfdx": dfdx, "passed": passed, "exit_codes": {"cuda": cuda_rc, "dfdx": dfdx_rc}}))
+sys.exit(0 if passed else 1)
+PY
+}
+
 run() {
-    [ -x "$DIST/gpu_check" ] || fail "no $DIST/gpu_check: run scripts/gpu-check.sh build first (on a CPU machine with Rust)"
+    [ -x "$DIST/gpu_check" ] || [ -x "$DIST/gpu_check_cuda" ] ||
+        fail "no $DIST/gpu_check*: run scripts/gpu-check.sh build first (on a CPU machine with Rust)"
     if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
         fail "no NVIDIA GPU visible (nvidia-smi -L failed)"
     fi
-    local libs
+    command -v python3 >/dev/null 2>&1 || fail "python3 not found (it merges the two checks' JSON)"
+    local libs out
     libs=$(cuda_libs)
     export LD_LIBRARY_PATH=${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    local missing
-    missing=$(ldd "$DIST/gpu_check" | grep 'not found' || true)
-    [ -z "$missing" ] || fail "libraries not found: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
     export GPU_CHECK_GOLDEN=${GPU_CHECK_GOLDEN:-$DIST/golden}
-    exec "$DIST/gpu_check"
+    export GPU_CHECK_TIMEOUT_CUDA=${GPU_CHECK_TIMEOUT_CUDA:-300} GPU_CHECK_TIMEOUT_DFDX=${GPU_CHECK_TIMEOUT_DFDX:-240}
+    out=$(mktemp -d)
+    echo "gpu-check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >&2
+    local t=$GPU_CHECK_TIMEOUT_CUDA
+    GPU_CHECK_BUDGET_S=${GPU_CHECK_BUDGET_S:-$((t > 120 ? t - 60 : t / 2))} \
+        run_check "$DIST/gpu_check_cuda" "$out/cuda" "$GPU_CHECK_TIMEOUT_CUDA"
+    run_check "$DIST/gpu_check" "$out/dfdx" "$GPU_CHECK_TIMEOUT_DFDX"
+    local rc=0
+    merge "$out" || rc=$?
+    rm -rf "$out"
+    exit "$rc"
 }
 
 case "${1:-all}" in

@@ -1,0 +1,492 @@
+//! The GPU check of the native CUDA backend (run by `scripts/gpu-check.sh run`; needs the
+//! `cuda` feature and an NVIDIA GPU): opens CUDA device 0 ([`Gpu::new`]: the driver, NVRTC
+//! compiling every kernel file, cuBLAS), runs the golden cases on it with [`CudaModel::on_gpu`]
+//! in f32 and in bf16 autocast, times training steps of the `boldcast-demo` model in bf16 and
+//! f32, and prints one JSON line on stdout (progress goes to stderr).
+//!
+//! - Golden, f32: every case through the test kit's checker
+//!   (`boldcast_testkit::golden::check_case_dir`), MODEL.md's tolerances.
+//! - Golden, bf16: the measures of `tests/bf16_golden.rs`, `max |a - b| / max |b|` per tensor
+//!   (the loss and the training-loss series plain relative error; `knn.kproj.bias`'s gradient
+//!   against the largest gradient entry), held to that test's tolerances (loss and series
+//!   5e-3, forecast and embedding 3e-2, gradients 1.2e-1); the bf16 forecast must also differ
+//!   from the f32 one (autocast is not a no-op) and the bf16 training loss must decrease.
+//! - Demo: the preset's model (d_model 128, 4 layers, d_state 16, k 8; AdamW 3e-4, clipping
+//!   1.0) on AR(1) tokens, one warm-up step then the timed ones; per precision the median step,
+//!   the pool's peak (bytes as counted: a bf16 activation as 2), the driver's used device
+//!   memory (total - free) before the model and after the steps, and the device's launches,
+//!   products and staged host bytes per timed step. A failing step is an `error` in the JSON.
+//!
+//! `passed` is true when every golden case passes in both precisions and both demo runs
+//! completed; the `targets` (bf16 step at most 0.25 s, device memory at most 8 GB) are
+//! reported with whether they were met and do not decide `passed`. Exit status: 0 passed,
+//! 1 not passed, 2 no usable device (the JSON then holds the [`DeviceError`]).
+//!
+//! Knobs: `GPU_CHECK_GOLDEN` (the golden folder; default the repository's `golden/cases`),
+//! `GPU_CHECK_CASES` (comma-separated case names; default every case in the folder),
+//! `GPU_CHECK_STEPS` (timed steps, default 5), `GPU_CHECK_CUDA_BATCH` / `_WINDOW` / `_PARCELS`
+//! (the demo batch, default 4, 256, 1024: the preset's), `GPU_CHECK_BUDGET_S` (seconds,
+//! default 270: golden cases start only in the first half, and a demo step starts only when
+//! the last one's time still fits, so the line is printed before the script's time limit).
+
+use boldcast_core::{
+    Adam, Adjacency, Model, ModelConfig, OptimConfig, ScheduleConfig, StepRecord, TokenShape, Tokens, Trainer,
+};
+use boldcast_cuda::device::{Gpu, GpuStats};
+use boldcast_cuda::{CudaModel, Precision};
+use boldcast_testkit::golden::{case_dirs, check_case_dir, GoldenCase, Report};
+use serde_json::{json, Value};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// bf16 tolerance of the forecast and the embedding (`tests/bf16_golden.rs`).
+const FORWARD_TOL: f64 = 3e-2;
+/// bf16 tolerance of the loss and of every value of the training-loss series.
+const LOSS_TOL: f64 = 5e-3;
+/// bf16 tolerance of every gradient tensor.
+const GRAD_TOL: f64 = 1.2e-1;
+/// The least the bf16 forecast must differ from the f32 one.
+const NOT_A_NO_OP: f64 = 1e-4;
+/// The targets reported (not part of `passed`).
+const BF16_STEP_S_MAX: f64 = 0.25;
+const MEMORY_GB_MAX: f64 = 8.0;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `f`, with a panic turned into an error carrying its message.
+fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            Err(format!("panicked: {}", msg.unwrap_or_else(|| "(no message)".into())))
+        }
+    }
+}
+
+fn secs(t0: Instant) -> f64 {
+    (t0.elapsed().as_secs_f64() * 1e3).round() / 1e3
+}
+
+/// The case directories to run: `GPU_CHECK_CASES` in `root`, or every case there.
+fn golden_dirs() -> Result<Vec<PathBuf>, String> {
+    let root =
+        std::env::var_os("GPU_CHECK_GOLDEN").map(PathBuf::from).unwrap_or_else(boldcast_testkit::cases::repo_cases_dir);
+    match std::env::var("GPU_CHECK_CASES") {
+        Ok(list) if !list.trim().is_empty() => {
+            Ok(list.split(',').map(str::trim).filter(|c| !c.is_empty()).map(|c| root.join(c)).collect())
+        }
+        _ => case_dirs(&root).map_err(|e| e.to_string()),
+    }
+}
+
+/// A report's worst check and the names of its failing tensors (at most eight).
+fn summarize(report: &Report) -> Value {
+    let worst = report.checks.iter().max_by(|a, b| a.worst_ratio.total_cmp(&b.worst_ratio));
+    let failures: Vec<&str> = report.failures().iter().take(8).map(|c| c.tensor.as_str()).collect();
+    json!({
+        "pass": report.passed(),
+        "worst_ratio": worst.map(|c| c.worst_ratio),
+        "worst_item": worst.map(|c| c.tensor.as_str()),
+        "failures": failures,
+    })
+}
+
+/// One case in f32 on the device, through the kit's checker.
+fn golden_f32(gpu: &Rc<Gpu>, dir: &Path) -> Value {
+    let t0 = Instant::now();
+    let r =
+        guarded(|| check_case_dir(dir, |cfg, adj| CudaModel::on_gpu(cfg, adj, gpu.clone())).map_err(|e| e.to_string()));
+    let mut v = match r {
+        Ok(report) => {
+            if !report.passed() {
+                eprintln!("{report}");
+            }
+            summarize(&report)
+        }
+        Err(e) => json!({"pass": false, "error": e}),
+    };
+    v["s"] = json!(secs(t0));
+    v
+}
+
+/// `max |a - b| / scale`, with `scale = max |b|` unless given; infinite for unequal lengths.
+fn rel(a: &[f64], b: &[f64], scale: Option<f64>) -> f64 {
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let scale = scale.unwrap_or_else(|| b.iter().fold(0.0f64, |m, v| m.max(v.abs())));
+    a.iter().zip(b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs())) / scale
+}
+
+fn widen(x: &[f32]) -> Vec<f64> {
+    x.iter().map(|&v| f64::from(v)).collect()
+}
+
+/// One case's bf16 errors against the golden values (as `tests/bf16_golden.rs` measures).
+struct Bf16Errors {
+    loss: f64,
+    pred: f64,
+    embed: f64,
+    grad: (f64, String),
+    train: f64,
+    vs_f32: f64,
+    series: Vec<f64>,
+}
+
+fn case_model(gpu: &Rc<Gpu>, case: &GoldenCase, p: Precision) -> Result<CudaModel, String> {
+    let mut m = CudaModel::on_gpu(case.model_config(), case.adjacency(), gpu.clone())
+        .map_err(|e| e.to_string())?
+        .with_precision(p);
+    m.load_state(&case.weights()).map_err(|e| e.to_string())?;
+    Ok(m)
+}
+
+fn want(case: &GoldenCase, name: &str) -> Result<Vec<f64>, String> {
+    case.expected(name).map(|(_, d)| d).ok_or_else(|| format!("no `{name}` in expected.safetensors"))
+}
+
+/// The worst gradient error of a model that has run `loss_and_grads`.
+fn grad_error(case: &GoldenCase, m: &CudaModel) -> Result<(f64, String), String> {
+    let grads = m.grads();
+    let wanted: Vec<Vec<f64>> =
+        grads.iter().map(|g| want(case, &format!("grad.{}", g.name))).collect::<Result<_, _>>()?;
+    let all_max = wanted.iter().flatten().fold(0.0f64, |a, v| a.max(v.abs()));
+    let mut worst = (0.0, String::new());
+    for (g, w) in grads.iter().zip(&wanted) {
+        let scale = g.name.ends_with("knn.kproj.bias").then_some(all_max);
+        let e = rel(&widen(&g.data), w, scale);
+        if e > worst.0 || e.is_nan() {
+            worst = (e, g.name.clone());
+        }
+    }
+    Ok(worst)
+}
+
+/// The case's real training steps on `m`: the loss series.
+fn train_series(case: &GoldenCase, m: &mut CudaModel, tokens: &Tokens<f32>) -> Result<Vec<f64>, String> {
+    let opt = Adam::<f32>::new(case.optim_config()).map_err(|e| e.to_string())?;
+    let mut tr = Trainer::new(m, opt, case.schedule(), Vec::<StepRecord>::new(), case.grad_clip_norm());
+    for _ in 0..case.steps() {
+        tr.step(tokens).map_err(|e| format!("training step: {e}"))?;
+    }
+    Ok(tr.logger.iter().map(|r| r.loss).collect())
+}
+
+fn measure_bf16(gpu: &Rc<Gpu>, case: &GoldenCase) -> Result<Bf16Errors, String> {
+    let e = |what: &'static str| move |err: boldcast_core::Error| format!("{what}: {err}");
+    let tokens: Tokens<f32> = case.tokens();
+    let mut m = case_model(gpu, case, Precision::Bf16)?;
+    let pred = widen(m.forward(&tokens).map_err(e("forward"))?.data());
+    let f32_pred = widen(case_model(gpu, case, Precision::F32)?.forward(&tokens).map_err(e("f32 forward"))?.data());
+    let embed = widen(m.embed(&tokens).map_err(e("embed"))?.data());
+    let loss = m.loss_and_grads(&tokens).map_err(e("loss_and_grads"))?;
+    let grad = grad_error(case, &m)?;
+    let series = train_series(case, &mut m, &tokens)?;
+    let golden_series = want(case, "train.loss")?;
+    let train = if series.len() == golden_series.len() {
+        series.iter().zip(&golden_series).fold(0.0f64, |w, (a, b)| w.max((a - b).abs() / b.abs()))
+    } else {
+        f64::INFINITY
+    };
+    let want_loss = want(case, "loss")?.first().copied().unwrap_or(f64::NAN);
+    Ok(Bf16Errors {
+        loss: (loss - want_loss).abs() / want_loss.abs(),
+        pred: rel(&pred, &want(case, "pred")?, None),
+        embed: rel(&embed, &want(case, "embed")?, None),
+        grad,
+        train,
+        vs_f32: rel(&pred, &f32_pred, None),
+        series,
+    })
+}
+
+/// What is wrong with one case's bf16 errors (NaN fails every bound).
+fn judge_bf16(e: &Bf16Errors) -> Vec<String> {
+    let mut bad = Vec::new();
+    let over = |v: f64, tol: f64| v.is_nan() || v > tol;
+    for (what, v, tol) in [
+        ("pred", e.pred, FORWARD_TOL),
+        ("embed", e.embed, FORWARD_TOL),
+        ("loss", e.loss, LOSS_TOL),
+        ("train.loss", e.train, LOSS_TOL),
+    ] {
+        if over(v, tol) {
+            bad.push(format!("{what} {v:.3e} over {tol:e}"));
+        }
+    }
+    if over(e.grad.0, GRAD_TOL) {
+        bad.push(format!("grad.{} {:.3e} over {GRAD_TOL:e}", e.grad.1, e.grad.0));
+    }
+    if e.vs_f32.is_nan() || e.vs_f32 <= NOT_A_NO_OP {
+        bad.push(format!("the bf16 forecast is within {:.3e} of the f32 one: autocast did nothing", e.vs_f32));
+    }
+    if !matches!((e.series.first(), e.series.last()), (Some(f), Some(l)) if e.series.len() > 1 && l < f) {
+        bad.push(format!("the bf16 training loss did not decrease: {:?}", e.series));
+    }
+    bad
+}
+
+/// One case in bf16 on the device: the measures, the tolerances and what failed.
+fn golden_bf16(gpu: &Rc<Gpu>, dir: &Path) -> Value {
+    let t0 = Instant::now();
+    let r = guarded(|| {
+        let case = GoldenCase::load(dir).map_err(|e| e.to_string())?;
+        measure_bf16(gpu, &case)
+    });
+    let mut v = match r {
+        Ok(e) => {
+            let bad = judge_bf16(&e);
+            json!({
+                "pass": bad.is_empty(), "loss": e.loss, "pred": e.pred, "embed": e.embed,
+                "grad": e.grad.0, "grad_tensor": e.grad.1, "train_loss": e.train, "vs_f32_pred": e.vs_f32,
+                "failures": bad,
+            })
+        }
+        Err(e) => json!({"pass": false, "error": e}),
+    };
+    v["s"] = json!(secs(t0));
+    v
+}
+
+/// Every golden case in both precisions until `deadline` (later cases are marked skipped);
+/// the cases' JSON and whether all passed.
+fn golden(gpu: &Rc<Gpu>, deadline: Instant) -> (Value, bool) {
+    let dirs = match golden_dirs() {
+        Ok(d) if !d.is_empty() => d,
+        Ok(_) => return (json!({"error": "no golden case found"}), false),
+        Err(e) => return (json!({"error": e}), false),
+    };
+    let (mut out, mut pass) = (serde_json::Map::new(), true);
+    for dir in dirs {
+        let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        if Instant::now() > deadline {
+            out.insert(name, json!({"skipped": "over the golden half of GPU_CHECK_BUDGET_S"}));
+            pass = false;
+            continue;
+        }
+        let (f32, bf16) = (golden_f32(gpu, &dir), golden_bf16(gpu, &dir));
+        pass &= f32["pass"] == json!(true) && bf16["pass"] == json!(true);
+        eprintln!("gpu_check_cuda: golden {name}: f32 {} bf16 {}", f32["pass"], bf16["pass"]);
+        out.insert(name, json!({"f32": f32, "bf16": bf16}));
+    }
+    (Value::Object(out), pass)
+}
+
+/// AR(1) tokens with rho 0.9 from a fixed LCG (the dfdx check's): reproducible, no RNG crate.
+fn ar1_tokens(b: usize, t: usize, p: usize) -> Result<Tokens<f32>, String> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut normal = || {
+        let mut s = 0.0f64;
+        for _ in 0..12 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s += (state >> 11) as f64 / (1u64 << 53) as f64;
+        }
+        s - 6.0
+    };
+    let rho = 0.9f64;
+    let mut data = vec![0.0f32; b * t * p];
+    for bi in 0..b {
+        for pi in 0..p {
+            let mut x = normal();
+            for ti in 0..t {
+                data[(bi * t + ti) * p + pi] = x as f32;
+                x = rho * x + (1.0 - rho * rho).sqrt() * normal();
+            }
+        }
+    }
+    Tokens::new(TokenShape::new(b, t, p, 1), data).map_err(|e| e.to_string())
+}
+
+/// The demo batch's sizes and the timed steps.
+#[derive(Clone, Copy)]
+struct Sizes {
+    batch: usize,
+    window: usize,
+    parcels: usize,
+    steps: usize,
+}
+
+/// The boldcast-demo model on the device in `prec`, with the weights seed 0 draws.
+fn demo_model(gpu: &Rc<Gpu>, s: Sizes, prec: Precision) -> Result<CudaModel, String> {
+    let cfg = ModelConfig::boldcast_demo();
+    let adj = Adjacency::ring(s.parcels, cfg.k_neighbors).map_err(|e| e.to_string())?;
+    let weights = CudaModel::seeded(cfg.clone(), Some(adj.clone()), 0).map_err(|e| e.to_string())?.state();
+    let mut m = CudaModel::on_gpu(cfg, Some(adj), gpu.clone()).map_err(|e| e.to_string())?.with_precision(prec);
+    m.load_state(&weights).map_err(|e| e.to_string())?;
+    Ok(m)
+}
+
+/// What the demo's steps gave: the warm-up and timed step times, the last record, the
+/// device's counts over the timed steps, the first error, and why fewer steps ran.
+#[derive(Default)]
+struct Steps {
+    warmup_s: Option<f64>,
+    times: Vec<f64>,
+    last: Option<StepRecord>,
+    counted: GpuStats,
+    error: Option<String>,
+    note: Option<String>,
+}
+
+/// The difference of two counts.
+fn delta(a: GpuStats, b: GpuStats) -> GpuStats {
+    GpuStats {
+        launches: b.launches.saturating_sub(a.launches),
+        gemms: b.gemms.saturating_sub(a.gemms),
+        staged: b.staged.saturating_sub(a.staged),
+        staged_bytes: b.staged_bytes.saturating_sub(a.staged_bytes),
+    }
+}
+
+/// One warm-up step, then up to `steps` timed ones, each started only when the last step's
+/// time still fits before `deadline` (no timed step at all is an error, fewer a note).
+fn run_steps(gpu: &Rc<Gpu>, m: &mut CudaModel, tokens: &Tokens<f32>, steps: usize, deadline: Instant) -> Steps {
+    let opt = match Adam::<f32>::new(OptimConfig::adamw(0.05, (0.9, 0.95))) {
+        Ok(o) => o,
+        Err(e) => return Steps { error: Some(e.to_string()), ..Steps::default() },
+    };
+    let sched = ScheduleConfig::Constant { lr: 3e-4 };
+    let mut tr = Trainer::new(m, opt, sched, Vec::<StepRecord>::new(), Some(1.0));
+    let mut out = Steps::default();
+    let mut before = gpu.stats();
+    for i in 0..=steps {
+        let last = out.times.last().copied().or(out.warmup_s).unwrap_or(0.0);
+        if i > 0 && Instant::now() + Duration::from_secs_f64(last) > deadline {
+            let why = format!("stopped after {} of {steps} timed step(s): GPU_CHECK_BUDGET_S", i - 1);
+            if i == 1 {
+                out.error = Some(why);
+            } else {
+                out.note = Some(why);
+            }
+            break;
+        }
+        let t0 = Instant::now();
+        let r = guarded(|| tr.step(tokens).map_err(|e| e.to_string()));
+        let dt = t0.elapsed().as_secs_f64();
+        match r {
+            Ok(rec) => {
+                out.last = Some(rec);
+                if i == 0 {
+                    out.warmup_s = Some(dt);
+                    before = gpu.stats();
+                } else {
+                    out.times.push(dt);
+                }
+            }
+            Err(e) => {
+                out.error = Some(format!("{} step: {e}", if i == 0 { "warm-up" } else { "timed" }));
+                break;
+            }
+        }
+    }
+    out.counted = delta(before, gpu.stats());
+    out
+}
+
+/// The driver's used device bytes (total - free), or null.
+fn used(gpu: &Gpu) -> Value {
+    gpu.memory().map_or(Value::Null, |(free, total)| json!(total - free))
+}
+
+/// The demo training step in `prec`: times, memory and the device's counts per step; skipped
+/// unless `need` (the time a warm-up step is expected to take) fits before `deadline`.
+fn demo(gpu: &Rc<Gpu>, s: Sizes, prec: Precision, deadline: Instant, need: Duration) -> Value {
+    if Instant::now() + need > deadline {
+        return json!({"error": "skipped: what is left of GPU_CHECK_BUDGET_S would not fit its warm-up step"});
+    }
+    let used_before = used(gpu);
+    let r = guarded(|| {
+        let tokens = ar1_tokens(s.batch, s.window, s.parcels)?;
+        let mut m = demo_model(gpu, s, prec)?;
+        let st = run_steps(gpu, &mut m, &tokens, s.steps, deadline);
+        // While the model (and its pool's cache) is alive.
+        Ok((st, m.pool().stats(), used(gpu)))
+    });
+    let (st, pool, used_after) = match r {
+        Ok(x) => x,
+        Err(e) => return json!({"error": e, "driver_used_before_bytes": used_before}),
+    };
+    let mut times = st.times.clone();
+    times.sort_by(f64::total_cmp);
+    let median = times.get(times.len() / 2).copied();
+    let n = times.len().max(1) as u64;
+    let c = st.counted;
+    let mut v = json!({
+        "batch": s.batch, "window": s.window, "parcels": s.parcels, "timed_steps": times.len(),
+        "warmup_s": st.warmup_s, "median_step_s": median, "step_s": st.times,
+        "tokens_per_s": median.map(|m| ((s.batch * s.window * s.parcels) as f64 / m).round()),
+        "loss": st.last.map(|r| r.loss), "grad_norm": st.last.map(|r| r.grad_norm),
+        "pool_peak_bytes": pool.peak_reserved, "pool_peak_in_use_bytes": pool.peak_in_use,
+        "pool_host_fallbacks": pool.host_fallbacks,
+        "driver_used_before_bytes": used_before, "driver_used_bytes": used_after,
+        "per_step": {"launches": c.launches / n, "gemms": c.gemms / n, "staged": c.staged / n,
+                     "staged_bytes": c.staged_bytes / n},
+    });
+    if let Some(e) = st.error {
+        v["error"] = json!(e);
+    }
+    if let Some(n) = st.note {
+        v["note"] = json!(n);
+    }
+    v
+}
+
+/// Whether the demo runs met the targets (null where a run gave no number).
+fn targets(demo: &Value) -> Value {
+    let gb = |p: &str| demo[p]["driver_used_bytes"].as_f64().map(|b| b / 1e9);
+    let mem_met = |p: &str| gb(p).map(|g| g <= MEMORY_GB_MAX);
+    json!({
+        "bf16_step_s_max": BF16_STEP_S_MAX, "memory_gb_max": MEMORY_GB_MAX,
+        "bf16_step_s_met": demo["bf16"]["median_step_s"].as_f64().map(|s| s <= BF16_STEP_S_MAX),
+        "memory_gb": {"bf16": gb("bf16"), "f32": gb("f32")},
+        "memory_gb_met": {"bf16": mem_met("bf16"), "f32": mem_met("f32")},
+    })
+}
+
+fn main() {
+    let start = Instant::now();
+    let budget = Duration::from_secs(env("GPU_CHECK_BUDGET_S", 270) as u64);
+    let gpu = match guarded(|| Gpu::new(0).map_err(|e| e.to_string())) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("{}", json!({"backend": "cuda", "error": e, "passed": false}));
+            std::process::exit(2);
+        }
+    };
+    let (major, minor) = gpu.capability();
+    eprintln!("gpu_check_cuda: {} (sm_{major}{minor}) opened in {:.1} s", gpu.name(), start.elapsed().as_secs_f64());
+    let open_s = secs(start);
+    let (golden, golden_pass) = golden(&gpu, start + budget / 2);
+    let s = Sizes {
+        batch: env("GPU_CHECK_CUDA_BATCH", 4),
+        window: env("GPU_CHECK_CUDA_WINDOW", 256),
+        parcels: env("GPU_CHECK_CUDA_PARCELS", 1024),
+        steps: env("GPU_CHECK_STEPS", 5).max(1),
+    };
+    let (mut demo_runs, mut need) = (serde_json::Map::new(), Duration::ZERO);
+    for prec in [Precision::Bf16, Precision::F32] {
+        let v = demo(&gpu, s, prec, start + budget, need);
+        need = Duration::from_secs_f64(v["warmup_s"].as_f64().unwrap_or(0.0));
+        eprintln!("gpu_check_cuda: demo {prec}: median {} s, error {}", v["median_step_s"], v["error"]);
+        demo_runs.insert(prec.name().into(), v);
+    }
+    let demo = Value::Object(demo_runs);
+    let demo_ok = demo["bf16"].get("error").is_none() && demo["f32"].get("error").is_none();
+    let passed = golden_pass && demo_ok;
+    let total = gpu.memory().map_or(Value::Null, |(_, t)| json!(t));
+    println!(
+        "{}",
+        json!({
+            "backend": "cuda", "device": gpu.name(), "capability": format!("{major}.{minor}"),
+            "memory_total_bytes": total, "open_s": open_s,
+            "golden": golden, "demo": demo, "targets": targets(&demo),
+            "passed": passed, "elapsed_s": secs(start),
+        })
+    );
+    std::process::exit(if passed { 0 } else { 1 });
+}
