@@ -31,3 +31,12 @@ extern "C" __global__ void autocast_round_bf16(const float* __restrict__ x, floa
         y[i] = round_bf16_f(x[i]);
     }
 }
+
+// `y[i]` = the bf16 bits of `x[i]` (the same rounding): the operands cuBLAS GemmEx reads as
+// CUDA_R_16BF on a device. Launch: 1-D, any shape.
+extern "C" __global__ void autocast_pack_bf16(const float* __restrict__ x, unsigned short* __restrict__ y,
+                                              long long n) {
+    for (long long i = first_index(); i < n; i += grid_stride()) {
+        y[i] = (unsigned short)(__float_as_uint(round_bf16_f(x[i])) >> 16);
+    }
+}

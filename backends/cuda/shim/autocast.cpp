@@ -2,4 +2,4 @@
 #include "shim.h"
 #include "../kernels/autocast.cu"
 
-SHIM_TABLE(autocast, SHIM_ENTRY(autocast_round_bf16))
+SHIM_TABLE(autocast, SHIM_ENTRY(autocast_round_bf16), SHIM_ENTRY(autocast_pack_bf16))

@@ -131,6 +131,12 @@ pub fn round_bf16(x: &[f32], y: &mut [f32]) -> Result<()> {
     shim::autocast_round_bf16(elementwise(x.len()), x, y)
 }
 
+/// `y` = the bf16 bits of `x` (the rounding of [`round_bf16`]), the operand a device's
+/// GemmEx reads.
+pub fn pack_bf16(x: &[f32], y: &mut [u16]) -> Result<()> {
+    shim::autocast_pack_bf16(elementwise(x.len()), x, y)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

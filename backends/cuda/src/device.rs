@@ -7,8 +7,8 @@
 //! memory. So the same host code, launch shapes and kernels run in shim mode and on a device.
 //!
 //! Memory: pool buffers are managed (`cuMemAllocManaged`), one address valid on the host and
-//! on the device, so the host code that still reads or writes a buffer between launches (the
-//! layout changes and parameter splits not yet in kernels) stays correct. Any other host
+//! on the device, so the host code that still reads or writes a buffer between launches (a few
+//! per-layer vectors: `A = -exp(A_log)` and the `A_log` and `D` gradients) stays correct. Any other host
 //! buffer a launch is given (a parameter tensor, a temporary `Vec`) is staged: copied to a
 //! device allocation before the launch and, when the kernel writes it, back after. Every
 //! launch and product is followed by a synchronization of the stream, so a host access after
@@ -376,6 +376,91 @@ impl Gpu {
             )
         }
         .map_err(|e| LaunchError { kernel: k, why: format!("cublasSgemm: {e}") });
+        let ran = done.and_then(|()| self.sync(k));
+        self.stats.borrow_mut().gemms += 1;
+        let back = self.unstage(k, &mut args, staged);
+        ran.and(back)
+    }
+
+    /// The bf16 autocast product: `A` and `B` packed to bf16 by the autocast kernel into
+    /// managed temporaries, then `cublasGemmEx` (CUDA_R_16BF inputs, f32 output,
+    /// CUBLAS_COMPUTE_32F), the row-major layout as in [`Gpu::gemm`].
+    #[allow(clippy::too_many_arguments)] // gemm::gemm's arguments, and the device.
+    pub(crate) fn gemm_bf16(
+        &self,
+        s: Shape,
+        a: &[f32],
+        ta: Op,
+        b: &[f32],
+        tb: Op,
+        beta: f32,
+        c: &mut [f32],
+    ) -> Result<()> {
+        let k = "gemm_bf16";
+        let fail = |e: DeviceError| LaunchError { kernel: k, why: e.to_string() };
+        let pa = self.alloc_managed(a.len() * 2).map_err(fail)?;
+        let pb = match self.alloc_managed(b.len() * 2) {
+            Ok(p) => p,
+            Err(e) => {
+                self.free_managed(pa);
+                return Err(fail(e));
+            }
+        };
+        // SAFETY: managed allocations of at least that many u16, host-accessible between
+        // calls (every launch synchronizes), freed below after their last use.
+        let (a16, b16) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(pa as *mut u16, a.len()),
+                std::slice::from_raw_parts_mut(pb as *mut u16, b.len()),
+            )
+        };
+        let r = crate::autocast::pack_bf16(a, a16)
+            .and_then(|()| crate::autocast::pack_bf16(b, b16))
+            .and_then(|()| self.gemm_ex(s, (pa, ta), (pb, tb), beta, c));
+        self.free_managed(pa);
+        self.free_managed(pb);
+        r
+    }
+
+    /// `C = op(A) op(B) + beta C` with `A`, `B` bf16 at device addresses (lengths checked).
+    fn gemm_ex(&self, s: Shape, (pa, ta): (u64, Op), (pb, tb): (u64, Op), beta: f32, c: &mut [f32]) -> Result<()> {
+        let k = "gemm_bf16";
+        let mut args = [Arg::F32sMut(c)];
+        let (slots, staged) = self.stage(k, &args)?;
+        let t = |o: Op| match o {
+            Op::N => blas_sys::cublasOperation_t::CUBLAS_OP_N,
+            Op::T => blas_sys::cublasOperation_t::CUBLAS_OP_T,
+        };
+        let (m, n, kk) = (s.m as i32, s.n as i32, s.k as i32);
+        let (lda, ldb) = (if ta == Op::N { kk } else { m }, if tb == Op::N { n } else { kk });
+        let alpha = 1.0f32;
+        let bf16 = blas_sys::cudaDataType_t::CUDA_R_16BF;
+        // SAFETY: `pa` and `pb` hold m k and k n bf16 values, `slots[0]` m n f32, all
+        // device-accessible; alpha and beta are f32 host scalars, as COMPUTE_32F reads them.
+        let done = unsafe {
+            blas::gemm_ex(
+                self.blas,
+                t(tb),
+                t(ta),
+                n,
+                m,
+                kk,
+                &alpha as *const f32 as *const c_void,
+                pb as *const c_void,
+                bf16,
+                ldb,
+                pa as *const c_void,
+                bf16,
+                lda,
+                &beta as *const f32 as *const c_void,
+                slots[0] as *mut c_void,
+                blas_sys::cudaDataType_t::CUDA_R_32F,
+                n,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| LaunchError { kernel: k, why: format!("cublasGemmEx: {e}") });
         let ran = done.and_then(|()| self.sync(k));
         self.stats.borrow_mut().gemms += 1;
         let back = self.unstage(k, &mut args, staged);

@@ -163,6 +163,7 @@ mod ffi {
         pub fn shim_table_loss(n: *mut usize) -> *const RawEntry;
         pub fn shim_table_mamba2(n: *mut usize) -> *const RawEntry;
         pub fn shim_table_autocast(n: *mut usize) -> *const RawEntry;
+        pub fn shim_table_layout(n: *mut usize) -> *const RawEntry;
         pub fn shim_table_selftest(n: *mut usize) -> *const RawEntry;
     }
 }
@@ -180,6 +181,7 @@ pub fn shim_kernels() -> &'static HashMap<&'static str, ShimKernel> {
             ffi::shim_table_loss,
             ffi::shim_table_mamba2,
             ffi::shim_table_autocast,
+            ffi::shim_table_layout,
             ffi::shim_table_selftest,
         ];
         let mut map = HashMap::new();

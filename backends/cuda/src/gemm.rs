@@ -56,12 +56,16 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
 /// The bf16 autocast product: `A` and `B` rounded to bf16 (round to nearest even,
 /// `kernels/autocast.cu`), then [`product`] on the rounded copies, so the products and sums
 /// are f32 as in `cublasGemmEx(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F)` (up
-/// to the summation order, as for the f32 product). On a device this is GemmEx's arithmetic
-/// through cublasSgemm, not yet its bf16 tensor-core speed (that needs bf16 storage).
+/// to the summation order, as for the f32 product). On a device the operands are packed to
+/// bf16 by the same rounding (`kernels/autocast.cu`) and the product is that GemmEx.
 ///
 /// The rounded copies are temporaries in plain `Vec`s: `gemm` takes no pool. The lengths
 /// have been checked by [`gemm`].
 fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::device::current() {
+        return gpu.gemm_bf16(s, a, ta, b, tb, beta, c);
+    }
     let (mut a16, mut b16) = (vec![0.0f32; a.len()], vec![0.0f32; b.len()]);
     autocast::round_bf16(a, &mut a16)?;
     autocast::round_bf16(b, &mut b16)?;

@@ -42,9 +42,14 @@ pub const FILES: &[KernelFile] = &[
         ],
     },
     KernelFile {
+        name: "layout.cu",
+        source: include_str!("../kernels/layout.cu"),
+        kernels: &["layout_swap_axes", "layout_copy_cols"],
+    },
+    KernelFile {
         name: "autocast.cu",
         source: include_str!("../kernels/autocast.cu"),
-        kernels: &["autocast_round_bf16"],
+        kernels: &["autocast_round_bf16", "autocast_pack_bf16"],
     },
     KernelFile {
         name: "layernorm.cu",

@@ -11,7 +11,7 @@
 //! The temporal mixer is a Mamba-1 layer ([`crate::mamba1::layer`]) or a Mamba-2 layer
 //! ([`crate::mamba2::layer`]), by `temporal`. The trunk keeps its activation sequence-major,
 //! `(B, P, T, M)`, the layout of both layers; the spatial mixer ([`crate::spatial`]) gets it as
-//! `(B, T, P, M)` through [`linear::swap_axes`] and gives it back. The backward keeps, per
+//! `(B, T, P, M)` through [`layout::swap_axes`] and gives it back. The backward keeps, per
 //! layer, the layer input, the scan checkpoints and (with attention) the middle activation,
 //! and recomputes everything else; every activation comes from the model's counting [`Pool`].
 //! The optimizer is the crate's Adam kernel ([`crate::optim`]) with its moments held by the
@@ -22,13 +22,15 @@
 //! matrix product takes bf16 operands with f32 accumulation (cuBLAS GemmEx), and everything
 //! else (parameters, gradients, Adam's moments, the scan states, reductions, the loss) is f32.
 //!
-//! Execution: this module never calls the shim. It calls the crate's host functions
-//! ([`crate::ops`], [`crate::mamba1::layer`], [`crate::mamba2::layer`], [`crate::spatial`], [`crate::loss`],
-//! [`crate::optim`], [`crate::gemm`]), which are the only code that knows the shim runs their
-//! kernels; a device executor plugs in there (NVRTC launches of the same kernels with the same
-//! launch shapes, cuBLAS for [`crate::gemm`], [`Buf`] over device memory in [`Pool`]), and the
-//! parameters and gradients here become device buffers copied to the host only by `state`,
-//! `grads` and the flat gradient buffer.
+//! Execution: this module never calls the shim. It enters its [`Exec`] (the CPU shim, or with
+//! the feature `cuda` the device of `CudaModel::on_gpu`) around each call that launches, and
+//! calls the crate's host functions ([`crate::ops`], [`crate::mamba1::layer`],
+//! [`crate::mamba2::layer`], [`crate::spatial`], [`crate::loss`], [`crate::optim`],
+//! [`crate::gemm`]), whose launches and products run where the thread has entered; on a device
+//! the activations are the [`Pool`]'s managed memory. The parameters, gradients and moments
+//! are host buffers here, staged to the device by each launch that reads them; keeping them in
+//! device memory, copied to the host only by `state`, `grads` and the flat gradient buffer, is
+//! the fast path's work.
 
 use crate::autocast::{self, Precision};
 use crate::exec::{Exec, Scope};
@@ -36,7 +38,7 @@ use crate::knn::Neighbours;
 use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
 use crate::mamba2::layer::{self as layer2, Layer2Dims, Mamba2Params, Saved2};
 use crate::memory::{best_chunk, StepShape};
-use crate::ops::{layernorm, linear};
+use crate::ops::{layernorm, layout, linear};
 use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{LaunchError, LossShape};
@@ -403,7 +405,7 @@ impl CudaModel {
     /// The tokens sequence-major, `(B, P, T, D)`.
     fn tokens_seq(&self, tokens: &[f32], s: Batch) -> Result<Buf, Error> {
         let mut x = self.pool.zeros(tokens.len());
-        linear::swap_axes(tokens, s.b, s.t, s.p, self.cfg.d_in, &mut x).map_err(dev)?;
+        layout::swap_axes(tokens, s.b, s.t, s.p, self.cfg.d_in, &mut x).map_err(dev)?;
         Ok(x)
     }
 
@@ -421,9 +423,9 @@ impl CudaModel {
             let mid = match (&l.knn, &self.nb) {
                 (Some(kp), Some(nb)) => {
                     let mut xt = pool.zeros(x.len());
-                    linear::swap_axes(&x, s.b, s.p, s.t, m, &mut xt).map_err(dev)?;
+                    layout::swap_axes(&x, s.b, s.p, s.t, m, &mut xt).map_err(dev)?;
                     let yt = spatial::forward(kp, nb, m, s.b * s.t, &xt, pool).map_err(dev)?;
-                    linear::swap_axes(&yt, s.b, s.t, s.p, m, &mut x).map_err(dev)?;
+                    layout::swap_axes(&yt, s.b, s.t, s.p, m, &mut x).map_err(dev)?;
                     Some(xt)
                 }
                 _ => None,
@@ -449,7 +451,7 @@ impl CudaModel {
         let mut ps = self.pool.zeros(s.rows() * hd);
         linear::forward(e, &self.params.head_w, Some(&self.params.head_b), hd, &mut ps).map_err(dev)?;
         let mut pred = self.pool.zeros(ps.len());
-        linear::swap_axes(&ps, s.b, s.p, s.t, hd, &mut pred).map_err(dev)?;
+        layout::swap_axes(&ps, s.b, s.p, s.t, hd, &mut pred).map_err(dev)?;
         Ok(pred)
     }
 
@@ -480,7 +482,7 @@ impl CudaModel {
         crate::loss::mse_backward(ls, &pred, tokens, &mut g_pred).map_err(dev)?;
         drop(pred);
         let mut g_ps = pool.zeros(g_pred.len());
-        linear::swap_axes(&g_pred, s.b, s.t, s.p, hd, &mut g_ps).map_err(dev)?;
+        layout::swap_axes(&g_pred, s.b, s.t, s.p, hd, &mut g_ps).map_err(dev)?;
         drop(g_pred);
         let (prm, grd) = (&self.params, &mut self.grads);
         linear::backward_params(rows, &e, &g_ps, &mut grd.head_w, Some(&mut grd.head_b)).map_err(dev)?;
@@ -502,9 +504,9 @@ impl CudaModel {
         for ((l, lg), mut k) in layers.zip(kept).rev() {
             if let (Some(kp), Some(kg), Some(nb), Some(mid)) = (&l.knn, &mut lg.knn, &self.nb, &k.mid) {
                 let mut gt = pool.zeros(g.len());
-                linear::swap_axes(&g, s.b, s.p, s.t, m, &mut gt).map_err(dev)?;
+                layout::swap_axes(&g, s.b, s.p, s.t, m, &mut gt).map_err(dev)?;
                 let g_mid = spatial::backward(kp, nb, m, s.b * s.t, mid, &gt, kg, &pool).map_err(dev)?;
-                linear::swap_axes(&g_mid, s.b, s.t, s.p, m, &mut g).map_err(dev)?;
+                layout::swap_axes(&g_mid, s.b, s.t, s.p, m, &mut g).map_err(dev)?;
             }
             g = l.mamba.backward(&dims, s.b * s.p, &k.input, &g, &mut k.saved, &mut lg.mamba, &pool).map_err(dev)?;
         }
@@ -586,7 +588,7 @@ impl Model<f32> for CudaModel {
         let (x, _) = self.trunk(&tok, s, false)?;
         let e = self.final_norm(&x, s.rows())?;
         let mut out = vec![0.0f32; e.len()];
-        linear::swap_axes(&e, s.b, s.p, s.t, m, &mut out).map_err(dev)?;
+        layout::swap_axes(&e, s.b, s.p, s.t, m, &mut out).map_err(dev)?;
         Embeddings::new(EmbedShape::new(s.b, s.t, s.p, m), out)
     }
 

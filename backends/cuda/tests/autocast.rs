@@ -115,6 +115,19 @@ fn random_bit_patterns_match_the_reference() {
 }
 
 #[test]
+fn packed_bits_are_the_top_half_of_the_rounded_value() {
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let x: Vec<f32> = (0..5_003).map(|_| f32::from_bits(rng.random())).collect();
+    let mut packed = vec![0u16; x.len()];
+    shim::autocast_pack_bf16(Launch { grid: Dim3::x(2), block: Dim3::x(96) }, &x, &mut packed).unwrap();
+    let rounded = round(&x);
+    for ((xi, p), r) in x.iter().zip(&packed).zip(&rounded) {
+        assert_eq!(u32::from(*p) << 16, r.to_bits(), "bf16 bits of {:#010x}", xi.to_bits());
+    }
+    assert_eq!(autocast::pack_bf16(&[1.0; 3], &mut [0; 2]).unwrap_err().kernel, "autocast_pack_bf16");
+}
+
+#[test]
 fn mismatched_buffers_are_refused() {
     let err = autocast::round_bf16(&[1.0; 4], &mut [0.0; 3]).unwrap_err();
     assert_eq!(err.kernel, "autocast_round_bf16");

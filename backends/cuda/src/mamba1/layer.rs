@@ -14,7 +14,7 @@
 use super::scan_launch;
 use crate::gemm::{gemm, Op, Shape};
 use crate::launch::elementwise;
-use crate::ops::{act, layernorm};
+use crate::ops::{act, layernorm, layout};
 use crate::pool::{Buf, Pool};
 use crate::shim::{self, ConvDims, Result, Scan, ScanGrads};
 
@@ -199,7 +199,7 @@ fn internals(p: &Mamba1Params, z: &LayerDims, seqs: usize, u: &[f32], pool: &Poo
     linear(&xs, wc, z.n, 0.0, &mut cc)?;
     // The bias enters as cuBLAS's beta = 1 on rows preset to it.
     let mut dt_pre = pool.zeros(rows * di);
-    dt_pre.chunks_exact_mut(di).for_each(|row| row.copy_from_slice(&p.dt_b));
+    layout::broadcast_rows(&p.dt_b, &mut dt_pre)?;
     linear(&dr, &p.dt_w, di, 1.0, &mut dt_pre)?;
     let mut dt = pool.zeros(rows * di);
     act::softplus(&dt_pre, &mut dt)?;
@@ -351,7 +351,7 @@ fn backward_group(
     linear_gw(rows, &g_pre, &dr, &mut g.dt_w)?;
     // The bias gradient as cuBLAS would take it: a product with a row of ones.
     let mut ones = pool.zeros(rows);
-    ones.fill(1.0);
+    layout::broadcast_rows(&[1.0], &mut ones)?;
     linear_gw(rows, &g_pre, &ones, &mut g.dt_b)?;
     drop(ones);
     let mut g_dr = pool.zeros(rows * z.r);

@@ -17,9 +17,9 @@
 use super::{norm_launch, scan_launch};
 use crate::gemm::{gemm, Op, Shape};
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
-use crate::ops::{act, layernorm};
+use crate::ops::{act, layernorm, layout};
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, ConvDims, Result, Scan2, Scan2Final, Scan2Grads};
+use crate::shim::{self, Cols, ConvDims, Result, Scan2, Scan2Final, Scan2Grads};
 
 /// The sizes of one layer and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,7 +188,7 @@ fn internals(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Po
     linear(&ln, wxbc, cd, 0.0, &mut xbc)?;
     // dt_bias enters as cuBLAS's beta = 1 on rows preset to it.
     let mut dt_pre = pool.zeros(rows * z.nh);
-    dt_pre.chunks_exact_mut(z.nh).for_each(|row| row.copy_from_slice(&p.dt_bias));
+    layout::broadcast_rows(&p.dt_bias, &mut dt_pre)?;
     linear(&ln, wdt, z.nh, 1.0, &mut dt_pre)?;
     let mut dt = pool.zeros(rows * z.nh);
     act::softplus(&dt_pre, &mut dt)?;
@@ -196,11 +196,10 @@ fn internals(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Po
     let conv = ConvDims { seqs, time: z.time, di: cd, k: z.k };
     crate::mamba1::conv_forward(conv, &xbc, &p.conv_w, &p.conv_b, &mut c, &mut xs)?;
     let (mut x, mut b, mut cc) = (pool.zeros(rows * di), pool.zeros(rows * n), pool.zeros(rows * n));
-    for (r, row) in xs.chunks_exact(cd).enumerate() {
-        x[r * di..(r + 1) * di].copy_from_slice(&row[..di]);
-        b[r * n..(r + 1) * n].copy_from_slice(&row[di..di + n]);
-        cc[r * n..(r + 1) * n].copy_from_slice(&row[di + n..]);
-    }
+    let band = |col: usize| Cols { width: cd, col };
+    layout::copy_cols(&xs, band(0), &mut x, Cols { width: di, col: 0 }, di)?;
+    layout::copy_cols(&xs, band(di), &mut b, Cols { width: n, col: 0 }, n)?;
+    layout::copy_cols(&xs, band(di + n), &mut cc, Cols { width: n, col: 0 }, n)?;
     drop(xs);
     let mut a = pool.zeros(z.nh);
     a.iter_mut().zip(&p.a_log).for_each(|(a, l)| *a = -l.exp());
@@ -394,16 +393,15 @@ fn backward_group(
     drop((g_dt, dt_pre));
     // dt_bias's gradient as cuBLAS would take it: a product with a row of ones.
     let mut ones = pool.zeros(rows);
-    ones.fill(1.0);
+    layout::broadcast_rows(&[1.0], &mut ones)?;
     linear_gw(rows, &g_pre, &ones, &mut g.dt_bias)?;
     drop(ones);
     // The gradient of silu(conv(xBC)), joined from those of x, Bc, Cc.
     let mut g_xs = pool.zeros(rows * cd);
-    for (r, row) in g_xs.chunks_exact_mut(cd).enumerate() {
-        row[..di].copy_from_slice(&g_x[r * di..(r + 1) * di]);
-        row[di..di + n].copy_from_slice(&g_b[r * n..(r + 1) * n]);
-        row[di + n..].copy_from_slice(&g_c[r * n..(r + 1) * n]);
-    }
+    let band = |col: usize| Cols { width: cd, col };
+    layout::copy_cols(&g_x, Cols { width: di, col: 0 }, &mut g_xs, band(0), di)?;
+    layout::copy_cols(&g_b, Cols { width: n, col: 0 }, &mut g_xs, band(di), n)?;
+    layout::copy_cols(&g_c, Cols { width: n, col: 0 }, &mut g_xs, band(di + n), n)?;
     drop((g_x, g_b, g_c));
     let conv = ConvDims { seqs, time: z.time, di: cd, k: z.k };
     let mut g_xbc = pool.zeros(c.len());

@@ -1,11 +1,11 @@
-//! `Linear` layers over rows through [`crate::gemm`] (cuBLAS on a device), and the one layout
-//! change the model needs, [`swap_axes`].
+//! `Linear` layers over rows through [`crate::gemm`] (cuBLAS on a device).
 //!
 //! A bias enters the product as cuBLAS's `beta = 1` on rows preset to it, and a bias gradient
 //! is the product of the output gradient with a row of ones, as a device build would take it.
 
+use super::layout;
 use crate::gemm::{gemm, Op, Shape};
-use crate::shim::{LaunchError, Result};
+use crate::shim::Result;
 
 /// `y (rows, out) = x (rows, in) W^T + b`, `W` `(out, in)`; without a bias `y` is overwritten.
 pub fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, out: usize, y: &mut [f32]) -> Result<()> {
@@ -13,7 +13,7 @@ pub fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, out: usize, y: &mut [f32
     let rows = x.len() / inn.max(1);
     let beta = match b {
         Some(b) => {
-            y.chunks_exact_mut(out).for_each(|row| row.copy_from_slice(b));
+            layout::broadcast_rows(b, y)?;
             1.0
         }
         None => 0.0,
@@ -47,26 +47,4 @@ pub fn backward_params(rows: usize, x: &[f32], g_y: &[f32], g_w: &mut [f32], g_b
 pub fn backward_input(g_y: &[f32], w: &[f32], out: usize, beta: f32, g_x: &mut [f32]) -> Result<()> {
     let inn = w.len() / out.max(1);
     gemm(Shape { m: g_y.len() / out.max(1), n: inn, k: out }, g_y, Op::N, w, Op::N, beta, g_x)
-}
-
-/// `y[a, j, i, c] = x[a, i, j, c]` for `x` `(a, n1, n2, c)`: between the trunk's per-parcel
-/// sequences `(B, P, T, ·)` and the per-time-step groups `(B, T, P, ·)` of the attention, the
-/// tokens and the forecasts. A host loop in shim mode: the one operation of the model with no
-/// kernel yet (a device build needs a tiled transpose kernel here).
-pub fn swap_axes(x: &[f32], a: usize, n1: usize, n2: usize, c: usize, y: &mut [f32]) -> Result<()> {
-    let n = a * n1 * n2 * c;
-    if x.len() != n || y.len() != n {
-        let why = format!("{} and {} elements for ({a}, {n1}, {n2}, {c})", x.len(), y.len());
-        return Err(LaunchError { kernel: "swap_axes", why });
-    }
-    for ai in 0..a {
-        for i in 0..n1 {
-            for j in 0..n2 {
-                let src = ((ai * n1 + i) * n2 + j) * c;
-                let dst = ((ai * n2 + j) * n1 + i) * c;
-                y[dst..dst + c].copy_from_slice(&x[src..src + c]);
-            }
-        }
-    }
-    Ok(())
 }

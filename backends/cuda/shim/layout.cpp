@@ -1,0 +1,5 @@
+// The shim's launchers of kernels/layout.cu.
+#include "shim.h"
+#include "../kernels/layout.cu"
+
+SHIM_TABLE(layout, SHIM_ENTRY(layout_swap_axes), SHIM_ENTRY(layout_copy_cols))
