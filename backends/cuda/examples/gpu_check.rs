@@ -6,11 +6,11 @@
 //!
 //! - Golden, f32: every case through the test kit's checker
 //!   (`boldcast_testkit::golden::check_case_dir`), MODEL.md's tolerances.
-//! - Golden, bf16: the measures of `tests/bf16_golden.rs`, `max |a - b| / max |b|` per tensor
-//!   (the loss and the training-loss series plain relative error; `knn.kproj.bias`'s gradient
-//!   against the largest gradient entry), held to that test's tolerances (loss and series
-//!   5e-3, forecast and embedding 3e-2, gradients 1.2e-1); the bf16 forecast must also differ
-//!   from the f32 one (autocast is not a no-op) and the bf16 training loss must decrease.
+//! - Golden, bf16: the test kit's measures and judgement (`boldcast_testkit::loose`, as
+//!   `tests/bf16_golden.rs`), `max |a - b| / max |b|` per tensor, held to its
+//!   `BF16_AUTOCAST` tolerances (loss and series 5e-3, forecast and embedding 3e-2,
+//!   gradients 1.2e-1); the bf16 forecast must also differ from the f32 one (autocast is not
+//!   a no-op) and the bf16 training loss must decrease.
 //! - Demo: the preset's model (d_model 128, 4 layers, d_state 16, k 8; AdamW 3e-4, clipping
 //!   1.0) on AR(1) tokens, one warm-up step then the timed ones; per precision the median step,
 //!   the pool's peak (bytes as counted: a bf16 activation as 2), the driver's used device
@@ -35,20 +35,13 @@ use boldcast_core::{
 use boldcast_cuda::device::{Gpu, GpuStats};
 use boldcast_cuda::{CudaModel, Precision};
 use boldcast_testkit::golden::{case_dirs, check_case_dir, GoldenCase, Report};
+use boldcast_testkit::loose::{judge, measure, Errors, BF16_AUTOCAST};
 use serde_json::{json, Value};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// bf16 tolerance of the forecast and the embedding (`tests/bf16_golden.rs`).
-const FORWARD_TOL: f64 = 3e-2;
-/// bf16 tolerance of the loss and of every value of the training-loss series.
-const LOSS_TOL: f64 = 5e-3;
-/// bf16 tolerance of every gradient tensor.
-const GRAD_TOL: f64 = 1.2e-1;
-/// The least the bf16 forecast must differ from the f32 one.
-const NOT_A_NO_OP: f64 = 1e-4;
 /// The targets reported (not part of `passed`).
 const BF16_STEP_S_MAX: f64 = 0.25;
 const MEMORY_GB_MAX: f64 = 8.0;
@@ -114,30 +107,6 @@ fn golden_f32(gpu: &Rc<Gpu>, dir: &Path) -> Value {
     v
 }
 
-/// `max |a - b| / scale`, with `scale = max |b|` unless given; infinite for unequal lengths.
-fn rel(a: &[f64], b: &[f64], scale: Option<f64>) -> f64 {
-    if a.len() != b.len() {
-        return f64::INFINITY;
-    }
-    let scale = scale.unwrap_or_else(|| b.iter().fold(0.0f64, |m, v| m.max(v.abs())));
-    a.iter().zip(b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs())) / scale
-}
-
-fn widen(x: &[f32]) -> Vec<f64> {
-    x.iter().map(|&v| f64::from(v)).collect()
-}
-
-/// One case's bf16 errors against the golden values (as `tests/bf16_golden.rs` measures).
-struct Bf16Errors {
-    loss: f64,
-    pred: f64,
-    embed: f64,
-    grad: (f64, String),
-    train: f64,
-    vs_f32: f64,
-    series: Vec<f64>,
-}
-
 fn case_model(gpu: &Rc<Gpu>, case: &GoldenCase, p: Precision) -> Result<CudaModel, String> {
     let mut m = CudaModel::on_gpu(case.model_config(), case.adjacency(), gpu.clone())
         .map_err(|e| e.to_string())?
@@ -146,89 +115,11 @@ fn case_model(gpu: &Rc<Gpu>, case: &GoldenCase, p: Precision) -> Result<CudaMode
     Ok(m)
 }
 
-fn want(case: &GoldenCase, name: &str) -> Result<Vec<f64>, String> {
-    case.expected(name).map(|(_, d)| d).ok_or_else(|| format!("no `{name}` in expected.safetensors"))
-}
-
-/// The worst gradient error of a model that has run `loss_and_grads`.
-fn grad_error(case: &GoldenCase, m: &CudaModel) -> Result<(f64, String), String> {
-    let grads = m.grads();
-    let wanted: Vec<Vec<f64>> =
-        grads.iter().map(|g| want(case, &format!("grad.{}", g.name))).collect::<Result<_, _>>()?;
-    let all_max = wanted.iter().flatten().fold(0.0f64, |a, v| a.max(v.abs()));
-    let mut worst = (0.0, String::new());
-    for (g, w) in grads.iter().zip(&wanted) {
-        let scale = g.name.ends_with("knn.kproj.bias").then_some(all_max);
-        let e = rel(&widen(&g.data), w, scale);
-        if e > worst.0 || e.is_nan() {
-            worst = (e, g.name.clone());
-        }
-    }
-    Ok(worst)
-}
-
-/// The case's real training steps on `m`: the loss series.
-fn train_series(case: &GoldenCase, m: &mut CudaModel, tokens: &Tokens<f32>) -> Result<Vec<f64>, String> {
-    let opt = Adam::<f32>::new(case.optim_config()).map_err(|e| e.to_string())?;
-    let mut tr = Trainer::new(m, opt, case.schedule(), Vec::<StepRecord>::new(), case.grad_clip_norm());
-    for _ in 0..case.steps() {
-        tr.step(tokens).map_err(|e| format!("training step: {e}"))?;
-    }
-    Ok(tr.logger.iter().map(|r| r.loss).collect())
-}
-
-fn measure_bf16(gpu: &Rc<Gpu>, case: &GoldenCase) -> Result<Bf16Errors, String> {
-    let e = |what: &'static str| move |err: boldcast_core::Error| format!("{what}: {err}");
-    let tokens: Tokens<f32> = case.tokens();
-    let mut m = case_model(gpu, case, Precision::Bf16)?;
-    let pred = widen(m.forward(&tokens).map_err(e("forward"))?.data());
-    let f32_pred = widen(case_model(gpu, case, Precision::F32)?.forward(&tokens).map_err(e("f32 forward"))?.data());
-    let embed = widen(m.embed(&tokens).map_err(e("embed"))?.data());
-    let loss = m.loss_and_grads(&tokens).map_err(e("loss_and_grads"))?;
-    let grad = grad_error(case, &m)?;
-    let series = train_series(case, &mut m, &tokens)?;
-    let golden_series = want(case, "train.loss")?;
-    let train = if series.len() == golden_series.len() {
-        series.iter().zip(&golden_series).fold(0.0f64, |w, (a, b)| w.max((a - b).abs() / b.abs()))
-    } else {
-        f64::INFINITY
-    };
-    let want_loss = want(case, "loss")?.first().copied().unwrap_or(f64::NAN);
-    Ok(Bf16Errors {
-        loss: (loss - want_loss).abs() / want_loss.abs(),
-        pred: rel(&pred, &want(case, "pred")?, None),
-        embed: rel(&embed, &want(case, "embed")?, None),
-        grad,
-        train,
-        vs_f32: rel(&pred, &f32_pred, None),
-        series,
-    })
-}
-
-/// What is wrong with one case's bf16 errors (NaN fails every bound).
-fn judge_bf16(e: &Bf16Errors) -> Vec<String> {
-    let mut bad = Vec::new();
-    let over = |v: f64, tol: f64| v.is_nan() || v > tol;
-    for (what, v, tol) in [
-        ("pred", e.pred, FORWARD_TOL),
-        ("embed", e.embed, FORWARD_TOL),
-        ("loss", e.loss, LOSS_TOL),
-        ("train.loss", e.train, LOSS_TOL),
-    ] {
-        if over(v, tol) {
-            bad.push(format!("{what} {v:.3e} over {tol:e}"));
-        }
-    }
-    if over(e.grad.0, GRAD_TOL) {
-        bad.push(format!("grad.{} {:.3e} over {GRAD_TOL:e}", e.grad.1, e.grad.0));
-    }
-    if e.vs_f32.is_nan() || e.vs_f32 <= NOT_A_NO_OP {
-        bad.push(format!("the bf16 forecast is within {:.3e} of the f32 one: autocast did nothing", e.vs_f32));
-    }
-    if !matches!((e.series.first(), e.series.last()), (Some(f), Some(l)) if e.series.len() > 1 && l < f) {
-        bad.push(format!("the bf16 training loss did not decrease: {:?}", e.series));
-    }
-    bad
+/// The test kit's bf16 measures of one case on the device (`boldcast_testkit::loose`).
+fn measure_bf16(gpu: &Rc<Gpu>, case: &GoldenCase) -> Result<Errors, String> {
+    let f32_pred =
+        case_model(gpu, case, Precision::F32)?.forward(&case.tokens()).map_err(|e| format!("f32 forward: {e}"))?;
+    measure(case, &mut case_model(gpu, case, Precision::Bf16)?, f32_pred.data())
 }
 
 /// One case in bf16 on the device: the measures, the tolerances and what failed.
@@ -240,7 +131,7 @@ fn golden_bf16(gpu: &Rc<Gpu>, dir: &Path) -> Value {
     });
     let mut v = match r {
         Ok(e) => {
-            let bad = judge_bf16(&e);
+            let bad = judge(&e, &BF16_AUTOCAST);
             json!({
                 "pass": bad.is_empty(), "loss": e.loss, "pred": e.pred, "embed": e.embed,
                 "grad": e.grad.0, "grad_tensor": e.grad.1, "train_loss": e.train, "vs_f32_pred": e.vs_f32,
@@ -275,31 +166,6 @@ fn golden(gpu: &Rc<Gpu>, deadline: Instant) -> (Value, bool) {
         out.insert(name, json!({"f32": f32, "bf16": bf16}));
     }
     (Value::Object(out), pass)
-}
-
-/// AR(1) tokens with rho 0.9 from a fixed LCG (the dfdx check's): reproducible, no RNG crate.
-fn ar1_tokens(b: usize, t: usize, p: usize) -> Result<Tokens<f32>, String> {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut normal = || {
-        let mut s = 0.0f64;
-        for _ in 0..12 {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            s += (state >> 11) as f64 / (1u64 << 53) as f64;
-        }
-        s - 6.0
-    };
-    let rho = 0.9f64;
-    let mut data = vec![0.0f32; b * t * p];
-    for bi in 0..b {
-        for pi in 0..p {
-            let mut x = normal();
-            for ti in 0..t {
-                data[(bi * t + ti) * p + pi] = x as f32;
-                x = rho * x + (1.0 - rho * rho).sqrt() * normal();
-            }
-        }
-    }
-    Tokens::new(TokenShape::new(b, t, p, 1), data).map_err(|e| e.to_string())
 }
 
 /// The demo batch's sizes and the timed steps.
@@ -401,7 +267,9 @@ fn demo(gpu: &Rc<Gpu>, s: Sizes, prec: Precision, deadline: Instant, need: Durat
     }
     let used_before = used(gpu);
     let r = guarded(|| {
-        let tokens = ar1_tokens(s.batch, s.window, s.parcels)?;
+        // AR(1) tokens, rho 0.9 (the fixtures' generator, seeded).
+        let tokens: Tokens<f32> =
+            boldcast_fixtures::ar1_tokens(TokenShape::new(s.batch, s.window, s.parcels, 1), 0.9, 7);
         let mut m = demo_model(gpu, s, prec)?;
         let st = run_steps(gpu, &mut m, &tokens, s.steps, deadline);
         // While the model (and its pool's cache) is alive.
