@@ -2,12 +2,20 @@
 // threads as concurrent OS threads meeting at a std::barrier (see shim.h for why this is
 // exact). Every misuse the GPU would not report reliably (a block over 1024 threads, an empty
 // grid, threads meeting at different barriers) aborts with a message naming the kernel.
+//
+// The OS threads are a pool kept for the life of the process: creating and joining up to 1024
+// threads per launch cost far more than most kernels' work. Worker i is always thread i of the
+// block; it sleeps on its own semaphore, and a launch of n threads wakes exactly workers
+// 0..n-1 (the rest stay asleep), which run the whole grid as before and report back; the
+// launch returns once all n have.
 #include "shim.h"
 
+#include <atomic>
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 #include <vector>
 
@@ -90,6 +98,7 @@ void validate(const char* name, Dim grid, Dim block) {
 
 // One OS thread of the block: every block of the grid in order, meeting the other threads
 // at the end of each so that no thread starts a block before all have finished the last.
+// Sets (and so resets, for a pooled worker) every thread-local of the launch.
 void run_thread(Block* block, unsigned tid, Dim grid, Dim dims, void (*body)(void*), void* ctx) {
     current = block;
     my_tid = tid;
@@ -109,6 +118,48 @@ void run_thread(Block* block, unsigned tid, Dim grid, Dim dims, void (*body)(voi
     current = nullptr;
 }
 
+// What a launch hands its workers: written by the launching thread before it wakes them (the
+// semaphore's release/acquire publishes it), unchanged until all have reported back.
+struct Job {
+    Block* block;
+    Dim grid;
+    Dim dims;
+    void (*body)(void*);
+    void* ctx;
+};
+
+struct Worker {
+    std::binary_semaphore go{0};
+};
+
+// The pool. Allocated once and never freed, and its threads are detached: at process exit
+// they are asleep on their semaphores (a launch is synchronous, so none is mid-launch unless
+// another thread exits during one, as before), no destructor runs under them, and exit ends
+// them. Only the launching thread, under `launch_lock`, touches `workers` and `job`.
+struct Pool {
+    std::vector<Worker*> workers;
+    Job job{};
+    std::atomic<unsigned> running{0};
+    std::binary_semaphore done{0};
+};
+
+Pool& pool() {
+    static Pool* p = new Pool;
+    return *p;
+}
+
+[[noreturn]] void worker_main(Worker* self, unsigned tid) {
+    Pool& p = pool();
+    for (;;) {
+        self->go.acquire();
+        Job job = p.job;
+        run_thread(job.block, tid, job.grid, job.dims, job.body, job.ctx);
+        // acq_rel: the last worker's decrement follows every other's (and their kernel
+        // writes), and its release of `done` hands all of it to the launching thread.
+        if (p.running.fetch_sub(1, std::memory_order_acq_rel) == 1) p.done.release();
+    }
+}
+
 }  // namespace
 
 void sync_threads(int line) {
@@ -124,12 +175,17 @@ void launch_impl(const char* name, Dim grid, Dim block, void (*body)(void*), voi
     std::lock_guard<std::mutex> guard(launch_lock);
     unsigned n = block.x * block.y * block.z;
     Block state(name, n);
-    std::vector<std::thread> threads;
-    threads.reserve(n);
-    for (unsigned tid = 0; tid < n; ++tid) {
-        threads.emplace_back(run_thread, &state, tid, grid, block, body, ctx);
+    Pool& p = pool();
+    // Grow to the largest block seen (validate caps it at 1024).
+    while (p.workers.size() < n) {
+        Worker* w = new Worker;
+        std::thread(worker_main, w, static_cast<unsigned>(p.workers.size())).detach();
+        p.workers.push_back(w);
     }
-    for (auto& t : threads) t.join();
+    p.job = Job{&state, grid, block, body, ctx};
+    p.running.store(n, std::memory_order_relaxed);
+    for (unsigned tid = 0; tid < n; ++tid) p.workers[tid]->go.release();
+    p.done.acquire();
 }
 
 }  // namespace shim

@@ -4,7 +4,8 @@
 //
 // Execution model (launch.cpp): blocks run one after another; within a block every thread is
 // an OS thread, all running concurrently, and `__syncthreads()` is a std::barrier they all
-// meet at. So a barrier orders memory exactly as on a GPU (the barrier's arrive/wait is a
+// meet at. The OS threads are a pool kept across launches (thread i of a block is always the
+// same worker), so a launch costs a wake-up per thread, not a thread creation. So a barrier orders memory exactly as on a GPU (the barrier's arrive/wait is a
 // release/acquire pair), and a thread that reads shared memory without one races as it would
 // on a GPU, instead of silently seeing the value a sequential emulation would give it.
 //
