@@ -4,10 +4,11 @@
 //! MPI starts the ranks (one per GPU, `mpirun -np <GPUs>` or `srun --gpus-per-task=1`); rank
 //! 0 creates NCCL's unique id and MPI broadcasts it; each rank then joins the NCCL
 //! communicator on the GPU of its node-local rank. Sums run on the device (`ncclAllReduce`,
-//! identical on every rank); broadcast, barrier and abort stay with MPI. The [`Collective`]
-//! interface takes host buffers, so a sum copies the buffer to the GPU and back: a backend
-//! whose gradients already live on that GPU can call [`NcclCollective::all_reduce_device`]
-//! on its device buffers instead.
+//! identical on every rank); broadcast, barrier and abort stay with MPI. A buffer the
+//! [`Collective`] interface is given in CUDA managed memory (boldcast-cuda's flat gradient
+//! buffer on a device) is summed where it is, in place; any other (host) buffer is copied to
+//! the GPU and back. A backend holding cudarc buffers can call
+//! [`NcclCollective::all_reduce_device`] on them directly.
 
 use crate::mpi::MpiCollective;
 use boldcast_core::{Collective, Error};
@@ -63,6 +64,25 @@ impl NcclCollective {
         Ok(())
     }
 
+    /// Sums `buf` over the ranks in place: on the device where it is when it is CUDA managed
+    /// memory, else through a device copy.
+    fn sum<T: NcclType + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Unpin>(
+        &self,
+        buf: &mut [T],
+    ) -> Result<(), Error> {
+        if buf.is_empty() || !is_managed(buf.as_ptr() as u64) {
+            return self.host_sum(buf);
+        }
+        // SAFETY: `buf` is managed memory of `buf.len()` elements, alive and exclusively
+        // borrowed for the call; the view is leaked below, so it never frees that memory.
+        let mut view = unsafe { self.dev.upgrade_device_ptr::<T>(buf.as_ptr() as u64, buf.len()) };
+        let r = self.all_reduce_device(&mut view);
+        view.leak();
+        r?;
+        // The host reads `buf` next: wait for the sum.
+        self.dev.synchronize().map_err(cuda_err("waiting for the all-reduce"))
+    }
+
     fn host_sum<T: NcclType + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Unpin>(
         &self,
         buf: &mut [T],
@@ -72,6 +92,22 @@ impl NcclCollective {
         self.comm.all_reduce(&send, &mut recv, &ReduceOp::Sum).map_err(nccl_err("all-reduce"))?;
         self.dev.dtoh_sync_copy_into(&recv, buf).map_err(cuda_err("copying from the GPU"))
     }
+}
+
+/// Whether `addr` is in CUDA managed memory (a host pointer the driver does not know is not).
+fn is_managed(addr: u64) -> bool {
+    use cudarc::driver::sys;
+    let mut v: u32 = 0;
+    // SAFETY: the driver writes one unsigned int for this attribute; an address it does not
+    // know is an error, not a fault.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            &mut v as *mut u32 as *mut core::ffi::c_void,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            addr,
+        )
+    };
+    r == sys::CUresult::CUDA_SUCCESS && v != 0
 }
 
 impl Collective for NcclCollective {
@@ -85,10 +121,10 @@ impl Collective for NcclCollective {
         self.mpi.size()
     }
     fn all_reduce_sum_f32(&self, buf: &mut [f32]) -> Result<(), Error> {
-        self.host_sum(buf)
+        self.sum(buf)
     }
     fn all_reduce_sum_f64(&self, buf: &mut [f64]) -> Result<(), Error> {
-        self.host_sum(buf)
+        self.sum(buf)
     }
     fn broadcast(&self, buf: &mut [u8], root: usize) -> Result<(), Error> {
         self.mpi.broadcast(buf, root)

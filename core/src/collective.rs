@@ -155,15 +155,32 @@ pub trait DataParallel<E: Elem>: Model<E> {
     /// [`DataParallel::grads_to_flat`] lays it out (a wrong length is an [`Error::Shape`]
     /// naming the gradients and changes nothing).
     fn grads_from_flat(&mut self, flat: &[E]) -> Result<()>;
+
+    /// Averages the gradients over the ranks of `c` in place (a no-op for one process). The
+    /// default is [`all_reduce_grads_on_host`], through `scratch`; a backend whose gradients
+    /// live on a device overrides it to hand the collective a device buffer (NCCL then sums it
+    /// where it is).
+    fn all_reduce_grads(&mut self, c: &dyn Collective, scratch: &mut Vec<E>) -> Result<()>
+    where
+        E: Reduce,
+    {
+        all_reduce_grads_on_host(self, c, scratch)
+    }
 }
 
-/// Both methods forwarded to `M` (as [`Model`] is for `&mut M`).
+/// Every method forwarded to `M` (as [`Model`] is for `&mut M`).
 impl<E: Elem, M: DataParallel<E> + ?Sized> DataParallel<E> for &mut M {
     fn grads_to_flat(&self, flat: &mut Vec<E>) {
         (**self).grads_to_flat(flat)
     }
     fn grads_from_flat(&mut self, flat: &[E]) -> Result<()> {
         (**self).grads_from_flat(flat)
+    }
+    fn all_reduce_grads(&mut self, c: &dyn Collective, scratch: &mut Vec<E>) -> Result<()>
+    where
+        E: Reduce,
+    {
+        (**self).all_reduce_grads(c, scratch)
     }
 }
 
@@ -206,10 +223,20 @@ pub fn all_reduce_mean<E: Reduce>(c: &dyn Collective, buf: &mut [E]) -> Result<(
     Ok(())
 }
 
-/// Averages the model's gradients over the ranks in place, through one flat host buffer
+/// Averages the model's gradients over the ranks in place: [`DataParallel::all_reduce_grads`]
+/// (by default [`all_reduce_grads_on_host`]). A no-op for one process.
+pub fn all_reduce_grads<E: Reduce, M: DataParallel<E> + ?Sized>(
+    model: &mut M,
+    c: &dyn Collective,
+    scratch: &mut Vec<E>,
+) -> Result<()> {
+    model.all_reduce_grads(c, scratch)
+}
+
+/// Averages the model's gradients over the ranks in place through one flat host buffer
 /// (`scratch`, reused between calls): [`DataParallel::grads_to_flat`], [`all_reduce_mean`],
 /// [`DataParallel::grads_from_flat`]. A no-op for one process.
-pub fn all_reduce_grads<E: Reduce, M: DataParallel<E> + ?Sized>(
+pub fn all_reduce_grads_on_host<E: Reduce, M: DataParallel<E> + ?Sized>(
     model: &mut M,
     c: &dyn Collective,
     scratch: &mut Vec<E>,

@@ -43,6 +43,7 @@ use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{LaunchError, LossShape};
 use crate::spatial::{self, KnnParams};
+use boldcast_core::collective::{all_reduce_mean, Collective};
 use boldcast_core::model::{check_state, NamedTensor};
 use boldcast_core::optim::{decays, Moments};
 use boldcast_core::{
@@ -729,9 +730,25 @@ impl Model<f32> for CudaModel {
     }
 }
 
-/// The gradient buffers are copied straight to and from the flat buffer (a device build
-/// copies its flat gradient buffer once each way).
+/// The gradient buffers are copied straight to and from the flat buffer. The all-reduce of
+/// data-parallel training goes through a flat buffer of the model's pool, on a device its
+/// managed memory, so that NCCL (`boldcast-comm`'s `nccl`) sums it on the device where it is.
 impl DataParallel<f32> for CudaModel {
+    fn all_reduce_grads(&mut self, c: &dyn Collective, _scratch: &mut Vec<f32>) -> Result<(), Error> {
+        if c.size() <= 1 {
+            return Ok(());
+        }
+        let n: usize = self.grads.slices().iter().map(|s| s.len()).sum();
+        let mut flat = self.pool.zeros(n);
+        let mut at = 0;
+        for s in self.grads.slices() {
+            flat[at..at + s.len()].copy_from_slice(s);
+            at += s.len();
+        }
+        all_reduce_mean(c, &mut flat)?;
+        self.grads_from_flat(&flat)
+    }
+
     fn grads_to_flat(&self, flat: &mut Vec<f32>) {
         flat.clear();
         for s in self.grads.slices() {

@@ -120,3 +120,58 @@ fn the_precision_is_scoped_to_the_models_calls() {
     assert_eq!(inside.to_bits(), f32_loss.to_bits());
     assert_eq!(autocast::current(), Precision::F32);
 }
+
+/// Data-parallel training's all-reduce through the model's pooled flat buffer (on a device
+/// the buffer NCCL sums in place): on two in-process ranks every rank ends with the mean of
+/// the two ranks' gradients, the host path's result.
+#[test]
+fn the_all_reduce_through_the_pool_averages_the_ranks_gradients() {
+    use boldcast_comm::threads::ThreadGroup;
+    use boldcast_core::collective::Collective;
+    use boldcast_core::collective::{all_reduce_grads, all_reduce_grads_on_host};
+    let case = random_case(7, 1, &[Temporal::Mamba]);
+    let tokens = |seed| boldcast_fixtures::ar1_tokens(case.tokens, case.rho, seed);
+    let grads_of = |seed| {
+        let mut m = CudaModel::seeded(case.model.clone(), case.adjacency.clone(), 3).unwrap();
+        m.loss_and_grads(&tokens(seed)).unwrap();
+        m.grads()
+    };
+    let (g0, g1) = (grads_of(10), grads_of(11));
+    let run = |host: bool| {
+        let ranks: Vec<_> = ThreadGroup::new(2)
+            .into_iter()
+            .map(|c| {
+                let (cfg, adj) = (case.model.clone(), case.adjacency.clone());
+                let t = tokens(10 + c.rank() as u64);
+                std::thread::spawn(move || {
+                    let mut m = CudaModel::seeded(cfg, adj, 3).unwrap();
+                    m.loss_and_grads(&t).unwrap();
+                    let mut scratch = Vec::new();
+                    let before = m.pool().stats();
+                    if host {
+                        all_reduce_grads_on_host(&mut m, &c, &mut scratch).unwrap();
+                    } else {
+                        all_reduce_grads(&mut m, &c, &mut scratch).unwrap();
+                    }
+                    let after = m.pool().stats();
+                    // Requests of the pool during the all-reduce: its one flat buffer, or none.
+                    let took = (after.allocated + after.reused) - (before.allocated + before.reused);
+                    assert_eq!((took, scratch.is_empty()), if host { (0, false) } else { (1, true) });
+                    m.grads()
+                })
+            })
+            .collect();
+        ranks.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    };
+    let (pooled, host) = (run(false), run(true));
+    for rank in &pooled {
+        for ((g, a), b) in rank.iter().zip(&g0).zip(&g1) {
+            let mean: Vec<f32> = a.data.iter().zip(&b.data).map(|(x, y)| (x + y) * 0.5).collect();
+            for (v, w) in g.data.iter().zip(&mean) {
+                assert!((v - w).abs() <= 1e-6 * (1.0 + w.abs()), "{}: {v} vs mean {w}", g.name);
+            }
+        }
+    }
+    assert_eq!(pooled, host, "the pooled buffer's all-reduce is the host path's");
+    assert_ne!(g0, g1, "the ranks' batches differ");
+}
