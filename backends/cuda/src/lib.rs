@@ -1,12 +1,14 @@
-//! The CUDA backend of boldcast, under construction (issue 20): the model's operations as
+//! The native CUDA backend of boldcast (issue 20, `--backend cuda`): the model's operations as
 //! CUDA C kernels (`kernels/*.cu`, one file per op family, named after the CPU backend's
-//! modules), compiled at run time with NVRTC on a GPU and, in every build, compiled for the
-//! CPU through a small C++ shim (`shim/`) that runs a launch over its grid exactly as a GPU
-//! would order it. This crate needs no CUDA to build or test: the shim is what the tests run.
+//! modules), compiled at run time with NVRTC on a GPU (feature `cuda`) and, in every build,
+//! compiled for the CPU through a small C++ shim (`shim/`) that runs a launch over its grid
+//! exactly as a GPU would order it. Without the feature this crate needs no CUDA to build or
+//! test: the shim is what the tests run.
 //!
 //! What exists: the elementwise activations and gate ([`ops::act`]), LayerNorm ([`ops::layernorm`]),
 //! the AdamW step, global norm and clipping ([`optim`]), each as kernels with a host-side
-//! function that picks the launch shape ([`launch`]) and runs it through the shim ([`shim`]);
+//! function that picks the launch shape ([`launch`]) and runs it through its checked launcher
+//! ([`shim`]) and [`exec::launch`];
 //! and the Mamba-1 mixer's sequence kernels ([`mamba1`]): the causal depthwise convolution
 //! with SiLU and the checkpointed selective scan, forward and backward, deterministic.
 //! The spatial mixer's attention between its projections, forward and backward with a
@@ -36,10 +38,11 @@
 //! arguments against the kernel's signature and runs it in the CPU shim or, with the feature
 //! `cuda`, on the device the thread has entered (`device`: NVRTC at run time, cuBLAS, managed
 //! memory; `CudaModel::on_gpu`, `CudaModel::new_cuda`, `--backend cuda`). The device path is
-//! type-checked in CI and has not run on a GPU yet. Not yet: bf16 storage of the activations
-//! (the shim keeps them in f32 buffers; the pool and the memory model count 2 bytes), bf16
-//! tensor-core products (GemmEx), and the per-launch synchronization and host staging of the
-//! device path removed.
+//! type-checked in CI and has not run on a GPU yet. On a device a bf16 product packs its
+//! operands to bf16 (`autocast_pack_bf16`) and runs cuBLAS GemmEx; data-parallel training's
+//! all-reduce sums a flat buffer of the pool (managed memory, which NCCL sums in place). Not
+//! yet: bf16 storage of the activations (f32 buffers; the pool and the memory model count 2
+//! bytes), and the per-launch synchronization and host staging of the device path removed.
 
 #![deny(missing_docs)]
 
