@@ -11,15 +11,19 @@
 #                                (its kernels are compiled by NVRTC on the device at run time)
 #                                and bc-cli, and puts them, stripped, with a copy of the golden
 #                                cases in target/gpu-check/dist (`gpu_check`, `gpu_check_cuda`,
-#                                `bc-cli`, `golden/`; carry that folder to the GPU).
+#                                `bc-cli`, `golden/`; carry that folder to the GPU), and where
+#                                MPI is installed bc-cli with `--features nccl` (`bc-cli-nccl`,
+#                                NCCL from PyPI) for the two-GPU scaling.
 #   scripts/gpu-check.sh run     on the GPU machine: finds the CUDA libraries (the toolkit above,
 #                                else PyTorch's nvidia wheels, else the system) and runs both
 #                                checks, each under a time limit: the native one (every golden
 #                                case on the device in f32 and bf16, then bf16 and f32 training
 #                                steps of `boldcast-demo` at batch 4), then the dfdx one (the
 #                                golden cases `tiny`, `tiny-l2-clip`, `tiny-mamba2` and a
-#                                training step of `boldcast-demo`). Prints one JSON line on
-#                                stdout, {"cuda":{..},"dfdx":{..},"passed":..,"exit_codes":{..}}
+#                                training step of `boldcast-demo`), and with two GPUs (and
+#                                mpirun) the native backend's two-rank NCCL scaling at
+#                                boldcast-demo. Prints one JSON line on stdout,
+#                                {"cuda":{..},"dfdx":{..},"scaling":{..},"passed":..,"exit_codes":{..}}
 #                                (a check that crashes, times out or prints no JSON has
 #                                {"error":..,"stderr_tail":..} in its slot), and exits non-zero
 #                                unless both passed; the checks' own logs go to stderr.
@@ -65,6 +69,19 @@ toolkit_dir() {
         d=$(ls -d "$TOOLKIT"/lib/python3*/site-packages/nvidia/cu13 | head -n1)
     fi
     echo "$d"
+}
+
+# NCCL from PyPI into the toolkit's environment, linked as $1/lib64/libnccl.so; fails when
+# it cannot be had (or MPI, which starts the ranks, is missing).
+nccl_sdk() {
+    command -v mpicc >/dev/null 2>&1 || return 1
+    local lib
+    lib=$(ls "$TOOLKIT"/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.* 2>/dev/null | head -n1 || true)
+    if [ -z "$lib" ]; then
+        "$TOOLKIT/bin/pip" install -q --no-cache-dir nvidia-nccl-cu13 >&2 || return 1
+        lib=$(ls "$TOOLKIT"/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.* 2>/dev/null | head -n1 || true)
+    fi
+    [ -n "$lib" ] && ln -sf "$lib" "$1/lib64/libnccl.so"
 }
 
 build() {
@@ -115,6 +132,13 @@ build() {
     ! cmp -s "$stage/gpu_check" "$stage/gpu_check_cuda" || fail "the two gpu_check examples came out identical"
     cargo build --release -p bc-cli --features cuda >&2
     strip -o "$stage/bc-cli" "$rel/bc-cli"
+    # bc-cli with NCCL (MPI starts the ranks) for run's two-GPU scaling; optional, as it needs
+    # MPI here (mpicc, libclang) and NCCL from PyPI. Without it run skips the scaling.
+    if nccl_sdk "$sdk" && cargo build --release -p bc-cli --features nccl >&2; then
+        strip -o "$stage/bc-cli-nccl" "$rel/bc-cli"
+    else
+        echo "gpu-check: bc-cli with NCCL not built (needs MPI and NCCL); run will skip the two-GPU scaling" >&2
+    fi
     rm -rf "$DIST" && mv "$stage" "$DIST"
     # The repository's golden cases, and those of ../shared/golden when it is present (one
     # named like a repository case but with other bytes is copied as shared-<name>).
@@ -141,7 +165,7 @@ build() {
 # libcuda.so.1 is the driver's, from the system): this toolkit, then PyTorch's nvidia wheels.
 cuda_libs() {
     local dirs=() d
-    for d in "$TOOLKIT"/lib/python3*/site-packages/nvidia/cu13/lib; do
+    for d in "$TOOLKIT"/lib/python3*/site-packages/nvidia/cu13/lib "$TOOLKIT"/lib/python3*/site-packages/nvidia/nccl/lib; do
         [ -d "$d" ] && dirs+=("$d")
     done
     while IFS= read -r d; do
@@ -189,11 +213,38 @@ run_check() {
     echo "$rc" >"$out.rc"
 }
 
-# The two checks' results as one JSON line; exits 0 when both passed.
+# The two-GPU scaling of the native backend: `bc-cli bench --backend cuda --precision bf16
+# --preset boldcast-demo` on two ranks under mpirun (one GPU each, NCCL), whose JSON line has
+# `scaling_efficiency`; or, in $1.json, why it was skipped.
+run_scaling() {
+    local out=$1 limit=$2 gpus
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    local why=""
+    [ "$gpus" -ge 2 ] || why="one GPU ($gpus seen): the scaling needs two"
+    [ -n "$why" ] || command -v mpirun >/dev/null 2>&1 || why="no mpirun on this machine"
+    [ -n "$why" ] || [ -x "$DIST/bc-cli-nccl" ] || why="no $DIST/bc-cli-nccl (built only where MPI and NCCL were)"
+    if [ -n "$why" ]; then
+        printf '{"skipped":"%s"}\n' "$why" >"$out.json"
+        : >"$out.log"
+        echo 0 >"$out.rc"
+        return
+    fi
+    local rc
+    set +e
+    timeout -k 10 "$limit" mpirun --allow-run-as-root --oversubscribe -np 2 bash -c \
+        'CUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-0} exec "$0" bench --backend cuda --precision bf16 --preset boldcast-demo --steps 3 --warmup 1' \
+        "$DIST/bc-cli-nccl" 2>"$out.log" | grep '^{' | tail -n1 >"$out.json"
+    rc=${PIPESTATUS[0]}
+    set -e
+    echo "$rc" >"$out.rc"
+}
+
+# The checks' results as one JSON line; exits 0 when both checks passed (the scaling is
+# reported, and does not decide it).
 merge() {
-    python3 - "$1" "$GPU_CHECK_TIMEOUT_CUDA" "$GPU_CHECK_TIMEOUT_DFDX" <<'PY'
+    python3 - "$1" "$GPU_CHECK_TIMEOUT_CUDA" "$GPU_CHECK_TIMEOUT_DFDX" "$GPU_CHECK_TIMEOUT_SCALING" <<'PY'
 import json, sys
-out, limits = sys.argv[1], {"cuda": sys.argv[2], "dfdx": sys.argv[3]}
+out, limits = sys.argv[1], {"cuda": sys.argv[2], "dfdx": sys.argv[3], "scaling": sys.argv[4]}
 
 def slot(name):
     rc = int(open(f"{out}/{name}.rc").read().strip() or 1)
@@ -214,9 +265,10 @@ def slot(name):
         e["partial"] = v
     return rc, e
 
-(cuda_rc, cuda), (dfdx_rc, dfdx) = slot("cuda"), slot("dfdx")
+(cuda_rc, cuda), (dfdx_rc, dfdx), (sc_rc, scaling) = slot("cuda"), slot("dfdx"), slot("scaling")
 passed = cuda_rc == 0 and cuda.get("passed") is True and dfdx_rc == 0 and dfdx.get("gpu_check") == "ok"
-print(json.dumps({"cuda": cuda, "dfdx": dfdx, "passed": passed, "exit_codes": {"cuda": cuda_rc, "dfdx": dfdx_rc}}))
+codes = {"cuda": cuda_rc, "dfdx": dfdx_rc, "scaling": sc_rc}
+print(json.dumps({"cuda": cuda, "dfdx": dfdx, "scaling": scaling, "passed": passed, "exit_codes": codes}))
 sys.exit(0 if passed else 1)
 PY
 }
@@ -232,13 +284,22 @@ run() {
     libs=$(cuda_libs)
     export LD_LIBRARY_PATH=${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export GPU_CHECK_GOLDEN=${GPU_CHECK_GOLDEN:-$DIST/golden}
-    export GPU_CHECK_TIMEOUT_CUDA=${GPU_CHECK_TIMEOUT_CUDA:-300} GPU_CHECK_TIMEOUT_DFDX=${GPU_CHECK_TIMEOUT_DFDX:-240}
+    # Under 10 minutes in all: with two GPUs the scaling takes 150 s of the checks' time.
+    local gpus
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "$gpus" -ge 2 ]; then
+        export GPU_CHECK_TIMEOUT_CUDA=${GPU_CHECK_TIMEOUT_CUDA:-240} GPU_CHECK_TIMEOUT_DFDX=${GPU_CHECK_TIMEOUT_DFDX:-180}
+    else
+        export GPU_CHECK_TIMEOUT_CUDA=${GPU_CHECK_TIMEOUT_CUDA:-300} GPU_CHECK_TIMEOUT_DFDX=${GPU_CHECK_TIMEOUT_DFDX:-240}
+    fi
+    export GPU_CHECK_TIMEOUT_SCALING=${GPU_CHECK_TIMEOUT_SCALING:-150}
     out=$(mktemp -d)
     echo "gpu-check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >&2
     local t=$GPU_CHECK_TIMEOUT_CUDA
     GPU_CHECK_BUDGET_S=${GPU_CHECK_BUDGET_S:-$((t > 120 ? t - 60 : t / 2))} \
         run_check "$DIST/gpu_check_cuda" "$out/cuda" "$GPU_CHECK_TIMEOUT_CUDA"
     run_check "$DIST/gpu_check" "$out/dfdx" "$GPU_CHECK_TIMEOUT_DFDX"
+    run_scaling "$out/scaling" "$GPU_CHECK_TIMEOUT_SCALING"
     local rc=0
     merge "$out" || rc=$?
     rm -rf "$out"
