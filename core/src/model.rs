@@ -212,3 +212,15 @@ pub fn check_state<E>(specs: &[ParamSpec], tensors: &[NamedTensor<E>]) -> Result
     }
     Ok(())
 }
+
+/// [`Model::load_state`] for a backend whose parameters are host buffers, `dsts` in `specs`
+/// order: [`check_state`] first, so an error changes nothing, then every tensor copied into
+/// its buffer by name.
+pub fn load_state_into<E: Copy>(specs: &[ParamSpec], dsts: Vec<&mut [E]>, tensors: &[NamedTensor<E>]) -> Result<()> {
+    check_state(specs, tensors)?;
+    for (spec, dst) in specs.iter().zip(dsts) {
+        let src = tensors.iter().find(|t| t.name == spec.name).expect("check_state found every name");
+        dst.copy_from_slice(&src.data);
+    }
+    Ok(())
+}

@@ -33,7 +33,7 @@ use crate::mamba1::{self, Mamba1Dims, Mamba1Params};
 use crate::mamba2::{self, Mamba2Dims, Mamba2Params};
 use crate::ops::{layernorm, CpuElem};
 use crate::{init, par};
-use boldcast_core::model::{check_state, NamedTensor};
+use boldcast_core::model::{load_state_into, NamedTensor};
 use boldcast_core::{
     Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
     ParamMut, ParamSpec, Temporal, Tokens,
@@ -621,13 +621,7 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
     }
 
     fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
-        // Everything is checked before the first copy, so an error changes nothing.
-        check_state(&self.specs, tensors)?;
-        for (spec, dst) in self.specs.iter().zip(self.params.slices_mut()) {
-            let src = tensors.iter().find(|t| t.name == spec.name).expect("check_state found every name");
-            dst.copy_from_slice(&src.data);
-        }
-        Ok(())
+        load_state_into(&self.specs, self.params.slices_mut(), tensors)
     }
 }
 

@@ -44,7 +44,7 @@ use crate::pool::{Buf, Pool};
 use crate::shim::{LaunchError, LossShape};
 use crate::spatial::{self, KnnParams};
 use boldcast_core::collective::{all_reduce_mean, Collective};
-use boldcast_core::model::{check_state, NamedTensor};
+use boldcast_core::model::{load_state_into, NamedTensor};
 use boldcast_core::optim::{decays, Moments};
 use boldcast_core::{
     Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
@@ -686,13 +686,7 @@ impl Model<f32> for CudaModel {
     }
 
     fn load_state(&mut self, tensors: &[NamedTensor<f32>]) -> Result<(), Error> {
-        // Everything is checked before the first copy, so an error changes nothing.
-        check_state(&self.specs, tensors)?;
-        for (spec, dst) in self.specs.iter().zip(self.params.slices_mut()) {
-            let src = tensors.iter().find(|t| t.name == spec.name).expect("check_state found every name");
-            dst.copy_from_slice(&src.data);
-        }
-        Ok(())
+        load_state_into(&self.specs, self.params.slices_mut(), tensors)
     }
 
     fn optimizer_state(&self) -> Option<(u64, Vec<Moments<f32>>)> {

@@ -14,12 +14,12 @@
 //! stores): `A = -exp(A_log)` (nh values), the split of the convolution output into `x`,
 //! `Bc`, `Cc` and the join of their gradients, and the per-head sums into `A_log` and `D`.
 
-use super::{norm_launch, scan_launch};
+use super::norm_launch;
 use crate::gemm::{gemm, Op, Shape};
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::ops::{act, layernorm, layout};
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, Cols, ConvDims, Result, Scan2, Scan2Final, Scan2Grads};
+use crate::shim::{self, Cols, ConvDims, Result, Scan2};
 
 /// The sizes of one layer and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,58 +280,6 @@ pub fn backward(
     Ok(g_u)
 }
 
-/// The scan's gradients of one group, in pool buffers.
-struct ScanG {
-    x: Buf,
-    dt: Buf,
-    a: Buf,
-    b: Buf,
-    c: Buf,
-    d: Buf,
-}
-
-/// [`super::scan_backward`] with its outputs and scratch from the pool.
-fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanG> {
-    let l = scan_launch(s.di(), s.seqs);
-    let blocks = l.grid.x as usize;
-    let (len, rows) = (s.len(), s.seqs * s.time);
-    let mut g = ScanG {
-        x: pool.zeros(len),
-        dt: pool.zeros(rows * s.nh),
-        a: pool.zeros(s.nh),
-        b: pool.zeros(rows * s.n),
-        c: pool.zeros(rows * s.n),
-        d: pool.zeros(s.nh),
-    };
-    let (mut gdt_term, mut hs) = (pool.zeros(len), pool.zeros(s.seqs * s.q * s.n * s.di()));
-    let mut part_bc = pool.zeros(rows * blocks * 2 * s.n);
-    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di()), pool.zeros(s.seqs * s.di()));
-    let mut scratch = Scan2Grads {
-        g_x: &mut g.x,
-        gdt_term: &mut gdt_term,
-        hs: &mut hs,
-        part_bc: &mut part_bc,
-        part_a: &mut part_a,
-        part_d: &mut part_d,
-    };
-    shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut scratch)?;
-    drop(hs);
-    let mut fin = Scan2Final {
-        blocks,
-        part_bc: &part_bc,
-        gdt_term: &gdt_term,
-        part_a: &part_a,
-        part_d: &part_d,
-        g_b: &mut g.b,
-        g_c: &mut g.c,
-        g_dt: &mut g.dt,
-        g_a: &mut g.a,
-        g_d: &mut g.d,
-    };
-    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.n).max(rows * s.nh)), s, &mut fin)?;
-    Ok(g)
-}
-
 /// The gated norm's backward, its scratch from the pool: `g_y`, `g_z` overwritten, `g_w`
 /// accumulates.
 #[allow(clippy::too_many_arguments)]
@@ -381,10 +329,10 @@ fn backward_group(
     linear_gx(g_out, &p.out_proj, z.m, 0.0, &mut g_o)?;
     let (g_y, g_z) = gated_norm_backward(p, rows, di, &y, &it.z, &g_o, g, pool)?;
     drop((g_o, y));
-    let sg = scan_backward(&it.scan(p, z, seqs), &g_y, ckpt, pool)?;
+    let sg = super::scan_backward_pooled(&it.scan(p, z, seqs), &g_y, ckpt, pool)?;
     drop(g_y);
     let Internals { ln, z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
-    let ScanG { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
+    let super::Scan2Gradients { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
     // dA / dA_log = A.
     g.a_log.iter_mut().zip(g_a.iter().zip(a.iter())).for_each(|(g, (ga, a))| *g += ga * a);
     g.d.iter_mut().zip(g_d.iter()).for_each(|(g, v)| *g += v);

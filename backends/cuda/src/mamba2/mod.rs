@@ -14,6 +14,7 @@
 pub mod layer;
 
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
+use crate::pool::{Buf, Pool};
 use crate::shim::{self, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
 
 /// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
@@ -33,35 +34,51 @@ pub fn scan_forward(s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()
     shim::mamba2_scan_fwd(scan_launch(s.di(), s.seqs), s, y, ckpt)
 }
 
-/// The scan's gradients (BACKWARD.md, "Mamba-2"), for the gradient of its output `y`.
+/// The scan's gradients (BACKWARD.md, "Mamba-2"), for the gradient of its output `y`, in
+/// buffers of type `T` (host vectors, or the pool's [`Buf`]s).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Scan2Gradients {
+pub struct Scan2Gradients<T = Vec<f32>> {
     /// Of the scan input `x`, `(seqs, time, di)`.
-    pub x: Vec<f32>,
+    pub x: T,
     /// Of `dt`, `(seqs, time, nh)`.
-    pub dt: Vec<f32>,
+    pub dt: T,
     /// Of `A` (not `A_log`), `(nh)`, summed over the sequences.
-    pub a: Vec<f32>,
+    pub a: T,
     /// Of `Bc`, `(seqs, time, n)`, summed over the heads.
-    pub b: Vec<f32>,
+    pub b: T,
     /// Of `Cc`, `(seqs, time, n)`, summed over the heads.
-    pub c: Vec<f32>,
+    pub c: T,
     /// Of `D`, `(nh)`, summed over the sequences.
-    pub d: Vec<f32>,
+    pub d: T,
 }
 
 /// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
 /// gradient `g_y` of its output: chunks from the last, each recomputed from its checkpoint,
-/// then walked back; the shared gradients summed in a second kernel.
+/// then walked back; the shared gradients summed in a second kernel. Host vectors of
+/// [`scan_backward_pooled`].
 pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32]) -> Result<Scan2Gradients> {
+    let g = scan_backward_pooled(s, g_y, ckpt, &Pool::new())?;
+    let v = |b: Buf| b.to_vec();
+    Ok(Scan2Gradients { x: v(g.x), dt: v(g.dt), a: v(g.a), b: v(g.b), c: v(g.c), d: v(g.d) })
+}
+
+/// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
+/// scratch goes back to the pool on return).
+pub fn scan_backward_pooled(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<Scan2Gradients<Buf>> {
     let l = scan_launch(s.di(), s.seqs);
     let blocks = l.grid.x as usize;
     let (len, rows) = (s.len(), s.seqs * s.time);
-    let z = |n: usize| vec![0.0f32; n];
-    let mut g =
-        Scan2Gradients { x: z(len), dt: z(rows * s.nh), a: z(s.nh), b: z(rows * s.n), c: z(rows * s.n), d: z(s.nh) };
-    let (mut gdt_term, mut hs, mut part_bc) = (z(len), z(s.seqs * s.q * s.n * s.di()), z(rows * blocks * 2 * s.n));
-    let (mut part_a, mut part_d) = (z(s.seqs * s.di()), z(s.seqs * s.di()));
+    let mut g = Scan2Gradients {
+        x: pool.zeros(len),
+        dt: pool.zeros(rows * s.nh),
+        a: pool.zeros(s.nh),
+        b: pool.zeros(rows * s.n),
+        c: pool.zeros(rows * s.n),
+        d: pool.zeros(s.nh),
+    };
+    let (mut gdt_term, mut hs) = (pool.zeros(len), pool.zeros(s.seqs * s.q * s.n * s.di()));
+    let mut part_bc = pool.zeros(rows * blocks * 2 * s.n);
+    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di()), pool.zeros(s.seqs * s.di()));
     let mut scratch = Scan2Grads {
         g_x: &mut g.x,
         gdt_term: &mut gdt_term,
@@ -71,6 +88,7 @@ pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32]) -> Result<Scan2Gr
         part_d: &mut part_d,
     };
     shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut scratch)?;
+    drop(hs);
     let mut fin = Scan2Final {
         blocks,
         part_bc: &part_bc,
