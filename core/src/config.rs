@@ -30,6 +30,46 @@ impl Temporal {
     }
 }
 
+/// The linear autoregressive path added to the forecasts (`model.linear_path`): a direct
+/// linear forecaster fitted on the training subjects before training, whose forecasts the
+/// Mamba stack learns to correct. Backends never see it: `boldcast-train`'s `LinearPath`
+/// wraps any backend's model and hands the fitted forecasts to
+/// [`Model::loss_and_grads_offset`](crate::Model::loss_and_grads_offset).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LinearPath {
+    /// No linear path: the model as MODEL.md describes it (the demo presets).
+    #[default]
+    Off,
+    /// Whichever of `ar` and `var` has the lower cross-validated MSE.
+    Auto,
+    /// Each parcel from its own past (direct AR(p), p by cross-validation).
+    Ar,
+    /// Every parcel from every parcel's past (ridge VAR(p), p and penalty by cross-validation).
+    Var,
+}
+
+impl LinearPath {
+    /// The config spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LinearPath::Off => "off",
+            LinearPath::Auto => "auto",
+            LinearPath::Ar => "ar",
+            LinearPath::Var => "var",
+        }
+    }
+
+    /// Whether there is a path.
+    pub fn is_on(&self) -> bool {
+        *self != LinearPath::Off
+    }
+
+    fn is_off(&self) -> bool {
+        !self.is_on()
+    }
+}
+
 /// The sizes of a BOLDcast model (MODEL.md, "Notation").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +99,10 @@ pub struct ModelConfig {
     pub k_neighbors: usize,
     /// Forecast horizons in tokens, each at least 1 and none twice.
     pub horizons: Vec<usize>,
+    /// The linear path ([`LinearPath`]); left out of the TOML text when off, so that the
+    /// configurations of earlier runs keep their text and hash.
+    #[serde(default, skip_serializing_if = "LinearPath::is_off")]
+    pub linear_path: LinearPath,
 }
 
 /// The most (temporal, spatial) layer pairs [`ModelConfig::validate`] accepts.
@@ -306,6 +350,7 @@ impl ModelConfig {
             chunk_size: 64,
             k_neighbors: 8,
             horizons: vec![1, 5],
+            linear_path: LinearPath::Off,
         }
     }
 }
@@ -353,6 +398,8 @@ impl ModelConfigBuilder {
         chunk_size: usize,
         /// k: neighbours per parcel, self included; 0 for no spatial attention.
         k_neighbors: usize,
+        /// The linear path added to the forecasts.
+        linear_path: LinearPath,
     }
 
     /// Forecast horizons in tokens.
@@ -485,6 +532,7 @@ mod tests {
             chunk_size: 5,
             k_neighbors: 0,
             horizons: vec![1, 4],
+            linear_path: LinearPath::Off,
         };
         assert_eq!(c, want);
         assert_eq!(ModelConfig::builder().build().unwrap(), ModelConfig::boldcast_demo());

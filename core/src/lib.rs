@@ -47,10 +47,10 @@ pub mod trainer;
 
 pub use adjacency::Adjacency;
 pub use collective::{Collective, DataParallel, Reduce, SingleProcess};
-pub use config::{ModelConfig, ModelConfigBuilder, ParamSpec, Temporal};
+pub use config::{LinearPath, ModelConfig, ModelConfigBuilder, ParamSpec, Temporal};
 pub use elem::Elem;
 pub use error::Error;
-pub use model::Model;
+pub use model::{check_offset, Model};
 pub use optim::{Adam, OptimConfig, Optimizer, OptimizerKind, ParamMut};
 pub use schedule::{Schedule, ScheduleConfig, ScheduleKind};
 pub use shape::{Const, Dim, EmbedShape, ForecastShape, Shape, TokenShape};

@@ -67,6 +67,18 @@ pub trait Model<E: Elem> {
     /// Forward and backward on one batch: returns the loss and overwrites the gradients.
     fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64>;
 
+    /// [`Model::loss_and_grads`] for the forecasts `forward(tokens) + offset`: a fixed
+    /// additive forecast `(B, T, P, H, D)` that the model learns to correct (the linear path
+    /// of `boldcast-train` is one). The loss is MODEL.md's of those forecasts; the gradients
+    /// overwrite the buffers as [`Model::loss_and_grads`] does. Check the offset with
+    /// [`check_offset`].
+    ///
+    /// The default refuses with [`Error::Backend`]: a backend opts in.
+    fn loss_and_grads_offset(&mut self, tokens: &Tokens<E>, offset: &Forecasts<E>) -> Result<f64> {
+        let _ = (tokens, offset);
+        Err(Error::Backend("this backend cannot train with a forecast offset (loss_and_grads_offset)".into()))
+    }
+
     /// Sum of squares of every gradient entry, accumulated in f64.
     fn grad_sq_norm(&self) -> f64;
 
@@ -134,6 +146,9 @@ impl<E: Elem, M: Model<E> + ?Sized> Model<E> for &mut M {
     fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64> {
         (**self).loss_and_grads(tokens)
     }
+    fn loss_and_grads_offset(&mut self, tokens: &Tokens<E>, offset: &Forecasts<E>) -> Result<f64> {
+        (**self).loss_and_grads_offset(tokens, offset)
+    }
     fn grad_sq_norm(&self) -> f64 {
         (**self).grad_sq_norm()
     }
@@ -174,6 +189,22 @@ pub fn forward_typed<E: Elem, M: Model<E> + ?Sized, B: Dim, T: Dim, P: Dim, H: D
     let s = tokens.shape();
     let h: H = crate::shape::convert_dim("forecast.horizons", out.shape().horizons)?;
     out.with_shape(ForecastShape::new(s.batch, s.time, s.parcels, h, s.d_in))
+}
+
+/// Checks that `offset` has the forecast shape of `tokens` under `cfg`: `(B, T, P, H, D)`.
+pub fn check_offset<E: Copy>(cfg: &ModelConfig, tokens: &Tokens<E>, offset: &Forecasts<E>) -> Result<()> {
+    let (t, o) = (tokens.shape(), offset.shape());
+    let pairs = [
+        ("offset.batch", t.batch, o.batch),
+        ("offset.time", t.time, o.time),
+        ("offset.parcels", t.parcels, o.parcels),
+        ("offset.horizons", cfg.n_horizons(), o.horizons),
+        ("offset.d_in", t.d_in, o.d_in),
+    ];
+    match pairs.into_iter().find(|&(_, want, got)| want != got) {
+        Some((what, want, got)) => Err(Error::shape(what, want, got)),
+        None => Ok(()),
+    }
 }
 
 /// Checks a full state against the specs: every name present once, shapes equal, data

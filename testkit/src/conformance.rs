@@ -105,6 +105,7 @@ pub fn random_case(seed: u64, i: u64, temporals: &[Temporal]) -> RandomCase {
         chunk_size: rng.random_range(1..=8),
         k_neighbors: k,
         horizons,
+        linear_path: boldcast_core::LinearPath::Off,
     };
     let time = model.max_horizon() + rng.random_range(1..=12);
     let tokens = TokenShape::new(rng.random_range(1..=3), time, parcels, model.d_in);

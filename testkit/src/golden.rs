@@ -261,6 +261,7 @@ impl GoldenConfig {
             chunk_size: self.chunk_size.unwrap_or(64),
             k_neighbors: self.k_neighbors,
             horizons: self.horizons.clone(),
+            linear_path: boldcast_core::LinearPath::Off,
         }
     }
 

@@ -49,6 +49,7 @@ pub mod eval;
 pub mod fingerprint;
 pub mod flags;
 pub mod infer;
+pub mod linear_path;
 pub mod log;
 pub mod memory;
 pub mod observer;

@@ -497,41 +497,10 @@ impl<E: CpuElem> CpuModel<E> {
         }
         sum / count
     }
-}
 
-impl<E: CpuElem> Model<E> for CpuModel<E> {
-    fn config(&self) -> &ModelConfig {
-        &self.cfg
-    }
-
-    fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>, Error> {
-        let (b, t, p) = self.check(tokens)?;
-        let rows = b * t * p;
-        let pool = &mut Pool::default();
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
-        let e = self.final_norm(&x, rows, pool);
-        let pred = self.head(&e, rows, pool);
-        Forecasts::new(ForecastShape::new(b, t, p, self.cfg.n_horizons(), self.cfg.d_in), pred)
-    }
-
-    fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>, Error> {
-        let (b, t, p) = self.check(tokens)?;
-        let pool = &mut Pool::default();
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
-        Embeddings::new(EmbedShape::new(b, t, p, self.cfg.d_model), self.final_norm(&x, b * t * p, pool))
-    }
-
-    fn loss(&self, tokens: &Tokens<E>) -> Result<f64, Error> {
-        let (b, t, p) = self.check(tokens)?;
-        let rows = b * t * p;
-        let pool = &mut Pool::default();
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
-        let e = self.final_norm(&x, rows, pool);
-        let pred = self.head(&e, rows, pool);
-        Ok(self.loss_of(&pred, tokens.data(), b, t, p, None))
-    }
-
-    fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64, Error> {
+    /// Forward and backward of the forecasts plus `offset` (none: the plain loss), overwriting
+    /// the gradients.
+    fn grads_of(&mut self, tokens: &Tokens<E>, offset: Option<&[E]>) -> Result<f64, Error> {
         let (b, t, p) = self.check(tokens)?;
         let (m, d, hd) = (self.cfg.d_model, self.cfg.d_in, self.cfg.n_horizons() * self.cfg.d_in);
         let rows = b * t * p;
@@ -541,7 +510,10 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         let pool = &mut std::mem::take(&mut self.pool.0);
         let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true, pool);
         let e = self.final_norm(&x_last, rows, pool);
-        let pred = self.head(&e, rows, pool);
+        let mut pred = self.head(&e, rows, pool);
+        for (v, &o) in pred.iter_mut().zip(offset.unwrap_or_default()) {
+            *v += o;
+        }
         // loss_of zeroes the gradient rows it does not write.
         let mut g_pred = pool.take(rows * hd);
         let loss = self.loss_of(&pred, tokens.data(), b, t, p, Some(&mut g_pred));
@@ -588,6 +560,48 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
         }
         self.pool.0 = std::mem::take(pool);
         Ok(loss)
+    }
+}
+
+impl<E: CpuElem> Model<E> for CpuModel<E> {
+    fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let rows = b * t * p;
+        let pool = &mut Pool::default();
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
+        let e = self.final_norm(&x, rows, pool);
+        let pred = self.head(&e, rows, pool);
+        Forecasts::new(ForecastShape::new(b, t, p, self.cfg.n_horizons(), self.cfg.d_in), pred)
+    }
+
+    fn embed(&self, tokens: &Tokens<E>) -> Result<Embeddings<E>, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let pool = &mut Pool::default();
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
+        Embeddings::new(EmbedShape::new(b, t, p, self.cfg.d_model), self.final_norm(&x, b * t * p, pool))
+    }
+
+    fn loss(&self, tokens: &Tokens<E>) -> Result<f64, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let rows = b * t * p;
+        let pool = &mut Pool::default();
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
+        let e = self.final_norm(&x, rows, pool);
+        let pred = self.head(&e, rows, pool);
+        Ok(self.loss_of(&pred, tokens.data(), b, t, p, None))
+    }
+
+    fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64, Error> {
+        self.grads_of(tokens, None)
+    }
+
+    fn loss_and_grads_offset(&mut self, tokens: &Tokens<E>, offset: &Forecasts<E>) -> Result<f64, Error> {
+        boldcast_core::check_offset(&self.cfg, tokens, offset)?;
+        self.grads_of(tokens, Some(offset.data()))
     }
 
     fn grad_sq_norm(&self) -> f64 {

@@ -529,3 +529,69 @@ fn a_step_after_other_steps_gives_a_fresh_models_results() {
         assert_eq!(used.loss(&t_a).unwrap(), want.0);
     }
 }
+
+/// Random forecasts of the shape `tokens` gives under `cfg`.
+fn offset_for(cfg: &ModelConfig, tok: &Tokens<f64>, seed: u64) -> boldcast_core::Forecasts<f64> {
+    let s = tok.shape();
+    let shape = boldcast_core::ForecastShape::new(s.batch, s.time, s.parcels, cfg.n_horizons(), s.d_in);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = s.batch * s.time * s.parcels * cfg.n_horizons() * s.d_in;
+    boldcast_core::Forecasts::new(shape, (0..n).map(|_| rng.random::<f64>() - 0.5).collect()).unwrap()
+}
+
+#[test]
+fn an_offset_is_added_to_the_forecasts_the_loss_and_its_gradients_see() {
+    use boldcast_core::forecast::{build_forecast_targets, forecasting_loss};
+    for c in [small_cfg(), small_mamba2_cfg()] {
+        let tok = tokens::<f64>(2, 12, 5, 1, 3);
+        let off = offset_for(&c, &tok, 4);
+        let mut m = model::<f64>(&c, 5, 11);
+        let loss = m.loss_and_grads_offset(&tok, &off).unwrap();
+        // The loss is MODEL.md's of forward + offset.
+        let mut pred = m.forward(&tok).unwrap();
+        for (v, o) in pred.data_mut().iter_mut().zip(off.data()) {
+            *v += o;
+        }
+        let want = forecasting_loss(&pred, &build_forecast_targets(&tok, &c.horizons).unwrap()).unwrap();
+        assert!((loss - want).abs() < 1e-12 * want, "{loss} vs {want}");
+        // The gradients are of that loss: a central difference along a random direction.
+        let grads = m.grads();
+        let state = m.state();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let dir: Vec<Vec<f64>> =
+            state.iter().map(|t| t.data.iter().map(|_| rng.random::<f64>() - 0.5).collect()).collect();
+        let along = |m: &mut CpuModel<f64>, eps: f64| {
+            let moved: Vec<NamedTensor<f64>> = state
+                .iter()
+                .zip(&dir)
+                .map(|(t, d)| NamedTensor {
+                    data: t.data.iter().zip(d).map(|(v, dv)| v + eps * dv).collect(),
+                    ..t.clone()
+                })
+                .collect();
+            m.load_state(&moved).unwrap();
+            m.loss_and_grads_offset(&tok, &off).unwrap()
+        };
+        let eps = 1e-6;
+        let fd = (along(&mut m, eps) - along(&mut m, -eps)) / (2.0 * eps);
+        let dot: f64 = grads.iter().zip(&dir).flat_map(|(g, d)| g.data.iter().zip(d)).map(|(g, d)| g * d).sum();
+        assert!((fd - dot).abs() < 1e-6 * dot.abs().max(1.0), "finite difference {fd}, gradient {dot}");
+        // A zero offset is the plain loss, bit for bit.
+        m.load_state(&state).unwrap();
+        let zero = boldcast_core::Forecasts::zeros(off.shape());
+        let a = m.loss_and_grads_offset(&tok, &zero).unwrap();
+        let ga = m.grads();
+        assert_eq!(a, m.loss_and_grads(&tok).unwrap());
+        assert_eq!(ga, m.grads());
+    }
+}
+
+#[test]
+fn an_offset_of_another_shape_is_refused_by_name() {
+    let c = small_cfg();
+    let tok = tokens::<f64>(2, 12, 5, 1, 3);
+    let other = c.clone().into_builder().horizons(&[1]).build().unwrap();
+    let off = offset_for(&other, &tok, 4);
+    let e = err_text(model::<f64>(&c, 5, 11).loss_and_grads_offset(&tok, &off).unwrap_err());
+    assert!(e.contains("offset.horizons"), "{e}");
+}
