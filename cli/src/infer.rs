@@ -9,12 +9,16 @@ use boldcast::core::{Adjacency, Model, ModelConfig};
 use boldcast_train::infer::{
     embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, OpenRequest, Predictor, Side,
 };
+use boldcast_train::linear_path::LinearPathModel;
 use boldcast_train::TrainError;
 use std::io::IsTerminal;
 
 /// The predictor of `a` (the data's and its notes on stderr), the runs of `--subjects` and
 /// the context with its rule; the selection and the context are printed on stderr.
-pub fn open<M, F>(a: &ModelDataArgs, build: F) -> Result<(Predictor<M>, Vec<usize>, Context, String), CliError>
+pub fn open<M, F>(
+    a: &ModelDataArgs,
+    build: F,
+) -> Result<(Predictor<LinearPathModel<M>>, Vec<usize>, Context, String), CliError>
 where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,

@@ -119,7 +119,7 @@ fn merge(base: &mut toml::Table, top: toml::Table) {
 }
 
 /// The keys of the schema that a preset need not list (they have defaults), by section.
-pub const OPTIONAL_KEYS: [(&str, &str); 14] = [
+pub const OPTIONAL_KEYS: [(&str, &str); 15] = [
     ("data", "dir"),
     ("data", "task"),
     ("data", "space"),
@@ -133,6 +133,7 @@ pub const OPTIONAL_KEYS: [(&str, &str); 14] = [
     ("train", "out"),
     ("train", "eval_every"),
     ("train", "overfit_ratio"),
+    ("model", "linear_path"),
     ("", "preset"),
 ];
 
@@ -147,6 +148,9 @@ pub fn schema() -> toml::Table {
         }
         d.insert("tr".into(), toml::Value::Float(0.0));
         d.insert("allow_mixed_tr".into(), toml::Value::Boolean(false));
+    }
+    if let Some(toml::Value::Table(d)) = t.get_mut("model") {
+        d.insert("linear_path".into(), toml::Value::String(String::new()));
     }
     if let Some(toml::Value::Table(d)) = t.get_mut("train") {
         d.insert("out".into(), toml::Value::String(String::new()));

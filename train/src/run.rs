@@ -22,6 +22,7 @@ use crate::dist::Dist;
 use crate::early_stopping::EarlyStopping;
 use crate::error::TrainError;
 use crate::flags::{self, OverfitJudge, RedFlag};
+use crate::linear_path::LinearPathModel;
 use crate::log::RunLog;
 use crate::observer::{Observer, RunStart, ValRecord};
 use crate::order::{epoch_order, rank_batch};
@@ -81,13 +82,33 @@ impl<'a> Run<'a> {
     /// Trains `model` (freshly built: a resumed run loads the checkpoint's weights into it),
     /// reporting to `observers`. See the module documentation.
     pub fn run<M: DataParallel<f32>>(
-        self,
+        mut self,
         model: M,
         observers: &mut [&mut dyn Observer],
     ) -> Result<TrainReport, TrainError> {
+        let model = self.with_linear_path(model)?;
         let mut lp = Loop::new(&self, model, observers)?;
         lp.notify(|o, s| o.on_start(&s.start_info()));
         lp.run()
+    }
+}
+
+impl Run<'_> {
+    /// `model` with the configuration's linear path ([`crate::linear_path`]): fitted on the
+    /// training runs and the head zeroed for a run that starts at step 0; left to the
+    /// checkpoint's tensors for a resumed one. The choice goes into `summary.json`.
+    fn with_linear_path<M: DataParallel<f32>>(&mut self, model: M) -> Result<LinearPathModel<M>, TrainError> {
+        let kind = self.cfg.model.linear_path;
+        let from_checkpoint = matches!(self.resume, Some(Some(_)));
+        if !kind.is_on() || from_checkpoint {
+            return Ok(LinearPathModel::unfitted(model, kind));
+        }
+        let (fit, choice) =
+            crate::linear_path::fit_path(kind, &self.data.ds, &self.data.split.train_runs, &self.cfg.model)?;
+        let mut m = LinearPathModel::with_fit(model, kind, fit);
+        m.zero_head()?;
+        self.summary_extra.insert("linear_path".into(), serde_json::to_value(&choice).unwrap_or_default());
+        Ok(m)
     }
 }
 

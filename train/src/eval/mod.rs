@@ -58,6 +58,7 @@ use crate::checkpoint as ck;
 use crate::config::RunConfig;
 use crate::data::{empirical_floor, load_data, LoadedData, Split};
 use crate::error::TrainError;
+use crate::linear_path::LinearPathModel;
 use boldcast_core::{Adjacency, Model, ModelConfig};
 use boldcast_data::tensorfile::SafetensorsFile;
 use boldcast_data::{WindowRef, WindowSpec};
@@ -202,8 +203,8 @@ impl Weights {
         Ok(Some(crate::data::DataIdentity { parcels, fingerprint: fingerprint.clone(), provenance: None }))
     }
 
-    /// Builds the model of `cfg` with `build` for the data `ds` and loads these weights into
-    /// it, refusing non-finite values (what `forecast` and `embed` run). The adjacency is the
+    /// Builds the model of `cfg` with `build` for the data `ds` (with its linear path,
+    /// [`LinearPathModel`]) and loads these weights into it, refusing non-finite values (what `forecast` and `embed` run). The adjacency is the
     /// stored one, else rebuilt from `ds`'s runs `train_runs` (`None`: the caller has no
     /// training split of `ds`, and weights without a stored adjacency are an error).
     pub fn build_model<M, F>(
@@ -212,13 +213,14 @@ impl Weights {
         ds: &boldcast_data::Dataset,
         train_runs: Option<&[usize]>,
         build: F,
-    ) -> Result<M, TrainError>
+    ) -> Result<LinearPathModel<M>, TrainError>
     where
         M: Model<f32>,
         F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
     {
         let adjacency = self.adjacency_for(cfg, ds, train_runs)?;
-        let mut model = build(cfg.model_config(), adjacency, cfg.train.seed)?;
+        let built = build(cfg.model_config(), adjacency, cfg.train.seed)?;
+        let mut model = LinearPathModel::unfitted(built, cfg.model.linear_path);
         let params = self.file.all::<f32>()?;
         crate::checkpoint::verify::check_finite(&self.path, &params)?;
         let reason =
@@ -269,7 +271,8 @@ where
 {
     let warnings = weights.check_data(data)?;
     let adjacency = weights.adjacency(cfg, data)?;
-    let mut model = build(cfg.model_config(), adjacency, cfg.train.seed)?;
+    let built = build(cfg.model_config(), adjacency, cfg.train.seed)?;
+    let mut model = LinearPathModel::unfitted(built, cfg.model.linear_path);
     let params = weights.file.all::<f32>()?;
     crate::checkpoint::verify::check_finite(&weights.path, &params)?;
     let reason = |e: boldcast_core::Error| TrainError::Checkpoint { path: weights.path.clone(), reason: e.to_string() };

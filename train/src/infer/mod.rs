@@ -50,6 +50,7 @@ use crate::config::RunConfig;
 use crate::data::{load_data, DataIdentity, LoadedData, Split};
 use crate::error::TrainError;
 use crate::eval::Weights;
+use crate::linear_path::LinearPathModel;
 use boldcast_core::{Adjacency, Model, ModelConfig};
 use boldcast_data::Run;
 use std::path::PathBuf;
@@ -99,11 +100,12 @@ pub struct Predictor<M> {
     pub notes: Vec<String>,
 }
 
-impl<M: Model<f32>> Predictor<M> {
-    /// Opens `req` and builds the model with `build` (see the module documentation).
-    pub fn open<F>(req: &OpenRequest, build: F) -> Result<Predictor<M>, TrainError>
+impl<B: Model<f32>> Predictor<LinearPathModel<B>> {
+    /// Opens `req` and builds the model with `build`, with the linear path its configuration
+    /// names (see the module documentation).
+    pub fn open<F>(req: &OpenRequest, build: F) -> Result<Self, TrainError>
     where
-        F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
+        F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<B, boldcast_core::Error>,
     {
         let weights = Weights::open(&req.checkpoint)?;
         let mut cfg = weights.stored_config()?.ok_or_else(|| TrainError::Checkpoint {
@@ -136,7 +138,9 @@ impl<M: Model<f32>> Predictor<M> {
         let model = weights.build_model(&cfg, &loaded.ds, train_runs, build)?;
         Ok(Predictor { model, cfg, weights: weights.path().to_path_buf(), loaded, split, notes })
     }
+}
 
+impl<M: Model<f32>> Predictor<M> {
     /// The runs (indices into the dataset's runs, in file-name order) of `subjects` (labels
     /// with or without `sub-`; `None`: every run). A subject the data lacks is an error
     /// naming it and the data's subjects.
