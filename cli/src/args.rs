@@ -346,7 +346,7 @@ impl DataArgs {
 /// Flags shared by the commands that resolve a run configuration (`overfit`, `train`).
 #[derive(Debug, Default, Args)]
 pub struct RunArgs {
-    /// Start from this preset: quick, laptop (the default), cpu-demo or boldcast-demo.
+    /// Start from this preset: quick, laptop (the default), cpu-demo, boldcast-demo or fmri (real data: the linear path).
     #[arg(long)]
     pub preset: Option<String>,
     /// A TOML configuration overriding the preset (see configs/demo.toml).
@@ -521,6 +521,11 @@ pub struct EvalArgs {
     /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Score these subjects (`24,25` or `@FILE`) instead of the run's held-out ones, which
+    /// chose its best step: a test set kept out of training and validation. The run must
+    /// list its training subjects (--subjects-train); the baselines are fitted on those.
+    #[arg(long, value_name = "LIST|@FILE")]
+    pub test_subjects: Option<String>,
     /// Evaluate on data other than the training data (other parcel names, or training runs
     /// that differ from those the weights recorded), with a warning, instead of refusing.
     #[arg(long)]

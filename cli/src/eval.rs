@@ -124,6 +124,8 @@ pub struct EvalRequest {
     pub allow_other_data: bool,
     /// `--task --space --seg --format --tr --allow-mixed-tr`.
     pub picks: boldcast::data::Selection,
+    /// `--test-subjects`: score these instead of the configuration's held-out subjects.
+    pub test_subjects: Option<Vec<String>>,
 }
 
 /// The weights of `--checkpoint`; a missing path is named by its flag.
@@ -178,7 +180,10 @@ where
     for n in &loaded.notes {
         crate::errln!("{n}");
     }
-    let data = EvalData::new(loaded, &cfg)?;
+    let data = match &req.test_subjects {
+        Some(t) => EvalData::with_test_subjects(loaded, &cfg, t)?,
+        None => EvalData::new(loaded, &cfg)?,
+    };
     let report = evaluate_weights(&weights, &cfg, &data, build).map_err(|e| match e {
         e @ TrainError::OtherData { .. } => {
             CliError::Msg(format!("{e}; give --allow-other-data to evaluate on these data anyway"))

@@ -13,12 +13,12 @@ use boldcast_train::linear_path::LinearPathModel;
 use boldcast_train::TrainError;
 use std::io::IsTerminal;
 
+/// What [`open`] gives: the predictor, the runs, the context and its rule in words.
+pub type Opened<M> = (Predictor<LinearPathModel<M>>, Vec<usize>, Context, String);
+
 /// The predictor of `a` (the data's and its notes on stderr), the runs of `--subjects` and
 /// the context with its rule; the selection and the context are printed on stderr.
-pub fn open<M, F>(
-    a: &ModelDataArgs,
-    build: F,
-) -> Result<(Predictor<LinearPathModel<M>>, Vec<usize>, Context, String), CliError>
+pub fn open<M, F>(a: &ModelDataArgs, build: F) -> Result<Opened<M>, CliError>
 where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,

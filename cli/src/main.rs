@@ -70,6 +70,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 config: a.config,
                 allow_other_data: a.allow_other_data,
                 picks: a.picks.selection(),
+                test_subjects: a.test_subjects.as_deref().map(boldcast::data::parse_subject_list).transpose()?,
             };
             let rep = dispatch(a.backend, Eval(&req))?;
             if let Some(png) = &a.figure {

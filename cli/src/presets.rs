@@ -26,6 +26,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("laptop", include_str!("../../configs/presets/laptop.toml")),
     ("cpu-demo", include_str!("../../configs/presets/cpu-demo.toml")),
     ("boldcast-demo", include_str!("../../configs/presets/boldcast-demo.toml")),
+    ("fmri", include_str!("../../configs/presets/fmri.toml")),
 ];
 
 /// The preset of `overfit` and `train` when none is named.

@@ -10,6 +10,7 @@ use boldcast::core::Model;
 use boldcast::cpu::CpuModel;
 use boldcast::data::{Dataset, WindowRef, WindowSpec};
 use boldcast_train::eval::Weights;
+use boldcast_train::linear_path::LinearPathModel;
 use common::*;
 use std::path::Path;
 
@@ -73,7 +74,7 @@ fn trained(d: &Path, csv: bool) -> (std::path::PathBuf, std::path::PathBuf) {
 }
 
 /// The reference: the CPU model with the run's weights, and the data loaded here.
-fn reference(run_dir: &Path, data: &Path) -> (CpuModel<f32>, Dataset) {
+fn reference(run_dir: &Path, data: &Path) -> (LinearPathModel<CpuModel<f32>>, Dataset) {
     let w = Weights::open(run_dir).unwrap();
     let cfg = w.stored_config().unwrap().unwrap();
     let ds = Dataset::load(data).unwrap();
@@ -127,7 +128,7 @@ fn check_corr(e: &[f32], m: usize, r: &[f32], id: &str) {
 }
 
 /// The standardized forecasts of run `r` against the reference under context `k`.
-fn check_forecasts(fc: &Path, ds: &Dataset, model: &CpuModel<f32>, r: usize, k: Option<usize>, tol: f32) {
+fn check_forecasts(fc: &Path, ds: &Dataset, model: &impl Model<f32>, r: usize, k: Option<usize>, tol: f32) {
     let id = ds.runs[r].id.to_string();
     let (shape, std) = npy::<f32>(&fc.join(format!("{id}_forecast_std.npy")));
     assert_eq!(shape, [35, 2, 2, 4]);

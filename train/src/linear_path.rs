@@ -74,8 +74,13 @@ impl<M> LinearPathModel<M> {
         LinearPathModel { inner, kind, fit: None }
     }
 
-    /// `inner` with the fitted path `fit`.
-    pub fn with_fit(inner: M, kind: LinearPath, fit: LinearFit) -> Self {
+    /// `inner` with the fitted path `fit`, its coefficients rounded to the f32 the state
+    /// stores them in, so that a run resumed from its checkpoint forecasts with the very same
+    /// path as the run that wrote it.
+    pub fn with_fit(inner: M, kind: LinearPath, mut fit: LinearFit) -> Self {
+        for c in &mut fit.coefs {
+            c.iter_mut().for_each(|v| *v = *v as f32 as f64);
+        }
         LinearPathModel { inner, kind, fit: Some(fit) }
     }
 

@@ -251,6 +251,24 @@ impl EvalData {
         Ok(EvalData { loaded, split, spec, windows })
     }
 
+    /// Scores the runs of `test` instead of the configuration's held-out subjects: a test set
+    /// kept out of both training and validation (the held-out subjects of a run choose its
+    /// best step, so scoring them again flatters it). The configuration must list its
+    /// training subjects (`data.subjects_train`), which the baselines are fitted on as before;
+    /// a test subject among them is an error naming it.
+    pub fn with_test_subjects(loaded: LoadedData, cfg: &RunConfig, test: &[String]) -> Result<EvalData, TrainError> {
+        if cfg.data.subjects_train.is_empty() {
+            return Err(TrainError::Config(crate::config::ConfigError::Invalid {
+                field: "data.subjects_train".into(),
+                value: "[]".into(),
+                reason: "scoring test subjects needs the run's training subjects listed explicitly".into(),
+            }));
+        }
+        let mut cfg = cfg.clone();
+        cfg.data.subjects_heldout = test.to_vec();
+        EvalData::new(loaded, &cfg)
+    }
+
     /// Loads the data of `cfg` ([`load_data`]) and splits it.
     pub fn load(cfg: &RunConfig) -> Result<EvalData, TrainError> {
         EvalData::new(load_data(cfg)?, cfg)
