@@ -92,14 +92,21 @@ impl Printer {
             ));
         }
         if let Some(v) = r.verdict {
+            let fell = v.last <= v.ratio * v.first;
+            let zero = r.judgement.as_ref().map_or(String::new(), |j| {
+                format!("; val_loss {} predicting zero", if j.beats_zero { "<" } else { ">=" })
+            });
             lines.push(format!(
-                "verdict: {}  mean(last 3 val) = {:.6} {} 0.7 * mean(first 3 val) = 0.7 * {:.6} = {:.6}",
+                "verdict: {}  mean(last 3 val) = {:.6} {} 0.7 * mean(first 3 val) = 0.7 * {:.6} = {:.6}{zero}",
                 if v.passed { "PASS" } else { "FAIL" },
                 v.last,
-                if v.passed { "<=" } else { ">" },
+                if fell { "<=" } else { ">" },
                 v.first,
                 v.ratio * v.first
             ));
+        }
+        if let Some(j) = &r.judgement {
+            lines.push(format!("held-out: {}", j.words));
         }
         lines
     }

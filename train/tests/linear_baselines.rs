@@ -56,8 +56,8 @@ fn var1_reaches_the_exact_floor_of_the_var1_fixture() {
     }
     // A per-parcel predictor cannot reach the floor of coupled parcels.
     assert!(ar_p > 1.03 * var1, "ar_p {ar_p} vs var1 {var1}");
-    let VarChoice::Fitted { p, lambda, p_max, cv } = &b.var1.choice else { panic!("{:?}", b.var1.choice) };
-    assert_eq!((*p, *p_max, cv.len()), (1, 1, 7));
+    let VarChoice::Fitted { p, lambda, p_max, cv, .. } = &b.var1.choice else { panic!("{:?}", b.var1.choice) };
+    assert_eq!((*p, *p_max, cv.len()), (1, 1, boldcast_train::eval::var::RIDGE_GRID.len()));
     // Plenty of data: a small penalty (the largest within the tolerance of the best).
     assert!(*lambda <= 1e-2, "penalty {lambda}");
     // VAR(p) considers every order up to 8 (8 parcels x 8 lags = 64 features) and, on VAR(1)
