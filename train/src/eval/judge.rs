@@ -93,6 +93,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_loss_is_judged_against_predicting_zero_and_the_best_baseline() {
+        let cfg = RunConfig::from_toml_str("quick", include_str!("../../../configs/presets/quick.toml")).unwrap();
+        let td = TrainData::load(&cfg).unwrap();
+        let zero = zero_mse(&td, &cfg).unwrap();
+        // The issue's case: a loss of 2.24 where predicting zero costs about 1.
+        let j = judge(2.24, &td, &cfg).unwrap();
+        assert!((j.zero - zero).abs() < 1e-12 && (zero - 1.0).abs() < 0.3, "{j:?}");
+        assert!(!j.beats_zero);
+        let want = format!(
+            "val_loss 2.240000 is worse than predicting zero ({zero:.6}) by {:.1} %",
+            100.0 * (2.24 - zero) / zero
+        );
+        assert!(j.words.starts_with(&want), "{}", j.words);
+        // The best baseline of AR(1) data beats predicting zero; a loss below it beats both.
+        let (name, best) = (j.best_baseline.clone().unwrap(), j.best_mse.unwrap());
+        assert!(best < 0.9 * zero, "{j:?}");
+        let j = judge(0.9 * best, &td, &cfg).unwrap();
+        assert!(j.beats_zero);
+        assert!(
+            j.words.ends_with(&format!("better than {name} ({best:.6}) by 10.0 % (the best baseline)")),
+            "{}",
+            j.words
+        );
+    }
+
+    #[test]
     fn comparisons_say_better_or_worse_by_how_much() {
         // The real-data case of issue 28: 2.24 against predicting zero's 1.007.
         assert_eq!(compare(2.24, "predicting zero", 1.007), "worse than predicting zero (1.007000) by 122.4 %");
