@@ -91,7 +91,7 @@ impl ErrorSums {
         let per_parcel: Vec<Vec<f64>> =
             (0..nh).map(|h| (0..np).map(|p| r2(self.cell_sse(row, h, p), self.sst(h, p))).collect()).collect();
         let sums = |h: usize| (0..np).fold((0.0, 0.0), |(e, t), p| (e + self.cell_sse(row, h, p), t + self.sst(h, p)));
-        let per_horizon = (0..nh).map(|h| sums(h)).map(|(e, t)| r2(e, t)).collect();
+        let per_horizon = (0..nh).map(sums).map(|(e, t)| r2(e, t)).collect();
         let (e, t) = (0..nh).map(sums).fold((0.0, 0.0), |(a, b), (e, t)| (a + e, b + t));
         let parcel_median = per_parcel.iter().map(|v| median(v)).collect();
         RSquared { name: name.into(), per_horizon, pooled: r2(e, t), parcel_median, per_parcel }
