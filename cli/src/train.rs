@@ -56,8 +56,10 @@ impl Printer {
         } else {
             String::new()
         };
+        // Only the synthetic fixture has a floor; on other data it is the single-lag AR reference.
+        let label = if self.floor_kind.starts_with("exact") { "floor" } else { "single-lag AR ref" };
         format!(
-            "val    {:>6}  val_loss {:.6}  floor {:.6}  [{}]  val/train {}  best {:.6} @ {}{patience}",
+            "val    {:>6}  val_loss {:.6}  {label} {:.6}  [{}]  val/train {}  best {:.6} @ {}{patience}",
             v.step,
             v.val_loss,
             v.floor,
