@@ -70,8 +70,10 @@ pub enum Command {
     /// moments, state). Writes `loss_log.jsonl`, `summary.json`, `timing.json` (step time and
     /// the fraction spent waiting for data: the next batch is made while a step runs),
     /// `config.resolved.toml` and
-    /// `figures/loss_curves.png` (and `.svg`), and prints the verdict `mean(last 3 val) <= 0.7 * mean(first 3
-    /// val)`; exit status 1 when it fails, 2 on an error (a non-finite loss included).
+    /// `figures/loss_curves.png` (and `.svg`), and prints the verdict: PASS when `mean(last 3
+    /// val) <= 0.7 * mean(first 3 val)` and the last validation loss beats predicting zero,
+    /// with the loss beside predicting zero and the best baseline of `eval` in words; exit
+    /// status 1 when it fails, 2 on an error (a non-finite loss included).
     Train(TrainArgs),
     /// Time full training steps and print one JSON line with the speed and memory.
     ///
@@ -90,12 +92,14 @@ pub enum Command {
     /// Per-horizon MSE of the model beside predicting zero, repeating the last token, the
     /// window mean up to t, the iterated per-parcel AR(1) (`ar1_iterated`), and the linear
     /// baselines fitted on the training subjects, each directly for every horizon: per-parcel
-    /// AR(p) (`ar_p`) and ridge VAR(1) / VAR(p) across parcels (`var1`, `var_p`), p and the
-    /// penalty chosen by cross-validation over subjects; with the empirical floor
-    /// `1 - acf(L)^2` of the held-out runs (and the exact floor for the synthetic fixture) and
-    /// the model's relative improvement over the best baseline at each horizon. The
-    /// configuration, split and adjacency come from the checkpoint's metadata. Prints a table,
-    /// or JSON with --json; --figure draws the bars and a forecast example.
+    /// AR(p) (`ar_p`), ridge VAR(1) / VAR(p) across parcels (`var1`, `var_p`) and a
+    /// PCA-reduced VAR (`var_pca`), orders, rank and penalty chosen by cross-validation over
+    /// subjects; R^2 per horizon and parcel; the single-lag AR reference `1 - acf(L)^2` of the
+    /// held-out runs (and the exact floor for the synthetic fixture); and the model against
+    /// the best baseline at each horizon ("better than ... by 4.1 %"), with a paired bootstrap
+    /// interval over held-out subjects. The configuration, split and adjacency come from the
+    /// checkpoint's metadata. Prints a table, or JSON with --json; --figure draws the bars and
+    /// a forecast example.
     Eval(EvalArgs),
     /// Forecast whole runs with a checkpoint, at every horizon, into .npy files with their MSE.
     ///

@@ -2,9 +2,12 @@
 //! the library's evaluation ([`boldcast_train::eval`], which documents the weights, the
 //! held-out windows, the baselines and the floors; `--json` prints its [`EvalReport`]).
 //!
-//! The table prints every number of the JSON's rows, `improvement` and `baselines` (but each
-//! candidate's cross-validated MSE, which only the JSON holds); `--figure` draws them
-//! ([`crate::plot_eval`]).
+//! The table prints numbers of the JSON only: the rows, `single_lag_ar_reference` (the
+//! JSON's `floor_empirical` is the same numbers, so it is not printed again), `floor_exact`,
+//! `r_squared` (per horizon, pooled, and the median over parcels; each parcel's only in the
+//! JSON), `improvement` (its `words`), `bootstrap`'s sentence, `baselines` (but each
+//! candidate's cross-validated MSE, which only the JSON holds); `warnings` go to stderr; `--figure` draws
+//! them ([`crate::plot_eval`]).
 //!
 //! `--checkpoint` names the weights; `--config` replaces the configuration stored in them
 //! (needed for a file without one, written by PyTorch) and then the adjacency is rebuilt from
@@ -26,9 +29,13 @@ pub use boldcast_train::eval::{EvalReport, Row};
 
 /// The width of a number column of the table (the longest baseline name and a space).
 const COL: usize = 14;
+/// The width of the name column (the longest row label, `single-lag AR reference`, and a space).
+const NAME: usize = 24;
 
-/// The table printed on stdout: the MSE of every row per horizon and their mean, the model's
-/// improvement over the best baseline per horizon, and what the fitted baselines chose.
+/// The table printed on stdout: the MSE of every row per horizon and their mean beside the
+/// single-lag AR reference, `R^2`, the model against the best baseline per horizon (in words,
+/// with the paired bootstrap's sentence) and what the fitted baselines chose (the report's
+/// warnings, e.g. a penalty at an end of the ridge grid, go to stderr: [`eval_command`]).
 pub fn table(r: &EvalReport) -> String {
     let mut s = format!(
         "eval: {} on {}\nheld-out subjects {}, {} windows\n",
@@ -47,48 +54,71 @@ pub fn table(r: &EvalReport) -> String {
             .collect();
         s += &format!("horizons in seconds (TR {tr} s): {}\n", text.join(", "));
     }
-    s += &header(&r.horizons, true);
-    for row in r.rows.iter().chain(&r.floors) {
-        s += &format!("{:<18}", row.name);
-        for v in &row.per_horizon {
-            s += &format!("{v:>COL$.6}");
-        }
-        s += &format!("{:>COL$.6}\n", row.mean);
+    s += &header(&r.horizons, "mean");
+    let reference = ("single-lag AR reference", &r.single_lag_ar_reference);
+    let exact = r.floors.iter().filter(|f| f.name == "floor_exact").map(|f| (f.name.as_str(), f));
+    let labelled = r.rows.iter().map(|row| (row.name.as_str(), row)).chain([reference]).chain(exact);
+    for (label, row) in labelled {
+        s += &numbers(label, &row.per_horizon, Some(row.mean), 6);
     }
-    s + &improvement(r) + &choices(&r.baselines)
+    s += "  (single-lag AR reference: 1 - acf(L)^2 of the held-out runs, a per-parcel forecast from the last TR \
+          alone; not a floor)\n";
+    s + &r_squared(r) + &improvement(r) + &choices(&r.baselines)
 }
 
-/// The header line of the per-horizon columns.
-fn header(horizons: &[usize], mean: bool) -> String {
-    let mut s = format!("{:<18}", "");
+/// A line of the table: `label`, then `values` (and `last`) with `digits` decimals.
+fn numbers(label: &str, values: &[f64], last: Option<f64>, digits: usize) -> String {
+    let mut s = format!("{label:<NAME$}");
+    for v in values.iter().chain(&last) {
+        s += &format!("{v:>COL$.digits$}");
+    }
+    s + "\n"
+}
+
+/// The header line of the per-horizon columns, and a last column `last` (or none when empty).
+fn header(horizons: &[usize], last: &str) -> String {
+    let mut s = format!("{:<NAME$}", "");
     for h in horizons {
         s += &format!("{:>COL$}", format!("h{h}"));
     }
-    if mean {
-        s += &format!("{:>COL$}", "mean");
+    if !last.is_empty() {
+        s += &format!("{last:>COL$}");
     }
     s + "\n"
 }
 
-/// The model against the best baseline at each horizon.
+/// `R^2` per horizon pooled over parcels (and over everything), and its median over parcels.
+fn r_squared(r: &EvalReport) -> String {
+    let mut s =
+        "R^2 = 1 - SSE / SST (SST about the held-out targets' mean), per horizon, pooled over parcels\n".to_string();
+    s += &header(&r.horizons, "pooled");
+    for q in &r.r_squared {
+        s += &numbers(&q.name, &q.per_horizon, Some(q.pooled), 4);
+    }
+    s += "R^2 per parcel: median over parcels, per horizon (every parcel's in the JSON)\n";
+    s += &header(&r.horizons, "");
+    for q in &r.r_squared {
+        s += &numbers(&q.name, &q.parcel_median, None, 4);
+    }
+    s
+}
+
+/// The model against the best baseline at each horizon: the baseline, its MSE, the relative
+/// difference in words, and the paired bootstrap's sentence.
 fn improvement(r: &EvalReport) -> String {
     let i = &r.improvement;
-    let mut s =
-        "model vs the best baseline: relative improvement 1 - model / best (fraction of the best's MSE)\n".to_string();
-    s += &header(&r.horizons, false);
-    s += &format!("{:<18}", "best baseline");
+    let mut s = "model vs the best baseline (lowest held-out MSE at each horizon)\n".to_string();
+    s += &header(&r.horizons, "");
+    s += &format!("{:<NAME$}", "best baseline");
     for b in &i.best_baseline {
         s += &format!("{b:>COL$}");
     }
-    s += &format!("\n{:<18}", "best MSE");
-    for v in &i.best_mse {
-        s += &format!("{v:>COL$.6}");
+    s += "\n";
+    s += &numbers("best MSE", &i.best_mse, None, 6);
+    for (h, w) in r.horizons.iter().zip(&i.words) {
+        s += &format!("model at h{h}: {w} (of the best baseline's MSE)\n");
     }
-    s += &format!("\n{:<18}", "improvement");
-    for v in &i.relative {
-        s += &format!("{v:>+COL$.4}");
-    }
-    s + "\n"
+    s + &format!("paired bootstrap: {}\n", r.bootstrap.sentence)
 }
 
 /// What the fitted baselines chose (orders in TRs, penalties relative to the unit variance).
@@ -99,11 +129,20 @@ fn choices(c: &BaselineChoices) -> String {
         FoldUnit::Run => format!("{}-fold cross-validation over the training subject's runs", c.cv_folds),
     };
     let mut s = format!("chosen by {cv} (orders p in TRs; ridge lambda per sample, variance units):\n");
-    s += &format!("  ar_p: p = {} (of 1..={})\n", c.ar_p.p, c.ar_p.p_max);
-    for (name, v) in [("var1", &c.var1), ("var_p", &c.var_p)] {
+    s += &format!("  ar_p: p = {} (of 1..={})", c.ar_p.p, c.ar_p.p_max);
+    if c.ar_p.p_lowest_cv != c.ar_p.p {
+        s += &format!(
+            "; lowest CV MSE at p = {}, within one paired standard error or 0.1 % of which the lower order is kept",
+            c.ar_p.p_lowest_cv
+        );
+    }
+    s += "\n";
+    for (name, v) in [("var1", &c.var1), ("var_p", &c.var_p), ("var_pca", &c.var_pca)] {
         s += &match v {
-            VarChoice::Fitted { p, lambda, p_max, .. } => {
-                format!("  {name}: p = {p} (of 1..={p_max}), lambda = {lambda:e}\n")
+            VarChoice::Fitted { p, rank, lambda, p_max, .. } => {
+                let edge = if v.edge_warning(name).is_some() { " (an end of the grid)" } else { "" };
+                let rank = rank.map_or(String::new(), |r| format!(", rank {r} principal components"));
+                format!("  {name}: p = {p} (of 1..={p_max}){rank}, lambda = {lambda:e}{edge}\n")
             }
             VarChoice::Skipped { reason } => format!("  {name}: skipped: {reason}\n"),
         };

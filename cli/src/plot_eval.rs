@@ -41,6 +41,7 @@ pub fn row_color(name: &str, i: usize) -> RGBColor {
         "ar_p" => RGBColor(255, 127, 14),
         "var1" => RGBColor(44, 160, 44),
         "var_p" => RGBColor(148, 103, 189),
+        "var_pca" => RGBColor(0, 0, 128),
         "floor_empirical" => RGBColor(247, 182, 210),
         "floor_exact" => RGBColor(214, 39, 40),
         _ => HORIZON_COLORS[i % HORIZON_COLORS.len()],

@@ -56,8 +56,10 @@ impl Printer {
         } else {
             String::new()
         };
+        // Only the synthetic fixture has a floor; on other data it is the single-lag AR reference.
+        let label = if self.floor_kind.starts_with("exact") { "floor" } else { "single-lag AR ref" };
         format!(
-            "val    {:>6}  val_loss {:.6}  floor {:.6}  [{}]  val/train {}  best {:.6} @ {}{patience}",
+            "val    {:>6}  val_loss {:.6}  {label} {:.6}  [{}]  val/train {}  best {:.6} @ {}{patience}",
             v.step,
             v.val_loss,
             v.floor,
@@ -92,14 +94,21 @@ impl Printer {
             ));
         }
         if let Some(v) = r.verdict {
+            let fell = v.last <= v.ratio * v.first;
+            let zero = r.judgement.as_ref().map_or(String::new(), |j| {
+                format!("; val_loss {} predicting zero", if j.beats_zero { "<" } else { ">=" })
+            });
             lines.push(format!(
-                "verdict: {}  mean(last 3 val) = {:.6} {} 0.7 * mean(first 3 val) = 0.7 * {:.6} = {:.6}",
+                "verdict: {}  mean(last 3 val) = {:.6} {} 0.7 * mean(first 3 val) = 0.7 * {:.6} = {:.6}{zero}",
                 if v.passed { "PASS" } else { "FAIL" },
                 v.last,
-                if v.passed { "<=" } else { ">" },
+                if fell { "<=" } else { ">" },
                 v.first,
                 v.ratio * v.first
             ));
+        }
+        if let Some(j) = &r.judgement {
+            lines.push(format!("held-out: {}", j.words));
         }
         lines
     }

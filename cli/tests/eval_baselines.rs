@@ -1,6 +1,7 @@
 //! `bc-cli eval`: the baselines' values on AR(1) data, the table, the JSON (the rows, the
-//! fitted baselines' choices, the improvement over the best baseline, the forecast example),
-//! and where the weights come from.
+//! fitted baselines' choices, the improvement over the best baseline, R^2, the paired
+//! bootstrap, the single-lag AR reference, the forecast example), and where the weights come
+//! from.
 
 mod common;
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
@@ -59,7 +60,7 @@ fn eval_json_and_table_of_a_short_run() {
         rows.into_iter().find(|r| r["name"] == name).unwrap().clone()
     };
     let names: Vec<&str> = e["rows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
-    let all = ["model", "zero", "last_token", "window_mean", "ar1_iterated", "ar_p", "var1", "var_p"];
+    let all = ["model", "zero", "last_token", "window_mean", "ar1_iterated", "ar_p", "var1", "var_p", "var_pca"];
     assert_eq!(names, all);
     // Standardized data: predicting zero costs about the variance, 1.
     let zero = row("zero")["mean"].as_f64().unwrap();
@@ -80,8 +81,13 @@ fn eval_json_and_table_of_a_short_run() {
         assert!(per[0] < per[1] || r == "zero" || r == "model", "{r}: the farther horizon is harder: {per:?}");
     }
     assert_eq!(e["ar1_phi"].as_array().unwrap().len(), 4);
+    // The single-lag AR reference is `floor_empirical`'s numbers under its own name.
+    assert_eq!(e["single_lag_ar_reference"]["per_horizon"], row("floor_empirical")["per_horizon"]);
+    assert_eq!(e["single_lag_ar_reference"]["name"], "single_lag_ar_reference");
     check_choices(&e["baselines"]);
     check_improvement(&e);
+    check_r_squared(&e, &all);
+    check_bootstrap(&e);
     check_example(&e["forecast_example"]);
     // The model row is the best validation loss of the run.
     let s: serde_json::Value =
@@ -91,10 +97,16 @@ fn eval_json_and_table_of_a_short_run() {
     let o = run(&["eval", "--checkpoint", out.join("checkpoints/step-000020/model.safetensors").to_str().unwrap()]);
     let (table, _) = text(&o);
     assert_eq!(o.status.code(), Some(0));
-    for &r in &with_floors {
+    let printed: Vec<&str> = all.iter().copied().chain(["floor_exact"]).collect();
+    for &r in &printed {
         assert!(table.contains(&format!("{:.6}", row(r)["mean"].as_f64().unwrap())) || r == "model", "{r}: {table}");
         assert!(table.lines().any(|l| l.starts_with(r)), "{table}");
     }
+    // The single-lag AR reference is printed under that name, and "floor" only for the exact one.
+    let reference = e["single_lag_ar_reference"]["mean"].as_f64().unwrap();
+    let line = table.lines().find(|l| l.starts_with("single-lag AR reference")).expect("the reference row");
+    assert!(line.contains(&format!("{reference:.6}")), "{table}");
+    assert!(!table.contains("floor_empirical") && !table.contains("empirical floor"), "{table}");
     check_table(&table, &e);
     // Errors name the path.
     let o = run(&["eval", "--checkpoint", d.path().join("nope").to_str().unwrap()]);
@@ -110,12 +122,54 @@ fn check_choices(b: &serde_json::Value) {
     let p = b["ar_p"]["p"].as_u64().unwrap();
     assert!((1..=8).contains(&p), "{b}");
     assert_eq!((b["var1"]["status"].as_str(), b["var1"]["p"].as_u64()), (Some("fitted"), Some(1)), "{b}");
-    let grid = [1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6];
+    let grid = [1e2, 1e1, 1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8];
     assert!(grid.contains(&b["var1"]["lambda"].as_f64().unwrap()), "{b}");
-    assert_eq!(b["var1"]["cv"].as_array().unwrap().len(), 7);
+    assert_eq!(b["var1"]["cv"].as_array().unwrap().len(), 11);
     // 4 parcels x 8 lags are 32 features: VAR(p) is fitted, every order considered.
     assert_eq!((b["var_p"]["status"].as_str(), b["var_p"]["p_max"].as_u64()), (Some("fitted"), Some(8)), "{b}");
-    assert_eq!(b["var_p"]["cv"].as_array().unwrap().len(), 8 * 7);
+    assert_eq!(b["var_p"]["cv"].as_array().unwrap().len(), 8 * 11);
+    // The PCA-reduced VAR: ranks 1 and 2 of 4 parcels, orders 1..=8, every penalty.
+    let pca = &b["var_pca"];
+    assert_eq!((pca["status"].as_str(), pca["p_max"].as_u64()), (Some("fitted"), Some(8)), "{b}");
+    assert!([1, 2].contains(&pca["rank"].as_u64().unwrap()), "{b}");
+    assert_eq!(pca["cv"].as_array().unwrap().len(), 2 * 8 * 11);
+    assert!(b["ar_p"]["p_lowest_cv"].as_u64().is_some_and(|p| (1..=8).contains(&p)), "{b}");
+}
+
+/// `r_squared`: a row per row of `rows`; against the same targets, `1 - R^2` is the SSE over
+/// the SST, so the ratio of two baselines' `1 - R^2` is the ratio of their MSEs.
+fn check_r_squared(e: &serde_json::Value, all: &[&str]) {
+    let r2 = e["r_squared"].as_array().unwrap();
+    let names: Vec<&str> = r2.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, all);
+    let rows = e["rows"].as_array().unwrap();
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    let zero = r2.iter().find(|r| r["name"] == "zero").unwrap();
+    for (r, row) in r2.iter().zip(rows) {
+        assert_eq!(r["per_parcel"].as_array().unwrap().len(), 2);
+        assert_eq!(r["per_parcel"][0].as_array().unwrap().len(), 4);
+        for i in 0..2 {
+            let want = f(&row["per_horizon"][i]) / f(&rows[1]["per_horizon"][i]);
+            let got = (1.0 - f(&r["per_horizon"][i])) / (1.0 - f(&zero["per_horizon"][i]));
+            let tol = if r["name"] == "model" { 1e-4 } else { 1e-9 };
+            assert!((got / want - 1.0).abs() < tol, "{}: {got} vs {want}", r["name"]);
+        }
+    }
+    // Predicting zero explains nothing: R^2 at most 0, and near it on standardized data.
+    assert!(f(&zero["pooled"]) <= 0.0 && f(&zero["pooled"]) > -0.2, "{zero}");
+}
+
+/// `bootstrap`: one held-out subject, so no interval, and the sentence says so.
+fn check_bootstrap(e: &serde_json::Value) {
+    let b = &e["bootstrap"];
+    assert_eq!((b["resamples"].as_u64(), b["seed"].as_u64(), b["subjects"].as_u64()), (Some(2000), Some(28), Some(1)));
+    for (i, c) in b["per_horizon"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(c["best_baseline"], e["improvement"]["best_baseline"][i]);
+        assert!(c["interval"].is_null(), "{c}");
+        let rel = c["relative_difference"].as_f64().unwrap();
+        assert!((rel + e["improvement"]["relative"][i].as_f64().unwrap()).abs() < 1e-4, "{c}");
+    }
+    assert!(b["sentence"].as_str().unwrap().contains("no interval can be computed"), "{b}");
 }
 
 /// `improvement`: at each horizon the best baseline is the row (other than the model's and
@@ -155,17 +209,34 @@ fn check_table(table: &str, e: &serde_json::Value) {
     assert!(table.contains("MSE of standardized BOLD (variance units), per horizon h (tokens ahead)"), "{table}");
     let imp = &e["improvement"];
     let line = |start: &str| table.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("{start}: {table}"));
-    for i in 0..2 {
+    for (i, h) in [1, 5].into_iter().enumerate() {
         assert!(line("best baseline").contains(imp["best_baseline"][i].as_str().unwrap()), "{table}");
         assert!(line("best MSE").contains(&format!("{:.6}", imp["best_mse"][i].as_f64().unwrap())), "{table}");
-        assert!(line("improvement").contains(&format!("{:+.4}", imp["relative"][i].as_f64().unwrap())), "{table}");
+        let words = imp["words"][i].as_str().unwrap();
+        let rel = imp["relative"][i].as_f64().unwrap();
+        let want = format!(
+            "{} than {} by {:.1} %",
+            if rel >= 0.0 { "better" } else { "worse" },
+            imp["best_baseline"][i].as_str().unwrap(),
+            100.0 * rel.abs()
+        );
+        assert_eq!(words, want);
+        assert!(line(&format!("model at h{h}: ")).contains(words), "{table}");
     }
+    assert!(!table.contains("improvement"), "no bare signed improvement: {table}");
+    assert!(line("paired bootstrap: ").contains(e["bootstrap"]["sentence"].as_str().unwrap()), "{table}");
+    let r2 = &e["r_squared"][0];
+    let l = line("model");
+    assert!(table.contains("R^2 = 1 - SSE / SST"), "{table}");
+    let model_r2 = table.lines().filter(|l| l.starts_with("model ")).nth(1).unwrap_or(l);
+    assert!(model_r2.contains(&format!("{:.4}", r2["pooled"].as_f64().unwrap())), "{table}");
     let b = &e["baselines"];
     assert!(table.contains(&format!("  ar_p: p = {} (of 1..=8)", b["ar_p"]["p"])), "{table}");
-    for name in ["var1", "var_p"] {
+    for name in ["var1", "var_p", "var_pca"] {
         let v = &b[name];
-        let want =
-            format!("  {name}: p = {} (of 1..={}), lambda = {:e}", v["p"], v["p_max"], v["lambda"].as_f64().unwrap());
+        let rank = v["rank"].as_u64().map_or(String::new(), |r| format!(", rank {r} principal components"));
+        let lambda = v["lambda"].as_f64().unwrap();
+        let want = format!("  {name}: p = {} (of 1..={}){rank}, lambda = {lambda:e}", v["p"], v["p_max"]);
         assert!(table.contains(&want), "`{want}` not in {table}");
     }
     assert!(table.contains("chosen by 3-fold cross-validation over training subjects (orders p in TRs"), "{table}");

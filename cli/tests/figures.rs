@@ -109,7 +109,7 @@ fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
     let e: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let rows: Vec<serde_json::Value> =
         e["rows"].as_array().unwrap().iter().chain(e["floors"].as_array().unwrap()).cloned().collect();
-    assert_eq!(rows.len(), 10, "model, 7 baselines, 2 floors");
+    assert_eq!(rows.len(), 11, "model, 8 baselines, 2 floors");
     let svg = png.with_extension("svg");
     let texts = svg_texts(&svg);
     let caption = "Forecast example: parcel parcel-000, sub-04_run-1, TRs 0..32 of the run";

@@ -64,7 +64,7 @@ pub struct FloorInfo {
     pub overall: f64,
     /// Per horizon.
     pub per_horizon: Vec<f64>,
-    /// `"exact AR(1) floor"` or `"empirical single-lag floor (held-out runs)"`.
+    /// `"exact AR(1) floor"` or `"single-lag AR reference (held-out runs)"` (`1 - acf(L)^2`, no floor on real data).
     pub kind: String,
 }
 
@@ -117,7 +117,7 @@ pub fn empirical_floor(ds: &Dataset, runs: &[usize], horizons: &[usize], d_in: u
         per.push(pp.iter().sum::<f64>() / pp.len() as f64);
     }
     let overall = per.iter().sum::<f64>() / per.len() as f64;
-    Ok(FloorInfo { overall, per_horizon: per, kind: "empirical single-lag floor (held-out runs)".into() })
+    Ok(FloorInfo { overall, per_horizon: per, kind: "single-lag AR reference (held-out runs)".into() })
 }
 
 /// Everything a training run needs from the data.

@@ -13,7 +13,8 @@
 //! - A non-finite loss or gradient norm stops the run with [`TrainError::NonFinite`] after the
 //!   log line `{"event":"stopped","reason":"non_finite",...}`; the last checkpoint stays.
 //! - The end: `{"event":"finished"|"stopped","reason","step"}`, the red flags
-//!   ([`crate::flags`]), and for a finished run the held-out verdict and `summary.json`.
+//!   ([`crate::flags`]), and for a finished run the held-out verdict (the validation loss
+//!   fell, and it beats predicting zero: [`crate::eval::judge`]) and `summary.json`.
 
 use crate::checkpoint::{self as ck, CheckpointData, Loaded, RngState, TrainState, ValState};
 use crate::config::RunConfig;
@@ -588,6 +589,13 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
                 Some(crate::validate::validate(&self.trainer.model, data, &data.val_windows, b, &self.run.dist)?);
         }
         let vals: Vec<f64> = self.val.history.iter().map(|(_, v)| *v).collect();
+        let judgement = match (&self.last_val, finished) {
+            (Some((loss, _)), true) => Some(crate::eval::judge::judge(*loss, self.run.data, self.run.cfg)?),
+            _ => None,
+        };
+        let beats_zero = judgement.as_ref().is_none_or(|j| j.beats_zero);
+        let verdict =
+            heldout_verdict(&vals).map(|v| boldcast_core::accept::Verdict { passed: v.passed && beats_zero, ..v });
         let report = TrainReport {
             steps,
             start_step: self.start,
@@ -595,7 +603,8 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             reason,
             val_history: self.val.history.clone(),
             best: self.val.best,
-            verdict: if finished { heldout_verdict(&vals) } else { None },
+            verdict: if finished { verdict } else { None },
+            judgement,
             last_val: self.last_val.clone(),
             floor: self.run.data.floor.clone(),
             red_flags: self.flags.clone(),

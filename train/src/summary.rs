@@ -53,8 +53,12 @@ pub struct TrainReport {
     pub val_history: Vec<(u64, f64)>,
     /// The best validation `(step, loss)`.
     pub best: Option<(u64, f64)>,
-    /// The held-out verdict (when the run finished).
+    /// The held-out verdict (when the run finished): `passed` when the validation loss fell
+    /// by the rule and beats predicting zero ([`crate::eval::judge`]).
     pub verdict: Option<Verdict>,
+    /// The last validation loss against predicting zero and the best baseline (when the run
+    /// finished).
+    pub judgement: Option<crate::eval::judge::Judgement>,
     /// The last validation `(loss, per horizon)`.
     pub last_val: Option<(f64, Vec<f64>)>,
     /// The floor.
@@ -111,6 +115,7 @@ pub fn summary_json(
         "mean_last_3": v.map(|v| v.last),
         "threshold": v.map(|v| v.ratio * v.first),
         "passed": v.map(|v| v.passed),
+        "heldout": r.judgement,
         "red_flags": r.red_flags,
         "provenance": data.identity.provenance,
         "loss_log": "loss_log.jsonl",

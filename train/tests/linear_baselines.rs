@@ -1,7 +1,8 @@
 //! The fitted linear baselines of `eval` on data whose exact floor is known: the VAR(1)
 //! fixture (`var1` reaches its floor, which no per-parcel predictor can), the AR(1) fixture
 //! (`ar_p` chooses p = 1 and reaches the floor), and AR(2) data (`ar_p` chooses p = 2 and
-//! beats the iterated AR(1)). Training and held-out subjects are disjoint, as in `eval`.
+//! beats the iterated AR(1)), and data of two latent sources (`var_pca` keeps rank 2 or more
+//! and matches `var_p`). Training and held-out subjects are disjoint, as in `eval`.
 
 use boldcast_data::{Dataset, WindowSpec};
 use boldcast_fixtures::{Ar1Spec, Layout, RhoSpec, SynthRun, Var1Spec};
@@ -56,8 +57,8 @@ fn var1_reaches_the_exact_floor_of_the_var1_fixture() {
     }
     // A per-parcel predictor cannot reach the floor of coupled parcels.
     assert!(ar_p > 1.03 * var1, "ar_p {ar_p} vs var1 {var1}");
-    let VarChoice::Fitted { p, lambda, p_max, cv } = &b.var1.choice else { panic!("{:?}", b.var1.choice) };
-    assert_eq!((*p, *p_max, cv.len()), (1, 1, 7));
+    let VarChoice::Fitted { p, lambda, p_max, cv, .. } = &b.var1.choice else { panic!("{:?}", b.var1.choice) };
+    assert_eq!((*p, *p_max, cv.len()), (1, 1, boldcast_train::eval::var::RIDGE_GRID.len()));
     // Plenty of data: a small penalty (the largest within the tolerance of the best).
     assert!(*lambda <= 1e-2, "penalty {lambda}");
     // VAR(p) considers every order up to 8 (8 parcels x 8 lags = 64 features) and, on VAR(1)
@@ -123,4 +124,44 @@ fn ar_p_chooses_p2_on_ar2_data_and_beats_the_iterated_ar1() {
     // The exact floors of this AR(2): 1-step innovation variance over the process variance.
     let var = (1.0 + 0.5) / ((1.0 - 0.5) * ((1.0 + 0.5f64).powi(2) - 1.2f64.powi(2)));
     assert!((ar_p[0] * var - 1.0).abs() < 0.02, "ar_p h1 {} vs 1 / var {}", ar_p[0], 1.0 / var);
+}
+
+/// Runs of `parcels` parcels driven by two latent AR(1) sources (rho 0.9 and 0.6, unit
+/// innovations) through fixed loadings, plus independent noise of standard deviation 0.3.
+fn low_rank_runs(parcels: usize) -> Vec<SynthRun> {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let loading = |p: usize, k: usize| ((p * 7 + k * 3) % 5) as f64 / 4.0 - 0.5 + if k == p % 2 { 0.8 } else { 0.0 };
+    (0..SUBJECTS)
+        .map(|s| {
+            let mut data = vec![0.0f64; TRS * parcels];
+            let mut z = [0.0f64; 2];
+            for n in 0..TRS + 100 {
+                for (k, rho) in [0.9, 0.6].into_iter().enumerate() {
+                    let e: f64 = StandardNormal.sample(&mut rng);
+                    z[k] = rho * z[k] + e;
+                }
+                for p in 0..parcels {
+                    let e: f64 = StandardNormal.sample(&mut rng);
+                    if n >= 100 {
+                        data[(n - 100) * parcels + p] = loading(p, 0) * z[0] + loading(p, 1) * z[1] + 0.3 * e;
+                    }
+                }
+            }
+            SynthRun { subject: format!("{:02}", s + 1), run: "1".into(), n_tr: TRS, parcels, data }
+        })
+        .collect()
+}
+
+#[test]
+fn var_pca_finds_the_rank_of_low_rank_data_and_beats_the_per_parcel_ar() {
+    let ds = Dataset::from_synth(&low_rank_runs(8), None).unwrap();
+    let (b, rows) = rows(&ds, &[1, 3], 1);
+    let (pca, var_p, ar_p) = (mean(&rows, "var_pca"), mean(&rows, "var_p"), mean(&rows, "ar_p"));
+    let VarChoice::Fitted { rank, p, .. } = &b.var_pca.choice else { panic!("{:?}", b.var_pca.choice) };
+    println!("low-rank data: var_pca {pca:.5} (rank {rank:?}, p {p}), var_p {var_p:.5}, ar_p {ar_p:.5}");
+    // Two sources: rank 2 or more (of 1, 2, 4), and as good as the full VAR(p).
+    assert!(rank.is_some_and(|r| r >= 2), "rank {rank:?}, p {p}");
+    assert!((pca / var_p - 1.0).abs() < 0.01, "var_pca {pca} vs var_p {var_p}");
+    // The sources are shared: pooling the parcels beats each parcel's own past.
+    assert!(pca < 0.97 * ar_p, "var_pca {pca} vs ar_p {ar_p}");
 }

@@ -4,7 +4,10 @@
 //!
 //! One order `p` serves every parcel and lead, chosen by cross-validation over the training
 //! subjects ([`super::cv`]) among `1..=AR_P_MAX` (lags in TRs): the candidates are scored on
-//! the loss, every parcel and lead alike. All orders are fitted on the same samples (those
+//! the loss, every parcel and lead alike. The rule keeps the lowest order whose
+//! cross-validated MSE is within `max(one paired standard error, 0.1 %)` of the lowest, not
+//! the order of the lowest MSE: p = 3 is chosen over a p = 4 whose MSE is lower by less than
+//! that (the report gives both, [`ArChoice::p_lowest_cv`], and every order's MSE). All orders are fitted on the same samples (those
 //! with `AR_P_MAX` TRs of history), each from the leading block of one set of moments. A
 //! relative ridge of [`AR_RIDGE`] keeps a parcel that is all zeros (constant in every run)
 //! solvable; it moves no coefficient measurably.
@@ -28,6 +31,9 @@ pub const AR_RIDGE: f64 = 1e-8;
 pub struct ArChoice {
     /// The chosen order, in TRs.
     pub p: usize,
+    /// The order of the lowest cross-validated MSE (the chosen one is the lowest order within
+    /// the tolerance of [`super::cv`] of it; `p` without cross-validation).
+    pub p_lowest_cv: usize,
     /// The highest order considered ([`AR_P_MAX`]).
     pub p_max: usize,
     /// The cross-validated MSE of each order `1..=p_max` (empty without cross-validation).
@@ -64,9 +70,10 @@ pub fn fit_ar_p(ds: &Dataset, folds: &Folds, leads: &[usize]) -> Result<(LinearF
         }
     }
     let p = choose(&errors, 0) + 1;
-    let cv = if folds.cross_validates() { errors.iter().map(|e| cv_mse(e)).collect() } else { Vec::new() };
+    let cv: Vec<f64> = if folds.cross_validates() { errors.iter().map(|e| cv_mse(e)).collect() } else { Vec::new() };
+    let p_lowest_cv = (0..cv.len()).min_by(|&a, &b| cv[a].total_cmp(&cv[b])).map_or(p, |i| i + 1);
     let fit = LinearFit { coupling: Coupling::PerParcel, parcels: ds.parcels, coefs: orders(&totals, p, leads.len())? };
-    Ok((fit, ArChoice { p, p_max: AR_P_MAX, cv_mse: cv }))
+    Ok((fit, ArChoice { p, p_lowest_cv, p_max: AR_P_MAX, cv_mse: cv }))
 }
 
 /// The coefficients of every order `1..=p` from each parcel's total moments, in the layout

@@ -1,7 +1,7 @@
 //! The baselines of an evaluation: the simple ones ([`baseline_forecasts`]: zero, last
 //! token, window mean, the iterated AR(1) of [`fit_ar1`]) and the fitted linear ones
 //! ([`Baselines`], fitted by [`fit_baselines`] on the training runs: `ar_p`, `var1`,
-//! `var_p`), with the forecasts of all of them ([`Baselines::forecasts`]) in the order of
+//! `var_p`, `var_pca`), with the forecasts of all of them ([`Baselines::forecasts`]) in the order of
 //! [`Baselines::names`].
 
 use super::ar::{fit_ar_p, ArChoice};
@@ -78,6 +78,16 @@ pub struct BaselineChoices {
     pub var1: VarChoice,
     /// `var_p`'s order and penalty, or why it was skipped.
     pub var_p: VarChoice,
+    /// `var_pca`'s rank, order and penalty, or why it was skipped.
+    pub var_pca: VarChoice,
+}
+
+impl BaselineChoices {
+    /// What the user should be warned of: a ridge penalty chosen at an end of the grid.
+    pub fn warnings(&self) -> Vec<String> {
+        let fits = [("var1", &self.var1), ("var_p", &self.var_p), ("var_pca", &self.var_pca)];
+        fits.iter().filter_map(|(n, c)| c.edge_warning(n)).collect()
+    }
 }
 
 /// Every baseline of an evaluation, fitted on the training runs.
@@ -97,6 +107,8 @@ pub struct Baselines {
     pub var1: VarBaseline,
     /// The VAR(p).
     pub var_p: VarBaseline,
+    /// The PCA-reduced VAR.
+    pub var_pca: VarBaseline,
 }
 
 /// Fits every baseline on `train_runs` of `ds` for `horizons` and tokens of `d_in` TRs.
@@ -109,15 +121,16 @@ pub fn fit_baselines(
     let folds = folds(ds, train_runs);
     let leads = leads(horizons, d_in);
     let (ar_p, ar_choice) = fit_ar_p(ds, &folds, &leads)?;
-    let (var1, var_p) = fit_var(ds, &folds, &leads)?;
+    let vars = fit_var(ds, &folds, &leads)?;
     Ok(Baselines {
         horizons: horizons.to_vec(),
         ar1_phi: fit_ar1(ds, train_runs)?,
         folds,
         ar_p,
         ar_choice,
-        var1,
-        var_p,
+        var1: vars.var1,
+        var_p: vars.var_p,
+        var_pca: vars.var_pca,
     })
 }
 
@@ -127,10 +140,11 @@ impl Baselines {
         let mut v = vec![("ar_p", &self.ar_p)];
         v.extend(self.var1.fit.as_ref().map(|f| ("var1", f)));
         v.extend(self.var_p.fit.as_ref().map(|f| ("var_p", f)));
+        v.extend(self.var_pca.fit.as_ref().map(|f| ("var_pca", f)));
         v
     }
 
-    /// The rows' names: [`SIMPLE`], then `ar_p`, `var1`, `var_p` (those fitted).
+    /// The rows' names: [`SIMPLE`], then `ar_p`, `var1`, `var_p`, `var_pca` (those fitted).
     pub fn names(&self) -> Vec<&'static str> {
         SIMPLE.iter().copied().chain(self.linear().into_iter().map(|(n, _)| n)).collect()
     }
@@ -150,6 +164,7 @@ impl Baselines {
             ar_p: self.ar_choice.clone(),
             var1: self.var1.choice.clone(),
             var_p: self.var_p.choice.clone(),
+            var_pca: self.var_pca.choice.clone(),
         }
     }
 }

@@ -3,7 +3,9 @@
 //! `bc-cli eval --json`'s output (fields in this order).
 
 use super::baselines::BaselineChoices;
+use super::bootstrap::PairedBootstrap;
 use super::example::ForecastExample;
+use super::rsquared::RSquared;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -11,7 +13,7 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
     /// `model`, `zero`, `last_token`, `window_mean`, `ar1_iterated`, `ar_p`, `var1`, `var_p`,
-    /// `floor_empirical`, `floor_exact`.
+    /// `var_pca`, `single_lag_ar_reference`, `floor_empirical`, `floor_exact`.
     pub name: String,
     /// MSE per horizon.
     pub per_horizon: Vec<f64>,
@@ -37,20 +39,27 @@ pub struct Improvement {
     /// The model's relative improvement over it, `1 - model / best` (a fraction of the best
     /// baseline's MSE; positive when the model is better).
     pub relative: Vec<f64>,
+    /// The same in words: "better than var_p by 4.1 %" or "worse than var_p by 1.5 %" (of the
+    /// best baseline's MSE).
+    pub words: Vec<String>,
 }
 
 impl Improvement {
     /// The improvement of the row `model` of `rows` over the others (every baseline); empty
     /// without a model row or a baseline.
     pub fn of(rows: &[Row]) -> Improvement {
-        let mut imp = Improvement { best_baseline: Vec::new(), best_mse: Vec::new(), relative: Vec::new() };
+        let mut imp =
+            Improvement { best_baseline: Vec::new(), best_mse: Vec::new(), relative: Vec::new(), words: Vec::new() };
         let Some(model) = rows.iter().find(|r| r.name == "model") else { return imp };
         let base: Vec<&Row> = rows.iter().filter(|r| r.name != "model").collect();
         for (i, m) in model.per_horizon.iter().enumerate() {
             let Some(best) = base.iter().min_by(|a, b| a.per_horizon[i].total_cmp(&b.per_horizon[i])) else { break };
             imp.best_baseline.push(best.name.clone());
             imp.best_mse.push(best.per_horizon[i]);
-            imp.relative.push(1.0 - m / best.per_horizon[i]);
+            let rel = 1.0 - m / best.per_horizon[i];
+            let word = if rel >= 0.0 { "better" } else { "worse" };
+            imp.words.push(format!("{word} than {} by {:.1} %", best.name, 100.0 * rel.abs()));
+            imp.relative.push(rel);
         }
         imp
     }
@@ -76,7 +85,9 @@ pub struct EvalReport {
     pub windows: usize,
     /// The model and the baselines.
     pub rows: Vec<Row>,
-    /// The floors (empirical; exact for the synthetic fixture).
+    /// `floor_empirical`: the same numbers as `single_lag_ar_reference` (kept under its old
+    /// name for older consumers; no floor on real data); and for the synthetic AR(1) fixture
+    /// `floor_exact`, its exact floor `1 - rho^(2L)`.
     pub floors: Vec<Row>,
     /// The fitted AR(1) coefficient per parcel (of `ar1_iterated`).
     pub ar1_phi: Vec<f64>,
@@ -85,6 +96,15 @@ pub struct EvalReport {
     pub baselines: BaselineChoices,
     /// The model against the best baseline at each horizon.
     pub improvement: Improvement,
+    /// The single-lag AR reference `1 - acf(L)^2` on the held-out runs: what a per-parcel
+    /// forecast from the last TR alone would reach with the held-out autocorrelation; a
+    /// reference, not a floor (models with more lags or parcels beat it on real data).
+    pub single_lag_ar_reference: Row,
+    /// `R^2` of the model and every baseline ([`super::rsquared`]), in the order of `rows`.
+    pub r_squared: Vec<RSquared>,
+    /// The model against the best baseline at each horizon, with a paired bootstrap over the
+    /// held-out subjects ([`super::bootstrap`]).
+    pub bootstrap: PairedBootstrap,
     /// One parcel of the first held-out window and the model's forecasts of it.
     pub forecast_example: Option<ForecastExample>,
     /// What the user should be warned of (data other than the training data, when allowed).
@@ -92,9 +112,9 @@ pub struct EvalReport {
 }
 
 impl EvalReport {
-    /// The row called `name` (model, baselines or floors).
+    /// The row called `name` (model, baselines, the single-lag AR reference or floors).
     pub fn row(&self, name: &str) -> Option<&Row> {
-        self.rows.iter().chain(&self.floors).find(|r| r.name == name)
+        self.rows.iter().chain([&self.single_lag_ar_reference]).chain(&self.floors).find(|r| r.name == name)
     }
 }
 
@@ -109,6 +129,7 @@ mod tests {
         assert_eq!(imp.best_baseline, ["a", "b"]);
         assert_eq!(imp.best_mse, [0.4, 0.95]);
         assert_eq!(imp.relative, [1.0 - 0.5 / 0.4, 1.0 - 0.9 / 0.95]);
+        assert_eq!(imp.words, ["worse than a by 25.0 %", "better than b by 5.3 %"]);
         assert!(Improvement::of(&rows[1..]).relative.is_empty());
     }
 }

@@ -1,30 +1,59 @@
 //! The per-horizon MSE of the baselines ([`score_baselines`]) and of a model beside them
 //! ([`evaluate`]) over windows, each the window-weighted mean of the batches' MSEs, the
-//! model in f32 as it trains and the baselines in f64, against the same targets.
+//! model in f32 as it trains and the baselines in f64, against the same targets; with the
+//! model, every row's squared errors per held-out subject, horizon and parcel too
+//! ([`ErrorSums`], for `R^2` and the paired bootstrap).
 
 use super::baselines::Baselines;
 use super::report::Row;
+use super::rsquared::ErrorSums;
 use crate::error::TrainError;
 use boldcast_core::forecast::{build_forecast_targets, per_horizon_losses};
 use boldcast_core::Model;
 use boldcast_data::{Dataset, WindowRef, WindowSpec};
 
-/// Adds `w` times the per-horizon MSEs of each forecast of `batch` to `sums`.
+/// Where the squared errors of a batch go, beside the MSE sums: the error sums (rows from
+/// `first`) and the subject of each window of the batch.
+struct Detail<'a> {
+    sums: &'a mut ErrorSums,
+    first: usize,
+    subject: Vec<usize>,
+}
+
+/// Adds `w` times the per-horizon MSEs of each forecast of `batch` to `sums`, and with
+/// `detail` their squared errors (and the targets) to its error sums.
 fn add_baselines(
     sums: &mut [Vec<f64>],
     b: &Baselines,
     ds: &Dataset,
     (chunk, spec): (&[WindowRef], &WindowSpec),
+    mut detail: Option<&mut Detail>,
 ) -> Result<(), TrainError> {
     let w = chunk.len() as f64;
     let t64 = ds.tokens::<f64>(chunk, spec)?;
     let target = build_forecast_targets(&t64, &b.horizons)?;
-    for (s, f) in sums.iter_mut().zip(b.forecasts(&t64)) {
+    if let Some(d) = detail.as_deref_mut() {
+        d.sums.add_targets(&target);
+    }
+    for (i, (s, f)) in sums.iter_mut().zip(b.forecasts(&t64)).enumerate() {
         for (s, v) in s.iter_mut().zip(per_horizon_losses(&f, &target)?) {
             *s += v * w;
         }
+        if let Some(d) = detail.as_deref_mut() {
+            d.sums.add_errors(d.first + i, &f, &target, &d.subject);
+        }
     }
     Ok(())
+}
+
+/// The sorted subjects of `windows` and the index of each window's subject among them.
+fn subjects_of(ds: &Dataset, windows: &[WindowRef]) -> (Vec<String>, Vec<usize>) {
+    let name = |w: &WindowRef| ds.runs[w.run].id.subject.clone();
+    let mut subjects: Vec<String> = windows.iter().map(name).collect();
+    subjects.sort();
+    subjects.dedup();
+    let index = windows.iter().map(|w| subjects.binary_search(&name(w)).unwrap_or(0)).collect();
+    (subjects, index)
 }
 
 fn rows(names: &[&str], sums: Vec<Vec<f64>>, windows: usize) -> Vec<Row> {
@@ -43,13 +72,20 @@ pub fn score_baselines(
     let names = b.names();
     let mut sums = vec![vec![0.0f64; b.horizons.len()]; names.len()];
     for chunk in windows.chunks(batch.max(1)) {
-        add_baselines(&mut sums, b, ds, (chunk, spec))?;
+        add_baselines(&mut sums, b, ds, (chunk, spec), None)?;
     }
     Ok(rows(&names, sums, windows.len()))
 }
 
-/// Evaluates `model` and the baselines `b` on `windows` of `ds` (batches of `batch`): the
-/// row `model`, then the baselines' rows ([`Baselines::names`]).
+/// The rows of an evaluation and their squared errors in detail.
+pub struct Scored {
+    /// The row `model`, then the baselines' rows ([`Baselines::names`]).
+    pub rows: Vec<Row>,
+    /// Their squared errors per held-out subject, horizon and parcel (rows in that order).
+    pub sums: ErrorSums,
+}
+
+/// Evaluates `model` and the baselines `b` on `windows` of `ds` (batches of `batch`).
 pub fn evaluate<M: Model<f32>>(
     model: &M,
     ds: &Dataset,
@@ -57,19 +93,25 @@ pub fn evaluate<M: Model<f32>>(
     windows: &[WindowRef],
     b: &Baselines,
     batch: usize,
-) -> Result<Vec<Row>, TrainError> {
+) -> Result<Scored, TrainError> {
     let horizons = model.config().horizons.clone();
     let mut names = vec!["model"];
     names.extend(b.names());
     let mut sums = vec![vec![0.0f64; horizons.len()]; names.len()];
-    for chunk in windows.chunks(batch.max(1)) {
+    let (subjects, subject) = subjects_of(ds, windows);
+    let mut errors = ErrorSums::new(names.len(), subjects, horizons.len(), ds.parcels);
+    let step = batch.max(1);
+    for (k, chunk) in windows.chunks(step).enumerate() {
         let t32 = ds.tokens::<f32>(chunk, spec)?;
         let pred = model.forward(&t32)?;
         let target = build_forecast_targets(&t32, &horizons)?;
         for (s, v) in sums[0].iter_mut().zip(per_horizon_losses(&pred, &target)?) {
             *s += v * chunk.len() as f64;
         }
-        add_baselines(&mut sums[1..], b, ds, (chunk, spec))?;
+        let subject = subject[k * step..][..chunk.len()].to_vec();
+        errors.add_errors(0, &pred, &target, &subject);
+        let mut detail = Detail { sums: &mut errors, first: 1, subject };
+        add_baselines(&mut sums[1..], b, ds, (chunk, spec), Some(&mut detail))?;
     }
-    Ok(rows(&names, sums, windows.len()))
+    Ok(Scored { rows: rows(&names, sums, windows.len()), sums: errors })
 }

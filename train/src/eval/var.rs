@@ -8,10 +8,15 @@
 //!   [`VAR_FEATURE_MAX`] (each fold and penalty costs a Cholesky factor and its inverse,
 //!   `(P p)^3 / 3` flops each, and products of `(P p)^2 x P x leads`) and whose moments fit in
 //!   the machine's memory ([`var_memory`]); with `p_max < 2` it is skipped, and the reason is
-//!   recorded (so is `var1`'s, were its own moments too large).
+//!   recorded (so is `var1`'s, were its own moments too large);
+//! - `var_pca` ([`super::pca`]): from the first principal components of the parcels, its
+//!   rank, order and penalty chosen together, from the same moments.
 //!
 //! The penalties are relative ([`super::ridge`]): the grid [`RIDGE_GRID`] is log-spaced by
-//! decades from 1 to 1e-6. Candidates go simplest first to the rule of [`super::cv`]: lower
+//! decades from 1e2 (the coefficients shrunk nearly to zero) to 1e-8 (least squares up to
+//! rounding); a penalty the solver cannot factor scores an infinite error. A choice at either
+//! end of the grid is reported ([`VarChoice::edge_warning`]: the best penalty may lie beyond
+//! it). Candidates go simplest first to the rule of [`super::cv`]: lower
 //! orders first, then larger penalties. Without cross-validation (one training run) the
 //! defaults are order 1 and penalty [`DEFAULT_RIDGE`]. Both fits share one accumulation: the
 //! moments of order `p_max`, whose leading `P x P` block is the order-1 moments; the lower
@@ -32,7 +37,7 @@ pub const VAR_P_MAX: usize = 8;
 /// The most lag features (`P p`) a `var_p` candidate may have.
 pub const VAR_FEATURE_MAX: usize = 1024;
 /// The relative ridge penalties tried, largest (simplest) first.
-pub const RIDGE_GRID: [f64; 7] = [1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6];
+pub const RIDGE_GRID: [f64; 11] = [1e2, 1e1, 1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8];
 /// The penalty without cross-validation.
 pub const DEFAULT_RIDGE: f64 = 1e-4;
 
@@ -41,6 +46,9 @@ pub const DEFAULT_RIDGE: f64 = 1e-4;
 pub struct CvPoint {
     /// The order, in TRs.
     pub p: usize,
+    /// The rank (`var_pca` only: the principal components used, [`super::pca`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
     /// The relative penalty.
     pub lambda: f64,
     /// Its cross-validated MSE.
@@ -55,6 +63,9 @@ pub enum VarChoice {
     Fitted {
         /// The chosen order, in TRs.
         p: usize,
+        /// The chosen rank (`var_pca` only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rank: Option<usize>,
         /// The chosen relative ridge penalty.
         lambda: f64,
         /// The highest order considered.
@@ -78,8 +89,25 @@ pub struct VarBaseline {
     pub choice: VarChoice,
 }
 
+impl VarChoice {
+    /// A warning when cross-validation chose a penalty at an end of [`RIDGE_GRID`] (`name`:
+    /// the baseline), else `None`.
+    pub fn edge_warning(&self, name: &str) -> Option<String> {
+        let VarChoice::Fitted { lambda, cv, .. } = self else { return None };
+        let (first, last) = (RIDGE_GRID[0], RIDGE_GRID[RIDGE_GRID.len() - 1]);
+        let end = if *lambda == first { "largest" } else { "smallest" };
+        (!cv.is_empty() && (*lambda == first || *lambda == last)).then(|| {
+            format!(
+                "warning: {name}: cross-validation chose the {end} ridge penalty of the grid ({lambda:e}, grid \
+                 {first:e}..{last:e}): the best penalty may lie beyond it"
+            )
+        })
+    }
+}
+
 impl VarBaseline {
-    fn skipped(reason: String) -> VarBaseline {
+    /// A baseline skipped for `reason`.
+    pub fn skipped(reason: String) -> VarBaseline {
         VarBaseline { fit: None, choice: VarChoice::Skipped { reason } }
     }
 }
@@ -117,17 +145,24 @@ pub fn too_big(parcels: usize, q: usize, n_leads: usize, folds: usize, memory: O
     }
 }
 
-/// Fits `var1` and `var_p` on the training runs of `folds` for `leads` (see the module
-/// documentation); `memory` is the machine's ([`machine_memory`] in [`fit_var`]).
-pub fn fit_var_with(
-    ds: &Dataset,
-    folds: &Folds,
-    leads: &[usize],
-    memory: Option<u64>,
-) -> Result<(VarBaseline, VarBaseline), TrainError> {
+/// The VAR baselines: `var1`, `var_p` and the PCA-reduced `var_pca` ([`super::pca`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarFits {
+    /// Order 1.
+    pub var1: VarBaseline,
+    /// Order and penalty by cross-validation.
+    pub var_p: VarBaseline,
+    /// Rank, order and penalty by cross-validation.
+    pub var_pca: VarBaseline,
+}
+
+/// Fits `var1`, `var_p` and `var_pca` on the training runs of `folds` for `leads` (see the
+/// module documentation); `memory` is the machine's ([`machine_memory`] in [`fit_var`]).
+pub fn fit_var_with(ds: &Dataset, folds: &Folds, leads: &[usize], memory: Option<u64>) -> Result<VarFits, TrainError> {
     let (np, nl, k) = (ds.parcels, leads.len(), folds.runs.len());
     if let Some(why) = too_big(np, 1, nl, k, memory) {
-        return Ok((VarBaseline::skipped(why.clone()), VarBaseline::skipped(why)));
+        let skipped = || VarBaseline::skipped(why.clone());
+        return Ok(VarFits { var1: skipped(), var_p: skipped(), var_pca: skipped() });
     }
     let p_max = var_p_max(np, nl, k, memory);
     let design = Design { order: p_max, leads: leads.to_vec(), parcel: None, parcels: np };
@@ -149,7 +184,8 @@ pub fn fit_var_with(
     } else {
         VarBaseline::skipped(too_big(np, 2, nl, k, memory).unwrap_or_default())
     };
-    Ok((var1, var_p))
+    let var_pca = super::pca::fit_var_pca(&fm, &all, (p_max, np, nl))?;
+    Ok(VarFits { var1, var_p, var_pca })
 }
 
 /// The highest order up to [`VAR_P_MAX`] that [`too_big`] allows (at least 1).
@@ -158,7 +194,7 @@ pub fn var_p_max(parcels: usize, n_leads: usize, folds: usize, memory: Option<u6
 }
 
 /// [`fit_var_with`] against this machine's memory.
-pub fn fit_var(ds: &Dataset, folds: &Folds, leads: &[usize]) -> Result<(VarBaseline, VarBaseline), TrainError> {
+pub fn fit_var(ds: &Dataset, folds: &Folds, leads: &[usize]) -> Result<VarFits, TrainError> {
     fit_var_with(ds, folds, leads, machine_memory())
 }
 
@@ -170,7 +206,8 @@ fn singular(q: usize, lambda: f64) -> TrainError {
 }
 
 /// `errors[c][f]`: candidate `c` fitted without fold `f`, scored on it (zero counts without
-/// cross-validation). One factor per fold and penalty serves every order.
+/// cross-validation; an infinite error where the penalty cannot be factored). One factor per
+/// fold and penalty serves every order.
 fn cv_errors(
     fm: &[Moments],
     all: &Moments,
@@ -183,11 +220,10 @@ fn cv_errors(
     for (f, fold) in fm.iter().enumerate() {
         let train = all.minus(fold);
         for (a, &alpha) in RIDGE_GRID.iter().enumerate() {
-            let factor = RidgeFactor::new(&train, p_max * np, alpha).ok_or_else(|| singular(p_max, alpha))?;
+            let factor = RidgeFactor::new(&train, p_max * np, alpha);
             for q in 1..=p_max {
-                let w = factor.solve(&train, q * np);
-                errors[(q - 1) * RIDGE_GRID.len() + a][f] =
-                    FoldError { sse: sse(&w, fold), count: fold.rows * n_leads * np };
+                let err = factor.as_ref().map_or(f64::INFINITY, |f| sse(&f.solve(&train, q * np), fold));
+                errors[(q - 1) * RIDGE_GRID.len() + a][f] = FoldError { sse: err, count: fold.rows * n_leads * np };
             }
         }
     }
@@ -208,7 +244,11 @@ fn chosen(
     let (p, lambda) = cands[choose(&errors[..n], default)];
     let cross = errors.first().is_some_and(|e| e.len() >= 2);
     let cv = if cross {
-        cands[..n].iter().zip(errors).map(|(&(p, lambda), e)| CvPoint { p, lambda, mse: cv_mse(e) }).collect()
+        cands[..n]
+            .iter()
+            .zip(errors)
+            .map(|(&(p, lambda), e)| CvPoint { p, rank: None, lambda, mse: cv_mse(e) })
+            .collect()
     } else {
         Vec::new()
     };
@@ -216,7 +256,7 @@ fn chosen(
     let coefs = (1..=p).map(|q| factor.solve(all, q * np)).collect();
     Ok(VarBaseline {
         fit: Some(LinearFit { coupling: Coupling::Full, parcels: np, coefs }),
-        choice: VarChoice::Fitted { p, lambda, p_max, cv },
+        choice: VarChoice::Fitted { p, rank: None, lambda, p_max, cv },
     })
 }
 
@@ -239,5 +279,30 @@ mod tests {
         assert_eq!(var_p_max(4, 2, 5, Some(need(3))), 3);
         assert!(too_big(4, 4, 2, 5, Some(need(3))).unwrap().contains("the VAR(4) baseline would need about"));
         assert!(too_big(1 << 40, 1, 2, 5, None).unwrap().contains("parcels"), "an overflow names the field");
+    }
+
+    #[test]
+    fn a_penalty_at_an_end_of_the_grid_is_warned_of() {
+        use crate::eval::cv::folds;
+        use boldcast_fixtures::{Ar1Spec, Layout};
+        // White noise: the coefficients are zero, so the largest penalty predicts best.
+        let fx = Ar1Spec::new(Layout { subjects: 4, runs: 1, trs: 400, parcels: 3, seed: 3 }, 0.0);
+        let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
+        let v = fit_var_with(&ds, &folds(&ds, &[0, 1, 2, 3]), &[1], None).unwrap();
+        let VarChoice::Fitted { lambda, .. } = v.var1.choice else { panic!("{:?}", v.var1.choice) };
+        assert_eq!(lambda, RIDGE_GRID[0]);
+        let w = v.var1.choice.edge_warning("var1").unwrap();
+        assert_eq!(
+            w,
+            "warning: var1: cross-validation chose the largest ridge penalty of the grid (1e2, grid 1e2..1e-8): \
+             the best penalty may lie beyond it"
+        );
+        // Strongly autocorrelated data: a penalty inside the grid, no warning.
+        let fx = Ar1Spec::new(Layout { subjects: 4, runs: 1, trs: 2000, parcels: 3, seed: 3 }, 0.9);
+        let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
+        let v = fit_var_with(&ds, &folds(&ds, &[0, 1, 2, 3]), &[1], None).unwrap();
+        assert_eq!(v.var1.choice.edge_warning("var1"), None, "{:?}", v.var1.choice);
+        // A skipped fit, or one without cross-validation, warns of nothing.
+        assert_eq!(VarBaseline::skipped("x".into()).choice.edge_warning("var_p"), None);
     }
 }

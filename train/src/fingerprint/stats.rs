@@ -128,27 +128,42 @@ fn below(rng: &mut ChaCha8Rng, n: usize) -> usize {
     }
 }
 
-/// The percentile bootstrap interval of an accuracy over subjects: `groups[s] = (correct,
-/// queries)` of subject `s`. Each of `resamples` resamples draws as many subjects as there are
-/// with replacement (`ChaCha8Rng::seed_from_u64(seed)`) and takes the accuracy of all their
-/// queries together, `sum correct / sum queries`; the interval is the `(1 - level)/2` and
-/// `(1 + level)/2` [`quantile`]s of those accuracies. Subjects, not queries, are resampled
-/// because a subject's queries are not independent of each other. No group gives `[NaN, NaN]`.
-pub fn bootstrap_subjects(groups: &[(usize, usize)], resamples: usize, seed: u64, level: f64) -> Interval {
+/// The percentile bootstrap of a statistic of groups (subjects): each of `resamples`
+/// resamples draws `groups` indices with replacement (`ChaCha8Rng::seed_from_u64(seed)`) and
+/// computes `stat` of them (`None`: the resample is left out); the interval is the
+/// `(1 - level)/2` and `(1 + level)/2` [`quantile`]s of the statistics. The one resampler of
+/// the crate: the fingerprint's accuracies and the evaluation's paired MSE differences.
+pub fn bootstrap_groups(
+    groups: usize,
+    (resamples, seed, level): (usize, u64, f64),
+    mut stat: impl FnMut(&[usize]) -> Option<f64>,
+) -> Interval {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut acc = Vec::with_capacity(resamples);
+    let mut values = Vec::with_capacity(resamples);
+    let mut draw = vec![0usize; groups];
     for _ in 0..resamples {
-        let (mut c, mut n) = (0usize, 0usize);
-        for _ in 0..groups.len() {
-            let (gc, gn) = groups[below(&mut rng, groups.len())];
-            (c, n) = (c + gc, n + gn);
+        for d in draw.iter_mut() {
+            *d = below(&mut rng, groups);
         }
-        if n > 0 {
-            acc.push(c as f64 / n as f64);
-        }
+        values.extend(stat(&draw));
     }
-    acc.sort_by(f64::total_cmp);
-    Interval { lo: quantile(&acc, (1.0 - level) / 2.0), hi: quantile(&acc, (1.0 + level) / 2.0), level }
+    values.sort_by(f64::total_cmp);
+    Interval { lo: quantile(&values, (1.0 - level) / 2.0), hi: quantile(&values, (1.0 + level) / 2.0), level }
+}
+
+/// The percentile bootstrap interval of an accuracy over subjects: `groups[s] = (correct,
+/// queries)` of subject `s`. Each resample ([`bootstrap_groups`]) takes the accuracy of all
+/// its subjects' queries together, `sum correct / sum queries`. Subjects, not queries, are
+/// resampled because a subject's queries are not independent of each other. No group gives
+/// `[NaN, NaN]`.
+pub fn bootstrap_subjects(groups: &[(usize, usize)], resamples: usize, seed: u64, level: f64) -> Interval {
+    if groups.is_empty() {
+        return Interval { lo: f64::NAN, hi: f64::NAN, level };
+    }
+    bootstrap_groups(groups.len(), (resamples, seed, level), |draw| {
+        let (c, n) = draw.iter().fold((0usize, 0usize), |(c, n), &g| (c + groups[g].0, n + groups[g].1));
+        (n > 0).then(|| c as f64 / n as f64)
+    })
 }
 
 #[cfg(test)]
