@@ -43,7 +43,9 @@ pub enum Command {
     /// 4 subjects x 1 run x 1 window, batch 4, the same batch every step; AdamW without weight
     /// decay at the constant `overfit.lr` (1e-3), clipping at `train.grad_clip_norm`,
     /// `overfit.max_steps` steps (3000 in the default preset `laptop`). Writes into --out
-    /// (default `runs/overfit-<preset>`): `loss_log.jsonl` (one line per step, flushed),
+    /// (default `runs/overfit-<preset>`; new, empty or an earlier overfit run's, which it starts
+    /// again; a train run directory or any other non-empty one is refused), locked while it
+    /// runs: `loss_log.jsonl` (one line per step, flushed),
     /// `summary.json`, `config.resolved.toml` and `figures/overfit_curve.png` (and `.svg`). Prints the verdict
     /// `mean(last 50) <= 0.7 * mean(first 50)`; exit status 1 when it fails. Without --data the
     /// batch is the synthetic AR(1) fixture (rho 0.9), whose exact floor is printed beside the
@@ -428,7 +430,7 @@ impl RunArgs {
 /// batch every step; AdamW without weight decay at a constant learning rate, clipping at
 /// `train.grad_clip_norm`. Writes `loss_log.jsonl` (one line per step), `summary.json`,
 /// `config.resolved.toml` and `figures/overfit_curve.png` (and `.svg`) into --out (default
-/// `runs/overfit-<preset>`), and prints the verdict `mean(last 50) <= 0.7 * mean(first 50)`;
+/// `runs/overfit-<preset>`: new, empty or an earlier overfit run's), and prints the verdict `mean(last 50) <= 0.7 * mean(first 50)`;
 /// the exit status is 1 when it fails. Without --data the batch is the synthetic AR(1)
 /// fixture (rho from `data.synthetic.rho`, 0.9 in every preset), whose exact floor is printed
 /// beside the final loss.
@@ -541,9 +543,23 @@ pub struct EvalArgs {
     #[arg(long)]
     pub json: bool,
     /// Draw the per-horizon MSE of the model, the baselines and the floor, and a forecast
-    /// example, into this PNG and its SVG twin (the same path with `.svg`).
+    /// example, into this PNG and its SVG twin (the same path with `.svg`; for `x.svg`, the
+    /// PNG is `x.png`).
     #[arg(long, value_name = "PATH.png")]
     pub figure: Option<PathBuf>,
+    /// Whether --figure may replace files.
+    #[command(flatten)]
+    pub replace: Overwrite,
+}
+
+/// `--overwrite`, the one flag of `eval` and `fingerprint` that lets `--figure` replace files.
+#[derive(Clone, Copy, Debug, Args)]
+pub struct Overwrite {
+    /// Replace regular files already at the --figure path and its twin (without it, an existing
+    /// file is refused). A path that holds anything else (a device, a FIFO, a directory, a
+    /// symbolic link) is always refused.
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// The flags `forecast`, `embed` and `fingerprint` share: the model and the runs it sees.
@@ -614,9 +630,13 @@ pub struct FingerprintArgs {
     /// uses the subjects.
     #[arg(long, value_enum, default_value_t = FingerprintPool::Corr)]
     pub pool: FingerprintPool,
-    /// Draw the similarity matrices and accuracies to this PNG (and its .svg twin).
+    /// Draw the similarity matrices and accuracies to this PNG (and its .svg twin; for
+    /// `x.svg`, the PNG is `x.png`).
     #[arg(long, value_name = "PATH.png")]
     pub figure: Option<PathBuf>,
+    /// Whether --figure may replace files.
+    #[command(flatten)]
+    pub replace: Overwrite,
     /// Print the JSON report instead of the table.
     #[arg(long)]
     pub json: bool,

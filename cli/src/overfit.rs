@@ -13,6 +13,7 @@ use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig, StepRecord};
 use boldcast_train::config::RunConfig;
 use boldcast_train::overfit::{overfit_data, train_overfit, OverfitData, OverfitOptions};
+use boldcast_train::run_dir::RunKind;
 use boldcast_train::Observer;
 use serde_json::json;
 use std::io::IsTerminal;
@@ -112,9 +113,10 @@ fn overfit_run<M: Model<f32>>(
 }
 
 /// `bc-cli overfit`: resolves the configuration (default preset `laptop`), builds the batch
-/// ([`overfit_data`]), builds the model with `build(model config, adjacency, seed)`, writes
-/// `config.resolved.toml` and runs the check. Nothing is written before the data and the
-/// model are ready. `backend` names what `build` constructs; a configuration asking for another
+/// ([`overfit_data`]), builds the model with `build(model config, adjacency, seed)`, takes
+/// the output directory ([`boldcast_train::run_dir::start`]: new, empty or an earlier overfit
+/// run's, locked, with `config.resolved.toml`) and runs the check. Nothing is written before
+/// the data and the model are ready. `backend` names what `build` constructs; a configuration asking for another
 /// backend is an error.
 pub fn overfit_command<M, F>(args: &OverfitArgs, backend: &str, build: F) -> Result<OverfitReport, CliError>
 where
@@ -129,13 +131,14 @@ where
         )));
     }
     let preset = cfg.preset.clone().unwrap_or_default();
+    let out = cfg.train.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/overfit-{preset}")));
+    boldcast_train::run_dir::check_start(&out, RunKind::Overfit)?;
     let data = overfit_data(&cfg)?;
     for n in &data.notes {
         crate::errln!("{n}");
     }
     let model = build(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?;
-    let out = cfg.train.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/overfit-{preset}")));
-    cfg.write_resolved(&out)?;
+    let _lock = boldcast_train::run_dir::start(&out, RunKind::Overfit, &cfg)?;
     print_preamble(&cfg, &preset, &model, &data, &out);
     overfit_run(model, &cfg, &data, &preset, out)
 }

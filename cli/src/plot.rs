@@ -165,19 +165,44 @@ impl Figure for LineFigure {
     }
 }
 
-/// Draws `fig` into the PNG `path` and its SVG twin (`path` with the extension `.svg`), each
-/// written to a temporary file beside it and renamed. Returns the SVG's path.
+/// Draws `fig` into the PNG `path` and its SVG twin ([`draw_twin`]), replacing the files of
+/// an earlier drawing: for the figures of a run directory, which the run owns. Returns the
+/// twin's path.
 pub fn draw_figure(path: &Path, fig: &LineFigure) -> Result<PathBuf, CliError> {
-    draw_twin(path, fig)
+    draw_twin(path, fig, true)
 }
 
-/// [`draw_figure`] for any [`Figure`].
-pub(crate) fn draw_twin<F: Figure>(path: &Path, fig: &F) -> Result<PathBuf, CliError> {
+/// The PNG and the SVG of a figure path: `x.svg` is the SVG and `x.png` the PNG; any other
+/// path is the PNG, and its twin the same path with `.svg`.
+pub fn twin_paths(path: &Path) -> (PathBuf, PathBuf) {
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
+        (path.with_extension("png"), path.to_path_buf())
+    } else {
+        (path.to_path_buf(), path.with_extension("svg"))
+    }
+}
+
+/// Whether a figure may be drawn at `path`: each of its two files ([`twin_paths`]) is absent,
+/// or a regular file and `overwrite` is given
+/// ([`boldcast::data::fsutil::check_replaceable`]). A command checks this before its work.
+pub fn check_figure_path(path: &Path, overwrite: bool) -> Result<(), CliError> {
+    let (png, svg) = twin_paths(path);
+    for p in [png, svg] {
+        boldcast::data::fsutil::check_replaceable(&p, overwrite)?;
+    }
+    Ok(())
+}
+
+/// Draws `fig` into the PNG and the SVG of `path` ([`twin_paths`]), each into a temporary
+/// file beside it that is renamed over it ([`boldcast::data::fsutil::replace_by`]), after
+/// [`check_figure_path`]. Returns the path of the twin (the one of the two that is not `path`).
+pub(crate) fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Result<PathBuf, CliError> {
     register_font();
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    check_figure_path(path, overwrite)?;
+    let (png, svg) = twin_paths(path);
+    let dir = png.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
-    let svg = path.with_extension("svg");
-    for (dest, is_svg) in [(path.to_path_buf(), false), (svg.clone(), true)] {
+    for (dest, is_svg) in [(&png, false), (&svg, true)] {
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let ext = if is_svg { "svg" } else { "png" };
         let tmp = dir.join(format!(".{name}.tmp-{}.{ext}", std::process::id()));
@@ -187,13 +212,13 @@ pub(crate) fn draw_twin<F: Figure>(path: &Path, fig: &F) -> Result<PathBuf, CliE
         } else {
             fig.draw(BitMapBackend::new(&tmp, fig.size()).into_drawing_area())
         };
-        let res = drawn.map_err(err).and_then(|_| std::fs::rename(&tmp, &dest).map_err(CliError::io(&dest)));
-        if res.is_err() {
+        if let Err(e) = drawn {
             let _ = std::fs::remove_file(&tmp);
-            return res.map(|_| svg);
+            return Err(err(e));
         }
+        boldcast::data::fsutil::replace_by(&tmp, dest).map_err(CliError::io(dest))?;
     }
-    Ok(svg)
+    Ok(if svg == path { png } else { svg })
 }
 
 fn draw_on<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &LineFigure) -> Result<(), String> {

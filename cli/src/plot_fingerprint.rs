@@ -6,7 +6,7 @@
 //! [`crate::plot`].
 
 use crate::error::CliError;
-use crate::plot::register_font;
+use crate::plot::{draw_twin, Figure};
 use boldcast_train::fingerprint::{Accuracy, FingerprintReport, MethodReport};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -31,30 +31,23 @@ pub fn size(methods: usize) -> (u32, u32) {
     (HEATMAP_WIDTH * methods.max(1) as u32 + ACCURACY_WIDTH, HEIGHT)
 }
 
-/// Draws `report` into the PNG `path` and its SVG twin (`path` with the extension `.svg`),
-/// each written to a temporary file beside it and renamed. Returns the SVG's path.
-pub fn draw_fingerprint(report: &FingerprintReport, path: &Path) -> Result<PathBuf, CliError> {
-    register_font();
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
-    let svg = path.with_extension("svg");
-    let sz = size(report.methods.len());
-    for (dest, is_svg) in [(path.to_path_buf(), false), (svg.clone(), true)] {
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.tmp-{}.{}", std::process::id(), if is_svg { "svg" } else { "png" }));
-        let drawn = if is_svg {
-            draw_on(SVGBackend::new(&tmp, sz).into_drawing_area(), report)
-        } else {
-            draw_on(BitMapBackend::new(&tmp, sz).into_drawing_area(), report)
-        };
-        let err = |e: String| CliError::Msg(format!("{}: cannot draw the figure: {e}", dest.display()));
-        let res = drawn.map_err(err).and_then(|_| std::fs::rename(&tmp, &dest).map_err(CliError::io(&dest)));
-        if res.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-            return res.map(|_| svg);
-        }
+/// The fingerprint figure of a report, for [`draw_twin`].
+struct FingerprintFigure<'a>(&'a FingerprintReport);
+
+impl Figure for FingerprintFigure<'_> {
+    fn size(&self) -> (u32, u32) {
+        size(self.0.methods.len())
     }
-    Ok(svg)
+
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw_on(root, self.0)
+    }
+}
+
+/// Draws `report` into the PNG and the SVG of `path`, replacing regular files there only when
+/// `overwrite` ([`draw_twin`]). Returns the twin's path.
+pub fn draw_fingerprint(report: &FingerprintReport, path: &Path, overwrite: bool) -> Result<PathBuf, CliError> {
+    draw_twin(path, &FingerprintFigure(report), overwrite)
 }
 
 /// The line under the title: what a sample is, and the paired test.

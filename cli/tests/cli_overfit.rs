@@ -195,7 +195,7 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
     let mut names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names, ["config.resolved.toml", "figures", "loss_log.jsonl", "summary.json"]);
+    assert_eq!(names, [".lock", ".run-kind", "config.resolved.toml", "figures", "loss_log.jsonl", "summary.json"]);
 }
 
 #[test]
@@ -362,4 +362,52 @@ fn overfit_binary_errors_write_nothing() {
         assert!(!se.contains("panicked"));
         assert!(!out.exists(), "nothing written for {a:?}");
     }
+}
+
+/// The files of a directory, by name, with their bytes (one level down).
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn overfit_refuses_a_train_run_directory_and_a_foreign_one_and_reruns_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let (r, o) = (d.path().join("train-run"), d.path().join("overfit-run"));
+    let (rs, os) = (r.to_str().unwrap(), o.to_str().unwrap());
+    let t = run(&["train", "--preset", "quick", "--max-steps", "20", "--out", rs]);
+    assert!(matches!(t.status.code(), Some(0 | 1)), "{:?}", common::text(&t));
+    let before = snapshot(&r);
+    let x = run(&["overfit", "--preset", "quick", "--max-steps", "5", "--out", rs]);
+    let se = common::stderr(&x);
+    assert_eq!(x.status.code(), Some(2), "{se}");
+    assert!(se.contains(rs) && se.contains("train run directory"), "{se}");
+    assert_eq!(snapshot(&r), before, "the refused overfit changed the train run's files");
+    // A non-empty directory of neither command.
+    let f = d.path().join("notes");
+    std::fs::create_dir(&f).unwrap();
+    std::fs::write(f.join("notes.txt"), b"mine").unwrap();
+    let x = run(&["overfit", "--preset", "quick", "--max-steps", "5", "--out", f.to_str().unwrap()]);
+    let se = common::stderr(&x);
+    assert_eq!(x.status.code(), Some(2), "{se}");
+    assert!(se.contains("not empty"), "{se}");
+    assert_eq!(std::fs::read_dir(&f).unwrap().count(), 1, "only notes.txt");
+    // Its own directory: overfit starts again there, and train does not continue it.
+    for steps in ["5", "7"] {
+        let x = run(&["overfit", "--preset", "quick", "--max-steps", steps, "--out", os]);
+        assert!(matches!(x.status.code(), Some(0 | 1)), "{:?}", common::text(&x));
+    }
+    assert_eq!(log_lines(&o.join("loss_log.jsonl")).len(), 7);
+    let before = snapshot(&o);
+    let x = run(&["train", "--resume", os]);
+    let se = common::stderr(&x);
+    assert_eq!(x.status.code(), Some(2), "{se}");
+    assert!(se.contains(os) && se.contains("overfit run directory"), "{se}");
+    assert_eq!(snapshot(&o), before, "the refused train changed the overfit run's files");
 }

@@ -162,3 +162,52 @@ fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
         assert!(n > 100, "only {n} dark pixels in the {area} area");
     }
 }
+
+/// `command --checkpoint R --figure PATH extra...`: exit status and standard error.
+fn figure_run(command: &str, ckpt: &Path, path: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let args = [command, "--checkpoint", ckpt.to_str().unwrap(), "--figure", path.to_str().unwrap()];
+    let o = common::run(&[&args[..], extra].concat());
+    (o.status.code(), common::stderr(&o))
+}
+
+const PNG_MAGIC: &[u8] = b"\x89PNG";
+
+#[test]
+fn a_figure_replaces_only_regular_files_and_only_with_overwrite_and_its_twin_follows_the_suffix() {
+    use std::os::unix::fs::FileTypeExt;
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let o = common::run(&["train", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "20"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", common::text(&o));
+    for command in ["eval", "fingerprint"] {
+        let dir = d.path().join(command);
+        std::fs::create_dir(&dir).unwrap();
+        // A FIFO is not a regular file: refused, with or without --overwrite, and left a FIFO.
+        let fifo = dir.join("fifo.png");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        for extra in [&[][..], &["--overwrite"][..]] {
+            let (code, se) = figure_run(command, &out, &fifo, extra);
+            assert_eq!(code, Some(2), "{command}: {se}");
+            assert!(se.contains(fifo.to_str().unwrap()) && se.contains("not a regular file"), "{command}: {se}");
+            assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "{command}");
+        }
+        assert!(!fifo.with_extension("svg").exists(), "{command}: the twin was drawn beside a refused path");
+        // An existing regular file: refused without --overwrite, replaced with it.
+        let png = dir.join("fig.png");
+        std::fs::write(&png, b"keep me").unwrap();
+        let (code, se) = figure_run(command, &out, &png, &[]);
+        assert_eq!(code, Some(2), "{command}: {se}");
+        assert!(se.contains(png.to_str().unwrap()) && se.contains("--overwrite"), "{command}: {se}");
+        assert_eq!(std::fs::read(&png).unwrap(), b"keep me", "{command}");
+        let (code, se) = figure_run(command, &out, &png, &["--overwrite"]);
+        assert_eq!(code, Some(0), "{command}: {se}");
+        assert!(std::fs::read(&png).unwrap().starts_with(PNG_MAGIC), "{command}");
+        // `x.svg`: the SVG there and the PNG at `x.png`.
+        let svg = dir.join("other.svg");
+        let (code, se) = figure_run(command, &out, &svg, &[]);
+        assert_eq!(code, Some(0), "{command}: {se}");
+        assert!(se.contains("other.png"), "{command}: {se}");
+        assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"), "{command}");
+        assert!(std::fs::read(dir.join("other.png")).unwrap().starts_with(PNG_MAGIC), "{command}");
+    }
+}

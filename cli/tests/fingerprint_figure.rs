@@ -27,7 +27,7 @@ fn the_fingerprint_figure_has_heatmaps_intervals_chance_and_labels() {
     let d = tempfile::tempdir().unwrap();
     let png = d.path().join("figures/fingerprint.png");
     let r = report();
-    let svg = draw_fingerprint(&r, &png).unwrap();
+    let svg = draw_fingerprint(&r, &png, false).unwrap();
     if let Ok(keep) = std::env::var("FINGERPRINT_FIGURE_KEEP") {
         std::fs::copy(&png, keep).unwrap();
     }

@@ -321,6 +321,49 @@ fn a_second_process_in_a_run_directory_is_refused_naming_the_first() {
     assert!(!out.join("checkpoints/.step-000020.tmp").exists());
 }
 
+#[test]
+fn a_lock_file_that_is_a_symbolic_link_is_not_followed() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "10");
+    let lock = out.join(".lock");
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, b"4242\n").unwrap();
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let log = std::fs::read(out.join("loss_log.jsonl")).unwrap();
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(2), "{so}\n{se}");
+    assert!(se.contains(s(&lock)) && se.contains("symbolic link") && se.contains("process 4242"), "{se}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"4242\n", "the lock wrote through the link");
+    assert_eq!(std::fs::read(out.join("loss_log.jsonl")).unwrap(), log);
+    // A dangling link: refused, and nothing is created where it points.
+    let nowhere = d.path().join("nowhere");
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&nowhere, &lock).unwrap();
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(2), "{so}\n{se}");
+    assert!(se.contains(s(&lock)) && se.contains("symbolic link"), "{se}");
+    assert!(!nowhere.exists(), "the lock created the link's target");
+    // A regular lock file left by a finished process: the run goes on.
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::write(&lock, b"999999\n").unwrap();
+    let (code, so, se) = resume(&out);
+    assert_eq!(code, Some(1), "{so}\n{se}");
+}
+
+#[test]
+fn an_edited_log_bytes_is_refused_on_resume() {
+    let d = tempfile::tempdir().unwrap();
+    let out = stopped_run(d.path(), "20");
+    let dir = step_dir(&out, 20);
+    let bytes = common::state(&dir)["log_bytes"].as_u64().unwrap() as usize;
+    let log = std::fs::read(out.join("loss_log.jsonl")).unwrap();
+    // The end of the line before the last one the checkpoint counted: a line boundary.
+    let earlier = log[..bytes - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    edit_state(&dir, |v| v["log_bytes"] = serde_json::json!(earlier));
+    assert_refused(&out, &["step-000020/state.json", "log_bytes", "loss_log.jsonl"]);
+}
+
 // ---- weaker answers: notes, leftovers, data identity ----
 
 #[test]

@@ -48,6 +48,7 @@ fn state(step: u64) -> TrainState {
             train_losses_since_val: vec![std::f64::consts::PI, 1e-300],
         },
         log_bytes: 1234,
+        log_hash: Some("0123456789abcdef".into()),
         finished: None,
         config_hash: config_hash(&config),
         config,

@@ -35,6 +35,8 @@ fn an_old_run_directory_resumes_to_the_old_numbers() {
     let (so, se) = common::text(&o);
     assert_eq!(o.status.code(), Some(1), "the quick preset's verdict fails; stdout:\n{so}\nstderr:\n{se}");
     assert!(so.contains("(step 20 of 60)"), "{so}");
+    // A state from before the log's hash: resumed, its log_bytes unchecked, and said so.
+    assert!(se.contains("from before the log's hash") && se.contains("log_bytes (2482) is used unchecked"), "{se}");
     // The numbers of the old binary's own resume of this directory (one thread).
     assert!(so.contains("finished (max_steps) at step 60: val_loss 1.343717, exact AR(1) floor 0.420661"), "{so}");
     let log = std::fs::read(out.join("loss_log.jsonl")).unwrap();

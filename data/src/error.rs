@@ -55,6 +55,21 @@ pub enum DataError {
         /// The directory.
         dir: PathBuf,
     },
+    /// An output file's path holds something other than a regular file (a device, a FIFO, a
+    /// directory, a symbolic link): an output never replaces it.
+    #[error("{} exists and is not a regular file ({kind}): it is never replaced; choose another path", path.display())]
+    OutputNotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What is there, in words.
+        kind: &'static str,
+    },
+    /// An output file exists and replacing it was not asked for.
+    #[error("{} already exists; give --overwrite to replace it", path.display())]
+    OutputExists {
+        /// The path.
+        path: PathBuf,
+    },
     /// What a dataset would need exceeds the machine's memory.
     #[error(transparent)]
     Memory(#[from] crate::memory::OutOfMemory),

@@ -3,7 +3,9 @@
 //! synced ([`replace_with`], [`write_atomic`]), so that after a crash the destination is absent,
 //! the old file or the whole new one; a directory is built under a temporary name and renamed
 //! into place at the end ([`StagedDir`]). Run files, `parcels.tsv`, safetensors files,
-//! checkpoints, logs, summaries and resolved configurations are all written through here.
+//! checkpoints, logs, summaries, resolved configurations and figures are all written through
+//! here. Only a regular file is ever replaced ([`replace_by`]): a device, a FIFO, a directory
+//! or a symbolic link at an output's path stays as it is, and the write is an error.
 
 use crate::error::DataError;
 use std::io::Write;
@@ -35,15 +37,74 @@ pub fn replace_with(
         let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
         fill(&mut w)?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        f.sync_all()
     })();
+    match res {
+        Ok(()) => replace_by(&tmp, path),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Renames the finished file `tmp` over `path` and syncs the directory. Only a regular file is
+/// ever replaced: anything else at `path` (a device, a FIFO, a directory, a symbolic link) is
+/// an error and stays as it was. On error `tmp` is removed.
+pub fn replace_by(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    let res = match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("exists and is not a regular file ({}): it is never replaced", file_kind(&m.file_type())),
+        )),
+        _ => std::fs::rename(tmp, path),
+    };
     if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(tmp);
     } else {
-        sync_dir(dir);
+        sync_dir(parent_of(path));
     }
     res
+}
+
+/// What a non-regular file is, in words.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
+}
+
+/// Whether an output file may be written at `path`: nothing is there, or a regular file and
+/// `overwrite` is asked. Anything else is [`DataError::OutputNotAFile`], a regular file
+/// without `overwrite` [`DataError::OutputExists`]. [`replace_by`] checks the first again
+/// when it renames.
+pub fn check_replaceable(path: &Path, overwrite: bool) -> Result<(), DataError> {
+    let m = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        other => other.map_err(crate::error::io_err(path))?,
+    };
+    match (m.file_type().is_file(), overwrite) {
+        (true, true) => Ok(()),
+        (true, false) => Err(DataError::OutputExists { path: path.to_path_buf() }),
+        (false, _) => Err(DataError::OutputNotAFile { path: path.to_path_buf(), kind: file_kind(&m.file_type()) }),
+    }
 }
 
 /// Writes `bytes` to `path` as [`replace_with`] does, creating the directory first.
@@ -123,6 +184,30 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(d.path().join("sub")).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_a_regular_file_is_replaced_and_only_when_asked() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let e = write_atomic(&fifo, b"x").unwrap_err().to_string();
+        assert!(e.contains("not a regular file (a FIFO)"), "{e}");
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(d.path().join("victim"), &link).unwrap();
+        let e = write_atomic(&link, b"x").unwrap_err().to_string();
+        assert!(e.contains("a symbolic link"), "{e}");
+        assert!(!d.path().join("victim").exists());
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2, "no temporary file left");
+        let e = check_replaceable(&fifo, true).unwrap_err().to_string();
+        assert!(e.contains("fifo") && e.contains("a FIFO"), "{e}");
+        let f = d.path().join("f");
+        check_replaceable(&f, false).unwrap();
+        std::fs::write(&f, b"old").unwrap();
+        let e = check_replaceable(&f, false).unwrap_err().to_string();
+        assert!(e.contains("already exists") && e.contains("--overwrite"), "{e}");
+        check_replaceable(&f, true).unwrap();
     }
 
     #[test]

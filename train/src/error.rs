@@ -183,6 +183,32 @@ pub enum TrainError {
         /// The holder's process id, as it wrote it in the lock file.
         pid: Option<u32>,
     },
+    /// The lock file of a run directory is not one this process can lock: a symbolic link
+    /// (never followed), not a regular file, or one it cannot open.
+    #[error("{}: {reason}", path.display())]
+    LockFile {
+        /// The lock file.
+        path: PathBuf,
+        /// What is wrong, with the process it names when it can be read.
+        reason: String,
+    },
+    /// A command was pointed at the run directory of another command.
+    #[error(
+        "{} is {} {} run directory: bc-cli {} does not write into another command's run directory; choose another \
+         directory",
+        dir.display(),
+        owner.article(),
+        owner.name(),
+        command.name()
+    )]
+    OtherRunDir {
+        /// The run directory.
+        dir: PathBuf,
+        /// The command it belongs to.
+        owner: crate::run_dir::RunKind,
+        /// The command that was refused.
+        command: crate::run_dir::RunKind,
+    },
     /// A directory to continue holds neither a checkpoint nor `config.resolved.toml`.
     #[error("{}: not a run directory (no checkpoint and no config.resolved.toml)", dir.display())]
     NotARunDir {

@@ -4,11 +4,13 @@
 //! [`StepRecord`] field order, written with one `write` call and flushed, so a killed run
 //! keeps every finished line; validation and event lines go through [`RunLog::write_value`].
 //! [`RunLog::open_at`] reopens a log truncated to a checkpoint's byte length, so a resumed
-//! run's log equals an uninterrupted one. The log prints nothing: what is shown of a run is
+//! run's log equals an uninterrupted one; [`RunLog::hash`] is the hash of what it holds, which
+//! a checkpoint records beside the length. The log prints nothing: what is shown of a run is
 //! its observers' business ([`crate::observer`]).
 
 use crate::error::TrainError;
 use boldcast_core::{Logger, StepRecord};
+use boldcast_data::hash::Fnv64;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,7 @@ pub struct RunLog {
     file: Option<std::fs::File>,
     path: PathBuf,
     bytes: u64,
+    hash: Fnv64,
     /// Every loss logged by this process.
     pub losses: Vec<f64>,
 }
@@ -27,7 +30,7 @@ impl RunLog {
     /// Creates (truncates) the log at `path`.
     pub fn create(path: &Path) -> Result<Self, TrainError> {
         let file = Some(std::fs::File::create(path).map_err(TrainError::io(path))?);
-        Ok(Self { file, path: path.to_path_buf(), bytes: 0, losses: Vec::new() })
+        Ok(Self { file, path: path.to_path_buf(), bytes: 0, hash: Fnv64::default(), losses: Vec::new() })
     }
 
     /// Reopens the log at `path` keeping only its first `bytes` bytes (a checkpoint's length):
@@ -51,18 +54,26 @@ impl RunLog {
         }
         boldcast_data::fsutil::write_atomic(path, &prefix).map_err(TrainError::io(path))?;
         let file = Some(std::fs::OpenOptions::new().append(true).open(path).map_err(TrainError::io(path))?);
-        Ok(Self { file, path: path.to_path_buf(), bytes, losses: Vec::new() })
+        let mut hash = Fnv64::default();
+        hash.update(&prefix);
+        Ok(Self { file, path: path.to_path_buf(), bytes, hash, losses: Vec::new() })
     }
 
     /// A log that writes nothing (a data-parallel rank other than 0); `path` is only named in
     /// messages.
     pub fn silent(path: &Path) -> Self {
-        Self { file: None, path: path.to_path_buf(), bytes: 0, losses: Vec::new() }
+        Self { file: None, path: path.to_path_buf(), bytes: 0, hash: Fnv64::default(), losses: Vec::new() }
     }
 
     /// Bytes in the log so far.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The FNV-1a 64 hash of the log's [`RunLog::bytes`] bytes, hex (a checkpoint's
+    /// `log_hash`).
+    pub fn hash(&self) -> String {
+        self.hash.hex()
     }
 
     /// The log's path.
@@ -89,6 +100,7 @@ impl RunLog {
         file.write_all(line.as_bytes())?;
         file.flush()?;
         self.bytes += line.len() as u64;
+        self.hash.update(line.as_bytes());
         Ok(())
     }
 }

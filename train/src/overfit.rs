@@ -196,7 +196,9 @@ impl OverfitReport {
 
 /// Trains `model` on `batch` for `opts.max_steps` steps, writing `<out>/loss_log.jsonl` and
 /// reporting each step to `observers` (after [`Observer::on_start`]); returns the losses and
-/// the verdict. Writes no summary: see [`run_overfit`].
+/// the verdict. Writes no summary: see [`run_overfit`]. The caller takes the directory first
+/// ([`crate::run_dir::start`] with [`crate::run_dir::RunKind::Overfit`]: locked, and only a
+/// new, empty or earlier overfit run's one).
 pub fn train_overfit<M: Model<f32>>(
     model: M,
     batch: &Tokens<f32>,

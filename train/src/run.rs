@@ -567,6 +567,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             rng,
             val: self.val.clone(),
             log_bytes: self.trainer.logger.bytes(),
+            log_hash: Some(self.trainer.logger.hash()),
             finished: reason.filter(|r| *r != StopReason::StopAfter).map(|r| r.as_str().to_string()),
             config_hash: self.hash.clone(),
             config: self.config_text.clone(),

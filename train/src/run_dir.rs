@@ -1,11 +1,15 @@
 //! The run directory as a whole: one process at a time works in it ([`RunDirLock`], an
-//! advisory lock on `<out>/.lock` that dies with its process), a fresh run only starts in a new
-//! or empty directory ([`check_fresh`], [`create_fresh`]), and a process that starts in an
-//! existing one first removes what killed processes left ([`open_existing`]: temporary files
-//! of the atomic writes, unfinished checkpoint directories, half-pruned ones).
+//! advisory lock on `<out>/.lock` that dies with its process, opened without following a
+//! symbolic link), each belongs to the command that made it ([`RunKind`], named in
+//! `<out>/.run-kind`: `train` continues only its own directories, `overfit` starts again only
+//! in its own, neither writes into a non-empty directory of anything else: [`check_start`],
+//! [`start`], [`check_continue`]), and a process that starts in an existing one first removes
+//! what killed processes left ([`open_existing`]: temporary files of the atomic writes,
+//! unfinished checkpoint directories, half-pruned ones).
 //!
 //! A run directory always holds `config.resolved.toml` from its first moment on, so a run
 //! stopped before its first checkpoint can be started again in place ([`read_resolved`]).
+//! Directories from before `.run-kind` are told by their files ([`owner`]).
 
 use crate::checkpoint::{CKPT_DIR, PRUNED_PREFIX};
 use crate::config::RunConfig;
@@ -19,6 +23,123 @@ use std::path::{Path, PathBuf};
 pub const LOCK_FILE: &str = ".lock";
 /// The resolved configuration of a run directory.
 pub const RESOLVED: &str = "config.resolved.toml";
+/// The file naming the command a run directory belongs to (`train` or `overfit`).
+pub const KIND_FILE: &str = ".run-kind";
+
+/// The command a run directory belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// `bc-cli train`: continued with `--resume`, never started again in place.
+    Train,
+    /// `bc-cli overfit`: started again from step 0 in its own directory.
+    Overfit,
+}
+
+impl RunKind {
+    /// The command's name, as [`KIND_FILE`] holds it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunKind::Train => "train",
+            RunKind::Overfit => "overfit",
+        }
+    }
+
+    /// `a` or `an`, for a message.
+    pub fn article(self) -> &'static str {
+        match self {
+            RunKind::Train => "a",
+            RunKind::Overfit => "an",
+        }
+    }
+
+    fn parse(s: &str) -> Option<RunKind> {
+        [RunKind::Train, RunKind::Overfit].into_iter().find(|k| k.name() == s.trim())
+    }
+}
+
+/// Whose a directory is ([`owner`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Nobody's: absent, or empty (but for a lock file).
+    Nobody,
+    /// A run directory of this command.
+    Run(RunKind),
+    /// A run directory that does not say its command: from before [`KIND_FILE`], with
+    /// `config.resolved.toml` but nothing only one command writes.
+    Unmarked,
+    /// A non-empty directory that is no run's.
+    Foreign,
+}
+
+/// Whose the directory `out` is: [`KIND_FILE`] says it; without it (directories from before
+/// it) `summary.json`'s `command`, a `checkpoints` directory (train) or the overfit figure
+/// (overfit) do. A path that is not a directory is [`DataError::OutputNotADir`].
+pub fn owner(out: &Path) -> Result<Owner, TrainError> {
+    if !out.exists() {
+        return Ok(Owner::Nobody);
+    }
+    if !out.is_dir() {
+        return Err(DataError::OutputNotADir { path: out.to_path_buf() }.into());
+    }
+    let mut entries = std::fs::read_dir(out).map_err(TrainError::io(out))?;
+    if entries.all(|e| e.is_ok_and(|e| e.file_name() == LOCK_FILE)) {
+        return Ok(Owner::Nobody);
+    }
+    if let Ok(text) = std::fs::read_to_string(out.join(KIND_FILE)) {
+        return Ok(RunKind::parse(&text).map_or(Owner::Foreign, Owner::Run));
+    }
+    let summary = std::fs::read_to_string(out.join("summary.json")).ok();
+    let command = summary.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    if let Some(k) = command.as_ref().and_then(|v| v["command"].as_str()).and_then(RunKind::parse) {
+        return Ok(Owner::Run(k));
+    }
+    Ok(if out.join(CKPT_DIR).is_dir() {
+        Owner::Run(RunKind::Train)
+    } else if out.join("figures/overfit_curve.png").is_file() {
+        Owner::Run(RunKind::Overfit)
+    } else if out.join(RESOLVED).is_file() {
+        Owner::Unmarked
+    } else {
+        Owner::Foreign
+    })
+}
+
+/// A run of `kind` may start in `out`: it is new or empty, or (`overfit`, which starts again
+/// in place) `kind`'s own. Another command's run directory is [`TrainError::OtherRunDir`],
+/// any other non-empty directory [`DataError::OutputNotEmpty`].
+pub fn check_start(out: &Path, kind: RunKind) -> Result<(), TrainError> {
+    match owner(out)? {
+        Owner::Nobody => Ok(()),
+        Owner::Run(k) if k == kind && kind == RunKind::Overfit => Ok(()),
+        Owner::Run(k) if k != kind => Err(TrainError::OtherRunDir { dir: out.to_path_buf(), owner: k, command: kind }),
+        _ => Err(DataError::OutputNotEmpty { dir: out.to_path_buf() }.into()),
+    }
+}
+
+/// A run of `kind` may continue in `out`: it is not another command's run directory
+/// ([`TrainError::OtherRunDir`]).
+pub fn check_continue(out: &Path, kind: RunKind) -> Result<(), TrainError> {
+    match owner(out)? {
+        Owner::Run(k) if k != kind => Err(TrainError::OtherRunDir { dir: out.to_path_buf(), owner: k, command: kind }),
+        _ => Ok(()),
+    }
+}
+
+/// Starts a run of `kind` in `out` ([`check_start`]): creates the directory, locks it, checks
+/// again under the lock, removes leftovers, and writes [`KIND_FILE`] and
+/// `config.resolved.toml`.
+pub fn start(out: &Path, kind: RunKind, cfg: &RunConfig) -> Result<RunDirLock, TrainError> {
+    check_start(out, kind)?;
+    std::fs::create_dir_all(out).map_err(TrainError::io(out))?;
+    let lock = RunDirLock::acquire(out)?;
+    check_start(out, kind)?;
+    remove_leftovers(out)?;
+    let marker = out.join(KIND_FILE);
+    boldcast_data::fsutil::write_atomic(&marker, format!("{}\n", kind.name()).as_bytes())
+        .map_err(TrainError::io(&marker))?;
+    cfg.write_resolved(out)?;
+    Ok(lock)
+}
 
 /// An exclusive advisory lock on a run directory, held until dropped (or the process dies).
 /// The file holds the holder's process id, for the message of the one refused.
@@ -30,25 +151,10 @@ pub struct RunDirLock {
 
 impl RunDirLock {
     /// Locks the existing directory `out`; [`TrainError::Busy`] naming the holder's pid when
-    /// another process holds it.
+    /// another process holds it, [`TrainError::LockFile`] when `.lock` is a symbolic link
+    /// (never followed) or not a regular file.
     pub fn acquire(out: &Path) -> Result<RunDirLock, TrainError> {
-        let path = out.join(LOCK_FILE);
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(TrainError::io(&path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                return Err(TrainError::Busy { dir: out.to_path_buf(), pid: text.trim().parse().ok() });
-            }
-            Err(TryLockError::Error(e)) => return Err(TrainError::Io { path, source: e }),
-        }
+        let (mut file, path) = try_lock(out)?;
         let write = |f: &mut File| -> std::io::Result<()> {
             f.set_len(0)?;
             f.rewind()?;
@@ -65,43 +171,107 @@ impl RunDirLock {
     }
 }
 
-/// Refuses ([`TrainError::Busy`]) when a process holds the lock of `out`; takes and releases
-/// it otherwise. An early answer for a command that reads the directory before it locks it.
+/// Locks the lock file of `out` without writing to it: the file and its path, or
+/// [`TrainError::Busy`] naming the pid it holds.
+fn try_lock(out: &Path) -> Result<(File, PathBuf), TrainError> {
+    let path = out.join(LOCK_FILE);
+    let mut file = open_lock_file(&path).map_err(|e| lock_file_error(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok((file, path)),
+        Err(TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            Err(TrainError::Busy { dir: out.to_path_buf(), pid: text.trim().parse().ok() })
+        }
+        Err(TryLockError::Error(e)) => Err(TrainError::Io { path, source: e }),
+    }
+}
+
+/// Opens the lock file `path` read-write without following a symbolic link (`O_NOFOLLOW`):
+/// created exclusively when absent, else the regular file there.
+fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    let not_regular = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file()) {
+        return Err(not_regular());
+    }
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = match o.clone().create_new(true).open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => o.open(path)?,
+        r => r?,
+    };
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
+/// The error of a lock file that could not be opened: what is there, and the process it
+/// names when it can be read.
+fn lock_file_error(path: &Path, e: std::io::Error) -> TrainError {
+    // Read only a regular file (a FIFO would block): through a link, its target.
+    let pid = std::fs::metadata(path)
+        .is_ok_and(|m| m.is_file())
+        .then(|| std::fs::read_to_string(path).ok()?.trim().parse::<u32>().ok())
+        .flatten();
+    let names = pid.map_or(String::new(), |p| format!(", which names process {p}"));
+    let reason = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let to = std::fs::read_link(path).map_or("?".into(), |t| t.display().to_string());
+            let dangling = if std::fs::metadata(path).is_err() { ", which does not exist" } else { "" };
+            format!(
+                "is a symbolic link (to {to}{dangling}{names}); a lock file is never followed: remove the link and \
+                 start again"
+            )
+        }
+        _ => {
+            format!("cannot be opened as a lock file ({e}{names}); if no such process runs, remove it and start again")
+        }
+    };
+    TrainError::LockFile { path: path.to_path_buf(), reason }
+}
+
+/// Refuses ([`TrainError::Busy`]) when a process holds the lock of `out`, or
+/// ([`TrainError::LockFile`]) when its lock file cannot be locked; takes and releases it
+/// otherwise, writing nothing. An early answer for a command that reads the directory before
+/// it locks it.
 pub fn ensure_free(out: &Path) -> Result<(), TrainError> {
-    if out.join(LOCK_FILE).is_file() {
-        drop(RunDirLock::acquire(out)?);
+    if std::fs::symlink_metadata(out.join(LOCK_FILE)).is_ok() {
+        drop(try_lock(out)?);
     }
     Ok(())
 }
 
-/// `out` may hold a fresh run: it does not exist, or is an empty directory.
+/// `out` may hold a fresh training run: it does not exist, or is an empty directory
+/// ([`check_start`] of [`RunKind::Train`]).
 pub fn check_fresh(out: &Path) -> Result<(), TrainError> {
-    if out.exists() && !out.is_dir() {
-        return Err(DataError::OutputNotADir { path: out.to_path_buf() }.into());
-    }
-    if out.is_dir() && std::fs::read_dir(out).map_err(TrainError::io(out))?.next().is_some() {
-        return Err(DataError::OutputNotEmpty { dir: out.to_path_buf() }.into());
-    }
-    Ok(())
+    check_start(out, RunKind::Train)
 }
 
-/// Creates the directory of a fresh run of `cfg` ([`check_fresh`] first), locks it and writes
-/// its `config.resolved.toml`.
+/// Creates the directory of a fresh training run of `cfg` ([`start`] of [`RunKind::Train`]).
 pub fn create_fresh(out: &Path, cfg: &RunConfig) -> Result<RunDirLock, TrainError> {
-    check_fresh(out)?;
-    std::fs::create_dir_all(out).map_err(TrainError::io(out))?;
-    let lock = RunDirLock::acquire(out)?;
-    cfg.write_resolved(out)?;
-    Ok(lock)
+    start(out, RunKind::Train, cfg)
 }
 
-/// Locks the existing run directory `out` and removes what killed processes left in it.
+/// Locks the existing training run directory `out` ([`check_continue`], again under the
+/// lock) and removes what killed processes left in it.
 pub fn open_existing(out: &Path) -> Result<RunDirLock, TrainError> {
     if !out.is_dir() {
         return Err(TrainError::NotARunDir { dir: out.to_path_buf() });
     }
+    check_continue(out, RunKind::Train)?;
     let lock = RunDirLock::acquire(out)?;
+    check_continue(out, RunKind::Train)?;
     remove_leftovers(out)?;
+    let marker = out.join(KIND_FILE);
+    if !marker.exists() {
+        boldcast_data::fsutil::write_atomic(&marker, b"train\n").map_err(TrainError::io(&marker))?;
+    }
     Ok(lock)
 }
 
@@ -167,6 +337,61 @@ mod tests {
         drop(first);
         ensure_free(d.path()).unwrap();
         RunDirLock::acquire(d.path()).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_file_that_is_a_link_is_refused_and_its_target_untouched() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, b"77\n").unwrap();
+        let out = d.path().join("run");
+        std::fs::create_dir(&out).unwrap();
+        std::os::unix::fs::symlink(&victim, out.join(LOCK_FILE)).unwrap();
+        let e = RunDirLock::acquire(&out).unwrap_err().to_string();
+        assert!(e.contains("symbolic link") && e.contains("process 77") && e.contains(".lock"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"77\n");
+        std::fs::remove_file(out.join(LOCK_FILE)).unwrap();
+        std::os::unix::fs::symlink(d.path().join("gone"), out.join(LOCK_FILE)).unwrap();
+        let e = ensure_free(&out).unwrap_err().to_string();
+        assert!(e.contains("does not exist") && e.contains("never followed"), "{e}");
+        assert!(!d.path().join("gone").exists());
+        std::fs::remove_file(out.join(LOCK_FILE)).unwrap();
+        std::fs::create_dir(out.join(LOCK_FILE)).unwrap();
+        let e = RunDirLock::acquire(&out).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn each_command_starts_only_in_its_own_or_a_new_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml")).unwrap();
+        let (t, o) = (d.path().join("t"), d.path().join("o"));
+        drop(start(&t, RunKind::Train, &cfg).unwrap());
+        assert_eq!(owner(&t).unwrap(), Owner::Run(RunKind::Train));
+        assert_eq!(std::fs::read_to_string(t.join(KIND_FILE)).unwrap(), "train\n");
+        let e = start(&t, RunKind::Overfit, &cfg).unwrap_err().to_string();
+        assert!(e.contains("is a train run directory") && e.contains("bc-cli overfit"), "{e}");
+        assert!(matches!(check_start(&t, RunKind::Train), Err(TrainError::Data(DataError::OutputNotEmpty { .. }))));
+        check_continue(&t, RunKind::Train).unwrap();
+        let lock = start(&o, RunKind::Overfit, &cfg).unwrap();
+        // A live overfit holds its directory; a finished one starts again there.
+        assert!(matches!(start(&o, RunKind::Overfit, &cfg), Err(TrainError::Busy { .. })));
+        drop(lock);
+        drop(start(&o, RunKind::Overfit, &cfg).unwrap());
+        let e = open_existing(&o).unwrap_err().to_string();
+        assert!(e.contains("is an overfit run directory") && e.contains("bc-cli train"), "{e}");
+        // Anything else non-empty is nobody's to write into; a directory from before the
+        // marker is told by its files.
+        let f = d.path().join("f");
+        std::fs::create_dir(&f).unwrap();
+        std::fs::write(f.join("notes.txt"), b"x").unwrap();
+        assert_eq!(owner(&f).unwrap(), Owner::Foreign);
+        assert!(matches!(check_start(&f, RunKind::Overfit), Err(TrainError::Data(DataError::OutputNotEmpty { .. }))));
+        std::fs::write(f.join(RESOLVED), b"").unwrap();
+        assert_eq!(owner(&f).unwrap(), Owner::Unmarked);
+        std::fs::write(f.join("summary.json"), br#"{"command": "overfit"}"#).unwrap();
+        assert_eq!(owner(&f).unwrap(), Owner::Run(RunKind::Overfit));
     }
 
     #[test]

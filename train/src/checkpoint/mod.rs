@@ -28,9 +28,12 @@
 //! ([`FileHashes`], [`boldcast_data::tensorfile::SafetensorsFile::content_hash`]). A file from
 //! another step, an edited state, removed moments or a flipped bit in tensor data is an error
 //! naming the file. The state also records the parcel names and the fingerprint of the
-//! training runs ([`DataIdentity`]); a resume on other data is refused. States of the first
-//! format ([`STATE_FORMAT_V1`], before these records) are still read, with every check that
-//! does not need them.
+//! training runs ([`DataIdentity`]); a resume on other data is refused. It records the log's
+//! length `log_bytes` with the hash of those bytes of `loss_log.jsonl` (`log_hash`), so an
+//! edited length or log is refused on resume ([`verify::check_log`]) instead of truncating the
+//! log elsewhere. States of the earlier formats are still read, with every check that does not
+//! need what they lack: [`STATE_FORMAT_V1`] (no file hashes, no data identity) and
+//! [`STATE_FORMAT_V2`] (no `log_hash`: its `log_bytes` is used unchecked, with a note).
 //!
 //! **Good checkpoints.** A checkpoint is good when training can go on from it: its weights are
 //! finite, and the step that starts from them does not give a non-finite loss or gradient.
@@ -75,7 +78,10 @@ pub const KEEP: usize = 2;
 /// The test hook's environment variable (see the module documentation).
 pub const PAUSE_HOOK_ENV: &str = "BOLDCAST_TEST_PAUSE_IN_CKPT_WRITE";
 /// `state.json`'s `format`.
-pub const STATE_FORMAT: &str = "boldcast-train-state-v2";
+pub const STATE_FORMAT: &str = "boldcast-train-state-v3";
+/// The second format, before [`TrainState::log_hash`]: still read, its `log_bytes` unchecked
+/// (with a note).
+pub const STATE_FORMAT_V2: &str = "boldcast-train-state-v2";
 /// The first format, before [`TrainState::files`] and [`TrainState::data`]: still read.
 pub const STATE_FORMAT_V1: &str = "boldcast-train-state-v1";
 /// The suffix of a demoted checkpoint directory (see the module documentation).
@@ -149,6 +155,10 @@ pub struct TrainState {
     pub val: ValState,
     /// Bytes of `loss_log.jsonl` when the checkpoint was written (a resume truncates to it).
     pub log_bytes: u64,
+    /// FNV-1a 64 of those `log_bytes` bytes of the log, hex (absent before
+    /// [`STATE_FORMAT`]): an edited `log_bytes` or log is refused on resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_hash: Option<String>,
     /// Why the run ended, when this is its final checkpoint (`max_steps`, `early_stopping`).
     pub finished: Option<String>,
     /// FNV-1a 64 of `config`, hex.

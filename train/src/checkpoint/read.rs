@@ -2,7 +2,7 @@
 //! every pointer or directory it had to pass over), its three files checked against each other
 //! ([`load_checkpoint`]), and where a run directory continues from ([`resume_point`]).
 
-use super::verify::{check_files, check_state};
+use super::verify::{check_files, check_log, check_state};
 use super::{adjacency_from_json, parse_step_dir, step_dirs, TrainState, CKPT_DIR, LATEST};
 use crate::config::RunConfig;
 use crate::error::TrainError;
@@ -121,34 +121,54 @@ pub struct ResumePoint {
     pub notes: Vec<String>,
 }
 
-/// The checkpoint `found` read back with [`load_checkpoint`] and checked against its stored
-/// configuration ([`check_state`]).
-fn read_found(found: &Found) -> Result<(RunConfig, Loaded), TrainError> {
+/// The checkpoint `found` of the run directory `out` read back with [`load_checkpoint`] and
+/// checked against its stored configuration ([`check_state`]) and the run's log
+/// ([`check_log`]).
+fn read_found(out: &Path, found: &Found) -> Result<(RunConfig, Loaded), TrainError> {
     let state = read_state(&found.dir)?;
     let cfg = stored_config(&found.dir, &state)?;
     let loaded = load_checkpoint(&found.dir, &cfg.model_config().param_specs())?;
     check_state(&loaded.dir.join("state.json"), &loaded.state, &cfg)?;
+    check_log(&found.dir, &crate::run::log_path(out), &loaded.state)?;
     Ok((cfg, loaded))
 }
 
+/// The note for a checkpoint whose state has no `log_hash` (an earlier format).
+fn unchecked_log_note(l: &Loaded) -> Option<String> {
+    l.state.log_hash.is_none().then(|| {
+        format!(
+            "note: {} is of format {}, from before the log's hash: its log_bytes ({}) is used unchecked",
+            l.dir.join("state.json").display(),
+            l.state.format,
+            l.state.log_bytes
+        )
+    })
+}
+
 /// The newest checkpoint of the run directory `out` ([`find_checkpoint`]), read back with
-/// [`load_checkpoint`] and checked against the configuration stored in it ([`check_state`]),
+/// [`load_checkpoint`] and checked against the configuration stored in it ([`check_state`])
+/// and the log ([`check_log`]),
 /// with that configuration, so that a resume needs nothing but the directory. `None` when the
 /// run has no checkpoint yet ([`continue_point`] says how such a run starts again). Only reads:
 /// the run that continues takes the directory's lock ([`crate::run_dir`]).
 pub fn resume_point(out: &Path) -> Result<Option<(RunConfig, Loaded)>, TrainError> {
-    find_checkpoint(out)?.map(|f| read_found(&f)).transpose()
+    find_checkpoint(out)?.map(|f| read_found(out, &f)).transpose()
 }
 
 /// Where the run directory `out` continues from ([`ResumePoint`]): as [`resume_point`], with
 /// the notes of what was passed over; a run directory without a checkpoint continues from
 /// step 0 with its `config.resolved.toml` ([`crate::run_dir::read_resolved`]), and a directory
-/// with neither is [`TrainError::NotARunDir`].
+/// with neither is [`TrainError::NotARunDir`]; another command's run directory is
+/// [`TrainError::OtherRunDir`] ([`crate::run_dir::check_continue`]).
 pub fn continue_point(out: &Path) -> Result<ResumePoint, TrainError> {
+    if out.is_dir() {
+        crate::run_dir::check_continue(out, crate::run_dir::RunKind::Train)?;
+    }
     match find_checkpoint(out)? {
         Some(found) => {
-            let (cfg, loaded) = read_found(&found)?;
-            Ok(ResumePoint { cfg, checkpoint: Some(loaded), notes: found.notes })
+            let (cfg, loaded) = read_found(out, &found)?;
+            let notes = found.notes.into_iter().chain(unchecked_log_note(&loaded)).collect();
+            Ok(ResumePoint { cfg, checkpoint: Some(loaded), notes })
         }
         None => Ok(ResumePoint { cfg: crate::run_dir::read_resolved(out)?, checkpoint: None, notes: Vec::new() }),
     }

@@ -2,7 +2,7 @@
 //! ([`check_files`]), its state agrees with its configuration ([`check_state`]), and its
 //! tensors are finite ([`check_finite`]). Every failure names the file and the field.
 
-use super::{config_hash, TrainState, STATE_FORMAT, STATE_FORMAT_V1};
+use super::{config_hash, TrainState, STATE_FORMAT, STATE_FORMAT_V1, STATE_FORMAT_V2};
 use crate::config::RunConfig;
 use crate::error::TrainError;
 use crate::order::epoch_order;
@@ -35,7 +35,7 @@ pub fn check_files(
 ) -> Result<(), TrainError> {
     let sp = dir.join("state.json");
     let bad = checkpoint_error(&sp);
-    if state.format != STATE_FORMAT && state.format != STATE_FORMAT_V1 {
+    if ![STATE_FORMAT, STATE_FORMAT_V2, STATE_FORMAT_V1].contains(&state.format.as_str()) {
         return Err(bad(format!("format `{}`, expected `{STATE_FORMAT}`", state.format)));
     }
     check_config_hash(&sp, state)?;
@@ -85,6 +85,36 @@ pub fn check_files(
     }
     if state.data.is_none() {
         return Err(bad("no `data` (the training data's identity)".into()));
+    }
+    Ok(())
+}
+
+/// The run's log `log` is the one the checkpoint `dir` was written with: its first
+/// `log_bytes` bytes hash to the state's `log_hash`, so an edited `log_bytes` (or log) is
+/// refused before a resume truncates the log to it. A state of an earlier format has no hash
+/// and passes (the caller notes it); one of [`STATE_FORMAT`] without it does not.
+pub fn check_log(dir: &Path, log: &Path, state: &TrainState) -> Result<(), TrainError> {
+    let sp = dir.join("state.json");
+    let bad = checkpoint_error(&sp);
+    let Some(want) = &state.log_hash else {
+        if state.format == STATE_FORMAT {
+            return Err(bad("no `log_hash` (the hash of the log's first log_bytes bytes)".into()));
+        }
+        return Ok(());
+    };
+    let mut prefix = Vec::new();
+    let f = std::fs::File::open(log).map_err(TrainError::io(log))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, state.log_bytes), &mut prefix)
+        .map_err(TrainError::io(log))?;
+    let got = boldcast_data::hash::fnv1a_hex(&prefix);
+    if prefix.len() as u64 != state.log_bytes || &got != want {
+        return Err(bad(format!(
+            "log_bytes = {}, but the first {} bytes of {} hash to {got}, not the recorded log_hash {want}: \
+             log_bytes or the log was altered",
+            state.log_bytes,
+            prefix.len(),
+            log.display()
+        )));
     }
     Ok(())
 }
