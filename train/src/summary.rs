@@ -113,6 +113,7 @@ pub fn summary_json(
         "passed": v.map(|v| v.passed),
         "red_flags": r.red_flags,
         "provenance": data.identity.provenance,
+        "input_spectrum": data.spectrum,
         "loss_log": "loss_log.jsonl",
         "checkpoints": crate::checkpoint::CKPT_DIR,
     });

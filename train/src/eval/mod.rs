@@ -309,6 +309,7 @@ where
         improvement,
         forecast_example,
         warnings,
+        input_spectrum: data.loaded.spectrum.clone(),
     })
 }
 
