@@ -100,7 +100,11 @@ fn slow_runs_are_measured_as_filtered_with_one_warning() {
         let mut body = "a\tb\n".to_string();
         for t in 0..200 {
             // Below 0.04 cycles per TR: 0.08 of Nyquist.
-            let x = |p: usize| (1..=4).map(|j| (0.01 * j as f64 * t as f64 * 6.283 + (p * s + j) as f64).sin()).sum::<f64>();
+            let x = |p: usize| {
+                (1..=4)
+                    .map(|j| (0.01 * j as f64 * t as f64 * std::f64::consts::TAU + (p * s + j) as f64).sin())
+                    .sum::<f64>()
+            };
             body += &format!("{:.6}\t{:.6}\n", x(0), x(1));
         }
         write(d.path(), &format!("sub-0{s}_run-1_bold.tsv"), &body);

@@ -115,11 +115,10 @@ impl InputSpectrum {
         };
         Some(format!(
             "warning: the input looks low-pass or band-pass filtered: in the median of {} run(s), {:.1} % of the \
-             power lies below {cut:.3} of Nyquist{hz} and {:.3} % above {FILTERED_BELOW} of Nyquist. \
-             {EXPLANATION}.",
+             power lies below {cut:.3} of Nyquist{hz} and a share of {above:.1e} above {FILTERED_BELOW} of \
+             Nyquist. {EXPLANATION}.",
             self.runs.len(),
             POWER_FRACTION * 100.0,
-            above * 100.0
         ))
     }
 

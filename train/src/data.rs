@@ -186,6 +186,18 @@ impl TrainData {
         let provenance = crate::provenance::Provenance::of(&ds, &split, cfg.data.dir.clone(), &source);
         let identity =
             DataIdentity { provenance: Some(provenance.to_value()), ..DataIdentity::of(&ds, &split.train_runs)? };
-        Ok(TrainData { ds, spec, split, train_windows, val_windows, adjacency, floor, source, notes, identity, spectrum })
+        Ok(TrainData {
+            ds,
+            spec,
+            split,
+            train_windows,
+            val_windows,
+            adjacency,
+            floor,
+            source,
+            notes,
+            identity,
+            spectrum,
+        })
     }
 }
