@@ -36,7 +36,9 @@ pub enum Command {
     /// With --rho: `1 - rho^(2L)` averaged over horizons and token elements, L = (h-1) D + j + 1
     /// (MODEL.md, "The loss floor"). With --data: the floor of the best single-lag linear
     /// predictor, `1 - acf_p(L)^2` with each run's biased sample autocorrelation averaged over
-    /// runs, on the run-wise standardized data; overall and per parcel.
+    /// runs, on the run-wise standardized data; overall and per parcel. With --data, also the
+    /// filtered-input check (a warning when the runs look low-pass or band-pass filtered;
+    /// `input_spectrum` in --json).
     Floor(FloorArgs),
     /// Overfit one fixed batch of 4 windows and check that the loss drops by 30 %.
     ///
@@ -75,7 +77,8 @@ pub enum Command {
     /// `figures/loss_curves.png` (and `.svg`), and prints the verdict: PASS when `mean(last 3
     /// val) <= 0.7 * mean(first 3 val)` and the last validation loss beats predicting zero,
     /// with the loss beside predicting zero and the best baseline of `eval` in words; exit
-    /// status 1 when it fails, 2 on an error (a non-finite loss included).
+    /// status 1 when it fails, 2 on an error (a non-finite loss included). Warns when the runs
+    /// look low-pass or band-pass filtered (`input_spectrum` in `summary.json`).
     Train(TrainArgs),
     /// Time full training steps and print one JSON line with the speed and memory.
     ///
@@ -101,7 +104,8 @@ pub enum Command {
     /// the best baseline at each horizon ("better than ... by 4.1 %"), with a paired bootstrap
     /// interval over held-out subjects. The configuration, split and adjacency come from the
     /// checkpoint's metadata. Prints a table, or JSON with --json; --figure draws the bars and
-    /// a forecast example.
+    /// a forecast example. Warns when the runs look low-pass or band-pass filtered
+    /// (`input_spectrum` in the JSON).
     Eval(EvalArgs),
     /// Forecast whole runs with a checkpoint, at every horizon, into .npy files with their MSE.
     ///

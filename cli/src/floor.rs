@@ -14,7 +14,8 @@ pub struct FloorReport {
     pub json: serde_json::Value,
     /// What is printed otherwise.
     pub text: String,
-    /// Notes for standard error (ignored files, zero-variance parcels).
+    /// Notes for standard error (ignored files, zero-variance parcels, the filtered-input
+    /// warning).
     pub notes: Vec<String>,
 }
 
@@ -43,7 +44,9 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
     let dir = args.data.as_ref().expect("clap requires --rho or --data");
     let ds = Dataset::load_with(dir, &args.picks.selection())?;
     let boldcast::data::EmpiricalFloor { overall, per_horizon, per_parcel } = ds.empirical_floor(h, d)?;
-    let notes = ds.notes();
+    let spectrum = boldcast::data::spectrum::input_spectrum(&ds)?;
+    let mut notes = ds.notes();
+    notes.extend(spectrum.warning());
     let mut text = format!(
         "empirical single-lag floor of {} ({} runs, {} parcels), d_in {d}, horizons {}\n",
         dir.display(),
@@ -61,6 +64,7 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
     if let Some(tr) = ds.tr {
         writeln!(text, "TR {tr} s").unwrap();
     }
+    writeln!(text, "{}", spectrum.summary_line()).unwrap();
     writeln!(text, "per parcel:").unwrap();
     let w = ds.parcel_names.iter().map(String::len).max().unwrap_or(0);
     for (n, v) in ds.parcel_names.iter().zip(&per_parcel) {
@@ -74,6 +78,7 @@ pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {
         "per_parcel": ds.parcel_names.iter().zip(&per_parcel).map(|(n, v)| json!({"name": n, "floor": v})).collect::<Vec<_>>(),
         "estimator": "1 - acf_p(L)^2, acf the biased sample autocorrelation of each standardized run, averaged over runs; \
                       mean over horizons and token elements (MODEL.md, The loss floor)",
+        "input_spectrum": spectrum,
     });
     Ok(FloorReport { json, text, notes })
 }

@@ -86,8 +86,40 @@ fn empirical_floor_of_a_long_ar1_dataset_is_near_the_exact_floor() {
         assert!((e - w).abs() < 0.03, "{p} vs {w}");
     }
     assert_eq!(j["per_parcel"][2]["name"], "parcel-002");
-    let text = stdout(&run(&["floor", "--data", out.to_str().unwrap()]));
-    assert!(text.contains(&format!("overall: {emp:.6}")) && text.contains("parcel-001"), "{text}");
+    assert_eq!(j["input_spectrum"]["verdict"], "not_filtered", "{}", j["input_spectrum"]);
+    let (shown, err) = text(&run(&["floor", "--data", out.to_str().unwrap()]));
+    assert!(shown.contains(&format!("overall: {emp:.6}")) && shown.contains("parcel-001"), "{shown}");
+    assert!(shown.contains("input spectrum: 99.9 % of the power below") && shown.contains("not filtered"), "{shown}");
+    assert!(!err.contains("looks low-pass"), "{err}");
+}
+
+#[test]
+fn slow_runs_are_measured_as_filtered_with_one_warning() {
+    let d = tempfile::tempdir().unwrap();
+    for s in 1..=2usize {
+        let mut body = "a\tb\n".to_string();
+        for t in 0..200 {
+            // Below 0.04 cycles per TR: 0.08 of Nyquist.
+            let x = |p: usize| {
+                (1..=4)
+                    .map(|j| (0.01 * j as f64 * t as f64 * std::f64::consts::TAU + (p * s + j) as f64).sin())
+                    .sum::<f64>()
+            };
+            body += &format!("{:.6}\t{:.6}\n", x(0), x(1));
+        }
+        write(d.path(), &format!("sub-0{s}_run-1_bold.tsv"), &body);
+    }
+    write(d.path(), "bold.json", "{\"RepetitionTime\": 2.0}");
+    let o = run(&["floor", "--data", d.path().to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let err = text(&o).1;
+    assert_eq!(err.matches("warning: the input looks low-pass or band-pass filtered").count(), 1, "{err}");
+    assert!(err.contains("(0.0") && err.contains("Nyquist 0.250 Hz") && err.contains("leaks the future"), "{err}");
+    let j: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
+    let s = &j["input_spectrum"];
+    assert_eq!((s["verdict"].as_str(), s["runs"].as_array().map(Vec::len)), (Some("looks_filtered"), Some(2)));
+    let (c, hz) = (s["median_cutoff_nyquist"].as_f64().unwrap(), s["median_cutoff_hz"].as_f64().unwrap());
+    assert!(c < 0.12 && (hz - c * 0.25).abs() < 1e-12, "{s}");
 }
 
 fn write(dir: &Path, name: &str, text: &str) {

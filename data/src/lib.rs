@@ -11,6 +11,8 @@
 //! - `dataset`: [`Dataset::load`], [`Dataset::from_synth`], series and the empirical floor;
 //! - `window`: [`WindowSpec`], [`WindowRef`], windows and tokens;
 //! - `adjacency`: the k-nearest-neighbour table from centroids or correlation;
+//! - [`spectrum`]: the filtered-input check ([`spectrum::input_spectrum`]: does a dataset look
+//!   low-pass or band-pass filtered?);
 //! - [`split`](mod@split): the one subject split ([`split()`], [`Split`], [`parse_subject_list`]);
 //! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
 //! - [`tensorfile`]: safetensors files of named tensors (checkpoints, `best.safetensors`, the
@@ -85,6 +87,7 @@ mod names;
 mod parcels;
 mod read;
 pub mod select;
+pub mod spectrum;
 pub mod split;
 mod standardize;
 mod store;

@@ -3,10 +3,13 @@
 //! ([`Split`], decided by the caller), the training and validation windows at `window.stride`,
 //! the adjacency for `model.k_neighbors` (from the training runs) and the loss floor shown
 //! beside the validation loss (exact for the fixture, else empirical on the held-out runs).
+//! [`load_data`] also runs the filtered-input check ([`boldcast_data::spectrum`]): `train`,
+//! `eval` and `forecast` warn when the runs look low-pass or band-pass filtered.
 
 use crate::config::RunConfig;
 use crate::error::TrainError;
 use boldcast_core::Adjacency;
+use boldcast_data::spectrum::{input_spectrum, InputSpectrum};
 use boldcast_data::{Dataset, WindowRef, WindowSpec};
 use boldcast_fixtures::{circle_centroids, Ar1Spec, Layout};
 
@@ -78,13 +81,18 @@ pub struct LoadedData {
     pub source: String,
     /// Notes for standard error.
     pub notes: Vec<String>,
+    /// The filtered-input check of the runs ([`boldcast_data::spectrum`]); its warning, when
+    /// it fires, is among the notes.
+    pub spectrum: InputSpectrum,
 }
 
 fn load_dir(dir: &std::path::Path, sel: &boldcast_data::Selection) -> Result<LoadedData, TrainError> {
     let ds = Dataset::load_with(dir, sel)?;
-    let notes = ds.notes();
+    let mut notes = ds.notes();
+    let spectrum = input_spectrum(&ds)?;
+    notes.extend(spectrum.warning());
     let source = format!("{} ({} runs, {} parcels)", dir.display(), ds.runs.len(), ds.parcels);
-    Ok(LoadedData { ds, fixture: None, source, notes })
+    Ok(LoadedData { ds, fixture: None, source, notes, spectrum })
 }
 
 /// Loads `data.dir`, or generates the synthetic AR(1) fixture of `[data.synthetic]` (parcels
@@ -105,7 +113,8 @@ pub fn load_data(cfg: &RunConfig) -> Result<LoadedData, TrainError> {
         "synthetic AR(1), rho {}, {} subjects x {} runs x {} TRs, {} parcels, seed {}",
         s.rho, s.subjects, s.runs, s.trs, s.parcels, s.seed
     );
-    Ok(LoadedData { ds, fixture: Some(fx), source, notes: Vec::new() })
+    let spectrum = input_spectrum(&ds)?;
+    Ok(LoadedData { ds, fixture: Some(fx), source, notes: Vec::new(), spectrum })
 }
 
 /// The empirical single-lag floor of the runs `runs`, per horizon.
@@ -143,6 +152,8 @@ pub struct TrainData {
     pub notes: Vec<String>,
     /// The parcel names and the fingerprint of the training runs (recorded in checkpoints).
     pub identity: DataIdentity,
+    /// The filtered-input check of the runs (in `summary.json`).
+    pub spectrum: InputSpectrum,
 }
 
 impl TrainData {
@@ -158,7 +169,7 @@ impl TrainData {
     /// [`RunConfig::check_memory_of`] the dataset: a run that would not fit in the machine's
     /// memory is refused before the windows, the adjacency or the model are made.
     pub fn new(loaded: LoadedData, split: Split, cfg: &RunConfig) -> Result<TrainData, TrainError> {
-        let LoadedData { ds, fixture, source, notes } = loaded;
+        let LoadedData { ds, fixture, source, notes, spectrum } = loaded;
         cfg.check_memory_of(&ds, fixture.is_none().then_some(&split.heldout_runs[..]))?;
         let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
         let train_windows = ds.windows_of(&spec, &split.train_runs)?;
@@ -175,6 +186,18 @@ impl TrainData {
         let provenance = crate::provenance::Provenance::of(&ds, &split, cfg.data.dir.clone(), &source);
         let identity =
             DataIdentity { provenance: Some(provenance.to_value()), ..DataIdentity::of(&ds, &split.train_runs)? };
-        Ok(TrainData { ds, spec, split, train_windows, val_windows, adjacency, floor, source, notes, identity })
+        Ok(TrainData {
+            ds,
+            spec,
+            split,
+            train_windows,
+            val_windows,
+            adjacency,
+            floor,
+            source,
+            notes,
+            identity,
+            spectrum,
+        })
     }
 }

@@ -118,6 +118,7 @@ pub fn summary_json(
         "heldout": r.judgement,
         "red_flags": r.red_flags,
         "provenance": data.identity.provenance,
+        "input_spectrum": data.spectrum,
         "loss_log": "loss_log.jsonl",
         "checkpoints": crate::checkpoint::CKPT_DIR,
     });

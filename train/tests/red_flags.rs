@@ -115,6 +115,7 @@ fn an_ordinary_run_raises_none_and_reports_every_event() {
     let (report, rec, summary) = run(&cfg, plain);
     assert_eq!(kinds(&report), vec![], "{:?}", report.red_flags);
     assert_eq!(summary["red_flags"], serde_json::json!([]));
+    assert_eq!(summary["input_spectrum"]["verdict"], "not_filtered");
     assert_eq!((rec.steps.len(), rec.validations.len(), rec.checkpoints.len(), rec.ended), (12, 4, 1, true));
     assert_eq!(rec.validations.last().unwrap().step, 12);
 }

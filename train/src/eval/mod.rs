@@ -356,6 +356,7 @@ where
         bootstrap,
         forecast_example,
         warnings,
+        input_spectrum: data.loaded.spectrum.clone(),
     })
 }
 

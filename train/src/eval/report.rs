@@ -109,6 +109,9 @@ pub struct EvalReport {
     pub forecast_example: Option<ForecastExample>,
     /// What the user should be warned of (data other than the training data, when allowed).
     pub warnings: Vec<String>,
+    /// The filtered-input check of the data ([`boldcast_data::spectrum`]).
+    #[serde(default)]
+    pub input_spectrum: boldcast_data::spectrum::InputSpectrum,
 }
 
 impl EvalReport {
