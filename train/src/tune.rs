@@ -539,9 +539,10 @@ pub fn results_tsv(report: &TuneReport) -> String {
     let mut text = head.join("\t") + "\n";
     let opt = |x: Option<String>| x.unwrap_or_else(|| "-".into());
     for t in &report.trials {
-        let hz = t.best_val_per_horizon.as_ref().map(|v| {
-            t.horizons.iter().zip(v).map(|(h, l)| format!("h{h}={l:.6}")).collect::<Vec<_>>().join(",")
-        });
+        let hz = t
+            .best_val_per_horizon
+            .as_ref()
+            .map(|v| t.horizons.iter().zip(v).map(|(h, l)| format!("h{h}={l:.6}")).collect::<Vec<_>>().join(","));
         let mut row = vec![t.trial.to_string()];
         row.extend(t.values.iter().cloned());
         row.push(t.status.clone());
