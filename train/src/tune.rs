@@ -58,9 +58,9 @@ pub enum TuneError {
         key: String,
         /// The value, as TOML.
         value: String,
-        /// What the configuration says about it.
+        /// What the configuration says about it (boxed: the error stays small).
         #[source]
-        source: ConfigError,
+        source: Box<ConfigError>,
     },
     /// The search itself is malformed (no keys, no draws).
     #[error("tune: {0}")]
@@ -234,7 +234,7 @@ pub fn apply(cfg: &RunConfig, key: &str, value: &toml::Value) -> Result<RunConfi
     RunConfig::from_toml_str(&format!("tune key {key}"), &text).map_err(|source| TuneError::Value {
         key: key.into(),
         value: value.to_string(),
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -384,9 +384,9 @@ fn read_outcome(dir: &Path, r: &mut TrialResult) -> Result<(), TrainError> {
     let text = std::fs::read_to_string(&log).map_err(TrainError::io(&log))?;
     let val = text
         .lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<ValRecord>(l).ok())
-        .filter(|v| Some(v.step) == r.best_step)
-        .last();
+        .find(|v| Some(v.step) == r.best_step);
     r.best_val_per_horizon = val.map(|v| v.val_per_horizon);
     r.status = "finished".into();
     Ok(())
