@@ -147,6 +147,21 @@ pub enum Command {
     /// per subject each run is split into halves (the output says so). Prints a table, or
     /// JSON with --json; --figure draws the similarity matrices and the accuracies.
     Fingerprint(FingerprintArgs),
+    /// Search configuration keys on the held-out (validation) subjects of the split you give.
+    ///
+    /// Trains one run per candidate configuration into `--out DIR/trial-NNN/` (a full grid of
+    /// the --grid values, or --random N distinct draws of it seeded with train.seed) and ranks
+    /// them by their best validation loss on the configuration's held-out subjects
+    /// (data.subjects_heldout, which must be named): those are the validation subjects, so give
+    /// a validation split drawn from your training subjects (--subjects-train,
+    /// --subjects-heldout) and keep your test subjects out of the data, or out of both lists.
+    /// Writes `results.tsv` (one row per trial, val_mse in variance units of the standardized
+    /// data), `results.json` and `best.toml` (the winning configuration: the lowest best
+    /// validation loss, the lower trial on a tie; train it with `bc-cli train --config
+    /// best.toml`). Prints a line per trial and the table (--json: the JSON). A failed trial is
+    /// recorded with its error; run the same command again to continue a killed search (finished
+    /// trials are kept). Exit status 2 on bad input or when every trial failed.
+    Tune(TuneArgs),
 }
 
 /// Flags of `bc-cli bench`.
@@ -513,6 +528,26 @@ impl TrainArgs {
             || self.min_delta.is_some()
             || self.batch_size.is_some()
     }
+}
+
+/// Flags of `bc-cli tune`: those of `train` (the configuration and the split; not --resume or
+/// --stop-after), the keys and how to draw from them.
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The configuration layers and the split, as for `train`.
+    #[command(flatten)]
+    pub train: TrainArgs,
+    /// A key and its values: `model.d_model=8,16`, `train.lr=3e-4,1e-3`,
+    /// `model.linear_path=off,auto`, `model.horizons=[1,5],[1,2,5]` (values are TOML, or bare
+    /// words). Repeat for more keys.
+    #[arg(long = "grid", value_name = "KEY=V1,V2,...", required = true)]
+    pub grid: Vec<String>,
+    /// Draw N distinct combinations of the grid (seeded with train.seed, --seed) instead of all.
+    #[arg(long, value_name = "N")]
+    pub random: Option<usize>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `bc-cli eval`.

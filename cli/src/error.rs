@@ -24,6 +24,9 @@ pub enum CliError {
     /// A golden case could not be loaded or run.
     #[error(transparent)]
     Golden(#[from] boldcast_testkit::golden::GoldenError),
+    /// A search could not be set up or recorded.
+    #[error(transparent)]
+    Tune(#[from] boldcast_train::tune::TuneError),
     /// The model, optimizer or trainer failed.
     #[error(transparent)]
     Core(#[from] boldcast::core::Error),

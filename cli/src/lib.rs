@@ -14,6 +14,8 @@
 //! - [`train`]: `bc-cli train`: flags, printing ([`progress`]), the figure and the exit status
 //!   around the training library `boldcast-train`, on the subject split of
 //!   [`boldcast::data::split()`];
+//! - [`tune`]: `bc-cli tune`: flags, a line per trial and the table around
+//!   [`boldcast_train::tune`] (a search over configuration keys on a validation split);
 //! - [`distributed`]: the ranks of `mpirun`/`srun` for data-parallel `train` and `bench`, and
 //!   the abort of every rank on an error;
 //! - [`bench`](mod@bench): `bc-cli bench`: the preset, the measured matrix-product peak and the JSON line
@@ -75,5 +77,6 @@ pub mod presets;
 pub mod progress;
 pub mod synth;
 pub mod train;
+pub mod tune;
 
 pub use error::CliError;

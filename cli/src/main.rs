@@ -104,6 +104,18 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Tune(a) => {
+            let search = bc_cli::tune::resolve_tune_args(&a)?;
+            let backend = Backend::from_name(&search.base.train.backend)?;
+            let precision = Precision::from_name(&search.base.train.precision)?;
+            let rep = dispatch_in(backend, precision, Tune(&search))?;
+            if a.json {
+                bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
+            } else {
+                bc_cli::out!("{}", bc_cli::tune::table(&rep, &search));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
             bc_cli::outln!("{report}");
@@ -127,6 +139,15 @@ impl Job for Train<'_> {
     type Output = bc_cli::train::TrainReport;
     fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::train::train_prepared(self.0, self.1, name, build)
+    }
+}
+
+struct Tune<'a>(&'a boldcast_train::tune::Search);
+
+impl Job for Tune<'_> {
+    type Output = boldcast_train::tune::TuneReport;
+    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::tune::tune_command(self.0, name, build)
     }
 }
 

@@ -35,7 +35,8 @@
 //! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
 //! the floor), [`fingerprint`] (identification of subjects from per-run features, against the
 //! functional-connectivity fingerprint), [`infer`] (a checkpoint's forecasts and embeddings of
-//! whole runs, `forecast` and `embed`) and [`bench`](mod@bench) (timed training steps).
+//! whole runs, `forecast` and `embed`), [`bench`](mod@bench) (timed training steps) and [`tune`] (a grid or
+//! random search over configuration keys on a validation split, `bc-cli tune`).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -59,6 +60,7 @@ pub mod provenance;
 pub mod run;
 pub mod run_dir;
 pub mod summary;
+pub mod tune;
 pub mod validate;
 
 pub use boldcast_core::Model;
