@@ -1113,6 +1113,7 @@ mod tests {
             m
         };
         let report = Report::new(&case, check_model(&case, &mut build()).unwrap());
+        eprintln!("{report}");
         assert!(report.passed(), "{report}");
         // Without the offset every forecast-dependent group fails: the checker really adds it.
         case.offset = None;

@@ -41,7 +41,7 @@ impl<E: Elem, M: Model<E>> Model<E> for WithOffset<'_, E, M> {
         check_offset(self.config(), tokens, self.offset)?;
         let mut f = self.model.forward(tokens)?;
         for (v, &o) in f.data_mut().iter_mut().zip(self.offset.data()) {
-            *v = *v + o;
+            *v += o;
         }
         Ok(f)
     }
@@ -62,7 +62,7 @@ impl<E: Elem, M: Model<E>> Model<E> for WithOffset<'_, E, M> {
         check_offset(self.config(), tokens, offset)?;
         let mut sum = offset.clone();
         for (v, &o) in sum.data_mut().iter_mut().zip(self.offset.data()) {
-            *v = *v + o;
+            *v += o;
         }
         self.model.loss_and_grads_offset(tokens, &sum)
     }
