@@ -1112,7 +1112,9 @@ mod tests {
             m.load_state(&weights).unwrap();
             m
         };
-        let report = Report::new(&case, check_model(&case, &mut build()).unwrap());
+        let mut checks = check_optimizer(&case);
+        checks.extend(check_model(&case, &mut build()).unwrap());
+        let report = Report::new(&case, checks);
         eprintln!("{report}");
         assert!(report.passed(), "{report}");
         // Without the offset every forecast-dependent group fails: the checker really adds it.
