@@ -44,7 +44,8 @@ REQUIRED = ("batch", "tokens", "parcels", "d_in", "d_model", "n_layers", "d_stat
             "d_conv", "horizons", "lr", "weight_decay", "schedule", "steps")
 OPTIONAL = {"name": None, "seed": None, "rho": None, "temporal": "mamba", "headdim": None,
             "chunk_size": 64, "k_neighbors": 0, "optimizer": "adamw", "betas": [0.9, 0.999],
-            "grad_clip_norm": None, "warmup_steps": None, "max_steps": None, "min_lr": 0.0}
+            "grad_clip_norm": None, "warmup_steps": None, "max_steps": None, "min_lr": 0.0,
+            "offset": False}
 EPS_ADAM = 1e-8
 EPS_NORM = 1e-5
 
@@ -70,6 +71,8 @@ def read_config(path):
         sys.exit(f"{path}: optimizer {raw['optimizer']!r} is neither 'adamw' nor 'adam_l2'")
     if raw.get("temporal", "mamba") == "mamba2" and "headdim" not in raw:
         sys.exit(f"{path}: temporal 'mamba2' needs headdim")
+    if not isinstance(raw.get("offset", False), bool):
+        sys.exit(f"{path}: offset {raw['offset']!r} is neither true nor false")
     cfg = dict(OPTIONAL)
     cfg.update(raw)
     return raw, cfg
@@ -214,10 +217,25 @@ def draw_model(cfg):
     return model
 
 
-def draw_tokens(cfg):
-    """AR(1) series of unit stationary variance per (window, parcel), `T * D` TRs long, from
-    a generator seeded with `seed + 1`; TR `t * D + j` becomes `tokens[b, t, p, j]`."""
+def draw_inputs(cfg):
+    """The tokens and, with `offset: true`, the forecast offset (else None), both from one
+    generator seeded with `seed + 1`, the offset drawn after the tokens, so the tokens do not
+    depend on the key."""
     gen = torch.Generator().manual_seed(cfg["seed"] + 1)
+    tokens = draw_tokens(cfg, gen)
+    return tokens, draw_offset(cfg, gen) if cfg["offset"] else None
+
+
+def draw_offset(cfg, gen):
+    """A fixed additive forecast `(B, T, P, H, D)`, N(0, 0.5^2) f32: the stand-in for the
+    linear path's forecasts, which the model's own are added to."""
+    b, t, p, d = cfg["batch"], cfg["tokens"], cfg["parcels"], cfg["d_in"]
+    return torch.randn(b, t, p, len(cfg["horizons"]), d, generator=gen) * 0.5
+
+
+def draw_tokens(cfg, gen):
+    """AR(1) series of unit stationary variance per (window, parcel), `T * D` TRs long, from
+    `gen` (seeded with `seed + 1`); TR `t * D + j` becomes `tokens[b, t, p, j]`."""
     b, t, p, d, rho = cfg["batch"], cfg["tokens"], cfg["parcels"], cfg["d_in"], cfg["rho"]
     n = t * d
     start = torch.randn(b, p, generator=gen)
@@ -293,19 +311,24 @@ def fixed_gradient_updates(cfg, weights, grads):
     return out
 
 
-def compute_expected(cfg, model, tokens, opt_grads=None):
+def compute_expected(cfg, model, tokens, offset=None, opt_grads=None):
     """Every tensor of expected.safetensors, from `model` (left trained by `steps` real
-    steps) and the batch `tokens`. `opt.*` applies `opt_grads` (by parameter name) when
-    given, else the gradient just computed."""
+    steps) and the batch `tokens`; with an `offset`, the forecasts (`pred`, the loss, the
+    gradients, the training steps) are `model(tokens) + offset`. `opt.*` applies `opt_grads`
+    (by parameter name) when given, else the gradient just computed."""
     model.eval()  # the mixers' kernel-less paths; nothing in the model depends on the mode
     named = list(model.named_parameters())
     weights = {n: p.detach().clone() for n, p in named}
     target = targets(tokens, cfg["horizons"])
 
+    def forecast():
+        pred = model(tokens)
+        return pred if offset is None else pred + offset
+
     with torch.no_grad():
         embed = model.embed(tokens)
     model.zero_grad(set_to_none=True)
-    pred = model(tokens)
+    pred = forecast()
     loss = mse(pred, target)
     loss.backward()
     grads = {n: p.grad.detach().clone() for n, p in named}
@@ -321,7 +344,7 @@ def compute_expected(cfg, model, tokens, opt_grads=None):
         for group in opt.param_groups:
             group["lr"] = lr
         opt.zero_grad(set_to_none=True)
-        step_loss = mse(model(tokens), target)
+        step_loss = mse(forecast(), target)
         if not math.isfinite(step_loss.item()):
             sys.exit(f"non-finite loss at step {step}")
         step_loss.backward()
@@ -356,12 +379,14 @@ def write_case(config_path, out):
         if cfg[key] is None:
             sys.exit(f"{config_path}: key `{key}` is needed to draw a case")
     model = draw_model(cfg)
-    tokens = draw_tokens(cfg)
+    tokens, offset = draw_inputs(cfg)
     weights = {n: p.detach().clone().contiguous() for n, p in model.named_parameters()}
     inputs = {"tokens": tokens}
     if cfg["k_neighbors"] > 0:
         inputs["adjacency"] = ring_adjacency(cfg["parcels"], cfg["k_neighbors"])
-    expected = compute_expected(cfg, model, tokens)
+    if offset is not None:
+        inputs["offset"] = offset
+    expected = compute_expected(cfg, model, tokens, offset)
     meta = {"config": json.dumps(raw)}
     os.makedirs(out, exist_ok=True)
     save_file(weights, os.path.join(out, "weights.safetensors"), metadata=meta)
@@ -415,6 +440,11 @@ def check_case(case_dir, as_json=False, from_seed=False):
     model = Forecaster(cfg, adjacency)
     model.load_state_dict(weights, strict=True)  # names and shapes must be exactly these
     tokens = inputs["tokens"]
+    offset = inputs.get("offset")
+    if cfg["offset"] != (offset is not None):
+        problems.append(f"config.json says offset {cfg['offset']}, inputs.safetensors "
+                        f"{'holds' if offset is not None else 'lacks'} `offset`")
+        offset = None
     # `opt.*` is a function of the initial weights and of the stored gradient `grad.*` (as
     # src/golden.rs checks it): Adam's m / sqrt(v) turns an f32 rounding difference in a
     # near-zero gradient entry into a full-size step difference, so the optimizer check must
@@ -423,7 +453,7 @@ def check_case(case_dir, as_json=False, from_seed=False):
     if set(stored_grads) != set(weights):
         problems.append("the grad.* names are not the parameter names")
         stored_grads = None
-    got = compute_expected(cfg, model, tokens, stored_grads)
+    got = compute_expected(cfg, model, tokens, offset, stored_grads)
 
     if set(got) != set(expected):
         problems.append(f"names: missing {sorted(set(got) - set(expected))}, "
@@ -446,10 +476,12 @@ def check_case(case_dir, as_json=False, from_seed=False):
 
     seed_report = None
     if from_seed:
-        model_s, tokens_s = draw_model(cfg), draw_tokens(cfg)
+        model_s, (tokens_s, offset_s) = draw_model(cfg), draw_inputs(cfg)
         w_same = all(torch.equal(p.detach(), weights[n]) for n, p in model_s.named_parameters())
         seed_report = {"weights_bitwise_equal": w_same, "tokens_bitwise_equal": torch.equal(tokens_s, tokens)}
-        if not (w_same and seed_report["tokens_bitwise_equal"]):
+        if offset_s is not None:
+            seed_report["offset_bitwise_equal"] = offset is not None and torch.equal(offset_s, offset)
+        if not all(seed_report.values()):
             problems.append(f"from the seed: {seed_report}")
 
     ok = not failed and not problems
@@ -468,7 +500,9 @@ def check_case(case_dir, as_json=False, from_seed=False):
         if seed_report is not None:
             print(f"  redrawn from seed {cfg['seed']}: weights bit for bit "
                   f"{'equal' if seed_report['weights_bitwise_equal'] else 'DIFFERENT'}, tokens "
-                  f"{'equal' if seed_report['tokens_bitwise_equal'] else 'DIFFERENT'}")
+                  f"{'equal' if seed_report['tokens_bitwise_equal'] else 'DIFFERENT'}"
+                  + ("" if "offset_bitwise_equal" not in seed_report else
+                     f", offset {'equal' if seed_report['offset_bitwise_equal'] else 'DIFFERENT'}"))
         for p in problems:
             print(f"  problem: {p}")
     return ok

@@ -157,11 +157,11 @@ mod tests {
     }
 
     #[test]
-    fn the_repository_holds_the_six_cases() {
+    fn the_repository_holds_the_seven_cases() {
         let set = CaseSet::find(&repo_cases_dir(), Path::new("/nonexistent/shared/golden"), "x").unwrap();
         let names: Vec<String> =
             set.primary.iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        for n in ["deep-k0", "flat-d3", "mamba2-full-k", "tiny", "tiny-l2-clip", "tiny-mamba2"] {
+        for n in ["deep-k0", "flat-d3", "linear-offset", "mamba2-full-k", "tiny", "tiny-l2-clip", "tiny-mamba2"] {
             assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
         }
         assert!(set.extra.is_empty() && set.note().is_none());

@@ -10,7 +10,8 @@
 //! - **Randomized comparison with the CPU backend**: configurations drawn from a seeded RNG
 //!   (temporal mixer, layers, widths, state size, conv width, heads and chunk length, parcels,
 //!   neighbours from 0 to P, `d_in`, horizon sets, sequence lengths). The CPU backend draws
-//!   the weights; the candidate loads them; forward, embed, loss and every gradient must
+//!   the weights; the candidate loads them; forward, embed, loss and every gradient, and the
+//!   loss and gradients with a random forecast offset ([`Model::loss_and_grads_offset`]), must
 //!   agree within `1e-4 + 1e-3 |b|`, one optimizer step must move every parameter alike, and
 //!   a few real training steps must give the same loss series. A fresh model resumed from
 //!   the trained weights and optimizer state ([`boldcast_core::Model::optimizer_state`] or the
@@ -24,9 +25,10 @@
 use crate::cases::CaseSet;
 use crate::golden::{check_case_dir, compare_values, Check, Tolerance};
 use boldcast_core::error::Result;
+use boldcast_core::model::NamedTensor;
 use boldcast_core::{
-    Adam, Adjacency, DataParallel, Model, ModelConfig, OptimConfig, Optimizer, Shape, StepRecord, Temporal, TokenShape,
-    Tokens, Trainer,
+    Adam, Adjacency, DataParallel, ForecastShape, Forecasts, Model, ModelConfig, OptimConfig, Optimizer, Shape,
+    StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
 use boldcast_cpu::CpuModel;
 use rand::{Rng, SeedableRng};
@@ -117,8 +119,8 @@ fn widen(xs: &[f32]) -> Vec<f64> {
     xs.iter().map(|&x| x as f64).collect()
 }
 
-/// Compares `candidate` with the CPU backend on one random case: forward, embed, loss,
-/// gradients, one optimizer step, three training steps' losses and norms, and a resumed step.
+/// Compares `candidate` with the CPU backend on one random case: forward, embed, loss and
+/// gradients with a random forecast offset and without, one optimizer step, three training steps' losses and norms, and a resumed step.
 pub fn compare_with_cpu<M: DataParallel<f32>>(
     case: &RandomCase,
     build: &impl Build<M>,
@@ -151,18 +153,12 @@ pub fn compare_with_cpu<M: DataParallel<f32>>(
         &widen(b.data()),
         tol,
     ));
+    // Before the plain backward, whose gradients the checks below use.
+    checks.extend(compare_offset(&mut candidate, &mut reference, &tokens, seed.wrapping_add(2))?);
     let (la, lb) = (candidate.loss_and_grads(&tokens)?, reference.loss_and_grads(&tokens)?);
     checks.push(compare_values("loss", "loss", &[1], &[la], &[1], &[lb], tol));
     let (ga, gb) = (candidate.grads(), reference.grads());
-    for g in &gb {
-        let name = format!("grad.{}", g.name);
-        match ga.iter().find(|x| x.name == g.name) {
-            Some(x) => {
-                checks.push(compare_values("grad", &name, &x.shape, &widen(&x.data), &g.shape, &widen(&g.data), tol))
-            }
-            None => checks.push(compare_values("grad", &name, &[0], &[], &g.shape, &widen(&g.data), tol)),
-        }
-    }
+    checks.extend(compare_grads("grad", &ga, &gb));
 
     // The flat gradient buffer of data-parallel training: halved through grads_from_flat it
     // reads back halved, a buffer of the wrong length is refused, and the original restores
@@ -279,6 +275,41 @@ pub fn compare_with_cpu<M: DataParallel<f32>>(
             Tolerance::OPTIMIZER,
         ));
     }
+    Ok(checks)
+}
+
+/// Every gradient of `got` against the tensor of the same name in `want`, named
+/// `<group>.<param>`; a missing one fails.
+fn compare_grads(group: &str, got: &[NamedTensor<f32>], want: &[NamedTensor<f32>]) -> Vec<Check> {
+    let tol = Tolerance::FORWARD;
+    let mut checks = Vec::with_capacity(want.len());
+    for g in want {
+        let name = format!("{group}.{}", g.name);
+        checks.push(match got.iter().find(|x| x.name == g.name) {
+            Some(x) => compare_values(group, &name, &x.shape, &widen(&x.data), &g.shape, &widen(&g.data), tol),
+            None => compare_values(group, &name, &[0], &[], &g.shape, &widen(&g.data), tol),
+        });
+    }
+    checks
+}
+
+/// [`Model::loss_and_grads_offset`] of `candidate` and the CPU backend with one random
+/// offset (uniform in ±0.5, from `seed`): the loss (`offset.loss`) and every gradient
+/// (`offset.<param>`). Overwrites both models' gradients.
+fn compare_offset<M: Model<f32>>(
+    candidate: &mut M,
+    reference: &mut CpuModel<f32>,
+    tokens: &Tokens<f32>,
+    seed: u64,
+) -> Result<Vec<Check>> {
+    let s = tokens.shape();
+    let shape = ForecastShape::new(s.batch, s.time, s.parcels, reference.config().n_horizons(), s.d_in);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let offset = Forecasts::new(shape, (0..shape.numel()).map(|_| rng.random_range(-0.5f32..0.5)).collect())?;
+    let la = candidate.loss_and_grads_offset(tokens, &offset)?;
+    let lb = reference.loss_and_grads_offset(tokens, &offset)?;
+    let mut checks = vec![compare_values("offset", "offset.loss", &[1], &[la], &[1], &[lb], Tolerance::FORWARD)];
+    checks.extend(compare_grads("offset", &candidate.grads(), &reference.grads()));
     Ok(checks)
 }
 

@@ -25,8 +25,8 @@ use boldcast_core::forecast::build_forecast_targets;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{clip_factor, OptimizerKind};
 use boldcast_core::{
-    Adam, Adjacency, Elem, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut, Schedule,
-    ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
+    Adam, Adjacency, Elem, ForecastShape, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut,
+    Schedule, ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
 use boldcast_data::tensorfile::{in_spec_order, CheckpointError, SafetensorsFile};
 use serde::Deserialize;
@@ -173,6 +173,11 @@ pub struct GoldenConfig {
     pub min_lr: Option<f64>,
     /// How many updates `opt.*` and `train.*` cover.
     pub steps: u64,
+    /// Whether `inputs.safetensors` holds a forecast offset `offset` `(B, T, P, H, D)` that
+    /// every forecast of the case adds (`pred`, the loss, the gradients, the training steps);
+    /// absent means false.
+    #[serde(default)]
+    pub offset: bool,
 }
 
 fn default_optimizer() -> OptimizerKind {
@@ -294,8 +299,82 @@ pub struct GoldenCase {
     weights: Vec<NamedTensor<f32>>,
     tokens: Tokens<f32>,
     adjacency: Option<Adjacency>,
+    offset: Option<Forecasts<f32>>,
     expected: HashMap<String, (Vec<usize>, Vec<f64>)>,
     expected_order: Vec<String>,
+}
+
+/// What `inputs.safetensors` holds, checked against the case's configuration.
+struct Inputs {
+    tokens: Tokens<f32>,
+    adjacency: Option<Adjacency>,
+    offset: Option<Forecasts<f32>>,
+}
+
+impl Inputs {
+    /// Reads `tokens` `(B, T, P, D)`, `adjacency` `(P, k)` when `k_neighbors > 0` and `offset`
+    /// `(B, T, P, H, D)` exactly when the config says `offset: true`.
+    fn read(path: &Path, config: &GoldenConfig) -> Result<Self, GoldenError> {
+        let bad = |reason: String| GoldenError::Input { path: path.to_path_buf(), reason };
+        let inputs = SafetensorsFile::open(path)?;
+        let t = inputs.tensor::<f32>("tokens")?;
+        let want = vec![config.batch, config.tokens, config.parcels, config.d_in];
+        if t.shape != want {
+            return Err(bad(format!("tensor `tokens` has shape {:?}, config.json says (B,T,P,D) = {want:?}", t.shape)));
+        }
+        finite(path, "tokens", &t.data)?;
+        let tokens = HostTensor::new(TokenShape::new(want[0], want[1], want[2], want[3]), t.data)
+            .map_err(|e| bad(format!("tensor `tokens`: {e}")))?;
+        config.model_config().check_tokens(&tokens.shape()).map_err(|e| bad(format!("tensor `tokens`: {e}")))?;
+        let adjacency = match config.k_neighbors {
+            0 => None,
+            k => Some(Self::adjacency(&inputs, path, config.parcels, k)?),
+        };
+        let offset = match (config.offset, inputs.names().iter().any(|n| n == "offset")) {
+            (true, _) => Some(Self::offset(&inputs, path, config)?),
+            (false, true) => {
+                return Err(bad("tensor `offset` is present, but config.json does not say `\"offset\": true`".into()))
+            }
+            (false, false) => None,
+        };
+        Ok(Inputs { tokens, adjacency, offset })
+    }
+
+    /// The valid `(parcels, k)` table `adjacency`.
+    fn adjacency(inputs: &SafetensorsFile, path: &Path, p: usize, k: usize) -> Result<Adjacency, GoldenError> {
+        let reason = |reason: String| GoldenError::Input { path: path.to_path_buf(), reason };
+        let (shape, idx) = inputs.i64("adjacency")?;
+        if shape != [p, k] {
+            return Err(reason(format!(
+                "tensor `adjacency` has shape {shape:?}, config.json says (parcels, k) = [{p}, {k}]"
+            )));
+        }
+        let idx = idx
+            .iter()
+            .map(|&i| usize::try_from(i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| reason("tensor `adjacency`: negative index".into()))?;
+        Adjacency::new(p, k, idx).map_err(|e| reason(format!("tensor `adjacency`: {e}")))
+    }
+
+    /// The forecast offset `(B, T, P, H, D)`, finite.
+    fn offset(inputs: &SafetensorsFile, path: &Path, c: &GoldenConfig) -> Result<Forecasts<f32>, GoldenError> {
+        let t = inputs.tensor::<f32>("offset")?;
+        let shape = ForecastShape::new(c.batch, c.tokens, c.parcels, c.horizons.len(), c.d_in);
+        if t.shape != shape.dims() {
+            return Err(GoldenError::Input {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "tensor `offset` has shape {:?}, config.json says (B,T,P,H,D) = {:?}",
+                    t.shape,
+                    shape.dims()
+                ),
+            });
+        }
+        finite(path, "offset", &t.data)?;
+        Forecasts::new(shape, t.data)
+            .map_err(|e| GoldenError::Input { path: path.to_path_buf(), reason: format!("tensor `offset`: {e}") })
+    }
 }
 
 impl GoldenCase {
@@ -320,44 +399,7 @@ impl GoldenCase {
             finite(&wpath, &w.name, &w.data)?;
         }
 
-        let ipath = dir.join("inputs.safetensors");
-        let inputs = SafetensorsFile::open(&ipath)?;
-        let t = inputs.tensor::<f32>("tokens")?;
-        let want = vec![config.batch, config.tokens, config.parcels, config.d_in];
-        if t.shape != want {
-            return Err(GoldenError::Input {
-                path: ipath,
-                reason: format!("tensor `tokens` has shape {:?}, config.json says (B,T,P,D) = {want:?}", t.shape),
-            });
-        }
-        finite(&ipath, "tokens", &t.data)?;
-        let tokens = HostTensor::new(TokenShape::new(want[0], want[1], want[2], want[3]), t.data)
-            .map_err(|e| GoldenError::Input { path: ipath.clone(), reason: format!("tensor `tokens`: {e}") })?;
-        mc.check_tokens(&tokens.shape())
-            .map_err(|e| GoldenError::Input { path: ipath.clone(), reason: format!("tensor `tokens`: {e}") })?;
-
-        let adjacency =
-            if config.k_neighbors > 0 {
-                let (shape, idx) = inputs.i64("adjacency")?;
-                let (p, k) = (config.parcels, config.k_neighbors);
-                if shape != [p, k] {
-                    return Err(GoldenError::Input {
-                        path: ipath,
-                        reason: format!(
-                            "tensor `adjacency` has shape {shape:?}, config.json says (parcels, k) = [{p}, {k}]"
-                        ),
-                    });
-                }
-                let idx = idx.iter().map(|&i| usize::try_from(i)).collect::<Result<Vec<_>, _>>().map_err(|_| {
-                    GoldenError::Input { path: ipath.clone(), reason: "tensor `adjacency`: negative index".into() }
-                })?;
-                Some(Adjacency::new(p, k, idx).map_err(|e| GoldenError::Input {
-                    path: ipath.clone(),
-                    reason: format!("tensor `adjacency`: {e}"),
-                })?)
-            } else {
-                None
-            };
+        let Inputs { tokens, adjacency, offset } = Inputs::read(&dir.join("inputs.safetensors"), &config)?;
 
         let epath = dir.join("expected.safetensors");
         let efile = SafetensorsFile::open(&epath)?;
@@ -382,7 +424,7 @@ impl GoldenCase {
                 });
             }
         }
-        Ok(GoldenCase { dir, config, weights, tokens, adjacency, expected, expected_order })
+        Ok(GoldenCase { dir, config, weights, tokens, adjacency, offset, expected, expected_order })
     }
 
     /// The case's directory.
@@ -443,6 +485,20 @@ impl GoldenCase {
     pub fn tokens_as<E: Elem>(&self) -> Tokens<E> {
         let data = self.tokens.data().iter().map(|&x| E::of(x as f64)).collect();
         HostTensor::new(self.tokens.shape(), data).expect("the same shape as the f32 tokens")
+    }
+
+    /// The forecast offset `(B, T, P, H, D)` every forecast of the case adds, `None` when the
+    /// case has none (`offset` absent from `config.json`).
+    pub fn offset(&self) -> Option<Forecasts<f32>> {
+        self.offset.clone()
+    }
+
+    /// The offset in element type `E` (exact for `f64`).
+    pub fn offset_as<E: Elem>(&self) -> Option<Forecasts<E>> {
+        self.offset.as_ref().map(|o| {
+            let data = o.data().iter().map(|&x| E::of(x as f64)).collect();
+            Forecasts::new(o.shape(), data).expect("the same shape as the f32 offset")
+        })
     }
 
     /// The `(P, k)` neighbour table, `None` when `k_neighbors` is 0.
@@ -717,7 +773,21 @@ pub fn check_optimizer_with(case: &GoldenCase, optim: &OptimConfig, schedule: &S
 /// `grad.<param>` for every parameter, then `steps` real training steps through the core's
 /// [`Trainer`] (the case's Adam, schedule and clipping, on the same batch) compared with
 /// `train.loss`, `train.lr` and `train.grad_norm`. Leaves the model trained by those steps.
+///
+/// A case with an offset ([`GoldenCase::offset`]) is checked through
+/// [`WithOffset`](crate::offset::WithOffset): `pred`, the loss, the gradients and the training
+/// steps are those of `forward(tokens) + offset`, through the backend's
+/// [`Model::loss_and_grads_offset`]; `loss.eval` is then the core's host loss of that sum.
 pub fn check_model<E: Elem, M: Model<E>>(case: &GoldenCase, model: &mut M) -> Result<Vec<Check>, GoldenError> {
+    match case.offset_as::<E>() {
+        Some(offset) => check_forecaster(case, &mut crate::offset::WithOffset::new(model, &offset)),
+        None => check_forecaster(case, model),
+    }
+}
+
+/// [`check_model`] on the forecaster the case describes (the model, or the model with the
+/// case's offset).
+fn check_forecaster<E: Elem, M: Model<E>>(case: &GoldenCase, model: &mut M) -> Result<Vec<Check>, GoldenError> {
     let tol = Tolerance::FORWARD;
     let tokens = &case.tokens_as::<E>();
     let horizons = &case.config.horizons;
@@ -1015,6 +1085,67 @@ mod tests {
         assert_eq!(case.expected("train.loss").unwrap().0, vec![6]);
         assert!(case.expected("nope").is_none());
         assert!(case.expected_names().iter().any(|n| n == "opt.grad_norm"));
+    }
+
+    /// A copy of the case `name` in a fresh temporary folder, its `config.json` passed through
+    /// `edit`.
+    fn edited_copy(name: &str, edit: impl Fn(&str) -> String) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = golden_root().join(name);
+        for f in ["weights.safetensors", "inputs.safetensors", "expected.safetensors"] {
+            std::fs::copy(src.join(f), tmp.path().join(f)).unwrap();
+        }
+        let text = std::fs::read_to_string(src.join("config.json")).unwrap();
+        std::fs::write(tmp.path().join("config.json"), edit(&text)).unwrap();
+        tmp
+    }
+
+    #[test]
+    fn an_offset_case_is_checked_through_the_forecasts_plus_the_offset() {
+        let mut case = GoldenCase::load(golden_root().join("linear-offset")).unwrap();
+        let offset = case.offset().unwrap();
+        assert_eq!(offset.shape().dims(), vec![2, 16, 4, 2, 1]);
+        assert!(tiny().offset().is_none());
+        let (mc, adjacency, weights) = (case.model_config(), case.adjacency(), case.weights());
+        let build = || {
+            let mut m = boldcast_cpu::CpuModel::<f32>::new(mc.clone(), adjacency.clone(), 0).unwrap();
+            m.load_state(&weights).unwrap();
+            m
+        };
+        let mut checks = check_optimizer(&case);
+        checks.extend(check_model(&case, &mut build()).unwrap());
+        let report = Report::new(&case, checks);
+        eprintln!("{report}");
+        assert!(report.passed(), "{report}");
+        // Without the offset every forecast-dependent group fails: the checker really adds it.
+        case.offset = None;
+        let report = Report::new(&case, check_model(&case, &mut build()).unwrap());
+        for group in ["pred", "loss", "grad", "train.loss", "train.grad_norm"] {
+            assert!(report.worst(group).unwrap() > 1.0, "{group}:\n{report}");
+        }
+        // The embedding does not see the offset.
+        assert!(report.worst("embed").unwrap() <= 1.0, "{report}");
+    }
+
+    #[test]
+    fn an_offset_the_config_does_not_declare_or_lacks_is_an_input_error() {
+        // The tensor without the key: refused, not ignored.
+        let dir = edited_copy("linear-offset", |t| t.replace(",\n  \"offset\": true", ""));
+        let e = GoldenCase::load(dir.path()).unwrap_err();
+        assert!(matches!(e, GoldenError::Input { .. }), "{e:?}");
+        assert!(e.to_string().contains("tensor `offset` is present"), "{e}");
+        // The key without the tensor: the missing tensor is named.
+        let dir = edited_copy("tiny", |t| t.replacen('{', "{\"offset\": true,", 1));
+        let e = GoldenCase::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("offset") && e.contains("inputs.safetensors"), "{e}");
+        // The key must be a boolean, and a misspelt one stays an unknown key.
+        let path = Path::new("/x/c/config.json");
+        let text = std::fs::read_to_string(golden_root().join("linear-offset/config.json")).unwrap();
+        assert!(GoldenConfig::parse(&text, path).unwrap().offset);
+        let e = GoldenConfig::parse(&text.replace("\"offset\": true", "\"offset\": 1"), path).unwrap_err();
+        assert!(e.to_string().contains("/x/c/config.json"), "{e}");
+        let e = GoldenConfig::parse(&text.replace("\"offset\"", "\"offsets\""), path).unwrap_err();
+        assert!(e.to_string().contains("offsets"), "{e}");
     }
 
     #[test]

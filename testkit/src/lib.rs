@@ -3,9 +3,10 @@
 //! golden cases; [`cases`] says where those cases are (the repository's `golden/cases`, and
 //! `../shared/golden` when present); the conformance suite ([`conformance`], run with
 //! [`conformance_tests!`]) runs every golden case and randomized comparisons with the CPU
-//! backend, the suite's reference; [`loose`] holds a golden case to looser, measured
-//! tolerances (a mode such as bf16 autocast that cannot meet f32's); [`fuzz`] is the fuzz harnesses' engine and checker, and the
-//! targets of the data crate and the golden cases. The golden files'
+//! backend, the suite's reference; [`offset`] runs a case whose forecasts add a fixed
+//! offset; [`loose`] holds a golden case to looser, measured tolerances (a mode such as bf16
+//! autocast that cannot meet f32's); [`fuzz`] is the fuzz harnesses' engine and checker, and
+//! the targets of the data crate and the golden cases. The golden files'
 //! safetensors are read with `boldcast-data`'s [`tensorfile`](boldcast_data::tensorfile).
 //!
 //! Start here when adding a backend: implement [`boldcast_core::Model`], then put one
@@ -23,3 +24,4 @@ pub mod conformance;
 pub mod fuzz;
 pub mod golden;
 pub mod loose;
+pub mod offset;

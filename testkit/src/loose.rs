@@ -9,6 +9,7 @@
 //! largest gradient entry of the whole model instead.
 
 use crate::golden::GoldenCase;
+use crate::offset::WithOffset;
 use boldcast_core::{Adam, Model, StepRecord, Tokens, Trainer};
 
 /// The bounds a mode is held to, and the least its forecast must differ from the f32 model's
@@ -95,8 +96,20 @@ fn train_series<M: Model<f32>>(case: &GoldenCase, m: &mut M, tokens: &Tokens<f32
 }
 
 /// The errors of `m` (the case's weights loaded, in the mode measured) on `case`, with
-/// `f32_pred` the f32 model's forecast of the case's tokens. Trains `m` for the case's steps.
+/// `f32_pred` the f32 model's forecast of the case's tokens (without the case's offset).
+/// Trains `m` for the case's steps. A case with an offset is measured through
+/// [`WithOffset`], as [`crate::golden::check_model`] checks it.
 pub fn measure<M: Model<f32>>(case: &GoldenCase, m: &mut M, f32_pred: &[f32]) -> Result<Errors, String> {
+    let own = m.forward(&case.tokens()).map_err(|err| format!("forward: {err}"))?;
+    let vs_f32 = rel(&widen(own.data()), &widen(f32_pred), None);
+    match case.offset() {
+        Some(offset) => errors(case, &mut WithOffset::new(m, &offset), vs_f32),
+        None => errors(case, m, vs_f32),
+    }
+}
+
+/// [`measure`] on the forecaster the case describes; `vs_f32` is already measured.
+fn errors<M: Model<f32>>(case: &GoldenCase, m: &mut M, vs_f32: f64) -> Result<Errors, String> {
     let e = |what: &'static str| move |err: boldcast_core::Error| format!("{what}: {err}");
     let tokens: Tokens<f32> = case.tokens();
     let pred = widen(m.forward(&tokens).map_err(e("forward"))?.data());
@@ -117,7 +130,7 @@ pub fn measure<M: Model<f32>>(case: &GoldenCase, m: &mut M, f32_pred: &[f32]) ->
         embed: rel(&embed, &want(case, "embed")?, None),
         grad,
         train,
-        vs_f32: rel(&pred, &widen(f32_pred), None),
+        vs_f32,
         series,
     })
 }

@@ -17,10 +17,11 @@
 //! The optimizer is the crate's Adam kernel ([`crate::optim`]) with its moments held by the
 //! model, as they would be on the device ([`Model::optimizer_state`] exports them).
 //!
-//! Precision ([`CudaModel::with_precision`]): `forward`, `embed`, `loss` and `loss_and_grads`
-//! run under an [`autocast`] scope of the model's precision, so with [`Precision::Bf16`] every
-//! matrix product takes bf16 operands with f32 accumulation (cuBLAS GemmEx), and everything
-//! else (parameters, gradients, Adam's moments, the scan states, reductions, the loss) is f32.
+//! Precision ([`CudaModel::with_precision`]): `forward`, `embed`, `loss`, `loss_and_grads` and
+//! `loss_and_grads_offset` run under an [`autocast`] scope of the model's precision, so with
+//! [`Precision::Bf16`] every matrix product takes bf16 operands with f32 accumulation (cuBLAS
+//! GemmEx), and everything else (parameters, gradients, Adam's moments, the scan states,
+//! reductions, the loss, a forecast offset) is f32.
 //!
 //! Execution: this module never calls the shim. It enters its [`Exec`] (the CPU shim, or with
 //! the feature `cuda` the device of `CudaModel::on_gpu`) around each call that launches, and
@@ -469,13 +470,27 @@ impl CudaModel {
         self.cfg.horizons.iter().map(|&h| h as i32).collect()
     }
 
-    /// final_norm, head and loss on the trunk output `x`, and their backward: the loss and the
+    /// final_norm, head and loss on the trunk output `x`, the forecasts plus `offset` (`(B, T,
+    /// P, H, D)`, none: the plain loss) in the loss, and their backward: the loss and the
     /// gradient with respect to `x` (the head's and final norm's gradients written).
-    fn head_backward(&mut self, x: &[f32], tokens: &[f32], s: Batch) -> Result<(f64, Buf), Error> {
+    fn head_backward(
+        &mut self,
+        x: &[f32],
+        tokens: &[f32],
+        s: Batch,
+        offset: Option<&[f32]>,
+    ) -> Result<(f64, Buf), Error> {
         let (pool, rows, m) = (self.pool.clone(), s.rows(), self.cfg.d_model);
         let hd = self.cfg.n_horizons() * self.cfg.d_in;
         let e = self.final_norm(x, rows)?;
-        let pred = self.head(&e, s)?;
+        let mut pred = self.head(&e, s)?;
+        // No kernel of this crate adds two buffers (the products would round the offset to
+        // bf16 under autocast), so the offset is added by a host loop over the pool buffer:
+        // valid because every launch synchronizes before returning, and on a device it is host
+        // traffic over managed memory, twice the forecasts' bytes per step.
+        for (v, &o) in pred.iter_mut().zip(offset.unwrap_or_default()) {
+            *v += o;
+        }
         let hz = self.horizons();
         let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &hz };
         let loss = crate::loss::mse(ls, &pred, tokens).map_err(dev)?;
@@ -494,6 +509,25 @@ impl CudaModel {
         layernorm::backward(x, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b, &pool)
             .map_err(dev)?;
         Ok((loss, g))
+    }
+
+    /// Forward and backward of the forecasts plus `offset` (none: the plain loss), overwriting
+    /// the gradients.
+    fn grads_of(&mut self, tokens: &Tokens<f32>, offset: Option<&[f32]>) -> Result<f64, Error> {
+        let _on = self.on()?;
+        let _autocast = autocast::scope(self.precision);
+        let s = self.batch(tokens)?;
+        for g in self.grads.slices_mut() {
+            g.fill(0.0);
+        }
+        let tok = self.tokens_seq(tokens.data(), s)?;
+        let (x, kept) = self.trunk(&tok, s, true)?;
+        let (loss, g) = self.head_backward(&x, tokens.data(), s, offset)?;
+        drop(x);
+        let g = self.layers_backward(kept, g, s)?;
+        let grd = &mut self.grads;
+        linear::backward_params(s.rows(), &tok, &g, &mut grd.embed_w, Some(&mut grd.embed_b)).map_err(dev)?;
+        Ok(loss)
     }
 
     /// The layers' backward from the trunk output's gradient `g`, last layer first: the
@@ -604,20 +638,12 @@ impl Model<f32> for CudaModel {
     }
 
     fn loss_and_grads(&mut self, tokens: &Tokens<f32>) -> Result<f64, Error> {
-        let _on = self.on()?;
-        let _autocast = autocast::scope(self.precision);
-        let s = self.batch(tokens)?;
-        for g in self.grads.slices_mut() {
-            g.fill(0.0);
-        }
-        let tok = self.tokens_seq(tokens.data(), s)?;
-        let (x, kept) = self.trunk(&tok, s, true)?;
-        let (loss, g) = self.head_backward(&x, tokens.data(), s)?;
-        drop(x);
-        let g = self.layers_backward(kept, g, s)?;
-        let grd = &mut self.grads;
-        linear::backward_params(s.rows(), &tok, &g, &mut grd.embed_w, Some(&mut grd.embed_b)).map_err(dev)?;
-        Ok(loss)
+        self.grads_of(tokens, None)
+    }
+
+    fn loss_and_grads_offset(&mut self, tokens: &Tokens<f32>, offset: &Forecasts<f32>) -> Result<f64, Error> {
+        boldcast_core::check_offset(&self.cfg, tokens, offset)?;
+        self.grads_of(tokens, Some(offset.data()))
     }
 
     /// The kernels' two-stage f64 sum over every gradient entry, as one buffer (the device

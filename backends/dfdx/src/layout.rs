@@ -45,14 +45,26 @@ impl RowLayout {
 
     /// Tokens `(B, T, P, D)` as a row-major `(T * B * P, D)` matrix.
     pub fn tokens_to_rows<E: Copy + Default>(&self, tokens: &Tokens<E>) -> Vec<E> {
-        let d = self.d_in;
-        let mut out = vec![E::default(); self.rows() * d];
+        self.permute(tokens.data(), self.d_in)
+    }
+
+    /// Forecasts `(B, T, P, H, D)` (a forecast offset) as a row-major `(T * B * P, H * D)`
+    /// matrix, the layout of the head's output.
+    pub fn forecasts_to_rows<E: Copy + Default>(&self, forecasts: &Forecasts<E>) -> Vec<E> {
+        let s = forecasts.shape();
+        self.permute(forecasts.data(), s.horizons * s.d_in)
+    }
+
+    /// Rows of width `w` in `(B, T, P)` order to the row layout.
+    fn permute<E: Copy + Default>(&self, data: &[E], w: usize) -> Vec<E> {
+        let mut out = vec![E::default(); self.rows() * w];
+        let mut src = 0;
         for b in 0..self.batch {
             for t in 0..self.time {
                 for p in 0..self.parcels {
-                    let src = tokens.index(b, t, p, 0);
-                    let dst = self.row(b, t, p) * d;
-                    out[dst..dst + d].copy_from_slice(&tokens.data()[src..src + d]);
+                    let dst = self.row(b, t, p) * w;
+                    out[dst..dst + w].copy_from_slice(&data[src..src + w]);
+                    src += w;
                 }
             }
         }
@@ -127,6 +139,12 @@ mod tests {
         assert_eq!(rows[l.row(0, 1, 2)], tokens.at(0, 1, 2, 0));
         let back = l.rows_to_forecasts(&rows, 1);
         assert_eq!(back.data(), tokens.data());
+        // Forecasts of two horizons go there and back too; value (b=1, t=2, p=3, i=1) is
+        // column 1 of row 23.
+        let f = l.rows_to_forecasts(&(0..48).map(|i| i as f64).collect::<Vec<_>>(), 2);
+        let rows = l.forecasts_to_rows(&f);
+        assert_eq!(rows[23 * 2 + 1], f.at(1, 2, 3, 1, 0));
+        assert_eq!(l.rows_to_forecasts(&rows, 2).data(), f.data());
     }
 
     #[test]

@@ -175,6 +175,29 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
         let target = self.dev.tensor_from_vec(l.targets_to_rows(tokens, &self.cfg.horizons), (tv * l.seqs(), width));
         (take_rows(pred, 0, tv * l.seqs()) - target).square().mean::<(), Axes2<0, 1>>()
     }
+
+    /// Forward and backward of the forecasts plus `offset` (none: the plain loss), overwriting
+    /// the gradients. The offset is a constant of the graph: it gets no gradient.
+    fn grads_of(&mut self, tokens: &Tokens<E>, offset: Option<&Forecasts<E>>) -> Result<f64, Error> {
+        let l = self.layout(tokens)?;
+        let x = self.upload_tokens(&l, tokens).leaky_traced();
+        let mut pred = self.head_rows(self.embed_rows(x, &l));
+        if let Some(off) = offset {
+            let width = self.cfg.n_horizons() * l.d_in;
+            pred = pred + self.dev.tensor_from_vec(l.forecasts_to_rows(off), (l.rows(), width));
+        }
+        let loss = self.loss_of(pred, &l, tokens);
+        let value = scalar(&loss).f64();
+        let mut g = loss.backward();
+        let mut grads = Vec::with_capacity(self.params.tensors.len());
+        for p in &self.params.tensors {
+            // Present for every parameter the loss depends on; zeros otherwise.
+            g.get_or_alloc_mut(p).map_err(|e| Error::Backend(format!("gradient allocation: {e:?}")))?;
+            grads.push(g.get(p));
+        }
+        self.grads = grads;
+        Ok(value)
+    }
 }
 
 impl<E: Dtype + Elem> DfdxModel<E, Cpu>
@@ -234,22 +257,13 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> Model<E> for DfdxModel<E, D> {
     }
 
     fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64, Error> {
-        let l = self.layout(tokens)?;
-        let x = self.upload_tokens(&l, tokens).leaky_traced();
-        let pred = self.head_rows(self.embed_rows(x, &l));
-        let loss = self.loss_of(pred, &l, tokens);
-        let value = scalar(&loss).f64();
-        let mut g = loss.backward();
-        let mut grads = Vec::with_capacity(self.params.tensors.len());
-        for p in &self.params.tensors {
-            // Present for every parameter the loss depends on; zeros otherwise.
-            g.get_or_alloc_mut(p).map_err(|e| Error::Backend(format!("gradient allocation: {e:?}")))?;
-            grads.push(g.get(p));
-        }
-        self.grads = grads;
-        Ok(value)
+        self.grads_of(tokens, None)
     }
 
+    fn loss_and_grads_offset(&mut self, tokens: &Tokens<E>, offset: &Forecasts<E>) -> Result<f64, Error> {
+        boldcast_core::check_offset(&self.cfg, tokens, offset)?;
+        self.grads_of(tokens, Some(offset))
+    }
     fn grad_sq_norm(&self) -> f64 {
         let mut acc: Option<Tensor<(), f64, D>> = None;
         for g in &self.grads {

@@ -7,7 +7,7 @@
 
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{Adam, OptimConfig};
-use boldcast_core::{Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens};
+use boldcast_core::{Adjacency, ForecastShape, Forecasts, Model, ModelConfig, Shape, Temporal, TokenShape, Tokens};
 use boldcast_cpu::CpuModel;
 use boldcast_dfdx::{cpu_device, Cpu, DfdxModel};
 
@@ -73,7 +73,32 @@ fn forward_loss_and_every_gradient_agree(cfg: ModelConfig) {
     worst = worst.max(assert_close("loss", &[ld], &[lc]));
     worst = worst.max(assert_states_close("grad", &dfdx.grads(), &cpu.grads()));
     assert_close("grad norm^2", &[dfdx.grad_sq_norm()], &[cpu.grad_sq_norm()]);
-    eprintln!("{:?}: largest |dfdx - cpu| over pred, embed, loss and gradients: {worst:.3e}", dfdx.config().temporal);
+    // With a forecast offset: the same loss and gradients, and not those without it.
+    let off = offset(dfdx.config(), &x);
+    let (od, oc) = (dfdx.loss_and_grads_offset(&x, &off).unwrap(), cpu.loss_and_grads_offset(&x, &off).unwrap());
+    assert!((od - ld).abs() > 1e-3, "the offset changed nothing: {od} vs {ld}");
+    worst = worst.max(assert_close("loss with offset", &[od], &[oc]));
+    worst = worst.max(assert_states_close("grad with offset", &dfdx.grads(), &cpu.grads()));
+    eprintln!(
+        "{:?}: largest |dfdx - cpu| over pred, embed, loss and gradients, with and without an offset: {worst:.3e}",
+        dfdx.config().temporal
+    );
+}
+
+/// A forecast offset `(B, T, P, H, D)` for `x` under `cfg`, values in about ±0.5.
+fn offset(cfg: &ModelConfig, x: &Tokens<f64>) -> Forecasts<f64> {
+    let s = x.shape();
+    let shape = ForecastShape::new(s.batch, s.time, s.parcels, cfg.n_horizons(), s.d_in);
+    Forecasts::new(shape, (0..shape.numel()).map(|i| ((i as f64) * 0.37).cos() * 0.5).collect()).unwrap()
+}
+
+#[test]
+fn an_offset_of_another_shape_is_refused_by_name() {
+    let (_, mut dfdx) = pair(cfg(Temporal::Mamba));
+    let x = tokens();
+    let other = cfg(Temporal::Mamba).into_builder().horizons(&[1]).build().unwrap();
+    let e = dfdx.loss_and_grads_offset(&x, &offset(&other, &x)).unwrap_err().to_string();
+    assert!(e.contains("offset.horizons"), "{e}");
 }
 
 #[test]

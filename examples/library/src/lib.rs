@@ -38,7 +38,7 @@ pub enum Op {
     Embed,
     /// [`Model::loss`].
     Loss,
-    /// [`Model::loss_and_grads`] (one per training step).
+    /// [`Model::loss_and_grads`] and [`Model::loss_and_grads_offset`] (one per training step).
     LossAndGrads,
     /// [`Model::apply_optimizer`] (one per training step).
     ApplyOptimizer,
@@ -175,6 +175,9 @@ impl<E: Elem, M: Model<E>> Model<E> for Timed<M> {
     }
     fn loss_and_grads(&mut self, tokens: &Tokens<E>) -> Result<f64> {
         timed(&self.counters[Op::LossAndGrads as usize], || self.inner.loss_and_grads(tokens))
+    }
+    fn loss_and_grads_offset(&mut self, tokens: &Tokens<E>, offset: &Forecasts<E>) -> Result<f64> {
+        timed(&self.counters[Op::LossAndGrads as usize], || self.inner.loss_and_grads_offset(tokens, offset))
     }
     fn grad_sq_norm(&self) -> f64 {
         self.inner.grad_sq_norm()
