@@ -165,7 +165,7 @@ impl Figure for LineFigure {
     }
 }
 
-/// Draws `fig` into the PNG `path` and its SVG twin ([`draw_twin`]), replacing the files of
+/// Draws `fig` into the PNG `path` and its SVG twin (`draw_twin`), replacing the files of
 /// an earlier drawing: for the figures of a run directory, which the run owns. Returns the
 /// twin's path.
 pub fn draw_figure(path: &Path, fig: &LineFigure) -> Result<PathBuf, CliError> {

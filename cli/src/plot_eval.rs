@@ -53,7 +53,7 @@ const HORIZON_COLORS: [RGBColor; 4] =
     [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(148, 103, 189)];
 
 /// Draws the eval figure of `r` into the PNG and the SVG of `path`, replacing regular files
-/// there only when `overwrite` ([`crate::plot::draw_twin`]); returns the twin's path.
+/// there only when `overwrite` (`plot::draw_twin`); returns the twin's path.
 pub fn eval_figure(path: &Path, r: &EvalReport, overwrite: bool) -> Result<PathBuf, CliError> {
     draw_twin(path, &EvalFigure { r }, overwrite)
 }

@@ -45,7 +45,7 @@ impl Figure for FingerprintFigure<'_> {
 }
 
 /// Draws `report` into the PNG and the SVG of `path`, replacing regular files there only when
-/// `overwrite` ([`draw_twin`]). Returns the twin's path.
+/// `overwrite` (`draw_twin`). Returns the twin's path.
 pub fn draw_fingerprint(report: &FingerprintReport, path: &Path, overwrite: bool) -> Result<PathBuf, CliError> {
     draw_twin(path, &FingerprintFigure(report), overwrite)
 }
