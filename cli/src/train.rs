@@ -93,7 +93,14 @@ impl Printer {
                 r.best.map_or("-".into(), |(s, b)| format!("{b:.6} at step {s} (best.safetensors)"))
             ));
         }
-        if let Some(v) = r.verdict {
+        if let (Some(v), Some(j), true) = (r.verdict, &r.judgement, r.against_baseline) {
+            lines.push(format!(
+                "verdict: {}  {} (the run starts at the linear fit, so it is judged against the best baseline)",
+                if v.passed { "PASS" } else { "FAIL" },
+                boldcast_train::summary::BASELINE_RULE
+                    .replace("final val_loss", &format!("val_loss {:.6}", j.val_loss))
+            ));
+        } else if let Some(v) = r.verdict {
             let fell = v.last <= v.ratio * v.first;
             let zero = r.judgement.as_ref().map_or(String::new(), |j| {
                 format!("; val_loss {} predicting zero", if j.beats_zero { "<" } else { ">=" })

@@ -29,6 +29,14 @@ fn a_run_with_the_linear_path_starts_at_the_fit_and_resumes_bit_for_bit() {
     let s = json(&a.join("summary.json"));
     assert_eq!(s["linear_path"]["kind"], "ar", "{s}");
     assert!(s["linear_path"]["p"].as_u64().unwrap() >= 1);
+    // Judged against the best baseline, not against its own start (the fit).
+    assert_eq!(s["rule"], "final val_loss <= the best baseline's MSE, and < predicting zero's");
+    let (last, best_mse) = (s["heldout"]["val_loss"].as_f64().unwrap(), s["heldout"]["best_mse"].as_f64().unwrap());
+    assert_eq!(s["threshold"].as_f64(), Some(best_mse));
+    let passed = last <= best_mse && s["heldout"]["beats_zero"] == true;
+    assert_eq!(s["passed"].as_bool(), Some(passed), "{s}");
+    assert_eq!(o.status.code(), Some(if passed { 0 } else { 1 }));
+    assert!(stdout(&o).contains("judged against the best baseline"), "{}", stdout(&o));
     let resolved = std::fs::read_to_string(a.join("config.resolved.toml")).unwrap();
     assert!(resolved.contains("linear_path = \"ar\""), "{resolved}");
 

@@ -595,8 +595,14 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             _ => None,
         };
         let beats_zero = judgement.as_ref().is_none_or(|j| j.beats_zero);
-        let verdict =
-            heldout_verdict(&vals).map(|v| boldcast_core::accept::Verdict { passed: v.passed && beats_zero, ..v });
+        // A run with the linear path starts at the fit: its own start is no yardstick.
+        let best = judgement.as_ref().and_then(|j| j.best_mse.map(|b| j.val_loss <= b));
+        let against_baseline = self.run.cfg.model.linear_path.is_on() && best.is_some();
+        let passed = |v: boldcast_core::accept::Verdict| match best {
+            Some(b) if against_baseline => b && beats_zero,
+            _ => v.passed && beats_zero,
+        };
+        let verdict = heldout_verdict(&vals).map(|v| boldcast_core::accept::Verdict { passed: passed(v), ..v });
         let report = TrainReport {
             steps,
             start_step: self.start,
@@ -605,6 +611,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             val_history: self.val.history.clone(),
             best: self.val.best,
             verdict: if finished { verdict } else { None },
+            against_baseline,
             judgement,
             last_val: self.last_val.clone(),
             floor: self.run.data.floor.clone(),

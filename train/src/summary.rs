@@ -56,6 +56,10 @@ pub struct TrainReport {
     /// The held-out verdict (when the run finished): `passed` when the validation loss fell
     /// by the rule and beats predicting zero ([`crate::eval::judge`]).
     pub verdict: Option<Verdict>,
+    /// Whether `verdict.passed` is the baseline rule: a run with the linear path starts at the
+    /// linear fit, so it is judged by its last validation loss against the best baseline's
+    /// (`judgement.best_mse`), not by how far it fell from its start.
+    pub against_baseline: bool,
     /// The last validation loss against predicting zero and the best baseline (when the run
     /// finished).
     pub judgement: Option<crate::eval::judge::Judgement>,
@@ -75,6 +79,9 @@ fn decaying_tensors(cfg: &RunConfig) -> Vec<String> {
     let specs = cfg.model_config().param_specs();
     specs.iter().filter(|s| boldcast_core::optim::decays(&s.name, &s.shape)).map(|s| s.name.clone()).collect()
 }
+
+/// The verdict's rule for a run with the linear path.
+pub const BASELINE_RULE: &str = "final val_loss <= the best baseline's MSE, and < predicting zero's";
 
 /// The `summary.json` of a finished run; `extra` adds (or replaces) top-level keys.
 pub fn summary_json(
@@ -110,10 +117,14 @@ pub fn summary_json(
         "final_over_floor": last.as_ref().map(|l| l.0 / r.floor.overall),
         "best": r.best.map(|(s, l)| json!({"step": s, "val_loss": l, "file": "best.safetensors"})),
         "validations": r.val_history.iter().map(|(s, l)| json!({"step": s, "val_loss": l})).collect::<Vec<_>>(),
-        "rule": "mean(val[-3:]) <= 0.7 * mean(val[:3])",
+        "rule": if r.against_baseline { BASELINE_RULE } else { "mean(val[-3:]) <= 0.7 * mean(val[:3])" },
         "mean_first_3": v.map(|v| v.first),
         "mean_last_3": v.map(|v| v.last),
-        "threshold": v.map(|v| v.ratio * v.first),
+        "threshold": if r.against_baseline {
+            r.judgement.as_ref().and_then(|j| j.best_mse)
+        } else {
+            v.map(|v| v.ratio * v.first)
+        },
         "passed": v.map(|v| v.passed),
         "heldout": r.judgement,
         "red_flags": r.red_flags,

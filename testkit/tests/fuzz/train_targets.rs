@@ -80,6 +80,8 @@ fn run_copy(name: &str, cell: &'static OnceLock<PathBuf>) -> &'static Path {
         for f in ["state.json", "model.safetensors", "optimizer.safetensors"] {
             std::fs::copy(seed_ckpt().join(f), step.join(f)).expect("a checkpoint file copied");
         }
+        // A resume checks the log against the state's `log_hash`: the run's log comes along.
+        std::fs::copy(seed_run().join("loss_log.jsonl"), out.join("loss_log.jsonl")).expect("the log copied");
         out
     })
 }
