@@ -76,7 +76,9 @@ pub enum Command {
     /// `config.resolved.toml` and
     /// `figures/loss_curves.png` (and `.svg`), and prints the verdict: PASS when `mean(last 3
     /// val) <= 0.7 * mean(first 3 val)` and the last validation loss beats predicting zero,
-    /// with the loss beside predicting zero and the best baseline of `eval` in words; exit
+    /// with the loss beside predicting zero and the best baseline of `eval` in words (with
+    /// `model.linear_path` on, as in `--preset fmri`, the run starts at the linear fit and
+    /// PASS means the last validation loss is no worse than the best baseline's); exit
     /// status 1 when it fails, 2 on an error (a non-finite loss included). Warns when the runs
     /// look low-pass or band-pass filtered (`input_spectrum` in `summary.json`).
     Train(TrainArgs),
