@@ -303,7 +303,7 @@ pub fn candidates(search: &Search) -> Result<Vec<Candidate>, TuneError> {
 }
 
 /// What one trial gave.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrialResult {
     /// The trial index.
     pub trial: usize,
@@ -443,15 +443,8 @@ where
         dir: name,
         values: c.values.iter().map(|v| v.to_string()).collect(),
         status: "failed".into(),
-        best_val_loss: None,
-        best_val_per_horizon: None,
         horizons: c.cfg.model.horizons.clone(),
-        best_step: None,
-        steps: None,
-        stop_reason: None,
-        wall_s: None,
-        reused: false,
-        error: None,
+        ..TrialResult::default()
     };
     let t0 = Instant::now();
     let res = is_finished(&dir).and_then(|done| {

@@ -498,6 +498,15 @@ impl<E: CpuElem> CpuModel<E> {
         sum / count
     }
 
+    /// The forecast rows `(B T P, H D)` of `tokens` without gradients, and `(B, T, P)`.
+    fn predict(&self, tokens: &Tokens<E>) -> Result<PredRows<E>, Error> {
+        let (b, t, p) = self.check(tokens)?;
+        let pool = &mut Pool::default();
+        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
+        let e = self.final_norm(&x, b * t * p, pool);
+        Ok((self.head(&e, b * t * p, pool), (b, t, p)))
+    }
+
     /// Forward and backward of the forecasts plus `offset` (none: the plain loss), overwriting
     /// the gradients.
     fn grads_of(&mut self, tokens: &Tokens<E>, offset: Option<&[E]>) -> Result<f64, Error> {
@@ -563,18 +572,16 @@ impl<E: CpuElem> CpuModel<E> {
     }
 }
 
+/// Forecast rows and the `(B, T, P)` they cover.
+type PredRows<E> = (Vec<E>, (usize, usize, usize));
+
 impl<E: CpuElem> Model<E> for CpuModel<E> {
     fn config(&self) -> &ModelConfig {
         &self.cfg
     }
 
     fn forward(&self, tokens: &Tokens<E>) -> Result<Forecasts<E>, Error> {
-        let (b, t, p) = self.check(tokens)?;
-        let rows = b * t * p;
-        let pool = &mut Pool::default();
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
-        let e = self.final_norm(&x, rows, pool);
-        let pred = self.head(&e, rows, pool);
+        let (pred, (b, t, p)) = self.predict(tokens)?;
         Forecasts::new(ForecastShape::new(b, t, p, self.cfg.n_horizons(), self.cfg.d_in), pred)
     }
 
@@ -586,12 +593,7 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
     }
 
     fn loss(&self, tokens: &Tokens<E>) -> Result<f64, Error> {
-        let (b, t, p) = self.check(tokens)?;
-        let rows = b * t * p;
-        let pool = &mut Pool::default();
-        let (x, _) = self.trunk(tokens.data(), b, t, p, false, pool);
-        let e = self.final_norm(&x, rows, pool);
-        let pred = self.head(&e, rows, pool);
+        let (pred, (b, t, p)) = self.predict(tokens)?;
         Ok(self.loss_of(&pred, tokens.data(), b, t, p, None))
     }
 

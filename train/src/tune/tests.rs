@@ -18,14 +18,8 @@ fn result(trial: usize, loss: Option<f64>) -> TrialResult {
         values: vec![],
         status: if loss.is_some() { "finished" } else { "failed" }.into(),
         best_val_loss: loss,
-        best_val_per_horizon: None,
         horizons: vec![1, 5],
-        best_step: None,
-        steps: None,
-        stop_reason: None,
-        wall_s: None,
-        reused: false,
-        error: None,
+        ..TrialResult::default()
     }
 }
 
