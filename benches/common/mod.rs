@@ -22,9 +22,7 @@ pub fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 
 /// The `cpu-demo` preset's model: the layer size of the pieces' benches.
 pub fn demo_config() -> ModelConfig {
-    RunConfig::from_toml_str("cpu-demo", include_str!("../../configs/presets/cpu-demo.toml"))
-        .expect("the cpu-demo preset parses")
-        .model_config()
+    boldcast_train::presets::preset("cpu-demo").expect("the cpu-demo preset parses").model_config()
 }
 
 /// One training step's inputs at the `quick` preset: its model configuration and ring
@@ -43,8 +41,7 @@ pub struct QuickStep {
 impl QuickStep {
     /// The `quick` preset's step.
     pub fn new() -> Self {
-        let run = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml"))
-            .expect("the quick preset parses");
+        let run = boldcast_train::presets::preset("quick").expect("the quick preset parses");
         let model = run.model_config();
         let (batch, parcels) = (run.train.batch_size, run.data.synthetic.parcels);
         let time = run.window.window / model.d_in;

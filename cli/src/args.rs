@@ -428,8 +428,8 @@ fn parse_temporal(s: &str) -> Result<Temporal, String> {
 
 impl RunArgs {
     /// The command-line layer of the configuration.
-    pub fn overrides(&self) -> crate::presets::Overrides {
-        crate::presets::Overrides {
+    pub fn overrides(&self) -> boldcast_train::presets::Overrides {
+        boldcast_train::presets::Overrides {
             preset: self.preset.clone(),
             config: self.config.clone(),
             lr: self.lr,

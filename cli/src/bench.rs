@@ -30,7 +30,7 @@ const PEAK_REPS: usize = 10;
 /// `bc-cli bench`: resolves the preset and runs [`bench_model`] on the chosen backend, over
 /// the ranks of `dist`; rank 0 then measures the matrix-product peak.
 pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
-    let mut cfg = crate::presets::preset(&args.preset)?;
+    let mut cfg = boldcast_train::presets::preset(&args.preset)?;
     if let Some(t) = args.temporal {
         cfg.model.temporal = t;
     }

@@ -15,13 +15,13 @@
 //! its synthetic fixture.
 
 use crate::error::CliError;
-use crate::presets::{Overrides, Purpose, DEFAULT_PRESET};
 use boldcast::core::{Adjacency, Model, ModelConfig};
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::load_data;
 use boldcast_train::eval::cv::FoldUnit;
 use boldcast_train::eval::var::VarChoice;
 use boldcast_train::eval::{evaluate_weights, BaselineChoices, EvalData, Weights};
+use boldcast_train::presets::{Overrides, Purpose, DEFAULT_PRESET};
 use boldcast_train::TrainError;
 use std::path::PathBuf;
 
@@ -179,7 +179,7 @@ fn open_weights(req: &EvalRequest) -> Result<Weights, CliError> {
 /// one stored in the weights; `--data` replaces `data.dir`.
 fn eval_config(req: &EvalRequest, weights: &Weights) -> Result<RunConfig, CliError> {
     let mut cfg = match &req.config {
-        Some(c) => crate::presets::resolve(
+        Some(c) => boldcast_train::presets::resolve(
             &Overrides { config: Some(c.clone()), ..Overrides::default() },
             DEFAULT_PRESET,
             Purpose::Train,

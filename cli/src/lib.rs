@@ -10,7 +10,6 @@
 //! - [`overfit`]: `bc-cli overfit`: flags, step lines, the figure and the verdict line around
 //!   [`boldcast_train::overfit`], generic over [`boldcast::core::Model`];
 //! - [`golden`]: `bc-cli golden`, a backend checked against a PyTorch golden case;
-//! - [`presets`]: the preset files and the preset / `--config` / flag layers of a configuration;
 //! - [`train`]: `bc-cli train`: flags, printing ([`progress`]), the figure and the exit status
 //!   around the training library `boldcast-train`, on the subject split of
 //!   [`boldcast::data::split()`];
@@ -73,7 +72,6 @@ pub mod overfit;
 pub mod plot;
 pub mod plot_eval;
 pub mod plot_fingerprint;
-pub mod presets;
 pub mod progress;
 pub mod synth;
 pub mod train;

@@ -4,9 +4,9 @@ use bc_cli::args::{Backend, Cli, Command, OverfitArgs, Precision};
 use bc_cli::backend::{dispatch, dispatch_in, Builder, Job};
 use bc_cli::distributed::{abort_on_error, from_env, Transport};
 use bc_cli::overfit::{overfit_command, OverfitReport};
-use bc_cli::presets::{resolve, Purpose, DEFAULT_PRESET};
 use bc_cli::CliError;
 use boldcast::core::{DataParallel, Model};
+use boldcast_train::presets::{resolve, Purpose, DEFAULT_PRESET};
 use clap::Parser;
 use std::process::ExitCode;
 

@@ -8,11 +8,11 @@
 
 use crate::args::OverfitArgs;
 use crate::error::CliError;
-use crate::presets::{Purpose, DEFAULT_PRESET};
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig, StepRecord};
 use boldcast_train::config::RunConfig;
 use boldcast_train::overfit::{overfit_data, train_overfit, OverfitData, OverfitOptions};
+use boldcast_train::presets::{Purpose, DEFAULT_PRESET};
 use boldcast_train::run_dir::RunKind;
 use boldcast_train::Observer;
 use serde_json::json;
@@ -123,7 +123,7 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let cfg = crate::presets::resolve(&args.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
+    let cfg = boldcast_train::presets::resolve(&args.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
     if cfg.train.backend != backend {
         return Err(CliError::Msg(format!(
             "train.backend = {}, but the model would be built on the {backend} backend",

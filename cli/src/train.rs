@@ -17,12 +17,12 @@
 //!   val)` decides the exit status (1 when it fails).
 
 use crate::error::CliError;
-use crate::presets::{Purpose, DEFAULT_PRESET};
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, DataParallel, Model, ModelConfig};
 use boldcast_train::checkpoint::{self as ck, Loaded};
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::TrainData;
+use boldcast_train::presets::{Purpose, DEFAULT_PRESET};
 use boldcast_train::{Dist, Observer, RedFlag, Run, RunStart, StepRecord, StopReason, ValRecord};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -433,7 +433,7 @@ pub fn resolve_train_args(a: &crate::args::TrainArgs) -> Result<(Option<RunConfi
         }
         return Ok((None, req));
     }
-    let mut cfg = crate::presets::resolve(&a.run.overrides(), DEFAULT_PRESET, Purpose::Train)?;
+    let mut cfg = boldcast_train::presets::resolve(&a.run.overrides(), DEFAULT_PRESET, Purpose::Train)?;
     if let Some(s) = &a.subjects_train {
         cfg.data.subjects_train = boldcast::data::parse_subject_list(s)?;
     }

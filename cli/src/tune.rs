@@ -5,8 +5,8 @@
 use crate::args::TuneArgs;
 use crate::backend::Builder;
 use crate::error::CliError;
-use crate::presets::DEFAULT_PRESET;
 use boldcast::core::DataParallel;
+use boldcast_train::presets::DEFAULT_PRESET;
 use boldcast_train::tune::{self, Axis, Candidate, Mode, Search, TrialResult, TuneObserver, TuneReport};
 use std::path::PathBuf;
 

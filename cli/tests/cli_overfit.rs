@@ -6,13 +6,13 @@
 
 use bc_cli::args::{OverfitArgs, RunArgs};
 use bc_cli::overfit::overfit_command;
-use bc_cli::presets::{preset, resolve, DEFAULT_PRESET};
 use boldcast::core::forecast::{build_forecast_targets, forecasting_loss};
 use boldcast::core::model::NamedTensor;
 use boldcast::core::{
     Adjacency, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer, ParamMut, Shape, Tokens,
 };
 use boldcast_train::overfit::overfit_data;
+use boldcast_train::presets::{preset, resolve, DEFAULT_PRESET};
 use std::path::{Path, PathBuf};
 
 mod common;
@@ -184,9 +184,9 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
     let text = std::fs::read_to_string(&resolved).unwrap();
     assert!(text.contains("preset = \"quick\""), "{text}");
     let again = resolve(
-        &bc_cli::presets::Overrides { config: Some(resolved), ..Default::default() },
+        &boldcast_train::presets::Overrides { config: Some(resolved), ..Default::default() },
         DEFAULT_PRESET,
-        bc_cli::presets::Purpose::Overfit,
+        boldcast_train::presets::Purpose::Overfit,
     )
     .unwrap();
     assert_eq!((again.overfit.lr, again.overfit.max_steps), (0.05, 150));

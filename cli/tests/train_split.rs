@@ -15,7 +15,7 @@ fn dataset(subjects: usize, runs: usize) -> Dataset {
 #[test]
 fn lists_fractions_and_the_fallback() {
     let ds = dataset(5, 2);
-    let mut d = bc_cli::presets::preset("quick").unwrap().data;
+    let mut d = boldcast_train::presets::preset("quick").unwrap().data;
     // Fallback: the last val_subjects.
     d.val_subjects = 2;
     let s = split(&ds, &d, 0).unwrap();

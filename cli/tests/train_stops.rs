@@ -103,7 +103,7 @@ fn early_stopping_ends_the_run_and_best_holds_the_best_validation_weights() {
     }
     // Exactly the MODEL.md names, PyTorch-loadable.
     let names: Vec<String> = f.names();
-    let cfg = bc_cli::presets::preset("quick").unwrap().model_config();
+    let cfg = boldcast_train::presets::preset("quick").unwrap().model_config();
     let mut want: Vec<String> = cfg.param_specs().into_iter().map(|s| s.name).collect();
     let mut got = names.clone();
     want.sort();

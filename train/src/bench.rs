@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn zero_timed_steps_are_an_error_naming_steps() {
-        let cfg = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml")).unwrap();
+        let cfg = crate::presets::preset("quick").unwrap();
         let opts = BenchOptions { backend: "cpu".into(), preset: "quick".into(), steps: 0, warmup: 0, threads: 1 };
         let make = |c, a, _| boldcast_cpu::CpuModel::<f32>::new(c, a, 1);
         let e = bench_model(&cfg, &opts, make, &Dist::default()).unwrap_err().to_string();

@@ -6,7 +6,7 @@
 //! hashes ([`crate::checkpoint::config_hash`]): it must stay byte-identical for the
 //! configurations of existing run directories, so a key added later is skipped when it has its
 //! default value (`train.overfit_ratio`). How a configuration is assembled from presets, files
-//! and flags is the command line's business (`bc-cli`'s `presets` module).
+//! and flags: [`crate::presets`].
 
 use boldcast_core::{ModelConfig, OptimConfig, OptimizerKind, ScheduleConfig};
 pub use boldcast_data::config::{DataConfig, SyntheticConfig, WindowConfig};
@@ -198,13 +198,11 @@ fn is_default_overfit_ratio(x: &f64) -> bool {
 }
 
 impl RunConfig {
-    /// Parses a whole configuration (every key present; no presets, no layering) and
-    /// validates it; `origin` names the text in errors.
+    /// Parses a configuration file's text exactly as `bc-cli --config` does (any subset of
+    /// keys over its `preset`, else the default preset; see [`crate::presets`]) and validates
+    /// it; `origin` names the text in errors.
     pub fn from_toml_str(origin: &str, text: &str) -> Result<RunConfig, ConfigError> {
-        let cfg: RunConfig = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { origin: origin.into(), message: e.message().trim().to_string() })?;
-        cfg.validate()?;
-        Ok(cfg)
+        crate::presets::resolve_str(origin, text)
     }
 
     /// Checks every value; the error names the field and the value. The sizes are checked
@@ -403,6 +401,18 @@ impl RunConfig {
         toml::to_string_pretty(self).expect("a run configuration always serializes")
     }
 
+    /// The text of a configuration file that [`RunConfig::from_toml_str`] (and `bc-cli
+    /// --config`) read back to this configuration: [`RunConfig::to_toml`] plus
+    /// `model.linear_path` even when off, since a file is laid over its preset and `fmri`
+    /// turns the path on.
+    pub fn to_config_file(&self) -> String {
+        let mut t = toml::Table::try_from(self).expect("a run configuration always serializes");
+        if let Some(toml::Value::Table(m)) = t.get_mut("model") {
+            m.insert("linear_path".into(), toml::Value::String(self.model.linear_path.as_str().into()));
+        }
+        toml::to_string_pretty(&t).expect("a run configuration always serializes")
+    }
+
     /// Writes `config.resolved.toml` into `dir` (created if missing) atomically: to a
     /// temporary file in `dir`, then renamed. Returns the path.
     pub fn write_resolved(&self, dir: &Path) -> Result<PathBuf, ConfigError> {
@@ -411,7 +421,7 @@ impl RunConfig {
             "# Resolved by bc-cli {}: preset {}, then the --config file, then the command-line flags.\n{}",
             env!("CARGO_PKG_VERSION"),
             self.preset.as_deref().unwrap_or("?"),
-            self.to_toml()
+            self.to_config_file()
         );
         boldcast_data::fsutil::write_atomic(&path, text.as_bytes())
             .map_err(|source| ConfigError::Write { path: path.clone(), source })?;

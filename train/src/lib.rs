@@ -9,7 +9,7 @@
 //! ```no_run
 //! # fn main() -> Result<(), boldcast_train::TrainError> {
 //! use boldcast_train::{config::RunConfig, data, Run, Recorder};
-//! let cfg = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml"))?;
+//! let cfg = boldcast_train::presets::preset("quick")?;
 //! let loaded = data::load_data(&cfg)?;
 //! let n = loaded.ds.runs.len();
 //! let split = data::Split {
@@ -56,6 +56,7 @@ pub mod memory;
 pub mod observer;
 pub mod order;
 pub mod overfit;
+pub mod presets;
 pub mod provenance;
 pub mod run;
 pub mod run_dir;

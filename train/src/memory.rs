@@ -173,7 +173,7 @@ mod tests {
     use super::*;
 
     fn laptop() -> RunConfig {
-        RunConfig::from_toml_str("laptop", include_str!("../../configs/presets/laptop.toml")).unwrap()
+        crate::presets::preset("laptop").unwrap()
     }
 
     #[test]

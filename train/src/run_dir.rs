@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn each_command_starts_only_in_its_own_or_a_new_directory() {
         let d = tempfile::tempdir().unwrap();
-        let cfg = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml")).unwrap();
+        let cfg = crate::presets::preset("quick").unwrap();
         let (t, o) = (d.path().join("t"), d.path().join("o"));
         drop(start(&t, RunKind::Train, &cfg).unwrap());
         assert_eq!(owner(&t).unwrap(), Owner::Run(RunKind::Train));

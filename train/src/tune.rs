@@ -216,7 +216,7 @@ pub fn trial_dir_name(index: usize) -> String {
 pub fn apply(cfg: &RunConfig, key: &str, value: &toml::Value) -> Result<RunConfig, TuneError> {
     let bad = |reason: String| TuneError::Key { key: key.into(), reason };
     let mut table: toml::Table =
-        cfg.to_toml().parse().map_err(|e| bad(format!("the configuration's TOML does not parse: {e}")))?;
+        cfg.to_config_file().parse().map_err(|e| bad(format!("the configuration's TOML does not parse: {e}")))?;
     let (path, last) = key.rsplit_once('.').ok_or_else(|| bad("the key must be dotted, SECTION.KEY".into()))?;
     let mut section = &mut table;
     for part in path.split('.') {
@@ -572,7 +572,7 @@ fn write_results(out: &Path, report: &mut TuneReport, cands: &[Candidate]) -> Re
             t.best_step.map_or("-".into(), |s| s.to_string()),
             report.validation_subjects,
         );
-        write(BEST_TOML, &(head + &cfg.to_toml()))?;
+        write(BEST_TOML, &(head + &cfg.to_config_file()))?;
         report.best_config = Some(BEST_TOML.into());
     }
     write(RESULTS_TSV, &results_tsv(report))?;

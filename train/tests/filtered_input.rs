@@ -7,7 +7,7 @@ use boldcast_train::config::RunConfig;
 use boldcast_train::data::{load_data, TrainData};
 
 fn quick() -> RunConfig {
-    RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml")).unwrap()
+    boldcast_train::presets::preset("quick").unwrap()
 }
 
 /// Sums of sines below 0.05 cycles per TR (0.1 of Nyquist), a phase per parcel and subject.

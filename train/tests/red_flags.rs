@@ -69,7 +69,7 @@ impl DataParallel<f32> for Rigged {
 }
 
 fn config(max_steps: u64, val_every: u64) -> RunConfig {
-    let mut cfg = RunConfig::from_toml_str("quick", include_str!("../../configs/presets/quick.toml")).unwrap();
+    let mut cfg = boldcast_train::presets::preset("quick").unwrap();
     cfg.train.max_steps = max_steps;
     cfg.train.val_every = val_every;
     cfg.train.ckpt_every = max_steps;

@@ -2,27 +2,38 @@
 //! over its preset and validated ([`resolve`], what `bc-cli train --config FILE` calls), and
 //! its seeds. Shared with the `cargo fuzz` target `cli_config` of `fuzz/` (included by path).
 
-use bc_cli::presets::{resolve, Overrides, Purpose, PRESETS};
 use boldcast_testkit::fuzz::targets::{put, scratch};
 use boldcast_testkit::fuzz::{Format, Outcome, Plan, Seed, Target};
 use boldcast_train::config::RunConfig;
+use boldcast_train::presets::{resolve, Overrides, Purpose, PRESETS};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// A `--config` file: written as `fuzz.toml`, resolved for `train` and for `overfit`. A valid
-/// configuration is checked: its TOML text reads back to it, and its parameter count (what
-/// building a model computes first) is a number.
+/// A `--config` file: written as `fuzz.toml`, resolved for `train` and for `overfit`. The
+/// library's parser of the same text ([`RunConfig::from_toml_str`]) accepts exactly what the
+/// command line accepts, with the same result. A valid configuration is checked: its TOML text
+/// reads back to it, and its parameter count (what building a model computes first) is a
+/// number.
 pub fn cli_config(bytes: &[u8]) -> Outcome {
     static FILE: OnceLock<PathBuf> = OnceLock::new();
     let path = FILE.get_or_init(|| scratch("cli_config").join("fuzz.toml"));
     put(path, bytes);
     let o = Overrides { config: Some(path.clone()), ..Overrides::default() };
-    let cfg = resolve(&o, "laptop", Purpose::Train).map_err(|e| e.to_string())?;
+    let direct = std::str::from_utf8(bytes).ok().map(|t| RunConfig::from_toml_str(&path.display().to_string(), t));
+    let resolved = resolve(&o, "laptop", Purpose::Train);
+    if let Some(direct) = &direct {
+        match (direct, &resolved) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "the library and the command line read one file alike"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "the same refusal"),
+            (a, b) => panic!("the library gives {a:?}, the command line {b:?}"),
+        }
+    }
+    let cfg = resolved.map_err(|e| e.to_string())?;
     let overfit = resolve(&o, "laptop", Purpose::Overfit).map_err(|e| e.to_string())?;
     assert_eq!(cfg, overfit, "without flags, the purpose changes nothing");
-    let text = cfg.to_toml();
+    let text = cfg.to_config_file();
     let back = RunConfig::from_toml_str("its own TOML", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    assert_eq!(back, cfg, "the TOML text of a valid configuration reads back to it");
+    assert_eq!(back, cfg, "the configuration-file text of a valid configuration reads back to it");
     let _ = cfg.model_config().n_params();
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 /// held out, a one-layer Mamba of width 8) with `max_steps` steps, a validation every
 /// `val_every` steps and a checkpoint every `ckpt_every`.
 pub fn quick_config(max_steps: u64, val_every: u64, ckpt_every: u64) -> Result<RunConfig, TrainError> {
-    let mut cfg = RunConfig::from_toml_str("quick", include_str!("../../../configs/presets/quick.toml"))?;
+    let mut cfg = boldcast_train::presets::preset("quick")?;
     cfg.train.max_steps = max_steps;
     cfg.train.val_every = val_every;
     cfg.train.ckpt_every = ckpt_every;

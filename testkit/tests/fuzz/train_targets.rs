@@ -32,9 +32,9 @@ const STEPS: u64 = 2;
 /// A valid configuration's value, checked: it survives its own TOML text, and its parameter
 /// count (what building a model computes first) is a number.
 fn check_config(cfg: &RunConfig) {
-    let text = cfg.to_toml();
+    let text = cfg.to_config_file();
     let back = RunConfig::from_toml_str("its own TOML", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    assert_eq!(&back, cfg, "the TOML text of a valid configuration reads back to it");
+    assert_eq!(&back, cfg, "the configuration-file text of a valid configuration reads back to it");
     let _ = cfg.model_config().n_params();
 }
 

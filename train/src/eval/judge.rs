@@ -94,7 +94,7 @@ mod tests {
 
     #[test]
     fn the_loss_is_judged_against_predicting_zero_and_the_best_baseline() {
-        let cfg = RunConfig::from_toml_str("quick", include_str!("../../../configs/presets/quick.toml")).unwrap();
+        let cfg = crate::presets::preset("quick").unwrap();
         let td = TrainData::load(&cfg).unwrap();
         let zero = zero_mse(&td, &cfg).unwrap();
         // The case: a loss of 2.24 where predicting zero costs about 1.

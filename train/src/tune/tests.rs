@@ -1,7 +1,7 @@
 use super::*;
 
 fn quick() -> RunConfig {
-    let mut cfg = RunConfig::from_toml_str("quick", include_str!("../../../configs/presets/quick.toml")).unwrap();
+    let mut cfg = crate::presets::preset("quick").unwrap();
     cfg.data.subjects_heldout = vec!["04".into()];
     cfg
 }

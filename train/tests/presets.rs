@@ -1,10 +1,10 @@
-//! The presets and the preset / `--config` / flag layers of `bc-cli` (`bc_cli::presets`):
+//! The presets and the preset / `--config` / flag layers of a configuration (`boldcast_train::presets`):
 //! every preset parses, validates and lists every key; each layer overrides the one before;
 //! unknown keys, aliases and bad values are errors naming the key and the file.
 
-use bc_cli::presets::*;
-use boldcast::core::{ModelConfig, OptimizerKind, ScheduleConfig, Temporal};
+use boldcast_core::{ModelConfig, OptimizerKind, ScheduleConfig, Temporal};
 use boldcast_train::config::{ConfigError, RunConfig};
+use boldcast_train::presets::*;
 use std::path::{Path, PathBuf};
 
 fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -14,9 +14,18 @@ fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
     (d, p)
 }
 
+/// `text` as a `--config` file, and the same text through the library's parser: both give one
+/// result (the same configuration, or the same error).
 fn with_file(text: &str) -> Result<RunConfig, ConfigError> {
     let (_d, p) = file(text);
-    resolve(&Overrides { config: Some(p), ..Overrides::default() }, DEFAULT_PRESET, Purpose::Train)
+    let cli = resolve(&Overrides { config: Some(p.clone()), ..Overrides::default() }, DEFAULT_PRESET, Purpose::Train);
+    let lib = RunConfig::from_toml_str(&p.display().to_string(), text);
+    match (&cli, &lib) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "{text}"),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
+        _ => panic!("--config gives {cli:?}, RunConfig::from_toml_str {lib:?}\n{text}"),
+    }
+    cli
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! How `bc-cli` assembles a run configuration ([`RunConfig`]) from presets, a `--config`
-//! file and flags.
+//! How a run configuration ([`RunConfig`]) is assembled from presets, a configuration file
+//! and command-line values; `bc-cli` and a library user get exactly the same result.
 //!
 //! A configuration is resolved in three layers, each overriding the one before:
 //!
@@ -15,9 +15,9 @@
 //! value, [`RunConfig::validate`]) and can be written as `config.resolved.toml`
 //! ([`RunConfig::write_resolved`]).
 
-use boldcast::core::Temporal;
-use boldcast::data::Selection;
-use boldcast_train::config::{ConfigError, RunConfig, BACKENDS, PRECISIONS};
+use crate::config::{ConfigError, RunConfig, BACKENDS, PRECISIONS};
+use boldcast_core::Temporal;
+use boldcast_data::Selection;
 use std::path::{Path, PathBuf};
 
 /// The presets, as `(name, TOML text)`; embedded so the binary works anywhere.
@@ -296,6 +296,17 @@ pub fn preset(name: &str) -> Result<RunConfig, ConfigError> {
     resolve(&Overrides { preset: Some(name.into()), ..Overrides::default() }, name, Purpose::Train)
 }
 
+/// Parses the text of a configuration file (any subset of keys): unknown keys, wrong types and
+/// unknown choices are errors naming the key and `origin`; aliases are renamed.
+fn user_layer(origin: &str, text: &str) -> Result<toml::Table, ConfigError> {
+    let mut t = parse_table(origin, text)?;
+    let schema = schema();
+    check_keys(origin, &t, &schema, "")?;
+    normalize(&mut t, &schema);
+    rename_aliases(origin, &mut t)?;
+    Ok(t)
+}
+
 /// Resolves preset, `--config` file and flags (see the module documentation), then
 /// validates.
 pub fn resolve(o: &Overrides, default_preset: &str, purpose: Purpose) -> Result<RunConfig, ConfigError> {
@@ -304,25 +315,42 @@ pub fn resolve(o: &Overrides, default_preset: &str, purpose: Purpose) -> Result<
             let text =
                 std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
             let origin = path.display().to_string();
-            let mut t = parse_table(&origin, &text)?;
-            let schema = schema();
-            check_keys(&origin, &t, &schema, "")?;
-            normalize(&mut t, &schema);
-            rename_aliases(&origin, &mut t)?;
+            let t = user_layer(&origin, &text)?;
             Some((origin, t))
         }
         None => None,
     };
-    let file_preset = match user.as_ref().and_then(|(_, t)| t.get("preset")) {
-        Some(toml::Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            return Err(ConfigError::Parse {
-                origin: user.as_ref().map(|(o, _)| o.clone()).unwrap_or_default(),
-                message: format!("`preset` must be a string, found {other}"),
-            })
-        }
-        None => None,
-    };
+    layer(user, o, default_preset, purpose)
+}
+
+/// The configuration a file's text gives, exactly as `bc-cli --config FILE` resolves it: the
+/// file's keys over its `preset` (else [`DEFAULT_PRESET`]). [`RunConfig::from_toml_str`]
+/// calls this.
+pub fn resolve_str(origin: &str, text: &str) -> Result<RunConfig, ConfigError> {
+    let user = user_layer(origin, text)?;
+    layer(Some((origin.to_string(), user)), &Overrides::default(), DEFAULT_PRESET, Purpose::Train)
+}
+
+/// The preset a configuration file names with its `preset` key, if any.
+fn named_preset(user: Option<&(String, toml::Table)>) -> Result<Option<String>, ConfigError> {
+    match user.and_then(|(_, t)| t.get("preset").map(|v| (user, v))) {
+        Some((_, toml::Value::String(s))) => Ok(Some(s.clone())),
+        Some((u, other)) => Err(ConfigError::Parse {
+            origin: u.map(|(o, _)| o.clone()).unwrap_or_default(),
+            message: format!("`preset` must be a string, found {other}"),
+        }),
+        None => Ok(None),
+    }
+}
+
+/// The three layers: the preset, the file's table, the command-line values.
+fn layer(
+    user: Option<(String, toml::Table)>,
+    o: &Overrides,
+    default_preset: &str,
+    purpose: Purpose,
+) -> Result<RunConfig, ConfigError> {
+    let file_preset = named_preset(user.as_ref())?;
     let name = o.preset.clone().or(file_preset).unwrap_or_else(|| default_preset.to_string());
     let mut table = parse_table(&format!("preset {name}"), preset_text(&name)?)?;
     let origin = match user {
@@ -333,40 +361,46 @@ pub fn resolve(o: &Overrides, default_preset: &str, purpose: Purpose) -> Result<
         None => format!("preset {name}"),
     };
     table.insert("preset".into(), toml::Value::String(name));
-    let (steps_section, lr_section) = match purpose {
-        Purpose::Train => ("train", "train"),
-        Purpose::Overfit => ("overfit", "overfit"),
-    };
-    if let Some(lr) = o.lr {
-        set(&mut table, lr_section, "lr", toml::Value::Float(lr));
-    }
-    if let Some(n) = o.max_steps {
-        let n = i64::try_from(n).map_err(|_| invalid(&format!("{steps_section}.max_steps"), n, "too large"))?;
-        set(&mut table, steps_section, "max_steps", toml::Value::Integer(n));
-    }
-    if let Some(d) = &o.data {
-        set(&mut table, "data", "dir", path_value(d));
-    }
-    if let Some(d) = &o.out {
-        set(&mut table, "train", "out", path_value(d));
-    }
-    if let Some(b) = &o.backend {
-        set(&mut table, "train", "backend", toml::Value::String(b.clone()));
-    }
-    if let Some(p) = &o.precision {
-        set(&mut table, "train", "precision", toml::Value::String(p.clone()));
-    }
-    if let Some(s) = o.seed {
-        let s = i64::try_from(s).map_err(|_| invalid("train.seed", s, "must fit in a signed 64-bit integer"))?;
-        set(&mut table, "train", "seed", toml::Value::Integer(s));
-    }
-    if let Some(t) = o.temporal {
-        set(&mut table, "model", "temporal", toml::Value::String(t.as_str().into()));
-    }
-    set_picks(&mut table, &o.picks);
+    set_overrides(&mut table, o, purpose)?;
     let cfg: RunConfig = toml::Value::Table(table)
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError::Parse { origin, message: e.message().trim().to_string() })?;
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// Sets the command-line values of `o` into `table`.
+fn set_overrides(table: &mut toml::Table, o: &Overrides, purpose: Purpose) -> Result<(), ConfigError> {
+    let section = match purpose {
+        Purpose::Train => "train",
+        Purpose::Overfit => "overfit",
+    };
+    if let Some(lr) = o.lr {
+        set(table, section, "lr", toml::Value::Float(lr));
+    }
+    if let Some(n) = o.max_steps {
+        let n = i64::try_from(n).map_err(|_| invalid(&format!("{section}.max_steps"), n, "too large"))?;
+        set(table, section, "max_steps", toml::Value::Integer(n));
+    }
+    if let Some(d) = &o.data {
+        set(table, "data", "dir", path_value(d));
+    }
+    if let Some(d) = &o.out {
+        set(table, "train", "out", path_value(d));
+    }
+    if let Some(b) = &o.backend {
+        set(table, "train", "backend", toml::Value::String(b.clone()));
+    }
+    if let Some(p) = &o.precision {
+        set(table, "train", "precision", toml::Value::String(p.clone()));
+    }
+    if let Some(s) = o.seed {
+        let s = i64::try_from(s).map_err(|_| invalid("train.seed", s, "must fit in a signed 64-bit integer"))?;
+        set(table, "train", "seed", toml::Value::Integer(s));
+    }
+    if let Some(t) = o.temporal {
+        set(table, "model", "temporal", toml::Value::String(t.as_str().into()));
+    }
+    set_picks(table, &o.picks);
+    Ok(())
 }
