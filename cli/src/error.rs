@@ -30,6 +30,9 @@ pub enum CliError {
     /// The model, optimizer or trainer failed.
     #[error(transparent)]
     Core(#[from] boldcast::core::Error),
+    /// A figure could not be drawn.
+    #[error(transparent)]
+    Plot(#[from] boldcast_plot::PlotError),
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {

@@ -66,19 +66,19 @@ pub fn table(r: &FingerprintReport) -> String {
 
 /// `bc-cli fingerprint`: opens the checkpoint and the data, embeds every selected run (or half
 /// run) and identifies subjects by its embeddings and by functional connectivity; draws the
-/// figure when `--figure` is given (its path checked first, [`crate::plot::check_figure_path`]).
+/// figure when `--figure` is given (its path checked first, [`boldcast_plot::check_figure_path`]).
 pub fn fingerprint_command<M, F>(a: &FingerprintArgs, build: F) -> Result<FingerprintReport, CliError>
 where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     if let Some(path) = &a.figure {
-        crate::plot::check_figure_path(path, a.replace.overwrite)?;
+        boldcast_plot::check_figure_path(path, a.replace.overwrite)?;
     }
     let (p, runs, context, _) = crate::infer::open(&a.model, build)?;
     let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, &context, a.pool.pool())?;
     if let Some(path) = &a.figure {
-        let svg = crate::plot_fingerprint::draw_fingerprint(&report, path, a.replace.overwrite)?;
+        let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, path, a.replace.overwrite)?;
         crate::errln!("figure: {} (and {})", path.display(), svg.display());
     }
     Ok(report)

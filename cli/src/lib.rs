@@ -1,7 +1,7 @@
 //! The library behind `bc-cli`: argument definitions and one module per command, so the
 //! commands can be tested without spawning the binary. The commands' logic is in the library
 //! crates (`boldcast-train`, the core); these modules parse flags, resolve presets, print,
-//! draw figures and choose exit codes.
+//! ask `boldcast-plot` for figures and choose exit codes.
 //!
 //! - [`backend`]: the one place a backend name becomes a model constructor;
 //! - [`args`]: the clap definitions of every command and its flags;
@@ -23,9 +23,6 @@
 //!   (a checkpoint's per-horizon MSE beside baselines and the floor);
 //! - [`infer`]: `bc-cli forecast` and `bc-cli embed`: flags, lines and progress around
 //!   [`boldcast_train::infer`] (a checkpoint's forecasts and embeddings of whole runs);
-//! - [`plot`]: the loss-curve figure (plotters, no text: see its documentation);
-//! - [`plot_eval`]: the figure of `bc-cli eval --figure` (grouped per-horizon MSE bars and a
-//!   forecast example);
 //! - [`error`]: the error every command returns, printed as `error: ...`.
 #![deny(missing_docs)]
 
@@ -69,9 +66,6 @@ pub mod floor;
 pub mod golden;
 pub mod infer;
 pub mod overfit;
-pub mod plot;
-pub mod plot_eval;
-pub mod plot_fingerprint;
 pub mod progress;
 pub mod synth;
 pub mod train;

@@ -65,7 +65,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Eval(a) => {
             if let Some(png) = &a.figure {
-                bc_cli::plot::check_figure_path(png, a.replace.overwrite)?;
+                boldcast_plot::check_figure_path(png, a.replace.overwrite)?;
             }
             let req = bc_cli::eval::EvalRequest {
                 checkpoint: a.checkpoint,
@@ -77,7 +77,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             };
             let rep = dispatch(a.backend, Eval(&req))?;
             if let Some(png) = &a.figure {
-                let svg = bc_cli::plot_eval::eval_figure(png, &rep, a.replace.overwrite)?;
+                let svg = boldcast_plot::eval::eval_figure(png, &rep, a.replace.overwrite)?;
                 bc_cli::errln!("figure: {} (and {})", png.display(), svg.display());
             }
             if a.json {

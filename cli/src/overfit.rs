@@ -1,5 +1,5 @@
 //! `bc-cli overfit`: the flags of the overfit check, its lines on stdout, its figure
-//! (`<out>/figures/overfit_curve.png`, [`crate::plot::overfit_curve`]) and its exit status,
+//! (`<out>/figures/overfit_curve.png`, [`boldcast_plot::overfit_curve`]) and its exit status,
 //! around the library's check ([`boldcast_train::overfit`], which documents the batch, the
 //! loop, the verdict, `loss_log.jsonl` and `summary.json`).
 //!
@@ -101,7 +101,7 @@ fn overfit_run<M: Model<f32>>(
     let (v, floor) = (&rep.verdict, rep.floor.as_ref().map(|f| f.value));
     let window = boldcast::core::accept::OVERFIT_WINDOW;
     let curves = (&rep.losses[..], &rep.lrs[..]);
-    crate::plot::overfit_curve(&figures.join("overfit_curve.png"), curves, (v.first, v.last, window), floor)?;
+    boldcast_plot::overfit_curve(&figures.join("overfit_curve.png"), curves, (v.first, v.last, window), floor)?;
     let mut extra = serde_json::Map::new();
     extra.insert("figure".into(), json!("figures/overfit_curve.png"));
     extra.insert("figure_svg".into(), json!("figures/overfit_curve.svg"));

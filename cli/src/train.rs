@@ -10,7 +10,7 @@
 //!   before its first checkpoint again from step 0 with its `config.resolved.toml`. The run
 //!   (the library's `run_dir`) locks the directory and writes `config.resolved.toml`.
 //! - Observers: [`Printer`] (the progress bar on a terminal and the `step`, `val`, `red flag`,
-//!   `stopped`, `finished` and `verdict` lines on stdout) and [`Figure`]
+//!   `stopped`, `finished` and `verdict` lines on stdout) and [`boldcast_plot::RunFigure`]
 //!   (`figures/loss_curves.png` of a finished run); only rank 0 prints and writes.
 //! - At the end of a finished run the library has written `summary.json` (with the figure's
 //!   name and legend added here); the held-out rule `mean(last 3 val) <= 0.7 * mean(first 3
@@ -138,47 +138,6 @@ impl Observer for Printer {
         self.bar.finish();
         for l in self.end_lines(r) {
             crate::outln!("{l}");
-        }
-    }
-}
-
-/// `figures/loss_curves.png` of a finished run, drawn from `loss_log.jsonl`; an error is kept
-/// for [`Figure::result`].
-#[derive(Default)]
-pub struct Figure {
-    error: Option<CliError>,
-}
-
-impl Figure {
-    /// The file, relative to the output directory.
-    pub const FILE: &'static str = "figures/loss_curves.png";
-    /// Its SVG twin.
-    pub const SVG: &'static str = "figures/loss_curves.svg";
-
-    fn draw(out: &Path, floor: f64) -> Result<(), CliError> {
-        let log = boldcast_train::run::log_path(out);
-        let (train, val) = boldcast_train::log::read_curves(&log)?;
-        let lr = boldcast_train::log::read_step_field(&log, "lr")?;
-        let curves = crate::plot::RunCurves { train: &train, val: &val, lr: &lr, floor: Some(floor) };
-        crate::plot::loss_curves(&out.join(Self::FILE), &curves).map(|_| ())
-    }
-
-    /// The error of the drawing, if any.
-    pub fn result(&mut self) -> Result<(), CliError> {
-        self.error.take().map_or(Ok(()), Err)
-    }
-}
-
-impl Observer for Figure {
-    fn on_start(&mut self, s: &RunStart) {
-        let dir = s.out.join("figures");
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            self.error = Some(CliError::Io { path: dir, source: e });
-        }
-    }
-    fn on_end(&mut self, r: &TrainReport) {
-        if r.reason != StopReason::StopAfter && self.error.is_none() {
-            self.error = Self::draw(&r.out, r.floor.overall).err();
         }
     }
 }
@@ -402,14 +361,14 @@ where
     print_preamble(&cfg, &data, &model, req);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut printer = Printer::new(&cfg, &data, progress);
-    let mut figure = Figure::default();
+    let mut figure = boldcast_plot::RunFigure::default();
     let mut run = Run::new(&cfg, &data, out).stop_after(req.stop_after).dist(req.dist.clone());
     if resume {
         run = run.resume(loaded);
     }
     let report = run
-        .summary_extra("figure", json!(Figure::FILE))
-        .summary_extra("figure_svg", json!(Figure::SVG))
+        .summary_extra("figure", json!(boldcast_plot::RUN_FIGURE))
+        .summary_extra("figure_svg", json!(boldcast_plot::RUN_FIGURE_SVG))
         .run(model, &mut [&mut printer, &mut figure])?;
     figure.result()?;
     Ok(report)

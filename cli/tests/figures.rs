@@ -114,7 +114,7 @@ fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
     let texts = svg_texts(&svg);
     let caption = "Forecast example: parcel parcel-000, sub-04_run-1, TRs 0..32 of the run";
     let mut want = vec![
-        bc_cli::plot_eval::TITLE,
+        boldcast_plot::eval::TITLE,
         "Per-horizon MSE on the held-out windows (lower is better)",
         "MSE (standardized BOLD, variance units)",
         "forecast horizon (tokens ahead)",
@@ -137,7 +137,7 @@ fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
     // (the same pixels per unit for every bar), and a swatch in the legend.
     let mut scales = Vec::new();
     for (k, r) in rows.iter().enumerate() {
-        let c = bc_cli::plot_eval::row_color(r["name"].as_str().unwrap(), k);
+        let c = boldcast_plot::eval::row_color(r["name"].as_str().unwrap(), k);
         let rects = svg_rects(&svg, (c.0, c.1, c.2), 560.0);
         let bars: Vec<&(f64, f64)> = rects.iter().filter(|(_, w)| *w > 25.0).collect();
         assert_eq!((bars.len(), rects.len()), (2, 3), "{}: {rects:?}", r["name"]);

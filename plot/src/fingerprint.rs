@@ -3,10 +3,9 @@
 //! grouped by subject with each subject's block outlined, a colour bar beside it), and a panel
 //! of each method's top-1 and top-5 accuracy as bars with their Clopper-Pearson and bootstrap
 //! intervals and the chance level. A PNG and its SVG twin, with the embedded font of
-//! [`crate::plot`].
+//! [`crate`].
 
-use crate::error::CliError;
-use crate::plot::{draw_twin, Figure};
+use crate::{draw_twin, Figure, PlotError};
 use boldcast_train::fingerprint::{Accuracy, FingerprintReport, MethodReport};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -46,7 +45,7 @@ impl Figure for FingerprintFigure<'_> {
 
 /// Draws `report` into the PNG and the SVG of `path`, replacing regular files there only when
 /// `overwrite` (`draw_twin`). Returns the twin's path.
-pub fn draw_fingerprint(report: &FingerprintReport, path: &Path, overwrite: bool) -> Result<PathBuf, CliError> {
+pub fn draw_fingerprint(report: &FingerprintReport, path: &Path, overwrite: bool) -> Result<PathBuf, PlotError> {
     draw_twin(path, &FingerprintFigure(report), overwrite)
 }
 

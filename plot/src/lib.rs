@@ -1,16 +1,71 @@
-//! The figures of `overfit` and `train`, drawn with plotters: each a PNG and its SVG twin,
-//! with a title, labelled axes with tick values, a legend, and the floor as a labelled line.
+//! `boldcast-plot`: the figures of a run, an evaluation and a fingerprint, drawn with
+//! plotters. Each figure is a PNG and its SVG twin ([`twin_paths`]), written atomically, with a
+//! title, labelled axes with tick values and a legend. The library computes every number;
+//! this crate only draws: [`loss_curves`] and [`overfit_curve`] (runs), [`eval::eval_figure`]
+//! ([`boldcast_train::eval::EvalReport`]) and [`fingerprint::draw_fingerprint`]
+//! ([`boldcast_train::fingerprint::FingerprintReport`]).
 //!
-//! The text is drawn with DejaVu Sans, embedded in the binary (`cli/assets/DejaVuSans.ttf`,
+//! ```no_run
+//! use boldcast_plot::{loss_curves, RunCurves};
+//! let train = [(1, 1.2), (2, 0.9), (3, 0.7)];
+//! let val = [(3, 0.8)];
+//! let lr = [(1, 1e-3), (3, 5e-4)];
+//! let curves = RunCurves { train: &train, val: &val, lr: &lr, floor: Some(0.5) };
+//! let svg = loss_curves("figures/loss_curves.png".as_ref(), &curves)?;
+//! // The same figure of a run directory, from its loss_log.jsonl:
+//! boldcast_plot::run_figure("runs/r1".as_ref(), Some(0.5))?;
+//! # Ok::<(), boldcast_plot::PlotError>(())
+//! ```
+//!
+//! The text is drawn with DejaVu Sans, embedded in the crate (`plot/assets/DejaVuSans.ttf`,
 //! its licence beside it), so a fresh machine without system fonts draws the same picture.
 //! The loss axis is logarithmic when the losses span more than a factor of [`LOG_SPAN`] (an
 //! overfit loss falling to near zero), linear from 0 otherwise.
 
-use crate::error::CliError;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
+
+pub mod eval;
+pub mod fingerprint;
+pub mod inspect;
+mod run;
+
+pub use run::{run_figure, RunFigure, RUN_FIGURE, RUN_FIGURE_SVG};
+
+/// What drawing a figure can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The path may not be written (not a regular file, or one that exists without
+    /// `overwrite`).
+    #[error(transparent)]
+    Path(#[from] boldcast_data::DataError),
+    /// A directory or file could not be made or renamed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A run's log could not be read.
+    #[error(transparent)]
+    Log(#[from] boldcast_train::TrainError),
+    /// The drawing backend failed.
+    #[error("{}: cannot draw the figure: {message}", path.display())]
+    Draw {
+        /// The figure's file.
+        path: PathBuf,
+        /// plotters' message.
+        message: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PlotError + '_ {
+    move |source| PlotError::Io { path: path.to_path_buf(), source }
+}
 
 /// The font the figures' text is drawn with (registered once as plotters' `sans-serif`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -20,7 +75,7 @@ pub const LOG_SPAN: f64 = 20.0;
 pub const SIZE: (u32, u32) = (1000, 600);
 
 /// Registers the embedded font as plotters' `sans-serif` (once per process).
-pub(crate) fn register_font() {
+fn register_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // The bytes are a valid TrueType font (a test draws with them); a failure would only
@@ -168,7 +223,7 @@ impl Figure for LineFigure {
 /// Draws `fig` into the PNG `path` and its SVG twin (`draw_twin`), replacing the files of
 /// an earlier drawing: for the figures of a run directory, which the run owns. Returns the
 /// twin's path.
-pub fn draw_figure(path: &Path, fig: &LineFigure) -> Result<PathBuf, CliError> {
+pub fn draw_figure(path: &Path, fig: &LineFigure) -> Result<PathBuf, PlotError> {
     draw_twin(path, fig, true)
 }
 
@@ -184,29 +239,29 @@ pub fn twin_paths(path: &Path) -> (PathBuf, PathBuf) {
 
 /// Whether a figure may be drawn at `path`: each of its two files ([`twin_paths`]) is absent,
 /// or a regular file and `overwrite` is given
-/// ([`boldcast::data::fsutil::check_replaceable`]). A command checks this before its work.
-pub fn check_figure_path(path: &Path, overwrite: bool) -> Result<(), CliError> {
+/// ([`boldcast_data::fsutil::check_replaceable`]). A command checks this before its work.
+pub fn check_figure_path(path: &Path, overwrite: bool) -> Result<(), PlotError> {
     let (png, svg) = twin_paths(path);
     for p in [png, svg] {
-        boldcast::data::fsutil::check_replaceable(&p, overwrite)?;
+        boldcast_data::fsutil::check_replaceable(&p, overwrite)?;
     }
     Ok(())
 }
 
 /// Draws `fig` into the PNG and the SVG of `path` ([`twin_paths`]), each into a temporary
-/// file beside it that is renamed over it ([`boldcast::data::fsutil::replace_by`]), after
+/// file beside it that is renamed over it ([`boldcast_data::fsutil::replace_by`]), after
 /// [`check_figure_path`]. Returns the path of the twin (the one of the two that is not `path`).
-pub(crate) fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Result<PathBuf, CliError> {
+fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Result<PathBuf, PlotError> {
     register_font();
     check_figure_path(path, overwrite)?;
     let (png, svg) = twin_paths(path);
     let dir = png.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
     for (dest, is_svg) in [(&png, false), (&svg, true)] {
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let ext = if is_svg { "svg" } else { "png" };
         let tmp = dir.join(format!(".{name}.tmp-{}.{ext}", std::process::id()));
-        let err = |e: String| CliError::Msg(format!("{}: cannot draw the figure: {e}", dest.display()));
+        let err = |message: String| PlotError::Draw { path: dest.clone(), message };
         let drawn = if is_svg {
             fig.draw(SVGBackend::new(&tmp, fig.size()).into_drawing_area())
         } else {
@@ -216,7 +271,7 @@ pub(crate) fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Res
             let _ = std::fs::remove_file(&tmp);
             return Err(err(e));
         }
-        boldcast::data::fsutil::replace_by(&tmp, dest).map_err(CliError::io(dest))?;
+        boldcast_data::fsutil::replace_by(&tmp, dest).map_err(io(dest))?;
     }
     Ok(if svg == path { png } else { svg })
 }
@@ -346,7 +401,7 @@ pub fn overfit_curve(
     (losses, lrs): (&[f64], &[f64]),
     (first, last, window): (f64, f64, usize),
     floor: Option<f64>,
-) -> Result<PathBuf, CliError> {
+) -> Result<PathBuf, PlotError> {
     let n = losses.len().max(2) as f64 - 1.0;
     let w = (window as f64).min(n);
     let mut series = vec![
@@ -383,7 +438,7 @@ pub struct RunCurves<'a> {
 /// A training run's figure: the training loss per step, the validation loss on the held-out
 /// subjects at each validation, the means of the first and last validations that the
 /// held-out rule compares, and the floor; the learning rate in a second panel.
-pub fn loss_curves(path: &Path, c: &RunCurves<'_>) -> Result<PathBuf, CliError> {
+pub fn loss_curves(path: &Path, c: &RunCurves<'_>) -> Result<PathBuf, PlotError> {
     let pts = |v: &[(u64, f64)]| v.iter().map(|&(s, l)| (s as f64, l)).collect::<Vec<_>>();
     let xmax = c.train.iter().chain(c.val).map(|(s, _)| *s as f64).fold(1.0f64, f64::max);
     let mut series = vec![
@@ -402,10 +457,10 @@ pub fn loss_curves(path: &Path, c: &RunCurves<'_>) -> Result<PathBuf, CliError> 
             dots: true,
         },
     ];
-    let w = boldcast::core::accept::HELDOUT_WINDOW;
+    let w = boldcast_core::accept::HELDOUT_WINDOW;
     if c.val.len() >= 2 * w {
         let vals: Vec<f64> = c.val.iter().map(|(_, v)| *v).collect();
-        let verdict = boldcast::core::accept::heldout_verdict(&vals).expect("validations exist");
+        let verdict = boldcast_core::accept::heldout_verdict(&vals).expect("validations exist");
         let span = |v: &[(u64, f64)]| (v[0].0 as f64, v[v.len() - 1].0 as f64);
         let (first, last) = (span(&c.val[..w]), span(&c.val[c.val.len() - w..]));
         series.push(level(

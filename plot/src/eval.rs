@@ -6,8 +6,7 @@
 //! strip to its right, so it hides no bar or line). Everything drawn comes from the
 //! [`EvalReport`]: the library computes, this file only draws.
 
-use crate::error::CliError;
-use crate::plot::{draw_twin, Figure};
+use crate::{draw_twin, Figure, PlotError};
 use boldcast_train::eval::{EvalReport, ForecastExample, Row};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -54,7 +53,7 @@ const HORIZON_COLORS: [RGBColor; 4] =
 
 /// Draws the eval figure of `r` into the PNG and the SVG of `path`, replacing regular files
 /// there only when `overwrite` (`plot::draw_twin`); returns the twin's path.
-pub fn eval_figure(path: &Path, r: &EvalReport, overwrite: bool) -> Result<PathBuf, CliError> {
+pub fn eval_figure(path: &Path, r: &EvalReport, overwrite: bool) -> Result<PathBuf, PlotError> {
     draw_twin(path, &EvalFigure { r }, overwrite)
 }
 

@@ -1,0 +1,51 @@
+//! The figure of a run directory, drawn from its `loss_log.jsonl`: by [`run_figure`], or at
+//! the end of a run by the observer [`RunFigure`].
+
+use crate::{loss_curves, PlotError, RunCurves};
+use boldcast_train::{Observer, RunStart, StopReason, TrainReport};
+use std::path::{Path, PathBuf};
+
+/// The run's figure, relative to its directory.
+pub const RUN_FIGURE: &str = "figures/loss_curves.png";
+/// Its SVG twin.
+pub const RUN_FIGURE_SVG: &str = "figures/loss_curves.svg";
+
+/// Draws [`RUN_FIGURE`] (and its twin) of the run directory `out` from its log, with the
+/// floor as a line when given; replaces an earlier drawing (the run owns its figures).
+/// Returns the twin's path.
+pub fn run_figure(out: &Path, floor: Option<f64>) -> Result<PathBuf, PlotError> {
+    let log = boldcast_train::run::log_path(out);
+    let (train, val) = boldcast_train::log::read_curves(&log)?;
+    let lr = boldcast_train::log::read_step_field(&log, "lr")?;
+    let curves = RunCurves { train: &train, val: &val, lr: &lr, floor };
+    loss_curves(&out.join(RUN_FIGURE), &curves)
+}
+
+/// An observer that draws [`RUN_FIGURE`] when a run ends, except after `--stop-after` (the
+/// run goes on later). An error is kept for [`RunFigure::result`], so a figure that cannot be
+/// drawn never stops the run.
+#[derive(Default)]
+pub struct RunFigure {
+    error: Option<PlotError>,
+}
+
+impl RunFigure {
+    /// The error of the drawing, if any.
+    pub fn result(&mut self) -> Result<(), PlotError> {
+        self.error.take().map_or(Ok(()), Err)
+    }
+}
+
+impl Observer for RunFigure {
+    fn on_start(&mut self, s: &RunStart) {
+        let dir = s.out.join("figures");
+        if let Err(source) = std::fs::create_dir_all(&dir) {
+            self.error = Some(PlotError::Io { path: dir, source });
+        }
+    }
+    fn on_end(&mut self, r: &TrainReport) {
+        if r.reason != StopReason::StopAfter && self.error.is_none() {
+            self.error = run_figure(&r.out, Some(r.floor.overall)).err();
+        }
+    }
+}
