@@ -177,9 +177,18 @@ fn score(q: usize, samples: &[Sample], m: &[Vec<f64>]) -> Query {
 /// Leave-one-run-out identification of `samples` under `sim` (see the module
 /// documentation). Samples whose subject has no other sample are not queries (listed in
 /// [`Identification::unscored`]) but stay in every other query's gallery. Errors: no samples,
-/// features of different lengths, non-finite or of zero norm, or no scorable query.
+/// samples of one subject only, features of different lengths, non-finite or of zero norm, or
+/// no scorable query.
 pub fn identify(samples: &[Sample], sim: Similarity) -> Result<Identification, TrainError> {
     check(samples, sim)?;
+    if let Some(first) = samples.first().filter(|f| samples.iter().all(|s| s.subject == f.subject)) {
+        let reason = format!(
+            "every sample is of one subject (sub-{}): identifying a subject needs at least two in the gallery (with one, \
+             top-1 is 1 by construction)",
+            first.subject
+        );
+        return Err(TrainError::Fingerprint { reason });
+    }
     let m = matrix(samples, sim);
     let count = |s: &str| samples.iter().filter(|x| x.subject == s).count();
     let (mut queries, mut unscored) = (Vec::new(), Vec::new());
