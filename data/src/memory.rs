@@ -18,27 +18,48 @@ pub fn machine_memory() -> Option<u64> {
     limits().into_iter().map(|(_, b)| b).min()
 }
 
-/// Every memory limit that applies to this process, with its name: `("MemTotal", bytes)`,
-/// `("the cgroup's memory limit", bytes)`, `("RLIMIT_AS (ulimit -v)", bytes)`; those that are
-/// unlimited or unreadable are left out.
-pub fn limits() -> Vec<(&'static str, u64)> {
+/// A limit on the memory of this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// The machine's memory, `MemTotal` of `/proc/meminfo`.
+    MemTotal,
+    /// The memory limit of the process's cgroup or one of its ancestors (v2 or v1).
+    Cgroup,
+    /// `RLIMIT_AS`, the address space `ulimit -v` sets.
+    AddressSpace,
+}
+
+impl Limit {
+    /// The limit in words, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::MemTotal => "MemTotal",
+            Limit::Cgroup => "the cgroup's memory limit",
+            Limit::AddressSpace => "RLIMIT_AS, ulimit -v",
+        }
+    }
+}
+
+/// Every memory limit that applies to this process, in bytes; those that are unlimited or
+/// unreadable are left out.
+pub fn limits() -> Vec<(Limit, u64)> {
     let read = |p: &str| std::fs::read_to_string(p).ok();
     let mut out = Vec::new();
     if let Some(m) = read("/proc/meminfo").as_deref().and_then(parse_meminfo) {
-        out.push(("MemTotal", m));
+        out.push((Limit::MemTotal, m));
     }
     if let Some(c) = read("/proc/self/cgroup").and_then(|t| cgroup_limit(std::path::Path::new("/sys/fs/cgroup"), &t)) {
-        out.push(("the cgroup's memory limit", c));
+        out.push((Limit::Cgroup, c));
     }
     if let Some(a) = read("/proc/self/limits").as_deref().and_then(parse_address_space_limit) {
-        out.push(("RLIMIT_AS (ulimit -v)", a));
+        out.push((Limit::AddressSpace, a));
     }
     out
 }
 
-/// The name of the limit ([`limits`]) that is `bytes`, for the message of [`OutOfMemory`].
-fn limit_name(bytes: u64) -> Option<&'static str> {
-    limits().into_iter().find(|(_, b)| *b == bytes).map(|(n, _)| n)
+/// The limit ([`limits`]) that is `bytes`, for the message of [`OutOfMemory`].
+fn limit_of(bytes: u64) -> Option<Limit> {
+    limits().into_iter().find(|(_, b)| *b == bytes).map(|(l, _)| l)
 }
 
 /// The least memory limit of the cgroups named in `proc_cgroup` (the text of
@@ -133,12 +154,12 @@ pub fn main_cause(total: usize, candidates: &[(&str, usize, Option<usize>)]) -> 
 /// An estimate larger than the machine's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutOfMemory {
-    /// The estimate.
-    pub need: MemoryNeed,
+    /// The estimate (boxed: every error enum that holds this one stays small).
+    pub need: Box<MemoryNeed>,
     /// The machine's memory, in bytes.
     pub available: u64,
-    /// Which limit that is when it is not the machine's total (`"the cgroup's memory limit"`).
-    pub limit: Option<&'static str>,
+    /// Which limit that is, when known.
+    pub limit: Option<Limit>,
 }
 
 impl fmt::Display for OutOfMemory {
@@ -156,8 +177,8 @@ impl fmt::Display for OutOfMemory {
             parts.join(", "),
             format_bytes(self.available as f64)
         )?;
-        if let Some(l) = self.limit.filter(|l| *l != "MemTotal") {
-            write!(f, " for this process ({l})")?;
+        if let Some(l) = self.limit.filter(|l| *l != Limit::MemTotal) {
+            write!(f, " for this process ({})", l.name())?;
         }
         match &n.cause {
             Some((field, value)) => write!(f, ": most of it comes from {field} = {value}"),
@@ -172,7 +193,9 @@ impl std::error::Error for OutOfMemory {}
 /// the error saying what it would need.
 pub fn check(need: MemoryNeed, available: Option<u64>) -> Result<MemoryNeed, OutOfMemory> {
     match available {
-        Some(a) if need.total() as u64 > a => Err(OutOfMemory { need, available: a, limit: limit_name(a) }),
+        Some(a) if need.total() as u64 > a => {
+            Err(OutOfMemory { need: Box::new(need), available: a, limit: limit_of(a) })
+        }
         _ => Ok(need),
     }
 }
@@ -203,7 +226,7 @@ mod tests {
         assert_eq!(parse_address_space_limit(limits), Some(8 << 30));
         assert_eq!(parse_address_space_limit("Max address space  unlimited  unlimited  bytes\n"), None);
         let need = MemoryNeed { what: "the run".into(), parts: vec![("data", 2 << 30)], cause: None };
-        let e = OutOfMemory { need, available: 1 << 30, limit: Some("the cgroup's memory limit") }.to_string();
+        let e = OutOfMemory { need: Box::new(need), available: 1 << 30, limit: Some(Limit::Cgroup) }.to_string();
         assert!(e.ends_with("this machine has 1.0 GiB for this process (the cgroup's memory limit)"), "{e}");
     }
 

@@ -425,11 +425,21 @@ mod tests {
 
     #[test]
     fn leftovers_are_recognised_and_nothing_else() {
-        for name in [".loss_log.jsonl.tmp-123", ".latest.tmp-9", ".step-000020.tmp", ".pruned-step-000010"] {
+        let figure = ".loss_curves.png.tmp-77.png";
+        for name in [".loss_log.jsonl.tmp-123", ".latest.tmp-9", ".step-000020.tmp", ".pruned-step-000010", figure] {
             assert!(is_leftover(name), "{name}");
         }
-        for name in ["loss_log.jsonl", ".lock", "step-000020", "step-000020.non-finite", ".tmp-", "a.tmp-12", ".x.tmp-"]
-        {
+        let not = [
+            "loss_log.jsonl",
+            ".lock",
+            "step-000020",
+            "step-000020.non-finite",
+            ".tmp-",
+            "a.tmp-12",
+            ".x.tmp-",
+            ".x.tmp-.png",
+        ];
+        for name in not {
             assert!(!is_leftover(name), "{name}");
         }
     }

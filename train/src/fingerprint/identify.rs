@@ -282,9 +282,16 @@ mod tests {
             "{}",
             e(&two, Similarity::Cosine)
         );
-        let flat = [s("A", "a1", &[1.0, 2.0]), s("A", "a2", &[3.0, 3.0])];
+        let flat = [s("A", "a1", &[1.0, 2.0]), s("A", "a2", &[3.0, 3.0]), s("B", "b1", &[2.0, 1.0])];
         assert!(e(&flat, Similarity::Pearson).contains("a2: the features have zero norm"));
         assert!(identify(&flat, Similarity::Cosine).is_ok(), "a constant vector has a cosine");
+        // One subject: every query would find its own subject first.
+        let one = [s("A", "a1", &[1.0, 2.0]), s("A", "a2", &[2.0, 1.0])];
+        assert!(
+            e(&one, Similarity::Cosine).contains("every sample is of one subject (sub-A)"),
+            "{}",
+            e(&one, Similarity::Cosine)
+        );
         let nan = [s("A", "a1", &[f64::NAN]), s("A", "a2", &[1.0])];
         assert!(e(&nan, Similarity::Cosine).contains("a1: a non-finite feature (NaN)"));
         let lone = [s("A", "a1", &[1.0]), s("B", "b1", &[2.0])];
