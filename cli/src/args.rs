@@ -179,10 +179,10 @@ pub struct BenchArgs {
     /// Precision of the matrix products: f32 or bf16 (autocast; --backend cuda only).
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub precision: Precision,
-    /// Timed steps, at least 1 (the median and minimum are reported).
+    /// Timed steps, 1 to 1,000,000 (the median and minimum are reported).
     #[arg(long, default_value_t = 5, value_parser = parse_at_least_one)]
     pub steps: usize,
-    /// Untimed steps before them (buffers, caches, page faults).
+    /// Untimed steps before them (buffers, caches, page faults), at most 1,000,000.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
     /// Temporal mixer, mamba or mamba2 (default: the preset's).
@@ -308,7 +308,7 @@ pub struct FloorArgs {
     /// Forecast horizons, in tokens, comma-separated.
     #[arg(long, default_value = "1,5", value_delimiter = ',', num_args = 1..)]
     pub horizons: Vec<usize>,
-    /// TRs per token.
+    /// TRs per token (with --data, at most the shortest run's TRs).
     #[arg(long, default_value_t = 1)]
     pub d_in: usize,
     /// Print JSON instead of text.
@@ -470,8 +470,9 @@ pub struct TrainArgs {
     pub run: RunArgs,
     /// Continue the run in DIR from its newest checkpoint, with the configuration stored there
     /// (no other configuration flag may be given); a run stopped before its first checkpoint
-    /// starts again from step 0 with its config.resolved.toml. Refused while another process
-    /// works in DIR (it holds DIR/.lock).
+    /// starts again from step 0 with its config.resolved.toml; a finished run killed at its
+    /// very end is completed (its figure drawn, its checkpoints pruned). Refused while another
+    /// process works in DIR (it holds DIR/.lock).
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Stop cleanly after N steps of this invocation, with a checkpoint (as a job time limit

@@ -44,6 +44,9 @@ where
         TrainError::Split(boldcast::data::SplitError::UnknownSubject { subject, subjects, .. }) => {
             boldcast::data::SplitError::UnknownSubject { field: "--subjects", subject, subjects }.into()
         }
+        TrainError::Split(boldcast::data::SplitError::ListedTwice { subject, .. }) => {
+            boldcast::data::SplitError::ListedTwice { field: "--subjects", subject }.into()
+        }
         e => CliError::from(e),
     })?;
     let (context, context_rule) = p.context(a.context);
@@ -107,7 +110,7 @@ where
     let report = forecast_runs(&p, &job, &mut line)?;
     bar.finish();
     if a.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report).expect("JSON serializes"));
+        crate::write_result(&(serde_json::to_string_pretty(&report).expect("JSON serializes") + "\n"))?;
         return Ok(report);
     }
     for t in &report.totals {
@@ -141,7 +144,7 @@ where
     let report = embed_runs(&p, &job, pool, &mut line)?;
     bar.finish();
     if a.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report).expect("JSON serializes"));
+        crate::write_result(&(serde_json::to_string_pretty(&report).expect("JSON serializes") + "\n"))?;
     } else {
         crate::outln!("wrote {} (embed.json lists the files)", a.out.display());
     }

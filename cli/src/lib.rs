@@ -55,6 +55,15 @@ macro_rules! errln {
     }};
 }
 
+/// Writes a command's result (the table or JSON that is its output) to stdout and flushes it.
+/// Unlike a progress line ([`outln!`]), a result that could not be written (`> /dev/full`, a
+/// full disk, a closed pipe) is an error, so the command exits 2 instead of 0 without it.
+pub fn write_result(text: &str) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::io("standard output"))
+}
+
 pub mod args;
 pub mod backend;
 pub mod bench;

@@ -28,9 +28,9 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 bc_cli::errln!("{n}");
             }
             if a.json {
-                bc_cli::outln!("{}", serde_json::to_string_pretty(&r.json).expect("JSON serializes"));
+                bc_cli::write_result(&(serde_json::to_string_pretty(&r.json).expect("JSON serializes") + "\n"))?;
             } else {
-                bc_cli::out!("{}", r.text);
+                bc_cli::write_result(&r.text)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -49,6 +49,10 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             req.dist = from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
             // With --resume the backend is the one stored in the checkpoint's configuration.
             let prep = abort_on_error(&req.dist, bc_cli::train::prepare_train(cfg, &req))?;
+            if let Some(done) = prep.completed() {
+                bc_cli::outln!("{done}");
+                return Ok(ExitCode::SUCCESS);
+            }
             let backend = Backend::from_name(prep.backend())?;
             let precision = Precision::from_name(prep.precision())?;
             let rep = abort_on_error(&req.dist, dispatch_in(backend, precision, Train(prep, &req)))?;
@@ -59,7 +63,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let dist = from_env(transport)?;
             let rep = abort_on_error(&dist, bc_cli::bench::run(&a, &dist))?;
             if dist.is_root() {
-                bc_cli::outln!("{}", serde_json::to_string(&rep).expect("JSON serializes"));
+                bc_cli::write_result(&(serde_json::to_string(&rep).expect("JSON serializes") + "\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -81,26 +85,28 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 bc_cli::errln!("figure: {} (and {})", png.display(), svg.display());
             }
             if a.json {
-                bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
+                bc_cli::write_result(&(serde_json::to_string_pretty(&rep).expect("JSON serializes") + "\n"))?;
             } else {
-                bc_cli::out!("{}", bc_cli::eval::table(&rep));
+                bc_cli::write_result(&bc_cli::eval::table(&rep))?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Forecast(a) => {
+            boldcast::data::fsutil::remove_stages_on_signals();
             dispatch(a.infer.model.backend, Forecast(&a.infer))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Embed(a) => {
+            boldcast::data::fsutil::remove_stages_on_signals();
             dispatch(a.infer.model.backend, Embed(&a.infer, a.pool))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Fingerprint(a) => {
             let rep = dispatch(a.model.backend, Fingerprint(&a))?;
             if a.json {
-                bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
+                bc_cli::write_result(&(serde_json::to_string_pretty(&rep).expect("JSON serializes") + "\n"))?;
             } else {
-                bc_cli::out!("{}", bc_cli::fingerprint::table(&rep));
+                bc_cli::write_result(&bc_cli::fingerprint::table(&rep))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -110,15 +116,15 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let precision = Precision::from_name(&search.base.train.precision)?;
             let rep = dispatch_in(backend, precision, Tune(&search))?;
             if a.json {
-                bc_cli::outln!("{}", serde_json::to_string_pretty(&rep).expect("JSON serializes"));
+                bc_cli::write_result(&(serde_json::to_string_pretty(&rep).expect("JSON serializes") + "\n"))?;
             } else {
-                bc_cli::out!("{}", bc_cli::tune::table(&rep, &search));
+                bc_cli::write_result(&bc_cli::tune::table(&rep, &search))?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
-            bc_cli::outln!("{report}");
+            bc_cli::write_result(&format!("{report}\n"))?;
             Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
     }

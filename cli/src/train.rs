@@ -160,6 +160,7 @@ pub struct PreparedTrain {
     out: PathBuf,
     loaded: Option<Loaded>,
     resume: bool,
+    completed: Option<String>,
 }
 
 impl PreparedTrain {
@@ -171,6 +172,12 @@ impl PreparedTrain {
     /// `train.precision` of the run's configuration.
     pub fn precision(&self) -> &str {
         &self.cfg.train.precision
+    }
+
+    /// For `--resume` of a finished run that lacked something (a figure, a pruning): what was
+    /// done, in words; there is nothing left to train.
+    pub fn completed(&self) -> Option<&str> {
+        self.completed.as_deref()
     }
 }
 
@@ -189,6 +196,25 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     train_prepared(prepare_train(cfg, req)?, req, backend, build)
+}
+
+/// What a finished run of `dir` (newest checkpoint at `step`) lacked, given to it under its
+/// lock ([`boldcast_train::run_dir::complete_finished`]) and the loss-curve figure drawn when
+/// missing (a kill while it was drawn): one line per thing done.
+fn complete_finished(dir: &Path, step: u64) -> Result<Vec<String>, CliError> {
+    let c = boldcast_train::run_dir::complete_finished(dir, step)?;
+    let mut done = c.done;
+    let (png, svg) = (dir.join(boldcast_plot::RUN_FIGURE), dir.join(boldcast_plot::RUN_FIGURE_SVG));
+    if !png.is_file() || !svg.is_file() {
+        let summary = dir.join("summary.json");
+        let text = std::fs::read_to_string(&summary).map_err(CliError::io(&summary))?;
+        let floor = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["floor"]["value"].as_f64());
+        let floor = floor.ok_or_else(|| CliError::Msg(format!("{}: no number at floor.value", summary.display())))?;
+        boldcast_plot::run_figure(dir, Some(floor))?;
+        done.push(format!("drew {} and {}", png.display(), svg.display()));
+    }
+    drop(c.lock);
+    Ok(done)
 }
 
 /// `--resume DIR`: the newest checkpoint of `dir` and its stored configuration, or for a run
@@ -214,20 +240,28 @@ fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliEr
                 boldcast_train::run_dir::RESOLVED
             );
         }
-        return Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: None, resume: true });
+        return Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: None, resume: true, completed: None });
     };
     let state = &loaded.state;
     if let (Some(r), true) = (&state.finished, dir.join("summary.json").is_file()) {
-        return Err(CliError::Msg(format!(
-            "--resume {}: the run already finished ({r}) at step {}",
-            dir.display(),
-            state.step
-        )));
+        let done = if req.dist.is_root() { complete_finished(dir, state.step)? } else { Vec::new() };
+        if done.is_empty() {
+            return Err(CliError::Msg(format!(
+                "--resume {}: the run already finished ({r}) at step {}",
+                dir.display(),
+                state.step
+            )));
+        }
+        let mut completed =
+            format!("{}: the run had finished ({r}) at step {}; completed it:", dir.display(), state.step);
+        done.iter().for_each(|l| completed += &format!("\n  {l}"));
+        let out = dir.to_path_buf();
+        return Ok(PreparedTrain { cfg, out, loaded: None, resume: true, completed: Some(completed) });
     }
     if req.dist.is_root() {
         crate::outln!("resuming from {} (step {} of {})", loaded.dir.display(), state.step, state.max_steps);
     }
-    Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: Some(loaded), resume: true })
+    Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: Some(loaded), resume: true, completed: None })
 }
 
 /// The first half of [`train_command`]: reads the checkpoint of `--resume` (and its stored
@@ -253,7 +287,7 @@ pub fn prepare_train(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<Prepa
             e => e.into(),
         })?;
     }
-    Ok(PreparedTrain { cfg, out, loaded: None, resume: false })
+    Ok(PreparedTrain { cfg, out, loaded: None, resume: false, completed: None })
 }
 
 /// The lines printed before the first step.
@@ -343,7 +377,7 @@ where
     M: DataParallel<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let PreparedTrain { cfg, out, loaded, resume } = prep;
+    let PreparedTrain { cfg, out, loaded, resume, .. } = prep;
     if cfg.train.backend != backend {
         return Err(CliError::Msg(format!(
             "train.backend = {}, but the model would be built on the {backend} backend",

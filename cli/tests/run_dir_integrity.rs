@@ -265,16 +265,17 @@ fn the_last_good_checkpoint_of_a_non_finite_stop_can_train() {
 
 #[test]
 fn eval_of_non_finite_weights_is_an_error() {
-    use boldcast::data::tensorfile::{save_safetensors, SafetensorsFile};
+    use boldcast::data::tensorfile::{save_safetensors_hashed, SafetensorsFile};
     let d = tempfile::tempdir().unwrap();
     let out = stopped_run(d.path(), "20");
     let p = out.join("best.safetensors");
     let f = SafetensorsFile::open(&p).unwrap();
-    let meta = f.metadata();
+    let meta = f.metadata().unwrap();
     let mut ts = f.all::<f32>().unwrap();
     let t = ts.iter_mut().find(|t| t.name == "head.weight").unwrap();
     t.data[1] = f32::NAN;
-    save_safetensors(&p, &ts, meta).unwrap();
+    // Written with a matching tensors_hash: the NaN, not an altered file, is what is refused.
+    save_safetensors_hashed(&p, &ts, meta).unwrap();
     let o = run(&["eval", "--checkpoint", s(&p)]);
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(2), "stdout:\n{so}\nstderr:\n{se}");

@@ -52,13 +52,34 @@ fn check_horizons(horizons: &[usize], d_in: usize) -> Result<()> {
     Ok(())
 }
 
-/// The AR(1) floor of each horizon: the mean over token elements of `1 - rho^(2L)`.
+/// Above this many TRs per token the mean over a token's elements is summed in closed form
+/// ([`mean_rho_pow_closed`]), so the floor of any `d_in` takes time independent of it.
+pub const SUMMED_D_IN_MAX: usize = 1 << 16;
+
+/// The mean over `j < d_in` of `rho^(2L)` for horizon `h` as a geometric series: with
+/// `r = rho^2` and `a = (h - 1) D + 1`, `r^a (1 - r^D) / (D (1 - r))`, in logarithms (exact
+/// enough where `r` is near 1 or the powers underflow).
+fn mean_rho_pow_closed(rho: f64, h: usize, d_in: usize) -> f64 {
+    if rho == 0.0 {
+        return 0.0;
+    }
+    let ln_r = 2.0 * Float::ln(Float::abs(rho));
+    let a = lag_wide(h, 0, d_in) as f64;
+    let d = d_in as f64;
+    Float::exp(a * ln_r) * Float::exp_m1(d * ln_r) / (d * Float::exp_m1(ln_r))
+}
+
+/// The AR(1) floor of each horizon: the mean over token elements of `1 - rho^(2L)` (summed
+/// term by term up to [`SUMMED_D_IN_MAX`] TRs per token, in closed form above).
 pub fn ar1_floor_per_horizon(rho: f64, horizons: &[usize], d_in: usize) -> Result<Vec<f64>> {
     check_rho(rho)?;
     check_horizons(horizons, d_in)?;
     Ok(horizons
         .iter()
-        .map(|&h| (0..d_in).map(|j| 1.0 - rho_pow_2lag(rho, h, j, d_in)).sum::<f64>() / d_in as f64)
+        .map(|&h| match d_in > SUMMED_D_IN_MAX {
+            true => 1.0 - mean_rho_pow_closed(rho, h, d_in),
+            false => (0..d_in).map(|j| 1.0 - rho_pow_2lag(rho, h, j, d_in)).sum::<f64>() / d_in as f64,
+        })
         .collect())
 }
 
@@ -157,6 +178,24 @@ mod tests {
             let r = core::hint::black_box(0.9f64);
             [1.0 - Float::powi(r, 2), 1.0 - Float::powi(r, 10)]
         });
+    }
+
+    #[test]
+    fn a_huge_d_in_is_summed_in_closed_form() {
+        // Term by term and in closed form agree where both are computed.
+        let d = SUMMED_D_IN_MAX;
+        let summed: f64 = (0..d).map(|j| 1.0 - rho_pow_2lag(0.999, 2, j, d)).sum::<f64>() / d as f64;
+        let closed = 1.0 - mean_rho_pow_closed(0.999, 2, d);
+        assert!((summed - closed).abs() < 1e-9, "{summed} vs {closed}");
+        // d_in = u64::MAX returns at once: every lag is far past the correlation.
+        assert_eq!(ar1_floor_per_horizon(0.9, &[1, 5], usize::MAX).unwrap(), [1.0, 1.0]);
+        assert_eq!(ar1_floor_per_horizon(0.0, &[1], d + 1).unwrap(), [1.0]);
+        // r^D is not yet 0: mean r^(j+1) = r (1 - r^D) / (D (1 - r)).
+        let (rho, d) = (1.0 - 1e-7, d + 1);
+        let r: f64 = rho * rho;
+        let want = 1.0 - r * (1.0 - r.powi(d as i32)) / (d as f64 * (1.0 - r));
+        let got = ar1_floor_per_horizon(rho, &[1], d).unwrap()[0];
+        assert!((got - want).abs() < 1e-9, "{got} vs {want}");
     }
 
     #[test]

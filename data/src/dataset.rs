@@ -451,8 +451,15 @@ impl Dataset {
         Ok(EmpiricalFloor { overall, per_horizon, per_parcel })
     }
 
-    /// `boldcast_core::floor::empirical_floor_per_parcel` on the standardized runs.
+    /// `boldcast_core::floor::empirical_floor_per_parcel` on the standardized runs. A `d_in`
+    /// longer than the shortest run is an error naming that run and its length: no token of
+    /// it would fit.
     pub fn empirical_floor_per_parcel(&self, horizons: &[usize], d_in: usize) -> Result<Vec<f64>, DataError> {
+        if let Some(r) = self.runs.iter().filter(|r| d_in > r.n_tr).min_by_key(|r| r.n_tr) {
+            let reason =
+                format!("longer than run {} ({} TRs): a token of d_in TRs must fit in every run", r.id, r.n_tr);
+            return Err(DataError::config("d_in", d_in.to_string(), reason));
+        }
         empirical_floor_per_parcel(&self.series()?, horizons, d_in)
             .map_err(|e| DataError::config("floor", "", e.to_string()))
     }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The data directory does not exist.
-    #[error("data directory {} does not exist", path.display())]
+    #[error("data directory {} does not exist{}", path.display(), looked_in(path))]
     MissingDir {
         /// The directory.
         path: PathBuf,
@@ -250,6 +250,14 @@ pub enum DataError {
 impl DataError {
     pub(crate) fn config(field: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
         DataError::Config { field: field.into(), value: value.to_string(), reason: reason.into() }
+    }
+}
+
+/// Where a relative path was looked for (` (looked for /abs/path)`); empty for an absolute one.
+fn looked_in(path: &Path) -> String {
+    match std::path::absolute(path) {
+        Ok(abs) if path.is_relative() => format!(" (looked for {}, from the working directory)", abs.display()),
+        _ => String::new(),
     }
 }
 

@@ -138,11 +138,13 @@ impl StagedDir {
         let parent = parent_of(dest);
         std::fs::create_dir_all(parent).map_err(crate::error::io_err(parent))?;
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+        remove_stale_stages(parent, &name)?;
         let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(crate::error::io_err(&tmp))?;
         }
         std::fs::create_dir(&tmp).map_err(crate::error::io_err(&tmp))?;
+        staged_set(|s| s.push(tmp.clone()));
         Ok(Self { tmp, dest: dest.to_path_buf(), done: false })
     }
 
@@ -153,13 +155,23 @@ impl StagedDir {
 
     /// Renames the temporary directory to the destination (replacing an empty directory) and
     /// syncs the parent.
+    /// A destination filled meanwhile (another process committed first) is
+    /// [`DataError::OutputNotEmpty`], and this stage is removed.
     pub fn commit(mut self) -> Result<PathBuf, DataError> {
+        let taken = || DataError::OutputNotEmpty { dir: self.dest.clone() };
         if self.dest.is_dir() {
-            std::fs::remove_dir(&self.dest).map_err(crate::error::io_err(&self.dest))?;
+            if let Err(e) = std::fs::remove_dir(&self.dest) {
+                return Err(if is_not_empty(&e) { taken() } else { crate::error::io_err(&self.dest)(e) });
+            }
+        } else if self.dest.exists() {
+            return Err(DataError::OutputNotADir { path: self.dest.clone() });
         }
-        std::fs::rename(&self.tmp, &self.dest).map_err(crate::error::io_err(&self.dest))?;
+        if let Err(e) = std::fs::rename(&self.tmp, &self.dest) {
+            return Err(if is_not_empty(&e) { taken() } else { crate::error::io_err(&self.dest)(e) });
+        }
         sync_dir(parent_of(&self.dest));
         self.done = true;
+        staged_set(|s| s.retain(|p| *p != self.tmp));
         Ok(self.dest.clone())
     }
 }
@@ -168,8 +180,99 @@ impl Drop for StagedDir {
     fn drop(&mut self) {
         if !self.done {
             let _ = std::fs::remove_dir_all(&self.tmp);
+            staged_set(|s| s.retain(|p| *p != self.tmp));
         }
     }
+}
+
+/// Whether a rename or removal failed because a directory is not empty (`ENOTEMPTY`, or
+/// `EEXIST` where the platform reports that instead).
+fn is_not_empty(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::DirectoryNotEmpty || e.kind() == std::io::ErrorKind::AlreadyExists
+}
+
+/// The temporary directories of the live [`StagedDir`]s of this process, removed by
+/// [`remove_stages_on_signals`] when a signal ends it.
+static STAGED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn staged_set(f: impl FnOnce(&mut Vec<PathBuf>)) {
+    f(&mut STAGED.lock().unwrap_or_else(|e| e.into_inner()));
+}
+
+/// The process id of a temporary name `.<name>.tmp-<pid>` (with or without an extension
+/// after the pid), if `file` is one for `name` (`None`: any name).
+pub fn temporary_pid(file: &str, name: Option<&str>) -> Option<u32> {
+    let rest = file.strip_prefix('.')?;
+    let (stem, tail) = rest.rsplit_once(".tmp-")?;
+    if name.is_some_and(|n| n != stem) {
+        return None;
+    }
+    let digits = tail.split_once('.').map_or(tail, |(d, _)| d);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Whether the process `pid` is alive (on platforms other than Linux: assumed alive, so
+/// nothing of another process is ever removed).
+pub fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    !cfg!(target_os = "linux") || Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// Removes the stages of `name` under `parent` (`.<name>.tmp-<pid>`) whose process is gone:
+/// what a process killed while it staged there left behind.
+fn remove_stale_stages(parent: &Path, name: &str) -> Result<(), DataError> {
+    let Ok(entries) = std::fs::read_dir(parent) else { return Ok(()) };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        match temporary_pid(&file, Some(name)) {
+            Some(pid) if pid != std::process::id() && !process_alive(pid) => {
+                let p = e.path();
+                std::fs::remove_dir_all(&p).map_err(crate::error::io_err(&p))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// On SIGINT, SIGTERM and SIGHUP, removes the temporary directories of the live
+/// [`StagedDir`]s, then exits with status 128 + the signal's number (what the shell reports
+/// for a process the signal killed). Call it before any other thread starts: the signals are
+/// blocked in the calling thread (and so in every thread it starts) and taken by a thread of
+/// their own. Unix only; elsewhere it does nothing.
+pub fn remove_stages_on_signals() {
+    #[cfg(unix)]
+    signal_thread();
+}
+
+#[cfg(unix)]
+fn signal_thread() {
+    // SAFETY: the signal set is zeroed, then initialised by sigemptyset before any use;
+    // pthread_sigmask and sigwait only read it and write the plain integers given.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return;
+        }
+        set
+    };
+    std::thread::spawn(move || {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: as above.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            staged_set(|s| s.iter().for_each(|p| drop(std::fs::remove_dir_all(p))));
+            std::process::exit(128 + sig);
+        }
+    });
 }
 
 #[cfg(test)]

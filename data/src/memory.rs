@@ -1,6 +1,6 @@
 //! The memory of the machine and the check of an estimate against it, the one home of both
-//! (`bc-cli synth` and `bc-cli train` refuse through here): [`machine_memory`] (Linux:
-//! `MemTotal` of `/proc/meminfo`), [`MemoryNeed`] (an estimate part by part and the field most
+//! (`bc-cli synth` and `bc-cli train` refuse through here): [`machine_memory`] (Linux: the
+//! least of `MemTotal` of `/proc/meminfo`, the cgroup's limit and `RLIMIT_AS`), [`MemoryNeed`] (an estimate part by part and the field most
 //! responsible, [`main_cause`]), [`check`] and its error [`OutOfMemory`], which says how much
 //! memory the configuration would need, how much the machine has and which field to reduce.
 //! The estimates themselves are checked arithmetic ([`boldcast_core::memory`]) done by those
@@ -10,10 +10,92 @@
 use boldcast_core::memory::format_bytes;
 use std::fmt;
 
-/// The machine's memory in bytes: `MemTotal` of `/proc/meminfo` on Linux; `None` where it
-/// cannot be read (then only the overflow checks apply).
+/// The memory this process may use, in bytes: the least of `MemTotal` of `/proc/meminfo`, the
+/// cgroup's limit (v2 `memory.max`, v1 `memory.limit_in_bytes`, of the process's cgroup and
+/// its ancestors: a Slurm job, a container) and `RLIMIT_AS` (`ulimit -v`), on Linux ([`limits`]);
+/// `None` where none can be read (then only the overflow checks apply).
 pub fn machine_memory() -> Option<u64> {
-    parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    limits().into_iter().map(|(_, b)| b).min()
+}
+
+/// A limit on the memory of this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// The machine's memory, `MemTotal` of `/proc/meminfo`.
+    MemTotal,
+    /// The memory limit of the process's cgroup or one of its ancestors (v2 or v1).
+    Cgroup,
+    /// `RLIMIT_AS`, the address space `ulimit -v` sets.
+    AddressSpace,
+}
+
+impl Limit {
+    /// The limit in words, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::MemTotal => "MemTotal",
+            Limit::Cgroup => "the cgroup's memory limit",
+            Limit::AddressSpace => "RLIMIT_AS, ulimit -v",
+        }
+    }
+}
+
+/// Every memory limit that applies to this process, in bytes; those that are unlimited or
+/// unreadable are left out.
+pub fn limits() -> Vec<(Limit, u64)> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let mut out = Vec::new();
+    if let Some(m) = read("/proc/meminfo").as_deref().and_then(parse_meminfo) {
+        out.push((Limit::MemTotal, m));
+    }
+    if let Some(c) = read("/proc/self/cgroup").and_then(|t| cgroup_limit(std::path::Path::new("/sys/fs/cgroup"), &t)) {
+        out.push((Limit::Cgroup, c));
+    }
+    if let Some(a) = read("/proc/self/limits").as_deref().and_then(parse_address_space_limit) {
+        out.push((Limit::AddressSpace, a));
+    }
+    out
+}
+
+/// The limit ([`limits`]) that is `bytes`, for the message of [`OutOfMemory`].
+fn limit_of(bytes: u64) -> Option<Limit> {
+    limits().into_iter().find(|(_, b)| *b == bytes).map(|(l, _)| l)
+}
+
+/// The least memory limit of the cgroups named in `proc_cgroup` (the text of
+/// `/proc/self/cgroup`) under the cgroup file system `root`, each cgroup's ancestors included:
+/// v2 (`0::/path`, `<root>/path/memory.max`, `max` for none) and v1 (`N:...memory...:/path`,
+/// `<root>/memory/path/memory.limit_in_bytes`, 2^62 or more for none).
+pub fn cgroup_limit(root: &std::path::Path, proc_cgroup: &str) -> Option<u64> {
+    let mut best: Option<u64> = None;
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let (base, file) = match controllers {
+            "" => (root.to_path_buf(), "memory.max"),
+            c if c.split(',').any(|c| c == "memory") => (root.join("memory"), "memory.limit_in_bytes"),
+            _ => continue,
+        };
+        let mut dir = std::path::PathBuf::from(path.trim_start_matches('/'));
+        loop {
+            let text = std::fs::read_to_string(base.join(&dir).join(file)).ok();
+            let limit = text.as_deref().map(str::trim).and_then(|t| t.parse::<u64>().ok()).filter(|&b| b < 1 << 62);
+            best = match (best, limit) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if !dir.pop() {
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// The soft `Max address space` of a `/proc/self/limits` text, in bytes (`None`: unlimited).
+pub fn parse_address_space_limit(text: &str) -> Option<u64> {
+    let line = text.lines().find_map(|l| l.strip_prefix("Max address space"))?;
+    line.split_whitespace().next()?.parse().ok()
 }
 
 /// `MemTotal` of a `/proc/meminfo` text, in bytes.
@@ -72,10 +154,12 @@ pub fn main_cause(total: usize, candidates: &[(&str, usize, Option<usize>)]) -> 
 /// An estimate larger than the machine's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutOfMemory {
-    /// The estimate.
-    pub need: MemoryNeed,
+    /// The estimate (boxed: every error enum that holds this one stays small).
+    pub need: Box<MemoryNeed>,
     /// The machine's memory, in bytes.
     pub available: u64,
+    /// Which limit that is, when known.
+    pub limit: Option<Limit>,
 }
 
 impl fmt::Display for OutOfMemory {
@@ -93,6 +177,9 @@ impl fmt::Display for OutOfMemory {
             parts.join(", "),
             format_bytes(self.available as f64)
         )?;
+        if let Some(l) = self.limit.filter(|l| *l != Limit::MemTotal) {
+            write!(f, " for this process ({})", l.name())?;
+        }
         match &n.cause {
             Some((field, value)) => write!(f, ": most of it comes from {field} = {value}"),
             None => Ok(()),
@@ -106,7 +193,9 @@ impl std::error::Error for OutOfMemory {}
 /// the error saying what it would need.
 pub fn check(need: MemoryNeed, available: Option<u64>) -> Result<MemoryNeed, OutOfMemory> {
     match available {
-        Some(a) if need.total() as u64 > a => Err(OutOfMemory { need, available: a }),
+        Some(a) if need.total() as u64 > a => {
+            Err(OutOfMemory { need: Box::new(need), available: a, limit: limit_of(a) })
+        }
         _ => Ok(need),
     }
 }
@@ -114,6 +203,32 @@ pub fn check(need: MemoryNeed, available: Option<u64>) -> Result<MemoryNeed, Out
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cgroup_and_address_space_limits_are_read() {
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("slurm/job_7");
+        std::fs::create_dir_all(&job).unwrap();
+        std::fs::write(job.join("memory.max"), "4294967296\n").unwrap();
+        std::fs::write(d.path().join("slurm/memory.max"), "max\n").unwrap();
+        assert_eq!(cgroup_limit(d.path(), "0::/slurm/job_7\n"), Some(4 << 30));
+        // A tighter ancestor wins; a v1 hierarchy is read under memory/.
+        std::fs::write(d.path().join("slurm/memory.max"), "1073741824\n").unwrap();
+        assert_eq!(cgroup_limit(d.path(), "0::/slurm/job_7\n"), Some(1 << 30));
+        let v1 = d.path().join("memory/docker/abc");
+        std::fs::create_dir_all(&v1).unwrap();
+        std::fs::write(v1.join("memory.limit_in_bytes"), "536870912\n").unwrap();
+        std::fs::write(d.path().join("memory/memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
+        assert_eq!(cgroup_limit(d.path(), "4:cpu:/x\n3:memory:/docker/abc\n"), Some(512 << 20));
+        assert_eq!(cgroup_limit(d.path(), "0::/nowhere\n"), None);
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
+                      Max address space         8589934592           unlimited            bytes\n";
+        assert_eq!(parse_address_space_limit(limits), Some(8 << 30));
+        assert_eq!(parse_address_space_limit("Max address space  unlimited  unlimited  bytes\n"), None);
+        let need = MemoryNeed { what: "the run".into(), parts: vec![("data", 2 << 30)], cause: None };
+        let e = OutOfMemory { need: Box::new(need), available: 1 << 30, limit: Some(Limit::Cgroup) }.to_string();
+        assert!(e.ends_with("this machine has 1.0 GiB for this process (the cgroup's memory limit)"), "{e}");
+    }
 
     #[test]
     fn meminfo_gives_the_total_in_bytes() {

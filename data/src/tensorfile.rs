@@ -64,6 +64,17 @@ pub enum CheckpointError {
         /// What was accepted, e.g. `"F32 or F64"`.
         expected: &'static str,
     },
+    /// The tensors do not hash to what was recorded for them: the file was altered or replaced.
+    Altered {
+        /// The file.
+        path: PathBuf,
+        /// The hash of its tensors now.
+        got: String,
+        /// The recorded hash.
+        want: String,
+        /// Where the hash was recorded, e.g. `"tensors_hash"` or `"state.json"`.
+        key: &'static str,
+    },
     /// A tensor to save is inconsistent (values do not fill the shape, or a name repeats), or
     /// a loaded integer does not fit the target type.
     Tensor {
@@ -89,6 +100,11 @@ impl fmt::Display for CheckpointError {
             CheckpointError::Dtype { path, name, found, expected } => {
                 write!(f, "{}: tensor `{name}` has dtype {found}, expected {expected}", path.display())
             }
+            CheckpointError::Altered { path, got, want, key } => write!(
+                f,
+                "{}: its tensors hash to {got}, but {key} recorded {want}: the file was altered or replaced",
+                path.display()
+            ),
             CheckpointError::Tensor { path, name, reason } => {
                 write!(f, "{}: tensor `{name}`: {reason}", path.display())
             }
@@ -170,6 +186,37 @@ pub fn save_safetensors<E: Elem>(
     metadata: Option<HashMap<String, String>>,
 ) -> Result<(), CheckpointError> {
     let path = path.as_ref();
+    let buf = serialize(path, tensors, metadata)?;
+    crate::fsutil::replace_with(path, |w| w.write_all(&buf)).map_err(io(path, "writing"))
+}
+
+/// The metadata key under which [`save_safetensors_hashed`] records the file's
+/// [`SafetensorsFile::content_hash`], so a reader can check the tensors without other files.
+pub const TENSORS_HASH_KEY: &str = "tensors_hash";
+
+/// [`save_safetensors`] with the content hash of `tensors` in the metadata under
+/// [`TENSORS_HASH_KEY`] (any value there is replaced): a flipped bit in the file's tensor data
+/// is then seen by [`SafetensorsFile::check_recorded_hash`].
+pub fn save_safetensors_hashed<E: Elem>(
+    path: impl AsRef<Path>,
+    tensors: &[NamedTensor<E>],
+    metadata: HashMap<String, String>,
+) -> Result<(), CheckpointError> {
+    let path = path.as_ref();
+    let mut metadata = metadata;
+    metadata.remove(TENSORS_HASH_KEY);
+    let unhashed =
+        SafetensorsFile { path: path.to_path_buf(), bytes: serialize(path, tensors, Some(metadata.clone()))? };
+    metadata.insert(TENSORS_HASH_KEY.to_string(), unhashed.content_hash()?);
+    save_safetensors(path, tensors, Some(metadata))
+}
+
+/// The bytes of a safetensors file of `tensors` and `metadata` (`path` names errors only).
+fn serialize<E: Elem>(
+    path: &Path,
+    tensors: &[NamedTensor<E>],
+    metadata: Option<HashMap<String, String>>,
+) -> Result<Vec<u8>, CheckpointError> {
     let dtype = dtype_of::<E>();
     let mut bytes: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(tensors.len());
     for t in tensors {
@@ -206,11 +253,9 @@ pub fn save_safetensors<E: Elem>(
         })?;
         views.push((name.as_str(), v));
     }
-    let buf = safetensors::serialize(views, metadata)
+    safetensors::serialize(views, metadata)
         .and_then(canonical_header)
-        .map_err(|e| CheckpointError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
-
-    crate::fsutil::replace_with(path, |w| w.write_all(&buf)).map_err(io(path, "writing"))
+        .map_err(|e| CheckpointError::Format { path: path.to_path_buf(), reason: e.to_string() })
 }
 
 /// A safetensors file read into memory, to take tensors out of it by name.
@@ -342,6 +387,20 @@ impl SafetensorsFile {
             h.count(v.data().len()).update(v.data());
         }
         Ok(h.hex())
+    }
+
+    /// Checks the tensors against the hash the file records under [`TENSORS_HASH_KEY`]:
+    /// `Ok(true)` when they match, `Ok(false)` for a file without one (written before it, or
+    /// by another program), [`CheckpointError::Altered`] naming both hashes when they differ.
+    pub fn check_recorded_hash(&self) -> Result<bool, CheckpointError> {
+        let Some(want) = self.metadata().and_then(|m| m.get(TENSORS_HASH_KEY).cloned()) else {
+            return Ok(false);
+        };
+        let got = self.content_hash()?;
+        if got != want {
+            return Err(CheckpointError::Altered { path: self.path.clone(), got, want, key: TENSORS_HASH_KEY });
+        }
+        Ok(true)
     }
 }
 

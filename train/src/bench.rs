@@ -202,6 +202,27 @@ fn time_steps<M: DataParallel<f32>>(
     Ok(Timed { times, median, last_loss, cpu_s_per_step })
 }
 
+/// The most timed or warm-up steps one bench takes: a bound on its time (and on the memory of
+/// the step times), far above what a median needs.
+pub const MAX_BENCH_STEPS: usize = 1_000_000;
+
+/// `opts.steps` is at least 1, and both counts at most [`MAX_BENCH_STEPS`]; an error names the
+/// field and its value.
+fn check_counts(opts: &BenchOptions) -> Result<(), TrainError> {
+    let bad = |field: &str, value: usize, reason: String| -> TrainError {
+        crate::config::ConfigError::Invalid { field: field.into(), value: value.to_string(), reason }.into()
+    };
+    if opts.steps == 0 {
+        return Err(bad("steps", 0, "must be at least 1: the report is the median of the timed steps".into()));
+    }
+    for (field, value) in [("steps", opts.steps), ("warmup", opts.warmup)] {
+        if value > MAX_BENCH_STEPS {
+            return Err(bad(field, value, format!("at most {MAX_BENCH_STEPS} steps: a bench is a measurement")));
+        }
+    }
+    Ok(())
+}
+
 /// Times `opts.steps` training steps of the model `make` builds for `cfg`, after
 /// `opts.warmup` steps, data-parallel over the ranks of `dist` (see the module documentation).
 /// The report's `peak_gflops` is NaN until [`BenchReport::set_peak`].
@@ -211,10 +232,7 @@ pub fn bench_model<M: DataParallel<f32>>(
     make: impl Fn(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
     dist: &Dist,
 ) -> Result<BenchReport, TrainError> {
-    if opts.steps == 0 {
-        let reason = "must be at least 1: the report is the median of the timed steps".to_string();
-        return Err(crate::config::ConfigError::Invalid { field: "steps".into(), value: "0".into(), reason }.into());
-    }
+    check_counts(opts)?;
     let mc = cfg.model_config();
     let (global, mine) = bench_tokens(cfg, &mc, dist)?;
     let timed = time_steps(cfg, opts, &make, &mine, Some(dist))?;

@@ -396,6 +396,18 @@ impl RunConfig {
         ScheduleConfig::Constant { lr: self.overfit.lr }
     }
 
+    /// The configuration with its data paths (`data.dir`, `data.parcellation`, `data.cache`)
+    /// absolute, from the working directory: what a run stores, so that `eval`, `forecast` and
+    /// `--resume` find the data from any other directory.
+    pub fn with_absolute_paths(&self) -> RunConfig {
+        let abs = |p: &Option<PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        let mut cfg = self.clone();
+        cfg.data.dir = abs(&self.data.dir);
+        cfg.data.parcellation = abs(&self.data.parcellation);
+        cfg.data.cache = abs(&self.data.cache);
+        cfg
+    }
+
     /// The configuration as TOML.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a run configuration always serializes")
@@ -414,14 +426,15 @@ impl RunConfig {
     }
 
     /// Writes `config.resolved.toml` into `dir` (created if missing) atomically: to a
-    /// temporary file in `dir`, then renamed. Returns the path.
+    /// temporary file in `dir`, then renamed; its data paths absolute
+    /// ([`RunConfig::with_absolute_paths`]). Returns the path.
     pub fn write_resolved(&self, dir: &Path) -> Result<PathBuf, ConfigError> {
         let path = dir.join("config.resolved.toml");
         let text = format!(
             "# Resolved by bc-cli {}: preset {}, then the --config file, then the command-line flags.\n{}",
             env!("CARGO_PKG_VERSION"),
             self.preset.as_deref().unwrap_or("?"),
-            self.to_config_file()
+            self.with_absolute_paths().to_config_file()
         );
         boldcast_data::fsutil::write_atomic(&path, text.as_bytes())
             .map_err(|source| ConfigError::Write { path: path.clone(), source })?;

@@ -235,6 +235,21 @@ pub enum TrainError {
         /// Its value.
         value: f64,
     },
+    /// Finite weights whose outputs are not finite (they overflow in the forward).
+    #[error(
+        "{}: {what} holds a non-finite value ({value}) at index {index}: the forward overflows with these weights",
+        path.display()
+    )]
+    NonFiniteOutputs {
+        /// The weights file.
+        path: PathBuf,
+        /// Which outputs, in words (`the forecasts of sub-01_run-1`).
+        what: String,
+        /// The first non-finite element's index.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
     /// A linear baseline of the evaluation cannot be fitted (too few training samples).
     #[error("baseline `{name}`: {reason}")]
     Baseline {

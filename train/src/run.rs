@@ -189,8 +189,22 @@ fn mean(xs: &[f64]) -> Option<f64> {
 /// The configuration as a checkpoint stores it: without `train.out`, so a run directory can
 /// move, and two runs differing only in where they write hold byte-identical checkpoints.
 pub fn stored_config_text(cfg: &RunConfig) -> String {
+    let cfg = cfg.with_absolute_paths();
     let train = crate::config::TrainConfig { out: None, ..cfg.train.clone() };
-    RunConfig { train, ..cfg.clone() }.to_toml()
+    RunConfig { train, ..cfg }.to_toml()
+}
+
+/// The configuration text of `run`'s checkpoints ([`stored_config_text`]); a resumed run whose
+/// checkpoint holds the same configuration with relative data paths (written before they were
+/// stored absolute) keeps that text, so its hash still matches.
+fn resumed_config_text(run: &Run<'_>) -> String {
+    let text = stored_config_text(run.cfg);
+    match run.resume.as_ref().and_then(Option::as_ref) {
+        Some(l) if toml::from_str::<RunConfig>(&l.state.config).is_ok_and(|c| stored_config_text(&c) == text) => {
+            l.state.config.clone()
+        }
+        _ => text,
+    }
 }
 
 /// Batches per epoch, or the error of a batch larger than the training windows.
@@ -211,7 +225,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let (cfg, data, dist) = (run.cfg, run.data, &run.dist);
         boldcast_core::collective::shard_range(cfg.train.batch_size, dist.rank(), dist.size())?;
         let bpe = batches_per_epoch(cfg, data)?;
-        let config_text = stored_config_text(cfg);
+        let config_text = resumed_config_text(run);
         let hash = ck::config_hash(&config_text);
         let lock = if dist.is_root() { Some(open_dir(run, &config_text)?) } else { None };
         let mut adam = Adam::<f32>::new(cfg.optim_config())?;
@@ -506,7 +520,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let mut meta = ck::model_metadata(k, &self.config_text, data.adjacency.as_ref(), &data.identity);
         meta.insert("val_loss".into(), loss.to_string());
         let path = self.run.out.join("best.safetensors");
-        boldcast_data::tensorfile::save_safetensors(&path, &self.trainer.model.state(), Some(meta))?;
+        boldcast_data::tensorfile::save_safetensors_hashed(&path, &self.trainer.model.state(), meta)?;
         Ok(())
     }
 

@@ -261,33 +261,61 @@ pub fn create_fresh(out: &Path, cfg: &RunConfig) -> Result<RunDirLock, TrainErro
 /// Locks the existing training run directory `out` ([`check_continue`], again under the
 /// lock) and removes what killed processes left in it.
 pub fn open_existing(out: &Path) -> Result<RunDirLock, TrainError> {
+    open_existing_listing(out).map(|(lock, _)| lock)
+}
+
+/// [`open_existing`], with a line per leftover removed.
+fn open_existing_listing(out: &Path) -> Result<(RunDirLock, Vec<String>), TrainError> {
     if !out.is_dir() {
         return Err(TrainError::NotARunDir { dir: out.to_path_buf() });
     }
     check_continue(out, RunKind::Train)?;
     let lock = RunDirLock::acquire(out)?;
     check_continue(out, RunKind::Train)?;
-    remove_leftovers(out)?;
+    let removed = remove_leftovers(out)?;
     let marker = out.join(KIND_FILE);
     if !marker.exists() {
         boldcast_data::fsutil::write_atomic(&marker, b"train\n").map_err(TrainError::io(&marker))?;
     }
-    Ok(lock)
+    Ok((lock, removed))
 }
 
 /// Whether `name` is a leftover of a killed process: a temporary file of an atomic write
-/// (`.<name>.tmp-<pid>`), a checkpoint being written (`.step-NNNNNN.tmp`) or one being pruned
+/// (`.<name>.tmp-<pid>`, or a figure's `.<name>.tmp-<pid>.png`), a checkpoint being written (`.step-NNNNNN.tmp`) or one being pruned
 /// (`.pruned-...`).
 fn is_leftover(name: &str) -> bool {
-    let tmp_file = name.starts_with('.')
-        && name.rsplit_once(".tmp-").is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+    let tmp_file = boldcast_data::fsutil::temporary_pid(name, None).is_some();
     let tmp_ckpt = name.starts_with(".step-") && name.ends_with(".tmp");
     tmp_file || tmp_ckpt || name.starts_with(PRUNED_PREFIX)
 }
 
-/// Removes the leftovers ([`is_leftover`]) of `out`, `out/figures` and `out/checkpoints`.
-/// Only called with the lock held, so no live process owns them.
-fn remove_leftovers(out: &Path) -> Result<(), TrainError> {
+/// What a finished run's directory lacked and was given ([`complete_finished`]), under its lock.
+#[derive(Debug)]
+pub struct Completed {
+    /// The lock, held while the caller draws what is missing.
+    pub lock: RunDirLock,
+    /// What was done, one line each (`removed ...`); empty when nothing was left over.
+    pub done: Vec<String>,
+}
+
+/// Finishes what a finished run of `out` (newest checkpoint at `step`) lacks after a kill at
+/// its very end: under the lock, the leftovers of killed processes are removed and the
+/// checkpoints pruned to the newest [`KEEP`](crate::checkpoint::KEEP). Figures are the
+/// caller's to draw (the library draws none).
+pub fn complete_finished(out: &Path, step: u64) -> Result<Completed, TrainError> {
+    let (lock, mut done) = open_existing_listing(out)?;
+    let ck = out.join(CKPT_DIR);
+    for d in crate::checkpoint::write::prune_to(&ck, step)? {
+        done.push(format!("removed {}, older than the newest {}", d.display(), crate::checkpoint::KEEP));
+    }
+    Ok(Completed { lock, done })
+}
+
+/// Removes the leftovers ([`is_leftover`]) of `out`, `out/figures` and `out/checkpoints`,
+/// and returns one line per removed path. Only called with the lock held, so no live process
+/// owns them.
+fn remove_leftovers(out: &Path) -> Result<Vec<String>, TrainError> {
+    let mut removed = Vec::new();
     for dir in [out.to_path_buf(), out.join("figures"), out.join(CKPT_DIR)] {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries {
@@ -302,9 +330,10 @@ fn remove_leftovers(out: &Path) -> Result<(), TrainError> {
                 std::fs::remove_file(&p)
             };
             r.map_err(TrainError::io(&p))?;
+            removed.push(format!("removed {}, left by a killed process", p.display()));
         }
     }
-    Ok(())
+    Ok(removed)
 }
 
 /// The configuration of the run directory `out` from its `config.resolved.toml`, validated;
@@ -396,11 +425,21 @@ mod tests {
 
     #[test]
     fn leftovers_are_recognised_and_nothing_else() {
-        for name in [".loss_log.jsonl.tmp-123", ".latest.tmp-9", ".step-000020.tmp", ".pruned-step-000010"] {
+        let figure = ".loss_curves.png.tmp-77.png";
+        for name in [".loss_log.jsonl.tmp-123", ".latest.tmp-9", ".step-000020.tmp", ".pruned-step-000010", figure] {
             assert!(is_leftover(name), "{name}");
         }
-        for name in ["loss_log.jsonl", ".lock", "step-000020", "step-000020.non-finite", ".tmp-", "a.tmp-12", ".x.tmp-"]
-        {
+        let not = [
+            "loss_log.jsonl",
+            ".lock",
+            "step-000020",
+            "step-000020.non-finite",
+            ".tmp-",
+            "a.tmp-12",
+            ".x.tmp-",
+            ".x.tmp-.png",
+        ];
+        for name in not {
             assert!(!is_leftover(name), "{name}");
         }
     }

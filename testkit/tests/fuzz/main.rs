@@ -9,7 +9,8 @@
 //! cache entry), the golden cases' (`config.json`,
 //! `inputs.safetensors`) and the training crate's (a run's TOML,
 //! `state.json`, the configuration stored in it, `model.safetensors`,
-//! `optimizer.safetensors`, the `latest` pointer) in `train_targets.rs`. The `--config`
+//! `optimizer.safetensors`, the `latest` pointer, a run directory's `.lock`) in
+//! `train_targets.rs`. The `--config`
 //! layers of the command line are `cli/tests/fuzz_config.rs`.
 //!
 //! `BOLDCAST_FUZZ_ONLY=<target>` runs one target, `BOLDCAST_FUZZ_CASE=<n>` one case of it.

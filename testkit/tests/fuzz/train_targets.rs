@@ -1,7 +1,8 @@
 //! The fuzz targets of the training crate and their seeds: a run configuration's TOML
 //! ([`RunConfig::from_toml_str`]) and the files of a real checkpoint, made by training a tiny
 //! synthetic run through [`Run`] on the CPU backend, each mutated in turn and read back with
-//! [`resume_point`] (what `bc-cli train --resume` and a library user's resume call).
+//! [`resume_point`] (what `bc-cli train --resume` and a library user's resume call); and a run
+//! directory's `.lock` ([`lock_file`]).
 //!
 //! Shared with the `cargo fuzz` targets of `fuzz/` (included there by path).
 
@@ -13,7 +14,8 @@ use boldcast_testkit::fuzz::{Format, Outcome, Plan, Seed, Target};
 use boldcast_train::checkpoint::{config_hash, resume_point, step_dir_name, TrainState, CKPT_DIR, LATEST};
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::TrainData;
-use boldcast_train::Run;
+use boldcast_train::run_dir::{ensure_free, RunDirLock, LOCK_FILE};
+use boldcast_train::{Run, TrainError};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -151,6 +153,28 @@ pub fn latest(bytes: &[u8]) -> Outcome {
     resume(out)
 }
 
+/// A run directory's `.lock` holding `bytes` while another handle holds its lock: the refusal
+/// reads the holder's pid from whatever the file holds (and names it when the bytes are one);
+/// released, the directory is locked over them and the file holds this process's id.
+pub fn lock_file(bytes: &[u8]) -> Outcome {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let out = run_copy("lock_file", &DIR);
+    let path = out.join(LOCK_FILE);
+    put(&path, bytes);
+    let holder = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("the lock file opens");
+    holder.try_lock().expect("the target holds the lock");
+    let want = std::str::from_utf8(bytes).ok().and_then(|t| t.trim().parse::<u32>().ok());
+    match ensure_free(out) {
+        Err(TrainError::Busy { pid, .. }) => assert_eq!(pid, want, "the pid the refusal names"),
+        other => panic!("a held lock is refused as busy, not {other:?}"),
+    }
+    drop(holder);
+    let lock = RunDirLock::acquire(out).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(lock.path()).expect("the lock file reads back");
+    assert_eq!(text.trim(), std::process::id().to_string(), "the lock file holds this process's id");
+    Ok(())
+}
+
 /// What an error of a mutated `state.json` names: the file (the stored configuration's hash is
 /// checked before it is validated, and its validation errors name the file too).
 const STATE_ERRORS: &[&str] = &["state.json"];
@@ -218,6 +242,14 @@ pub fn train_targets() -> Vec<Target> {
             other_input: ckpt_bytes,
             must_name: &[],
             run: Box::new(latest),
+        },
+        Target {
+            name: "lock_file",
+            seeds: vec![Seed::new(LOCK_FILE, Format::Binary, b"4194303\n".to_vec())],
+            plan: Plan { random: 500, ..plan },
+            other_input: ckpt_bytes,
+            must_name: &[LOCK_FILE],
+            run: Box::new(lock_file),
         },
     ]
 }

@@ -8,7 +8,7 @@ use crate::error::TrainError;
 use crate::order::epoch_order;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::Schedule;
-use boldcast_data::tensorfile::SafetensorsFile;
+use boldcast_data::tensorfile::{CheckpointError, SafetensorsFile};
 use std::path::Path;
 
 fn checkpoint_error(path: &Path) -> impl Fn(String) -> TrainError + '_ {
@@ -76,17 +76,41 @@ pub fn check_files(
     }
     let files = state.files.as_ref().ok_or_else(|| bad("no `files` (the tensor files' hashes)".into()))?;
     for (f, want) in [(model, &files.model), (optimizer, &files.optimizer)] {
-        let got = f.content_hash()?;
-        if &got != want {
-            return Err(checkpoint_error(f.path())(format!(
-                "its tensors hash to {got}, but state.json recorded {want}: the file was altered or replaced"
-            )));
-        }
+        check_tensors(f, Some(want))?;
     }
     if state.data.is_none() {
         return Err(bad("no `data` (the training data's identity)".into()));
     }
     Ok(())
+}
+
+/// The tensors of `f` are those that were written: they hash to the
+/// [`TENSORS_HASH_KEY`](boldcast_data::tensorfile::TENSORS_HASH_KEY) the file records (every
+/// file written since it) and to `recorded`, the hash a checkpoint's `state.json` holds for
+/// it. The one check of tensor data that every reader of weights runs: resume
+/// ([`check_files`]), and eval, forecast, embed and fingerprint ([`check_weights_file`]).
+pub fn check_tensors(f: &SafetensorsFile, recorded: Option<&str>) -> Result<(), TrainError> {
+    f.check_recorded_hash()?;
+    if let Some(want) = recorded {
+        let got = f.content_hash()?;
+        if got != want {
+            let path = f.path().to_path_buf();
+            return Err(CheckpointError::Altered { path, got, want: want.to_string(), key: "state.json" }.into());
+        }
+    }
+    Ok(())
+}
+
+/// [`check_tensors`] for a weights file opened on its own: a checkpoint's `model.safetensors`
+/// (a `state.json` beside it) is checked against the hash that state recorded too.
+pub fn check_weights_file(f: &SafetensorsFile) -> Result<(), TrainError> {
+    let dir = f.path().parent().filter(|d| d.join("state.json").is_file());
+    let in_checkpoint = f.path().file_name().is_some_and(|n| n == "model.safetensors");
+    let recorded = match dir.filter(|_| in_checkpoint) {
+        Some(dir) => super::read_state(dir)?.files.map(|h| h.model),
+        None => None,
+    };
+    check_tensors(f, recorded.as_deref())
 }
 
 /// The run's log `log` is the one the checkpoint `dir` was written with: its first
@@ -144,6 +168,22 @@ pub fn check_finite(path: &Path, tensors: &[NamedTensor<f32>]) -> Result<(), Tra
         }
     }
     Ok(())
+}
+
+/// Every value of `values`, outputs of the weights `path`, is finite: finite weights can still
+/// overflow in the forward (a norm weight of 3e38 gives NaN everywhere), and such outputs are
+/// refused, never written or scored. The one check of outputs that eval, forecast and embed run;
+/// `what` names the outputs (`the forecasts of sub-01_run-1`).
+pub fn check_outputs<T: Copy + Into<f64>>(path: &Path, what: &str, values: &[T]) -> Result<(), TrainError> {
+    match values.iter().position(|&x| !x.into().is_finite()) {
+        None => Ok(()),
+        Some(index) => Err(TrainError::NonFiniteOutputs {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+            index,
+            value: values[index].into(),
+        }),
+    }
 }
 
 /// The state `path` of a checkpoint agrees with its configuration `cfg` and with itself: the

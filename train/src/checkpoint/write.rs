@@ -11,7 +11,7 @@ use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Adjacency, ParamSpec};
 use boldcast_data::fsutil::{sync_dir, write_atomic};
-use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
+use boldcast_data::tensorfile::{save_safetensors_hashed, SafetensorsFile};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -66,7 +66,7 @@ pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf
     std::fs::create_dir(&tmp).map_err(TrainError::io(&tmp))?;
     let model = tmp.join("model.safetensors");
     let meta = model_metadata(step, &data.state.config, data.adjacency, data.data);
-    save_safetensors(&model, &data.params, Some(meta))?;
+    save_safetensors_hashed(&model, &data.params, meta)?;
     if std::env::var(PAUSE_HOOK_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(step) {
         eprintln!("test hook: paused in the checkpoint write of step {step}");
         std::thread::sleep(std::time::Duration::from_secs(600));
@@ -74,7 +74,7 @@ pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf
     let optimizer = tmp.join("optimizer.safetensors");
     let opt_meta: HashMap<String, String> =
         [("t".to_string(), data.state.optimizer_t.to_string()), ("step".to_string(), step.to_string())].into();
-    save_safetensors(&optimizer, &moment_tensors(data)?, Some(opt_meta))?;
+    save_safetensors_hashed(&optimizer, &moment_tensors(data)?, opt_meta)?;
     let files = FileHashes { model: hash_of(&model)?, optimizer: hash_of(&optimizer)? };
     let state = TrainState { files: Some(files), data: Some(data.data.clone()), ..data.state.clone() };
     let state_path = tmp.join("state.json");
@@ -121,14 +121,22 @@ fn remove_by_rename(ck: &Path, dir: &Path) -> Result<(), TrainError> {
 /// Keeps the [`KEEP`] newest checkpoints up to `latest`; removes older ones and stale ones
 /// after it (left by a killed run).
 fn prune(ck: &Path, latest: u64) -> Result<(), TrainError> {
+    prune_to(ck, latest).map(drop)
+}
+
+/// Prunes the checkpoint directory `ck` to the newest [`KEEP`] checkpoints up to step
+/// `latest` (a later one is stale: `latest` never named it) and returns those removed.
+pub fn prune_to(ck: &Path, latest: u64) -> Result<Vec<PathBuf>, TrainError> {
     let dirs = step_dirs(ck)?;
     let kept: Vec<u64> = dirs.iter().filter(|(s, _)| *s <= latest).rev().take(KEEP).map(|(s, _)| *s).collect();
+    let mut removed = Vec::new();
     for (s, p) in dirs {
         if !kept.contains(&s) {
             remove_by_rename(ck, &p)?;
+            removed.push(p);
         }
     }
-    Ok(())
+    Ok(removed)
 }
 
 /// Demotes the checkpoint of `step` under `out`: training cannot go on from it (the step that

@@ -113,10 +113,12 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Opens the weights of `path` ([`weights_path`]).
+    /// Opens the weights of `path` ([`weights_path`]) and checks their tensors against the
+    /// hashes recorded for them ([`ck::verify::check_weights_file`]).
     pub fn open(path: &Path) -> Result<Weights, TrainError> {
         let path = weights_path(path)?;
         let file = SafetensorsFile::open(&path)?;
+        ck::verify::check_weights_file(&file)?;
         let meta = file.metadata().unwrap_or_default();
         Ok(Weights { path, file, meta, stored_adjacency: true, allow_other_data: false })
     }
@@ -316,11 +318,8 @@ where
     let baselines = fit_baselines(ds, &split.train_runs, &cfg.model.horizons, spec.d_in)?;
     let scored = evaluate(&model, ds, spec, &data.windows, &baselines, cfg.train.batch_size)?;
     let rows = scored.rows;
-    if let Some(r) = rows.iter().find(|r| r.per_horizon.iter().any(|v| !v.is_finite())) {
-        return Err(TrainError::Checkpoint {
-            path: weights.path.clone(),
-            reason: format!("the `{}` row's MSE is non-finite ({:?}): the forecasts overflow", r.name, r.per_horizon),
-        });
+    for r in &rows {
+        ck::verify::check_outputs(&weights.path, &format!("the `{}` row's MSE per horizon", r.name), &r.per_horizon)?;
     }
     let h = &cfg.model.horizons;
     let emp = empirical_floor(ds, &split.heldout_runs, h, spec.d_in)?;

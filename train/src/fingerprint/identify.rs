@@ -177,9 +177,18 @@ fn score(q: usize, samples: &[Sample], m: &[Vec<f64>]) -> Query {
 /// Leave-one-run-out identification of `samples` under `sim` (see the module
 /// documentation). Samples whose subject has no other sample are not queries (listed in
 /// [`Identification::unscored`]) but stay in every other query's gallery. Errors: no samples,
-/// features of different lengths, non-finite or of zero norm, or no scorable query.
+/// samples of one subject only, features of different lengths, non-finite or of zero norm, or
+/// no scorable query.
 pub fn identify(samples: &[Sample], sim: Similarity) -> Result<Identification, TrainError> {
     check(samples, sim)?;
+    if let Some(first) = samples.first().filter(|f| samples.iter().all(|s| s.subject == f.subject)) {
+        let reason = format!(
+            "every sample is of one subject (sub-{}): identifying a subject needs at least two in the gallery (with one, \
+             top-1 is 1 by construction)",
+            first.subject
+        );
+        return Err(TrainError::Fingerprint { reason });
+    }
     let m = matrix(samples, sim);
     let count = |s: &str| samples.iter().filter(|x| x.subject == s).count();
     let (mut queries, mut unscored) = (Vec::new(), Vec::new());
@@ -273,9 +282,16 @@ mod tests {
             "{}",
             e(&two, Similarity::Cosine)
         );
-        let flat = [s("A", "a1", &[1.0, 2.0]), s("A", "a2", &[3.0, 3.0])];
+        let flat = [s("A", "a1", &[1.0, 2.0]), s("A", "a2", &[3.0, 3.0]), s("B", "b1", &[2.0, 1.0])];
         assert!(e(&flat, Similarity::Pearson).contains("a2: the features have zero norm"));
         assert!(identify(&flat, Similarity::Cosine).is_ok(), "a constant vector has a cosine");
+        // One subject: every query would find its own subject first.
+        let one = [s("A", "a1", &[1.0, 2.0]), s("A", "a2", &[2.0, 1.0])];
+        assert!(
+            e(&one, Similarity::Cosine).contains("every sample is of one subject (sub-A)"),
+            "{}",
+            e(&one, Similarity::Cosine)
+        );
         let nan = [s("A", "a1", &[f64::NAN]), s("A", "a2", &[1.0])];
         assert!(e(&nan, Similarity::Cosine).contains("a1: a non-finite feature (NaN)"));
         let lone = [s("A", "a1", &[1.0]), s("B", "b1", &[2.0])];

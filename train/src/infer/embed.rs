@@ -214,7 +214,7 @@ pub struct EmbedReport {
 
 /// Writes one run's embedding file(s) into `dir`.
 fn write_run<M: Model<f32>>(
-    model: &M,
+    (model, weights): (&M, &Path),
     dir: &Path,
     (run, side): (&Run, Option<Side>),
     ctx: &Context,
@@ -222,6 +222,7 @@ fn write_run<M: Model<f32>>(
 ) -> Result<EmbedEntry, TrainError> {
     let id = run.id.to_string();
     let e = run_embeddings(model, run, ctx)?;
+    crate::checkpoint::verify::check_outputs(weights, &format!("the embeddings of {id}"), e.data())?;
     let s = e.shape();
     let (embedding, shape, last_tr) = match pool {
         Pool::Mean => {
@@ -259,7 +260,7 @@ pub fn embed_runs<M: Model<f32>>(
     let stage = StagedDir::new(job.out)?;
     let mut runs = Vec::new();
     for r in p.runs(job.runs) {
-        let entry = write_run(&p.model, stage.path(), r, &job.context, pool)?;
+        let entry = write_run((&p.model, &p.weights), stage.path(), r, &job.context, pool)?;
         on_run(&entry);
         runs.push(entry);
     }

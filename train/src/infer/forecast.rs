@@ -220,6 +220,7 @@ pub fn forecast_runs<M: Model<f32>>(
     let (mut entries, mut sums) = (Vec::new(), Vec::new());
     for (run, side) in p.runs(job.runs) {
         let f = run_forecasts(&p.model, run, &job.context)?;
+        crate::checkpoint::verify::check_outputs(&p.weights, &format!("the forecasts of {}", run.id), &f.std)?;
         let (entry, s) = write_run(stage.path(), run, side, &f)?;
         on_run(&entry);
         entries.push(entry);

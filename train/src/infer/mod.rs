@@ -143,12 +143,15 @@ impl<B: Model<f32>> Predictor<LinearPathModel<B>> {
 impl<M: Model<f32>> Predictor<M> {
     /// The runs (indices into the dataset's runs, in file-name order) of `subjects` (labels
     /// with or without `sub-`; `None`: every run). A subject the data lacks is an error
-    /// naming it and the data's subjects.
+    /// naming it and the data's subjects; a subject listed twice is an error naming it.
     pub fn select(&self, subjects: Option<&[String]>) -> Result<Vec<usize>, TrainError> {
         let ds = &self.loaded.ds;
         let Some(list) = subjects else { return Ok((0..ds.runs.len()).collect()) };
         let all = ds.subjects();
         let bare: Vec<String> = list.iter().map(|s| s.strip_prefix("sub-").unwrap_or(s).to_string()).collect();
+        if let Some((_, s)) = bare.iter().enumerate().find(|(i, s)| bare[..*i].contains(s)) {
+            return Err(boldcast_data::SplitError::ListedTwice { field: "subjects", subject: s.clone() }.into());
+        }
         if let Some(s) = bare.iter().find(|s| !all.contains(s)) {
             return Err(boldcast_data::SplitError::UnknownSubject {
                 field: "subjects",
