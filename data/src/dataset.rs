@@ -265,6 +265,9 @@ impl Dataset {
             });
         }
         let found = pick(disc.runs, sel, dir)?;
+        if let Some(cache) = &sel.cache {
+            crate::cache::sweep(cache);
+        }
         let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
         for f in &found {
             if let Some(other) = seen.insert(f.id.clone(), f.path.clone()) {
@@ -345,8 +348,11 @@ impl Dataset {
                         })?;
                         (raw.n_tr, Values::Memory(data), stats)
                     }
-                    Loaded::Disk(d, _) => {
-                        let stats = d.stats()?;
+                    Loaded::Disk(d, _, known) => {
+                        let stats = match known {
+                            Some(s) => s,
+                            None => d.stats()?,
+                        };
                         (d.n_tr, Values::Disk(d), stats)
                     }
                 };
@@ -469,29 +475,30 @@ impl Dataset {
 /// A run as loaded: its values read, or a `.npy` file that stays on disk.
 enum Loaded {
     Raw(crate::read::RawRun),
-    /// A run on disk, with the parcel names its source gave (a cached conversion).
-    Disk(DiskRun, Option<Vec<String>>),
+    /// A run on disk, with the parcel names its source gave (a cached conversion) and its
+    /// statistics when they were computed already (the cache's check of an entry).
+    Disk(DiskRun, Option<Vec<String>>, Option<Vec<ParcelStats>>),
 }
 
 impl Loaded {
     fn parcels(&self) -> usize {
         match self {
             Loaded::Raw(r) => r.parcels,
-            Loaded::Disk(d, _) => d.parcels,
+            Loaded::Disk(d, ..) => d.parcels,
         }
     }
 
     fn n_tr(&self) -> usize {
         match self {
             Loaded::Raw(r) => r.n_tr,
-            Loaded::Disk(d, _) => d.n_tr,
+            Loaded::Disk(d, ..) => d.n_tr,
         }
     }
 
     fn names(&self) -> Option<&Vec<String>> {
         match self {
             Loaded::Raw(r) => r.names.as_ref(),
-            Loaded::Disk(_, names) => names.as_ref(),
+            Loaded::Disk(_, names, _) => names.as_ref(),
         }
     }
 }
@@ -533,9 +540,11 @@ fn load_run(
     }
     let dense = if f.ext == "dtseries.nii" { sel.parcellation.as_deref() } else { None };
     let slot = crate::cache::Slot::new(dir, &f.path, stamp, dense)?;
+    // Held until the entry is found or written: a concurrent loader waits, then reuses it.
+    let _lock = slot.lock()?;
     if let Some(c) = slot.lookup() {
         count.reused += 1;
-        return Ok((Loaded::Disk(c.disk, c.names), c.tr_seconds, c.notes));
+        return Ok((Loaded::Disk(c.disk, c.names, Some(c.stats)), c.tr_seconds, c.notes));
     }
     let (loaded, tr_seconds, notes) = read_run(f, stamp, sel)?;
     let Loaded::Raw(raw) = loaded else { return Ok((loaded, tr_seconds, notes)) };
@@ -543,7 +552,7 @@ fn load_run(
     Ok(match slot.store(&conv)? {
         Some(c) => {
             count.converted += 1;
-            (Loaded::Disk(c.disk, c.names), c.tr_seconds, c.notes)
+            (Loaded::Disk(c.disk, c.names, Some(c.stats)), c.tr_seconds, c.notes)
         }
         None => (Loaded::Raw(conv.raw), conv.tr_seconds, conv.notes),
     })
@@ -559,7 +568,7 @@ fn read_run(f: &RunFile, stamp: FileStamp, sel: &Selection) -> Result<(Loaded, O
         "npy" => match npy_layout(&f.path)? {
             Some((offset, elem, n_tr, parcels)) => {
                 let disk = DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp };
-                (Loaded::Disk(disk, None), None, Vec::new())
+                (Loaded::Disk(disk, None, None), None, Vec::new())
             }
             None => (Loaded::Raw(read_npy(&f.path)?), None, Vec::new()),
         },
