@@ -107,5 +107,5 @@ pub use select::Selection;
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
 pub use standardize::{constant_parcels, parcel_stats, parcel_stats_rows, standardize, NonFinite, ParcelStats};
 pub use store::{DiskElem, DiskRun};
-pub use window::{horizon_seconds, horizon_seconds_text, seconds_span_text, WindowRef, WindowSpec};
+pub use window::{horizon_seconds, horizon_seconds_text, seconds_span_text, seconds_text, WindowRef, WindowSpec};
 pub use write::{run_file_name, write_parcels, write_run, RunFormat};
