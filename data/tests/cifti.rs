@@ -336,3 +336,40 @@ fn a_label_value_that_is_not_a_key_is_an_error_naming_the_grayordinate() {
     assert_eq!(bits(&column), bits(&expected));
     assert_eq!(column[0].to_bits(), 0.0f64.to_bits());
 }
+
+/// Files whose intent nibabel left unset (3000, ConnUnknown: what `Cifti2Image(...)
+/// .to_filename(...)` writes) are read by their index maps, with one note; the same values
+/// with the intent set read the same bits. A file whose maps contradict its name is refused.
+#[test]
+fn files_with_the_intent_unset_are_read_by_their_maps() {
+    let unset = ptseries(&fixture("unset.ptseries.nii")).unwrap_or_else(|e| panic!("{e}"));
+    assert_same_series(&unset, "unset.ptseries.nii", "unset.ptseries.nii");
+    let set = ptseries(&fixture("set.ptseries.nii")).unwrap();
+    assert_eq!((bits(&set.data), &set.names, set.tr_seconds), (bits(&unset.data), &unset.names, unset.tr_seconds));
+    assert!(set.notes.is_empty(), "{:?}", set.notes);
+    assert_eq!(
+        unset.notes,
+        ["CIFTI files with intent 3000 (ConnUnknown, what nibabel writes when the intent is not set) were read by \
+          their index maps"]
+    );
+    let got = parcellate_dtseries(&fixture("unset.dtseries.nii"), &fixture("unset.dlabel.nii")).unwrap();
+    assert_same_series(&got, "unset.parcellated", "unset.parcellated");
+    assert_eq!(got.notes.iter().filter(|n| n.contains("intent 3000")).count(), 1, "{:?}", got.notes);
+    let e = ptseries(&fixture("unset-dense.ptseries.nii")).unwrap_err().to_string();
+    assert!(
+        e.ends_with(
+            "unset-dense.ptseries.nii: intent 3000 (ConnUnknown, a .nii), and its maps are CIFTI_INDEX_TYPE_SERIES x \
+             CIFTI_INDEX_TYPE_BRAIN_MODELS, not the CIFTI_INDEX_TYPE_SERIES x CIFTI_INDEX_TYPE_PARCELS of a \
+             3004 (ConnParcelSries, a .ptseries.nii)"
+        ),
+        "{e}"
+    );
+    // Through the loader: one note for the data set.
+    let d = tempfile::tempdir().unwrap();
+    for s in ["01", "02"] {
+        std::fs::copy(fixture("unset.ptseries.nii"), d.path().join(format!("sub-{s}_run-1_bold.ptseries.nii")))
+            .unwrap();
+    }
+    let ds = boldcast_data::Dataset::load(d.path()).unwrap();
+    assert_eq!(ds.notes().iter().filter(|n| n.contains("intent 3000")).count(), 1, "{:?}", ds.notes());
+}

@@ -26,11 +26,15 @@ use std::path::Path;
 /// Reads `path` (a `.dtseries.nii`) averaged over the labels of `dlabel`.
 pub(crate) fn read_dtseries_parcellated(path: &Path, dlabel: &Path) -> Result<CiftiRun, DataError> {
     let series = CiftiFile::open(path)?;
-    expect_intent(&series, INTENT_DENSE_SERIES)?;
+    let mut notes: Vec<String> = expect_intent(&series, INTENT_DENSE_SERIES)?.into_iter().map(String::from).collect();
     let tr = tr_of(path, &series.xml.rows)?;
     let grays = brain_models(&series)?;
     let labels = CiftiFile::open(dlabel)?;
-    expect_intent(&labels, INTENT_DENSE_LABELS)?;
+    for n in expect_intent(&labels, INTENT_DENSE_LABELS)? {
+        if !notes.iter().any(|m| m == n) {
+            notes.push(n.into());
+        }
+    }
     let map = one_label_map(&labels)?;
     if let Some(diff) = first_difference(grays, brain_models(&labels)?) {
         return Err(cifti_err(
@@ -54,7 +58,8 @@ pub(crate) fn read_dtseries_parcellated(path: &Path, dlabel: &Path) -> Result<Ci
     }
     check_finite(path, &sums, &assign.names)?;
     let raw = RawRun { n_tr: n, parcels: p, names: Some(assign.names), data: sums };
-    Ok(CiftiRun { raw, tr_seconds: Some(tr), notes: assign.notes })
+    notes.extend(assign.notes);
+    Ok(CiftiRun { raw, tr_seconds: Some(tr), notes })
 }
 
 /// The brain models of matrix dimension 1.
