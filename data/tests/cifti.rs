@@ -373,3 +373,47 @@ fn files_with_the_intent_unset_are_read_by_their_maps() {
     let ds = boldcast_data::Dataset::load(d.path()).unwrap();
     assert_eq!(ds.notes().iter().filter(|n| n.contains("intent 3000")).count(), 1, "{:?}", ds.notes());
 }
+
+/// The fixture label file with `extra` labels (keys 1000.., named `L<key>`) that no
+/// grayordinate holds added to its table: the XML extension rebuilt, `vox_offset` moved.
+fn dlabel_with_labels(extra: usize) -> Vec<u8> {
+    let b = std::fs::read(fixture("atlas.dlabel.nii")).unwrap();
+    let vox = i64::from_le_bytes(b[168..176].try_into().unwrap()) as usize;
+    let esize = i32::from_le_bytes(b[544..548].try_into().unwrap()) as usize;
+    assert_eq!(544 + esize, vox, "one extension");
+    let xml = String::from_utf8(b[552..vox].to_vec()).unwrap();
+    let xml = xml.trim_end_matches('\0');
+    let labels: String = (1000..1000 + extra)
+        .map(|k| format!("<Label Key=\"{k}\" Red=\"0\" Green=\"0\" Blue=\"0\" Alpha=\"1\">L{k}</Label>"))
+        .collect();
+    let mut content = xml.replacen("</LabelTable>", &format!("{labels}</LabelTable>"), 1).into_bytes();
+    while (content.len() + 8) % 16 != 0 {
+        content.push(0);
+    }
+    let mut out = b[..544].to_vec();
+    out[168..176].copy_from_slice(&((552 + content.len()) as i64).to_le_bytes());
+    out.extend_from_slice(&((content.len() + 8) as i32).to_le_bytes());
+    out.extend_from_slice(&32i32.to_le_bytes());
+    out.extend_from_slice(&content);
+    out.extend_from_slice(&b[vox..]);
+    out
+}
+
+/// A label table of 100,000 labels that no grayordinate holds is read in linear time, and the
+/// labels left out are one note (a count and the first few), not one each.
+#[test]
+fn many_labels_without_grayordinates_are_linear_and_one_note() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("many.dlabel.nii");
+    std::fs::write(&path, dlabel_with_labels(100_000)).unwrap();
+    let t = std::time::Instant::now();
+    let got = parcellate_dtseries(&fixture("sub-01_run-1.dtseries.nii"), &path).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    assert_same_series(&got, "sub-01_run-1.parcellated", "sub-01_run-1.parcellated");
+    assert_eq!(
+        got.notes,
+        ["100001 labels hold no grayordinate and are left out: 7 (Unused), 1000 (L1000), 1001 (L1001), 1002 \
+          (L1002), 1003 (L1003), 1004 (L1004), 1005 (L1005), 1006 (L1006), 1007 (L1007), 1008 (L1008), ..."]
+    );
+    assert!(secs < 20.0, "{secs} s for 100,000 labels");
+}
