@@ -31,7 +31,7 @@ pub(crate) fn read_dtseries_parcellated(path: &Path, dlabel: &Path) -> Result<Ci
     let tr = tr_of(path, &series.xml.rows)?;
     let grays = brain_models(&series)?;
     let labels = CiftiFile::open(dlabel)?;
-    for n in expect_intent(&labels, INTENT_DENSE_LABELS)? {
+    if let Some(n) = expect_intent(&labels, INTENT_DENSE_LABELS)? {
         if !notes.iter().any(|m| m == n) {
             notes.push(n.into());
         }
