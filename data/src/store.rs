@@ -108,7 +108,7 @@ impl DiskRun {
         self.stats_hashed_within(one_read).map(|(stats, _)| stats)
     }
 
-    /// [`DiskRun::stats`] and the [`content_hash`] of the run's values, computed from the same
+    /// [`DiskRun::stats`] and the [`ContentHash`] of the run's values, computed from the same
     /// read (the conversion cache checks an entry's array by it at no extra read).
     pub(crate) fn stats_hashed(&self) -> Result<(Vec<ParcelStats>, String), DataError> {
         self.stats_hashed_within(ONE_READ_BYTES)
