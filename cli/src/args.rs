@@ -329,13 +329,15 @@ pub struct DataArgs {
     /// Load the runs of this parcellation (`seg-<label>`, or XCP-D's older `atlas-<label>`).
     #[arg(long, visible_alias = "atlas", value_name = "LABEL")]
     pub seg: Option<String>,
-    /// Load this format when a run comes in several (npy, tsv, csv, ptseries.nii, dtseries.nii).
+    /// Load this format when a run comes in several (npy, tsv, csv, ptseries.nii, dtseries.nii);
+    /// an error when no run file has it.
     #[arg(long, value_name = "EXT")]
     pub format: Option<String>,
     /// The `.dlabel.nii` whose labels average dense series (`.dtseries.nii`) into parcels.
     #[arg(long, value_name = "FILE")]
     pub parcellation: Option<PathBuf>,
-    /// The TR in seconds of runs whose files and sidecars record none.
+    /// The TR in seconds of runs whose files and sidecars record none (1 ms to 1 h; outside
+    /// 0.1-10 s with a warning).
     #[arg(long, value_name = "SECONDS")]
     pub tr: Option<f64>,
     /// Allow runs with different TRs in one dataset.

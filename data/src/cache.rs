@@ -13,8 +13,20 @@
 //!   canonical path, size and modification time and, for a dense series, the same of the
 //!   parcellation. The JSON records them again (and the parcel names, the TR the file gave,
 //!   the reader's notes and a hash of all of it) and is checked against the source and its
-//!   hash before the entry is used; an entry that does not match is converted again. Both files are written atomically, the
-//!   `.npy` first, so an interrupted conversion leaves no entry that looks complete.
+//!   hash before the entry is used; an entry that does not match is converted again. Both
+//!   files are written atomically, the `.npy` first, so an interrupted conversion leaves no
+//!   entry that looks complete.
+//! - **Checked arrays.** The JSON records the content hash of the array it was written with
+//!   (`crate::store::ContentHash`); a reused `.npy` is hashed in the same read that gives
+//!   its statistics, and one whose values changed (rows zeroed in place, another entry's
+//!   array copied over it) is converted again, never read as numbers.
+//! - **Shared between processes.** Each entry is filled under its own lock, `<key>.lock`
+//!   (an advisory `flock` on Unix): a loader that finds the lock held waits, then reuses what
+//!   the holder wrote, so a Slurm array of jobs over one new cache converts each run once and
+//!   never replaces an array another job reads.
+//! - **No leftovers.** A conversion killed mid-write leaves `.<key>.npy.tmp-<pid>` (or
+//!   `.json`); every load that uses the cache removes those whose entry's lock is free (no
+//!   process, on any host sharing the lock, is writing them).
 //! - **Errors name the source.** A run with a non-finite value is not cached: it is read as
 //!   before and the error names the source file, row and column. Entries are never deleted
 //!   by the loader; removing the directory is always safe.
@@ -23,12 +35,13 @@ use crate::dataset::FileStamp;
 use crate::error::{io_err, DataError};
 use crate::read::npy::npy_layout;
 use crate::read::RawRun;
-use crate::store::{DiskElem, DiskRun};
+use crate::standardize::ParcelStats;
+use crate::store::{ContentHash, DiskElem, DiskRun};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever a reader or this module changes what an entry holds.
-const CACHE_VERSION: u32 = 1;
+const CACHE_VERSION: u32 = 2;
 
 /// The largest `<key>.json` read (names of a million parcels fit).
 const MAX_ENTRY_BYTES: u64 = 64 << 20;
@@ -46,6 +59,8 @@ struct Entry {
     names: Option<Vec<String>>,
     tr_seconds: Option<f64>,
     notes: Vec<String>,
+    /// The content hash of the array ([`ContentHash`]).
+    content: String,
     /// The hash of the entry's other fields ([`Entry::checksum`]): an entry edited or damaged
     /// into other valid JSON is converted again, never trusted.
     check: String,
@@ -72,10 +87,11 @@ impl From<FileStamp> for Stamp {
     }
 }
 
-/// A run as the cache gives it: on disk, with the parcel names and TR its source gave and the
-/// reader's notes.
+/// A run as the cache gives it: on disk (with the statistics computed while its array was
+/// checked), with the parcel names and TR its source gave and the reader's notes.
 pub(crate) struct CachedRun {
     pub(crate) disk: DiskRun,
+    pub(crate) stats: Vec<ParcelStats>,
     pub(crate) names: Option<Vec<String>>,
     pub(crate) tr_seconds: Option<f64>,
     pub(crate) notes: Vec<String>,
@@ -91,6 +107,7 @@ pub(crate) struct Converted {
 
 /// The cache at `dir` for one source file.
 pub(crate) struct Slot {
+    lock: PathBuf,
     json: PathBuf,
     npy: PathBuf,
     entry: Entry,
@@ -129,9 +146,25 @@ impl Slot {
             names: None,
             tr_seconds: None,
             notes: Vec::new(),
+            content: String::new(),
             check: String::new(),
         };
-        Ok(Slot { json: dir.join(format!("{key}.json")), npy: dir.join(format!("{key}.npy")), entry })
+        Ok(Slot {
+            lock: dir.join(format!("{key}.lock")),
+            json: dir.join(format!("{key}.json")),
+            npy: dir.join(format!("{key}.npy")),
+            entry,
+        })
+    }
+
+    /// Takes the slot's lock (creating the cache directory), waiting while another loader
+    /// holds it; it is released when the returned file is dropped.
+    pub(crate) fn lock(&self) -> Result<std::fs::File, DataError> {
+        let dir = self.npy.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|source| DataError::Write { path: dir.to_path_buf(), source })?;
+        let file = open_lock(&self.lock)?;
+        file.lock().map_err(|source| DataError::Write { path: self.lock.clone(), source })?;
+        Ok(file)
     }
 
     /// The entry, when one is there and matches the source; anything else (no entry, another
@@ -156,19 +189,24 @@ impl Slot {
         }
         let stamp = FileStamp::of(&self.npy).ok()?;
         let disk = DiskRun { path: self.npy.clone(), offset, elem, n_tr, parcels, stamp };
-        Some(CachedRun { disk, names: found.names, tr_seconds: found.tr_seconds, notes: found.notes })
+        let (stats, content) = disk.stats_hashed().ok()?;
+        if content != found.content {
+            return None;
+        }
+        Some(CachedRun { disk, stats, names: found.names, tr_seconds: found.tr_seconds, notes: found.notes })
     }
 
-    /// Writes `c` into the slot (creating the directory) and gives it back as a run on disk;
-    /// `Ok(None)` when it holds a non-finite value (left to the loader, whose error names the
-    /// source).
+    /// Writes `c` into the slot (whose lock the caller holds, [`Slot::lock`]) and gives it back
+    /// as a run on disk; `Ok(None)` when it holds a non-finite value (left to the loader, whose
+    /// error names the source).
     pub(crate) fn store(mut self, c: &Converted) -> Result<Option<CachedRun>, DataError> {
         let raw = &c.raw;
         if raw.data.iter().any(|v| !v.is_finite()) {
             return Ok(None);
         }
-        let dir = self.npy.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|source| DataError::Write { path: dir.to_path_buf(), source })?;
+        let mut content = ContentHash::new(raw.n_tr, raw.parcels);
+        content.feed(&raw.data);
+        self.entry.content = content.hex();
         let shape = [raw.n_tr, raw.parcels];
         let single = raw.data.iter().all(|&v| f64::from(v as f32) == v);
         if single {
@@ -194,6 +232,52 @@ impl Slot {
                 path: self.npy.clone(),
                 source: std::io::Error::other("the cache entry just written does not read back"),
             }),
+        }
+    }
+}
+
+/// Opens (creating) the lock file `path`; anything there but a regular file (a symbolic
+/// link, a directory) is an error naming it, never followed.
+fn open_lock(path: &Path) -> Result<std::fs::File, DataError> {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_file() {
+            return Err(DataError::Write {
+                path: path.to_path_buf(),
+                source: std::io::Error::other("the cache entry's lock is not a regular file"),
+            });
+        }
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|source| DataError::Write { path: path.to_path_buf(), source })
+}
+
+/// The key of a temporary file a conversion writes, `.<key>.npy.tmp-<pid>` or
+/// `.<key>.json.tmp-<pid>`.
+fn temporary_key(name: &str) -> Option<&str> {
+    let (stem, pid) = name.strip_prefix('.')?.rsplit_once(".tmp-")?;
+    let key = stem.strip_suffix(".npy").or_else(|| stem.strip_suffix(".json"))?;
+    let hex = key.len() == 16 && key.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(key)
+}
+
+/// Removes the temporaries of killed conversions from the cache at `dir`: those whose entry's
+/// lock is free (no loader is writing them). Best effort: what cannot be removed stays.
+pub(crate) fn sweep(dir: &Path) {
+    let Ok(list) = std::fs::read_dir(dir) else { return };
+    for e in list.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(key) = temporary_key(&name) else { continue };
+        let lock = dir.join(format!("{key}.lock"));
+        // A temporary is written only under its entry's lock, so none without a lock file is
+        // being written.
+        let free = !lock.exists() || open_lock(&lock).is_ok_and(|f| f.try_lock().is_ok());
+        if free {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }

@@ -156,8 +156,9 @@ pub struct Dataset {
     /// Data files in the directory whose names do not match the run pattern (a data
     /// extension in another case, `.NPY`, included).
     pub ignored: Vec<PathBuf>,
-    /// Entries named like runs (or `parcels.tsv`) that are not readable files, with why: a
-    /// dangling symbolic link, one that cannot be followed (a loop), a directory.
+    /// Entries named like runs, sidecars (or `parcels.tsv`) that are not readable files, with
+    /// why: a dangling symbolic link, one that cannot be followed (a loop), a directory, a
+    /// device; and gzip-compressed run files, which are not read.
     pub skipped: Vec<(PathBuf, String)>,
     /// Warnings (zero-variance parcels), one per parcel.
     pub warnings: Vec<String>,
@@ -198,7 +199,7 @@ impl Dataset {
     /// warning (`warning: ...`), then the data files not named like runs (`note: ignored N
     /// file(s) not named like runs: a, b`, with a hint when one's extension is in another case),
     /// then the entries named like runs that cannot be read (`note: skipped N entries named like
-    /// runs or parcels.tsv that cannot be read: a (a directory), b (a dangling symbolic link)`).
+    /// runs, sidecars or parcels.tsv that cannot be read: a (a directory), b (a dangling symbolic link)`).
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.warnings.iter().map(|w| format!("warning: {w}")).collect();
         if !self.ignored.is_empty() {
@@ -231,7 +232,7 @@ impl Dataset {
         if !self.skipped.is_empty() {
             let entries: Vec<String> = self.skipped.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
             notes.push(format!(
-                "note: skipped {} {} named like runs or parcels.tsv that cannot be read: {}",
+                "note: skipped {} {} named like runs, sidecars or parcels.tsv that cannot be read: {}",
                 entries.len(),
                 if entries.len() == 1 { "entry" } else { "entries" },
                 entries.join(", ")
@@ -265,11 +266,16 @@ impl Dataset {
             });
         }
         let found = pick(disc.runs, sel, dir)?;
+        if let Some(cache) = &sel.cache {
+            crate::cache::sweep(cache);
+        }
         let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
         for f in &found {
-            if let Some(other) = seen.insert(f.id.clone(), f.path.clone()) {
+            // `run-01` and `run-1` are one run (BIDS: the run index is a number).
+            let same = f.id.normalized();
+            if let Some(other) = seen.insert(same.clone(), f.path.clone()) {
                 let (a, b) = if other < f.path { (f.path.clone(), other) } else { (other, f.path.clone()) };
-                return Err(DataError::DuplicateRun { path: a, other: b, entities: f.id.to_string() });
+                return Err(DataError::DuplicateRun { path: a, other: b, entities: same.to_string() });
             }
         }
         let mut raws = Vec::new();
@@ -297,7 +303,9 @@ impl Dataset {
             }
             raws.push((f.id, f.path, raw, (tr, stamp)));
         }
-        let tr = common_tr(&raws.iter().map(|(_, p, _, t)| (p.clone(), t.0.clone())).collect::<Vec<_>>(), sel)?;
+        let trs: Vec<(PathBuf, Option<Tr>)> = raws.iter().map(|(_, p, _, t)| (p.clone(), t.0.clone())).collect();
+        let tr = common_tr(&trs, sel)?;
+        reader_notes.extend(untimed_note(&trs));
         let (parcel_names, centroids) = check_parcels(&raws, disc.parcels.as_deref())?;
         let p = raws[0].2.parcels();
         let trs: Vec<(Option<Tr>, FileStamp)> = raws.iter().map(|r| r.3.clone()).collect();
@@ -307,6 +315,7 @@ impl Dataset {
             (r.tr, r.file) = (t, Some(stamp));
         }
         ds.tr = tr;
+        ds.warnings.extend(unusual_trs(&ds.runs));
         ds.ignored = disc.ignored;
         ds.skipped = disc.skipped;
         ds.tables = disc.tables;
@@ -345,8 +354,11 @@ impl Dataset {
                         })?;
                         (raw.n_tr, Values::Memory(data), stats)
                     }
-                    Loaded::Disk(d, _) => {
-                        let stats = d.stats()?;
+                    Loaded::Disk(d, _, known) => {
+                        let stats = match known {
+                            Some(s) => s,
+                            None => d.stats()?,
+                        };
                         (d.n_tr, Values::Disk(d), stats)
                     }
                 };
@@ -476,29 +488,30 @@ impl Dataset {
 /// A run as loaded: its values read, or a `.npy` file that stays on disk.
 enum Loaded {
     Raw(crate::read::RawRun),
-    /// A run on disk, with the parcel names its source gave (a cached conversion).
-    Disk(DiskRun, Option<Vec<String>>),
+    /// A run on disk, with the parcel names its source gave (a cached conversion) and its
+    /// statistics when they were computed already (the cache's check of an entry).
+    Disk(DiskRun, Option<Vec<String>>, Option<Vec<ParcelStats>>),
 }
 
 impl Loaded {
     fn parcels(&self) -> usize {
         match self {
             Loaded::Raw(r) => r.parcels,
-            Loaded::Disk(d, _) => d.parcels,
+            Loaded::Disk(d, ..) => d.parcels,
         }
     }
 
     fn n_tr(&self) -> usize {
         match self {
             Loaded::Raw(r) => r.n_tr,
-            Loaded::Disk(d, _) => d.n_tr,
+            Loaded::Disk(d, ..) => d.n_tr,
         }
     }
 
     fn names(&self) -> Option<&Vec<String>> {
         match self {
             Loaded::Raw(r) => r.names.as_ref(),
-            Loaded::Disk(_, names) => names.as_ref(),
+            Loaded::Disk(_, names, _) => names.as_ref(),
         }
     }
 }
@@ -540,9 +553,11 @@ fn load_run(
     }
     let dense = if f.ext == "dtseries.nii" { sel.parcellation.as_deref() } else { None };
     let slot = crate::cache::Slot::new(dir, &f.path, stamp, dense)?;
+    // Held until the entry is found or written: a concurrent loader waits, then reuses it.
+    let _lock = slot.lock()?;
     if let Some(c) = slot.lookup() {
         count.reused += 1;
-        return Ok((Loaded::Disk(c.disk, c.names), c.tr_seconds, c.notes));
+        return Ok((Loaded::Disk(c.disk, c.names, Some(c.stats)), c.tr_seconds, c.notes));
     }
     let (loaded, tr_seconds, notes) = read_run(f, stamp, sel)?;
     let Loaded::Raw(raw) = loaded else { return Ok((loaded, tr_seconds, notes)) };
@@ -550,7 +565,7 @@ fn load_run(
     Ok(match slot.store(&conv)? {
         Some(c) => {
             count.converted += 1;
-            (Loaded::Disk(c.disk, c.names), c.tr_seconds, c.notes)
+            (Loaded::Disk(c.disk, c.names, Some(c.stats)), c.tr_seconds, c.notes)
         }
         None => (Loaded::Raw(conv.raw), conv.tr_seconds, conv.notes),
     })
@@ -566,7 +581,7 @@ fn read_run(f: &RunFile, stamp: FileStamp, sel: &Selection) -> Result<(Loaded, O
         "npy" => match npy_layout(&f.path)? {
             Some((offset, elem, n_tr, parcels)) => {
                 let disk = DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp };
-                (Loaded::Disk(disk, None), None, Vec::new())
+                (Loaded::Disk(disk, None, None), None, Vec::new())
             }
             None => (Loaded::Raw(read_npy(&f.path)?), None, Vec::new()),
         },
@@ -598,7 +613,18 @@ fn run_tr(
     sel: &Selection,
 ) -> Result<Option<Tr>, DataError> {
     let read = match file_tr {
-        Some(s) => Some(Tr { seconds: s, source: "CIFTI series step".into() }),
+        Some(s) => {
+            if let Some(why) = crate::select::tr_problem(s) {
+                return Err(DataError::Select {
+                    reason: format!(
+                        "{}: its CIFTI series step {} s {why}",
+                        f.path.display(),
+                        crate::window::seconds_text(s)
+                    ),
+                });
+            }
+            Some(Tr { seconds: s, source: "CIFTI series step".into() })
+        }
         None => {
             sidecar_tr(f, sidecars, root)?.map(|(s, p)| Tr { seconds: s, source: format!("sidecar {}", p.display()) })
         }
@@ -606,10 +632,11 @@ fn run_tr(
     match (read, sel.tr) {
         (Some(t), Some(want)) if t.seconds != want => Err(DataError::Select {
             reason: format!(
-                "{}: its TR is {} s ({}), but data.tr (--tr) is {want} s",
+                "{}: its TR is {} s ({}), but data.tr (--tr) is {} s",
                 f.path.display(),
-                t.seconds,
-                t.source
+                crate::window::seconds_text(t.seconds),
+                t.source,
+                crate::window::seconds_text(want)
             ),
         }),
         (Some(t), _) => Ok(Some(t)),
@@ -618,23 +645,62 @@ fn run_tr(
     }
 }
 
-/// The TR every run shares; an error naming two runs whose TRs differ, unless allowed.
+/// The TR every run shares; an error naming two runs whose TRs differ, or a run without a TR
+/// among runs with one, unless allowed.
 fn common_tr(trs: &[(PathBuf, Option<Tr>)], sel: &Selection) -> Result<Option<f64>, DataError> {
     let known: Vec<(&PathBuf, f64)> = trs.iter().filter_map(|(p, t)| t.as_ref().map(|t| (p, t.seconds))).collect();
     let Some(&(first, tr)) = known.first() else { return Ok(None) };
-    match known.iter().find(|(_, t)| *t != tr) {
-        Some((other, t)) if !sel.allow_mixed_tr => Err(DataError::Select {
+    let untimed = trs.iter().find(|(_, t)| t.is_none()).map(|(p, _)| p);
+    match (known.iter().find(|(_, t)| *t != tr), untimed) {
+        (Some((other, t)), _) if !sel.allow_mixed_tr => Err(DataError::Select {
             reason: format!(
-                "runs with different TRs: {} has {tr} s, {} has {t} s; set data.allow_mixed_tr (--allow-mixed-tr) to \
+                "runs with different TRs: {} has {} s, {} has {} s; set data.allow_mixed_tr (--allow-mixed-tr) to \
                  train on both",
                 first.display(),
+                crate::window::seconds_text(tr),
+                other.display(),
+                crate::window::seconds_text(*t)
+            ),
+        }),
+        (None, Some(other)) if !sel.allow_mixed_tr => Err(DataError::Select {
+            reason: format!(
+                "runs with and without a TR: {} has {} s, {} has none (no CIFTI series step, sidecar or --tr); give \
+                 data.tr (--tr), or set data.allow_mixed_tr (--allow-mixed-tr) to train on both",
+                first.display(),
+                crate::window::seconds_text(tr),
                 other.display()
             ),
         }),
-        Some(_) => Ok(None),
-        None if known.len() == trs.len() => Ok(Some(tr)),
-        None => Ok(None),
+        (None, None) => Ok(Some(tr)),
+        _ => Ok(None),
     }
+}
+
+/// One warning per distinct TR outside [`crate::select::TR_USUAL`], naming where the first run
+/// with it read it.
+fn unusual_trs(runs: &[Run]) -> Vec<String> {
+    let mut seen: Vec<u64> = Vec::new();
+    let mut out = Vec::new();
+    for t in runs.iter().filter_map(|r| r.tr.as_ref()) {
+        if seen.contains(&t.seconds.to_bits()) {
+            continue;
+        }
+        seen.push(t.seconds.to_bits());
+        out.extend(crate::select::unusual_tr(t.seconds, &t.source));
+    }
+    out
+}
+
+/// The note naming the runs without a TR when others have one (a load that allows mixed TRs).
+fn untimed_note(trs: &[(PathBuf, Option<Tr>)]) -> Option<String> {
+    let untimed: Vec<String> = trs.iter().filter(|(_, t)| t.is_none()).map(|(p, _)| p.display().to_string()).collect();
+    (!untimed.is_empty() && untimed.len() < trs.len()).then(|| {
+        format!(
+            "{} run(s) have no TR: {}; their horizons are in TRs only (give data.tr, --tr)",
+            untimed.len(),
+            untimed.join(", ")
+        )
+    })
 }
 
 /// Checks the parcel count and names of every run against the first (and the first named)
@@ -806,7 +872,7 @@ mod tests {
             )
         );
         let want = format!(
-            "note: skipped 4 entries named like runs or parcels.tsv that cannot be read: {} (a directory), {} (a \
+            "note: skipped 4 entries named like runs, sidecars or parcels.tsv that cannot be read: {} (a directory), {} (a \
              dangling symbolic link), {} (a symbolic link that cannot be followed: ",
             p.join("parcels.tsv").display(),
             p.join("sub-02_run-1.tsv").display(),

@@ -3,7 +3,8 @@
 //! sorted into runs, recognised tables that sit beside the series and are not runs (coverage,
 //! design, motion, outliers, connectivity matrices, ...), JSON sidecars (for the TR), data
 //! files not named like runs (ignored, and listed) and entries that cannot be read (skipped,
-//! and listed).
+//! and listed: run files, sidecars and `parcels.tsv` that are not readable files, and
+//! gzip-compressed run files, `*.ptseries.nii.gz`, which are not read).
 
 use crate::error::{io_err, DataError};
 use crate::names::{parse_bids_name, parse_sidecar_name, BidsName, RunId, RUN_EXTENSIONS};
@@ -110,7 +111,8 @@ fn searched(name: &str, depth: usize, parent: Option<&str>) -> bool {
 }
 
 /// Everything under `root` (see the module documentation), or an error for a root that is
-/// missing or not a directory, or a file whose subject differs from its `sub-*` directory's.
+/// missing or not a directory, or a file whose subject or session differs from its `sub-*` or
+/// `ses-*` directory's.
 pub(crate) fn discover(root: &Path) -> Result<Discovery, DataError> {
     if !root.exists() {
         return Err(DataError::MissingDir { path: root.to_path_buf() });
@@ -119,7 +121,7 @@ pub(crate) fn discover(root: &Path) -> Result<Discovery, DataError> {
         return Err(DataError::NotADir { path: root.to_path_buf() });
     }
     let mut out = Discovery::default();
-    visit(root, 0, None, None, &mut out)?;
+    visit(root, 0, None, Scope::default(), &mut out)?;
     out.runs.sort_by(|a, b| a.path.cmp(&b.path));
     for v in [&mut out.tables, &mut out.ignored] {
         v.sort();
@@ -129,13 +131,20 @@ pub(crate) fn discover(root: &Path) -> Result<Discovery, DataError> {
     Ok(out)
 }
 
-/// One directory: its files, then the searched subdirectories. `subject` is the label of the
-/// `sub-*` directory above, if any.
+/// The labels of the `sub-*` and `ses-*` directories above a file, if any: the file's name
+/// must agree with them.
+#[derive(Copy, Clone, Default)]
+struct Scope<'a> {
+    subject: Option<&'a str>,
+    session: Option<&'a str>,
+}
+
+/// One directory: its files, then the searched subdirectories.
 fn visit(
     dir: &Path,
     depth: usize,
     parent: Option<&str>,
-    subject: Option<&str>,
+    scope: Scope<'_>,
     out: &mut Discovery,
 ) -> Result<(), DataError> {
     let mut subdirs = Vec::new();
@@ -155,18 +164,21 @@ fn visit(
             subdirs.push((name, path));
             continue;
         }
-        file(&name, path, depth, subject, out)?;
+        file(&name, path, depth, scope, out)?;
     }
     subdirs.sort();
     for (name, path) in subdirs {
-        let sub = name.strip_prefix("sub-").or(subject);
-        visit(&path, depth + 1, Some(&name), sub, out)?;
+        let inner = Scope {
+            subject: name.strip_prefix("sub-").or(scope.subject),
+            session: name.strip_prefix("ses-").or(scope.session),
+        };
+        visit(&path, depth + 1, Some(&name), inner, out)?;
     }
     Ok(())
 }
 
 /// Sorts one directory entry into `out`.
-fn file(name: &str, path: PathBuf, depth: usize, subject: Option<&str>, out: &mut Discovery) -> Result<(), DataError> {
+fn file(name: &str, path: PathBuf, depth: usize, scope: Scope<'_>, out: &mut Discovery) -> Result<(), DataError> {
     if depth == 0 && name == "parcels.tsv" {
         match readable_file(&path) {
             Ok(()) => out.parcels = Some(path),
@@ -175,9 +187,15 @@ fn file(name: &str, path: PathBuf, depth: usize, subject: Option<&str>, out: &mu
         return Ok(());
     }
     if let Some(b) = parse_sidecar_name(name) {
-        if readable_file(&path).is_ok() {
-            out.sidecars.push((path, b));
+        // One that cannot be read is listed: the runs it would have given a TR have none.
+        match readable_file(&path) {
+            Ok(()) => out.sidecars.push((path, b)),
+            Err(why) => out.skipped.push((path, why)),
         }
+        return Ok(());
+    }
+    if name.strip_suffix(".gz").and_then(crate::names::parse_run_name).is_some() {
+        out.skipped.push((path, "gzip-compressed: gunzip it to read it".into()));
         return Ok(());
     }
     let parsed = parse_bids_name(name);
@@ -193,9 +211,14 @@ fn file(name: &str, path: PathBuf, depth: usize, subject: Option<&str>, out: &mu
         return Ok(());
     }
     let id = b.run_id();
-    if let Some(s) = subject.filter(|s| *s != id.subject) {
+    if let Some(s) = scope.subject.filter(|s| *s != id.subject) {
         return Err(DataError::Select {
             reason: format!("{}: names subject {}, but lies in the directory of sub-{s}", path.display(), id.subject),
+        });
+    }
+    if let (Some(s), Some(named)) = (scope.session, id.session.as_deref().filter(|n| Some(*n) != scope.session)) {
+        return Err(DataError::Select {
+            reason: format!("{}: names session {named}, but lies in the directory of ses-{s}", path.display()),
         });
     }
     if is_table(&b) {

@@ -21,7 +21,7 @@ pub enum DataError {
     },
     /// No file matched the run pattern.
     #[error(
-        "no runs found in {} or its sub-*/[ses-*/]func/ folders: expected files named sub-<label>[_ses-<label>][_<key>-<value>...][_<suffix>].npy|.tsv|.csv{}{}",
+        "no runs found in {} or its sub-*/[ses-*/]func/ folders: expected files named sub-<label>[_ses-<label>][_<key>-<value>...][_<suffix>].npy|.tsv|.csv|.ptseries.nii|.dtseries.nii{}{}",
         dir.display(),
         if ignored.is_empty() { String::new() } else { format!(" (ignored: {})", ignored.join(", ")) },
         if skipped.is_empty() { String::new() } else { format!(" (cannot be read: {})", skipped.join("; ")) }

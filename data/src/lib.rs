@@ -29,7 +29,8 @@
 //! A flat directory, or the root of a BIDS derivatives tree whose runs lie under
 //! `sub-*/[ses-*/]func/` (`discover`), one file per run, named with BIDS entities:
 //! `sub-<label>[_ses-<label>][_<key>-<value>...][_<suffix>].<ext>` (a name without `run-` is
-//! run 1; `names`), where labels are ASCII letters and digits and `<ext>` is one of
+//! run 1; `names`), where labels are ASCII letters and digits (the run index digits only:
+//! `run-01` and `run-1` are one run) and `<ext>` is one of
 //!
 //! - `.npy`: a 2-D float32 or float64 array `(n_tr, P)` (C or Fortran order; little-endian C
 //!   order stays on disk and is read window by window, `store`);
@@ -107,5 +108,5 @@ pub use select::Selection;
 pub use split::{parse_subject_list, shuffle_indices, split, Split};
 pub use standardize::{constant_parcels, parcel_stats, parcel_stats_rows, standardize, NonFinite, ParcelStats};
 pub use store::{DiskElem, DiskRun};
-pub use window::{horizon_seconds, horizon_seconds_text, seconds_span_text, WindowRef, WindowSpec};
+pub use window::{horizon_seconds, horizon_seconds_text, seconds_span_text, seconds_text, WindowRef, WindowSpec};
 pub use write::{run_file_name, write_parcels, write_run, RunFormat};

@@ -50,6 +50,13 @@ impl fmt::Display for RunId {
 }
 
 impl RunId {
+    /// The identity with the run index as a number without leading zeros (`run-01` is
+    /// `run-1`): two files whose normalized identities agree are the same run.
+    pub fn normalized(&self) -> RunId {
+        let run = self.run.trim_start_matches('0');
+        RunId { run: if run.is_empty() { "0".into() } else { run.into() }, ..self.clone() }
+    }
+
     /// The value of the acquisition entity `key` (e.g. `task`), if the name has it.
     pub fn entity(&self, key: &str) -> Option<&str> {
         self.other.iter().find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('-')))
@@ -111,8 +118,8 @@ fn split_ext<'a>(name: &'a str, known: &[&str]) -> Option<(&'a str, String)> {
 }
 
 /// The entities, suffix and extension of a BIDS file name, or `None` when it does not start
-/// with `sub-<label>`, `ses` is not second, a part before `run` is not an entity, or an entity
-/// repeats.
+/// with `sub-<label>`, `ses` is not second, a part before `run` is not an entity, the run
+/// index is not a number, or an entity repeats.
 pub fn parse_bids_name(file_name: &str) -> Option<BidsName> {
     let (stem, ext) = split_ext(file_name, &RUN_EXTENSIONS)?;
     let mut entities: Vec<(String, String)> = Vec::new();
@@ -126,6 +133,8 @@ pub fn parse_bids_name(file_name: &str) -> Option<BidsName> {
                 let ok = match k {
                     "sub" => i == 0,
                     "ses" => i == 1,
+                    // BIDS: the run index is a non-negative integer.
+                    "run" => i > 0 && v.bytes().all(|b| b.is_ascii_digit()),
                     _ => i > 0,
                 };
                 if !ok || entities.iter().any(|(e, _)| e == k) {

@@ -17,7 +17,7 @@
 
 use crate::discover::RunFile;
 use crate::error::DataError;
-use crate::names::BidsName;
+use crate::names::{BidsName, RUN_EXTENSIONS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,6 +59,11 @@ struct Axis {
 /// The runs of `runs` that `sel` picks; an error lists what is there when the runs differ on
 /// an axis without a pick, or a pick matches nothing.
 pub(crate) fn pick(runs: Vec<RunFile>, sel: &Selection, root: &Path) -> Result<Vec<RunFile>, DataError> {
+    if let Some(f) = sel.format.as_deref().filter(|f| !RUN_EXTENSIONS.contains(f)) {
+        return Err(DataError::Select {
+            reason: format!("--format {f} is not a format read here: {}", RUN_EXTENSIONS.join(", ")),
+        });
+    }
     let axes = [
         Axis {
             what: "tasks",
@@ -114,6 +119,16 @@ pub(crate) fn pick(runs: Vec<RunFile>, sel: &Selection, root: &Path) -> Result<V
             }
             None => {}
         }
+    }
+    if let Some(f) = sel.format.as_deref().filter(|f| !runs.iter().any(|r| r.ext == *f)) {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for r in &runs {
+            *counts.entry(r.ext).or_default() += 1;
+        }
+        let listed: Vec<String> = counts.iter().map(|(e, n)| format!("{e} ({})", runs_word(*n))).collect();
+        return Err(DataError::Select {
+            reason: format!("--format {f} matches no run under {}; it holds {}", root.display(), listed.join(", ")),
+        });
     }
     one_format(runs, sel.format.as_deref())
 }
@@ -201,22 +216,59 @@ pub(crate) fn sidecar_tr(
         return Err(bad(format!("{len} bytes: a sidecar is at most {MAX_SIDECAR_BYTES}")));
     }
     let text = std::fs::read_to_string(path).map_err(crate::error::io_err(path))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    // Editors on Windows start UTF-8 files with a byte-order mark; JSON readers skip it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(bad("not a JSON object: a sidecar is {\"RepetitionTime\": <seconds>, ...}".into()));
+    }
     match v.get("RepetitionTime") {
         None => Ok(None),
         Some(t) => match t.as_f64() {
-            Some(tr) if tr.is_finite() && tr > 0.0 => Ok(Some((tr, path.to_path_buf()))),
+            Some(tr) if tr.is_finite() && tr > 0.0 => match tr_problem(tr) {
+                None => Ok(Some((tr, path.to_path_buf()))),
+                Some(why) => Err(bad(format!("RepetitionTime {}: {why}", crate::window::seconds_text(tr)))),
+            },
             _ => Err(bad(format!("RepetitionTime {t} is not a positive number of seconds"))),
         },
     }
 }
 
-/// Checks a TR given in the settings: finite and positive.
+/// The TRs read at all, in seconds: no BOLD acquisition samples faster than a millisecond or
+/// slower than an hour, and a value outside is a typo or a wrong unit (milliseconds).
+pub const TR_LIMITS: [f64; 2] = [1e-3, 3600.0];
+
+/// The TRs of BOLD acquisitions, in seconds; one outside is read with a warning
+/// ([`unusual_tr`]).
+pub const TR_USUAL: [f64; 2] = [0.1, 10.0];
+
+/// Why a TR of `t` seconds is not one, or `None`.
+pub(crate) fn tr_problem(t: f64) -> Option<String> {
+    let [lo, hi] = TR_LIMITS;
+    if !(t.is_finite() && t > 0.0) {
+        Some("must be a positive number of seconds".into())
+    } else if !(lo..=hi).contains(&t) {
+        Some(format!("must lie within {lo}-{hi} s (no BOLD acquisition samples faster or slower)"))
+    } else {
+        None
+    }
+}
+
+/// The warning for a TR outside [`TR_USUAL`] (`source` says where it was read), or `None`.
+pub fn unusual_tr(t: f64, source: &str) -> Option<String> {
+    let [lo, hi] = TR_USUAL;
+    (!(lo..=hi).contains(&t)).then(|| {
+        format!(
+            "a TR of {} s ({source}) is unusual for BOLD ({lo}-{hi} s): check its unit (seconds)",
+            crate::window::seconds_text(t)
+        )
+    })
+}
+
+/// Checks a TR given in the settings ([`tr_problem`]).
 pub(crate) fn check_tr(tr: Option<f64>) -> Result<(), DataError> {
-    match tr {
-        Some(t) if !(t.is_finite() && t > 0.0) => {
-            Err(DataError::config("data.tr", t, "must be a positive number of seconds"))
-        }
-        _ => Ok(()),
+    match tr.and_then(|t| tr_problem(t).map(|why| (t, why))) {
+        Some((t, why)) => Err(DataError::config("data.tr", crate::window::seconds_text(t), why)),
+        None => Ok(()),
     }
 }

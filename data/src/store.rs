@@ -105,18 +105,67 @@ impl DiskRun {
     }
 
     fn stats_within(&self, one_read: usize) -> Result<Vec<ParcelStats>, DataError> {
+        self.stats_hashed_within(one_read).map(|(stats, _)| stats)
+    }
+
+    /// [`DiskRun::stats`] and the [`ContentHash`] of the run's values, computed from the same
+    /// read (the conversion cache checks an entry's array by it at no extra read).
+    pub(crate) fn stats_hashed(&self) -> Result<(Vec<ParcelStats>, String), DataError> {
+        self.stats_hashed_within(ONE_READ_BYTES)
+    }
+
+    fn stats_hashed_within(&self, one_read: usize) -> Result<(Vec<ParcelStats>, String), DataError> {
         let (n, p) = (self.n_tr, self.parcels);
+        let mut h = ContentHash::new(n, p);
         let r = if n.saturating_mul(p).saturating_mul(8) <= one_read {
-            crate::standardize::parcel_stats(&self.raw_rows(0, n)?, n, p)
+            let raw = self.raw_rows(0, n)?;
+            h.feed(&raw);
+            crate::standardize::parcel_stats(&raw, n, p)
         } else {
-            let rows = |t0, t1| self.raw_rows(t0, t1).map(std::borrow::Cow::Owned);
+            // The first pass reads rows 0.. in order; the hash is fed by that pass only.
+            let mut passes = 0usize;
+            let rows = |t0: usize, t1| {
+                passes += usize::from(t0 == 0);
+                let raw = self.raw_rows(t0, t1)?;
+                if passes == 1 {
+                    h.feed(&raw);
+                }
+                Ok::<_, DataError>(std::borrow::Cow::Owned(raw))
+            };
             crate::standardize::parcel_stats_rows(n, p, STATS_CHUNK_ROWS, rows)?
         };
-        r.map_err(|e| DataError::Cell {
+        let stats = r.map_err(|e| DataError::Cell {
             path: self.path.clone(),
             location: format!("row {}, column {}", e.row, e.parcel + 1),
             reason: format!("non-finite value {}", e.value),
-        })
+        })?;
+        Ok((stats, h.hex()))
+    }
+}
+
+/// The content hash of a run's values: [`crate::hash::Fnv64`] of its shape, then of every
+/// value's f64 bits in row order. A float32 file and the float64 values it was written from
+/// hash alike, so an entry of the conversion cache records it from the values it writes.
+pub(crate) struct ContentHash(crate::hash::Fnv64);
+
+impl ContentHash {
+    /// A hash of `n` rows of `p` values, to be fed in row order.
+    pub(crate) fn new(n: usize, p: usize) -> Self {
+        let mut h = crate::hash::Fnv64::default();
+        h.count(n).count(p);
+        ContentHash(h)
+    }
+
+    /// Feeds the next values.
+    pub(crate) fn feed(&mut self, values: &[f64]) {
+        for v in values {
+            self.0.update(&v.to_bits().to_le_bytes());
+        }
+    }
+
+    /// The hash as 16 hex digits.
+    pub(crate) fn hex(&self) -> String {
+        self.0.hex()
     }
 }
 
@@ -161,6 +210,12 @@ mod tests {
         assert_eq!(once, streamed);
         assert_eq!(once, crate::standardize::parcel_stats(&x, n, p).unwrap());
         assert!(once.iter().all(|s| s.sd > 0.0));
+        // The content hash comes from either read, and is that of the values.
+        let mut want = ContentHash::new(n, p);
+        want.feed(&x);
+        let (a, b) = (run.stats_hashed_within(usize::MAX).unwrap(), run.stats_hashed_within(0).unwrap());
+        assert_eq!((&a.0, &a.1), (&once, &want.hex()));
+        assert_eq!(a, b);
         x[2100 * p + 1] = f64::NAN;
         crate::write::write_npy(&path, &[n, p], &x).unwrap();
         let run = DiskRun { stamp: FileStamp::of(&path).unwrap(), ..run };

@@ -62,9 +62,19 @@ pub fn horizon_seconds_text(h: usize, d_in: usize, tr: f64) -> String {
 /// A horizon's `[first, last]` lag in seconds as text: `0.8 s`, or `0.8-1.6 s`.
 pub fn seconds_span_text([a, b]: [f64; 2]) -> String {
     if a == b {
-        format!("{a} s")
+        format!("{} s", seconds_text(a))
     } else {
-        format!("{a}-{b} s")
+        format!("{}-{} s", seconds_text(a), seconds_text(b))
+    }
+}
+
+/// A number of seconds as text without a unit: as written (`0.72`, `3600`) between 1e-3 and
+/// 1e6, else in exponent form (`1e308`, `1e-300`), never hundreds of digits.
+pub fn seconds_text(s: f64) -> String {
+    if s == 0.0 || (1e-3..1e6).contains(&s.abs()) || !s.is_finite() {
+        format!("{s}")
+    } else {
+        format!("{s:e}")
     }
 }
 

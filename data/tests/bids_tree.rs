@@ -118,7 +118,103 @@ fn a_run_in_two_formats_takes_the_picked_one() {
     let e = Dataset::load_with(d.path(), &Selection { format: Some("npy".into()), ..Selection::default() })
         .unwrap_err()
         .to_string();
-    assert!(e.contains("--format npy: run sub-01_task-rest_run-1 comes only as csv, tsv"), "{e}");
+    assert!(e.contains("--format npy matches no run under") && e.contains("csv (1 run), tsv (1 run)"), "{e}");
+}
+
+/// An unknown `--format` is an error naming the formats read; a known one that matches no
+/// file is an error listing what the tree holds, never a silent load of the other format.
+#[test]
+fn a_format_must_be_known_and_match_a_file() {
+    let d = tempfile::tempdir().unwrap();
+    put_run(&d.path().join("sub-01_run-1_bold.tsv"), &run("01", 1, 30, 2));
+    put_run(&d.path().join("sub-02_run-1_bold.tsv"), &run("02", 2, 30, 2));
+    let format = |f: &str| Selection { format: Some(f.into()), ..Selection::default() };
+    let e = Dataset::load_with(d.path(), &format("xlsx")).unwrap_err().to_string();
+    assert!(e.contains("--format xlsx is not a format read here: ptseries.nii, dtseries.nii, npy, tsv, csv"), "{e}");
+    let e = Dataset::load_with(d.path(), &format("npy")).unwrap_err().to_string();
+    assert!(e.contains("--format npy matches no run under") && e.ends_with("it holds tsv (2 runs)"), "{e}");
+    assert_eq!(Dataset::load_with(d.path(), &format("tsv")).unwrap().runs.len(), 2);
+}
+
+/// Compressed run files are listed with what to do about them, and the error of a tree with
+/// nothing else names every format read.
+#[test]
+fn compressed_runs_are_listed_and_every_format_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    put_run(&d.path().join("sub-01_run-1_bold.tsv"), &run("01", 1, 30, 2));
+    put(&d.path().join("sub-02_run-1_bold.ptseries.nii.gz"), "gz");
+    put(&d.path().join("sub-03_run-1_bold.tsv.gz"), "gz");
+    let ds = Dataset::load(d.path()).unwrap();
+    assert_eq!(ds.runs.len(), 1);
+    let notes = ds.notes().join("\n");
+    let gz = |name: &str| format!("{} (gzip-compressed: gunzip it to read it)", d.path().join(name).display());
+    assert!(notes.contains(&gz("sub-02_run-1_bold.ptseries.nii.gz")), "{notes}");
+    assert!(notes.contains(&gz("sub-03_run-1_bold.tsv.gz")), "{notes}");
+    std::fs::remove_file(d.path().join("sub-01_run-1_bold.tsv")).unwrap();
+    let e = Dataset::load(d.path()).unwrap_err().to_string();
+    assert!(e.contains("].npy|.tsv|.csv|.ptseries.nii|.dtseries.nii (cannot be read: "), "{e}");
+    assert!(e.contains("sub-02_run-1_bold.ptseries.nii.gz, gzip-compressed: gunzip it to read it"), "{e}");
+}
+
+/// A sidecar that cannot be read is listed; a run without a TR among runs with one is the
+/// mixed-TR error naming it, unless `--tr` gives it; a sidecar that is not a JSON object names
+/// itself; a byte-order mark is read past.
+#[cfg(unix)]
+#[test]
+fn runs_without_a_tr_are_named() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    put_run(&root.join("sub-01/func/sub-01_task-rest_run-1_bold.tsv"), &run("01", 1, 30, 2));
+    put_run(&root.join("sub-02/func/sub-02_task-rest_run-1_bold.tsv"), &run("02", 2, 30, 2));
+    put(&root.join("sub-01/func/sub-01_task-rest_run-1_bold.json"), "\u{feff}{\"RepetitionTime\": 2.0}");
+    let e = Dataset::load(root).unwrap_err().to_string();
+    assert!(e.contains("runs with and without a TR"), "{e}");
+    assert!(e.contains("sub-02_task-rest_run-1_bold.tsv has none (no CIFTI series step, sidecar or --tr)"), "{e}");
+    assert!(e.contains("sub-01_task-rest_run-1_bold.tsv has 2 s"), "{e}");
+    let ds = Dataset::load_with(root, &Selection { tr: Some(2.0), ..Selection::default() }).unwrap();
+    assert_eq!(ds.tr, Some(2.0));
+    let ds = Dataset::load_with(root, &Selection { allow_mixed_tr: true, ..Selection::default() }).unwrap();
+    assert_eq!(ds.tr, None);
+    let notes = ds.notes().join("\n");
+    assert!(notes.contains("note: 1 run(s) have no TR: "), "{notes}");
+    // A sidecar that is a directory: listed, and the run has no TR.
+    std::fs::create_dir_all(root.join("sub-02/func/sub-02_task-rest_run-1_bold.json")).unwrap();
+    let e = Dataset::load(root).unwrap_err().to_string();
+    assert!(e.contains("sub-02_task-rest_run-1_bold.tsv has none"), "{e}");
+    let ds = Dataset::load_with(root, &Selection { tr: Some(2.0), ..Selection::default() }).unwrap();
+    let notes = ds.notes().join("\n");
+    assert!(notes.contains("sub-02_task-rest_run-1_bold.json (a directory)"), "{notes}");
+    std::fs::remove_dir(root.join("sub-02/func/sub-02_task-rest_run-1_bold.json")).unwrap();
+    // A link to a device, and a JSON array.
+    std::os::unix::fs::symlink("/dev/zero", root.join("sub-02/func/sub-02_task-rest_run-1_bold.json")).unwrap();
+    let ds = Dataset::load_with(root, &Selection { tr: Some(2.0), ..Selection::default() }).unwrap();
+    let notes = ds.notes().join("\n");
+    assert!(notes.contains("sub-02_task-rest_run-1_bold.json (not a regular file)"), "{notes}");
+    std::fs::remove_file(root.join("sub-02/func/sub-02_task-rest_run-1_bold.json")).unwrap();
+    put(&root.join("sub-02/func/sub-02_task-rest_run-1_bold.json"), "[2.0]");
+    let e = Dataset::load(root).unwrap_err().to_string();
+    assert!(e.contains("sub-02_task-rest_run-1_bold.json: not a JSON object"), "{e}");
+}
+
+/// A file naming another session than its `ses-*` folder is an error; `run-01` and `run-1`
+/// are one run; a run label that is not a number is not a run name (ignored, and listed).
+#[test]
+fn sessions_and_run_labels_follow_bids() {
+    let d = tempfile::tempdir().unwrap();
+    put_run(&d.path().join("sub-01/ses-1/func/sub-01_ses-2_task-rest_run-1_bold.tsv"), &run("01", 1, 30, 2));
+    let e = Dataset::load(d.path()).unwrap_err().to_string();
+    assert!(e.contains("names session 2, but lies in the directory of ses-1"), "{e}");
+    let d = tempfile::tempdir().unwrap();
+    put_run(&d.path().join("sub-01_run-01_bold.tsv"), &run("01", 1, 30, 2));
+    put_run(&d.path().join("sub-01_run-1_bold.tsv"), &run("01", 2, 30, 2));
+    let e = Dataset::load(d.path()).unwrap_err().to_string();
+    assert!(e.contains("are the same run (sub-01_run-1)"), "{e}");
+    let d = tempfile::tempdir().unwrap();
+    put_run(&d.path().join("sub-01_run-1_bold.tsv"), &run("01", 1, 30, 2));
+    put_run(&d.path().join("sub-02_run-x_bold.tsv"), &run("02", 2, 30, 2));
+    let ds = Dataset::load(d.path()).unwrap();
+    assert_eq!(ds.runs.len(), 1);
+    assert_eq!(ds.ignored, [d.path().join("sub-02_run-x_bold.tsv")]);
 }
 
 #[test]
@@ -166,4 +262,31 @@ fn a_file_in_another_subjects_folder_is_an_error() {
     put_run(&d.path().join("sub-01/func/sub-02_task-rest_run-1_bold.tsv"), &run("02", 1, 30, 2));
     let e = Dataset::load(d.path()).unwrap_err().to_string();
     assert!(e.contains("names subject 02, but lies in the directory of sub-01"), "{e}");
+}
+
+/// TRs no BOLD acquisition has are refused with the value in exponent form (never hundreds of
+/// digits, never an infinite horizon); a TR outside the usual range is read with a warning.
+#[test]
+fn trs_outside_what_bold_acquires_are_refused_or_warned() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    put_run(&root.join("sub-01_task-rest_run-1_bold.tsv"), &run("01", 1, 30, 2));
+    let tr = |t: f64| Selection { tr: Some(t), ..Selection::default() };
+    let e = Dataset::load_with(root, &tr(1e308)).unwrap_err().to_string();
+    assert!(e.contains("data.tr") && e.contains("1e308") && e.contains("must lie within 0.001-3600 s"), "{e}");
+    assert!(e.len() < 200, "{e}");
+    let e = Dataset::load_with(root, &tr(1e-300)).unwrap_err().to_string();
+    assert!(e.contains("1e-300") && e.contains("must lie within"), "{e}");
+    let ds = Dataset::load_with(root, &tr(800.0)).unwrap();
+    assert_eq!(ds.tr, Some(800.0));
+    assert_eq!(
+        ds.warnings,
+        ["a TR of 800 s (data.tr) is unusual for BOLD (0.1-10 s): check its unit (seconds)".to_string()]
+    );
+    assert_eq!(boldcast_data::horizon_seconds_text(2, 1, 3600.0), "7200 s");
+    put(&root.join("task-rest_bold.json"), "{\"RepetitionTime\": 1e308}");
+    let e = Dataset::load(root).unwrap_err().to_string();
+    assert!(e.contains("task-rest_bold.json: RepetitionTime 1e308: must lie within"), "{e}");
+    put(&root.join("task-rest_bold.json"), "{\"RepetitionTime\": 0.8}");
+    assert!(Dataset::load(root).unwrap().warnings.is_empty());
 }

@@ -127,7 +127,90 @@ fn a_non_finite_value_is_not_cached_and_its_error_names_the_source() {
     assert!(!cache.exists() || entries(&cache, "npy").is_empty(), "nothing cached");
     // A cache path that is a file is an error naming it.
     std::fs::write(data.join("sub-01_bold.tsv"), "a\tb\n1\t2\n3\t4\n5\t6\n").unwrap();
-    std::fs::write(&cache, "x").unwrap();
-    let e = Dataset::load_with(&data, &with_cache(&cache)).unwrap_err().to_string();
-    assert!(e.contains(&cache.display().to_string()), "{e}");
+    let file = d.path().join("cache-file");
+    std::fs::write(&file, "x").unwrap();
+    let e = Dataset::load_with(&data, &with_cache(&file)).unwrap_err().to_string();
+    assert!(e.contains(&file.display().to_string()), "{e}");
+}
+
+/// An entry's array changed behind the cache (rows zeroed in place, or another entry's array
+/// copied over it, both the same size) is converted again, never reused as numbers.
+#[test]
+fn an_entry_whose_array_was_changed_is_converted_again() {
+    let d = tempfile::tempdir().unwrap();
+    let (data, cache) = (d.path().join("data"), d.path().join("cache"));
+    text_dataset(&data);
+    let mem = Dataset::load(&data).unwrap();
+    Dataset::load_with(&data, &with_cache(&cache)).unwrap();
+    let npys = entries(&cache, "npy");
+    // Rows 10..20 zeroed in place: same size, same header.
+    let mut bytes = std::fs::read(&npys[0]).unwrap();
+    let row = 4 * 8;
+    bytes[128 + 10 * row..128 + 20 * row].fill(0);
+    std::fs::write(&npys[0], &bytes).unwrap();
+    let zeroed = Dataset::load_with(&data, &with_cache(&cache)).unwrap();
+    assert_eq!(cache_note(&zeroed), format!("cache {}: 1 run(s) converted to .npy, 2 reused", cache.display()));
+    assert_eq!(bits(&zeroed), bits(&mem));
+    // Another entry's array over this one.
+    std::fs::copy(&npys[1], &npys[2]).unwrap();
+    let copied = Dataset::load_with(&data, &with_cache(&cache)).unwrap();
+    assert_eq!(cache_note(&copied), format!("cache {}: 1 run(s) converted to .npy, 2 reused", cache.display()));
+    assert_eq!(bits(&copied), bits(&mem));
+    assert_eq!(copied.fingerprint(&[0, 1, 2]).unwrap(), mem.fingerprint(&[0, 1, 2]).unwrap());
+}
+
+/// Loaders filling one new cache at the same time (a Slurm array over one `--cache`) all
+/// succeed with the bits of the runs in memory, round after round.
+#[test]
+fn concurrent_loaders_fill_one_new_cache() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    text_dataset(&data);
+    let want = bits(&Dataset::load(&data).unwrap());
+    for round in 0..12 {
+        let cache = d.path().join(format!("cache-{round}"));
+        let loaders: Vec<_> = (0..3)
+            .map(|_| {
+                let (data, cache) = (data.clone(), cache.clone());
+                std::thread::spawn(move || {
+                    let ds = Dataset::load_with(&data, &with_cache(&cache)).map_err(|e| e.to_string())?;
+                    // Every row read after the others finished writing.
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    ds.runs.iter().try_for_each(|r| r.to_vec().map(drop)).map_err(|e| e.to_string())?;
+                    Ok::<_, String>(bits(&ds))
+                })
+            })
+            .collect();
+        for l in loaders {
+            let got = l.join().unwrap().unwrap_or_else(|e| panic!("round {round}: {e}"));
+            assert_eq!(got, want, "round {round}");
+        }
+        assert_eq!((entries(&cache, "npy").len(), entries(&cache, "json").len()), (3, 3), "round {round}");
+    }
+}
+
+/// Temporaries left by a conversion that was killed (`.<key>.npy.tmp-<pid>`) are removed by
+/// the next load that uses the cache; the entries stay.
+#[test]
+fn a_killed_conversion_leaves_no_temporary_after_the_next_load() {
+    let d = tempfile::tempdir().unwrap();
+    let (data, cache) = (d.path().join("data"), d.path().join("cache"));
+    text_dataset(&data);
+    Dataset::load_with(&data, &with_cache(&cache)).unwrap();
+    let key = entries(&cache, "npy")[0].file_stem().unwrap().to_string_lossy().into_owned();
+    let stale = [
+        cache.join(format!(".{key}.npy.tmp-4194301")),
+        cache.join(format!(".{key}.json.tmp-4194302")),
+        cache.join(".0123456789abcdef.npy.tmp-4194303"),
+    ];
+    for s in &stale {
+        std::fs::write(s, b"half a conversion").unwrap();
+    }
+    std::fs::write(cache.join("notes.txt"), b"not the cache's").unwrap();
+    let ds = Dataset::load_with(&data, &with_cache(&cache)).unwrap();
+    assert_eq!(cache_note(&ds), format!("cache {}: 0 run(s) converted to .npy, 3 reused", cache.display()));
+    for s in &stale {
+        assert!(!s.exists(), "{} is left", s.display());
+    }
+    assert!(cache.join("notes.txt").exists(), "only the cache's temporaries are removed");
 }

@@ -336,3 +336,84 @@ fn a_label_value_that_is_not_a_key_is_an_error_naming_the_grayordinate() {
     assert_eq!(bits(&column), bits(&expected));
     assert_eq!(column[0].to_bits(), 0.0f64.to_bits());
 }
+
+/// Files whose intent nibabel left unset (3000, ConnUnknown: what `Cifti2Image(...)
+/// .to_filename(...)` writes) are read by their index maps, with one note; the same values
+/// with the intent set read the same bits. A file whose maps contradict its name is refused.
+#[test]
+fn files_with_the_intent_unset_are_read_by_their_maps() {
+    let unset = ptseries(&fixture("unset.ptseries.nii")).unwrap_or_else(|e| panic!("{e}"));
+    assert_same_series(&unset, "unset.ptseries.nii", "unset.ptseries.nii");
+    let set = ptseries(&fixture("set.ptseries.nii")).unwrap();
+    assert_eq!((bits(&set.data), &set.names, set.tr_seconds), (bits(&unset.data), &unset.names, unset.tr_seconds));
+    assert!(set.notes.is_empty(), "{:?}", set.notes);
+    assert_eq!(
+        unset.notes,
+        ["CIFTI files with intent 3000 (ConnUnknown, what nibabel writes when the intent is not set) were read by \
+          their index maps"]
+    );
+    let got = parcellate_dtseries(&fixture("unset.dtseries.nii"), &fixture("unset.dlabel.nii")).unwrap();
+    assert_same_series(&got, "unset.parcellated", "unset.parcellated");
+    assert_eq!(got.notes.iter().filter(|n| n.contains("intent 3000")).count(), 1, "{:?}", got.notes);
+    let e = ptseries(&fixture("unset-dense.ptseries.nii")).unwrap_err().to_string();
+    assert!(
+        e.ends_with(
+            "unset-dense.ptseries.nii: intent 3000 (ConnUnknown, a .nii), and its maps are CIFTI_INDEX_TYPE_SERIES x \
+             CIFTI_INDEX_TYPE_BRAIN_MODELS, not the CIFTI_INDEX_TYPE_SERIES x CIFTI_INDEX_TYPE_PARCELS of a \
+             3004 (ConnParcelSries, a .ptseries.nii)"
+        ),
+        "{e}"
+    );
+    // Through the loader: one note for the data set.
+    let d = tempfile::tempdir().unwrap();
+    for s in ["01", "02"] {
+        std::fs::copy(fixture("unset.ptseries.nii"), d.path().join(format!("sub-{s}_run-1_bold.ptseries.nii")))
+            .unwrap();
+    }
+    let ds = boldcast_data::Dataset::load(d.path()).unwrap();
+    assert_eq!(ds.notes().iter().filter(|n| n.contains("intent 3000")).count(), 1, "{:?}", ds.notes());
+}
+
+/// The fixture label file with `extra` labels (keys 1000.., named `L<key>`) that no
+/// grayordinate holds added to its table: the XML extension rebuilt, `vox_offset` moved.
+fn dlabel_with_labels(extra: usize) -> Vec<u8> {
+    let b = std::fs::read(fixture("atlas.dlabel.nii")).unwrap();
+    let vox = i64::from_le_bytes(b[168..176].try_into().unwrap()) as usize;
+    let esize = i32::from_le_bytes(b[544..548].try_into().unwrap()) as usize;
+    assert_eq!(544 + esize, vox, "one extension");
+    let xml = String::from_utf8(b[552..vox].to_vec()).unwrap();
+    let xml = xml.trim_end_matches('\0');
+    let labels: String = (1000..1000 + extra)
+        .map(|k| format!("<Label Key=\"{k}\" Red=\"0\" Green=\"0\" Blue=\"0\" Alpha=\"1\">L{k}</Label>"))
+        .collect();
+    let mut content = xml.replacen("</LabelTable>", &format!("{labels}</LabelTable>"), 1).into_bytes();
+    while (content.len() + 8) % 16 != 0 {
+        content.push(0);
+    }
+    let mut out = b[..544].to_vec();
+    out[168..176].copy_from_slice(&((552 + content.len()) as i64).to_le_bytes());
+    out.extend_from_slice(&((content.len() + 8) as i32).to_le_bytes());
+    out.extend_from_slice(&32i32.to_le_bytes());
+    out.extend_from_slice(&content);
+    out.extend_from_slice(&b[vox..]);
+    out
+}
+
+/// A label table of 100,000 labels that no grayordinate holds is read in linear time, and the
+/// labels left out are one note (a count and the first few), not one each.
+#[test]
+fn many_labels_without_grayordinates_are_linear_and_one_note() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("many.dlabel.nii");
+    std::fs::write(&path, dlabel_with_labels(100_000)).unwrap();
+    let t = std::time::Instant::now();
+    let got = parcellate_dtseries(&fixture("sub-01_run-1.dtseries.nii"), &path).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    assert_same_series(&got, "sub-01_run-1.parcellated", "sub-01_run-1.parcellated");
+    assert_eq!(
+        got.notes,
+        ["100001 labels hold no grayordinate and are left out: 7 (Unused), 1000 (L1000), 1001 (L1001), 1002 \
+          (L1002), 1003 (L1003), 1004 (L1004), 1005 (L1005), 1006 (L1006), 1007 (L1007), 1008 (L1008), ..."]
+    );
+    assert!(secs < 20.0, "{secs} s for 100,000 labels");
+}

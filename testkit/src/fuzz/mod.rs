@@ -12,7 +12,9 @@
 //! - [`targets`]: the targets of the data crate (`.npy`, `.tsv`, `.csv`, `parcels.tsv`,
 //!   safetensors, the CIFTI-2 `.ptseries.nii`, `.dtseries.nii` and `.dlabel.nii`) and of the
 //!   golden cases (`config.json`, `inputs.safetensors`), with their seeds
-//!   ([`targets::data_targets`]).
+//!   ([`targets::data_targets`]);
+//! - [`reader_targets`]: label tables at scale (a recipe of up to 50,000 labels: the CIFTI
+//!   reader must stay linear) and the `--format` pick ([`reader_targets::reader_targets`]).
 //!
 //! The harnesses are `testkit/tests/fuzz` (these targets and those of the training crate:
 //! run TOML, `state.json`, checkpoints) and `cli/tests/fuzz_config.rs` (the `--config` layers);
@@ -21,6 +23,7 @@
 mod alloc;
 pub mod check;
 pub mod mutate;
+pub mod reader_targets;
 pub mod targets;
 
 pub use alloc::{installed, CountingAlloc, HARD_CAP_SLACK};

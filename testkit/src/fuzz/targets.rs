@@ -524,6 +524,7 @@ pub fn data_targets() -> Vec<Target> {
             seeds: vec![
                 Seed::new("bold.json", Format::Json, b"{\"RepetitionTime\": 0.72, \"TaskName\": \"rest\"}".to_vec()),
                 Seed::new("no-tr.json", Format::Json, b"{\"Sources\": [\"bids:raw:x\"], \"EchoTime\": 0.03}".to_vec()),
+                Seed::new("bom.json", Format::Json, b"\xef\xbb\xbf{\"RepetitionTime\": 2.0}".to_vec()),
             ],
             plan: Plan { random: 3000, max_structured: 1000, max_numbers: 500, ..Plan::default() },
             other_input: 1024,

@@ -6,7 +6,7 @@
 //!
 //! Targets: the data crate's (`.npy`, `.tsv`, `.csv`, `parcels.tsv`, safetensors, CIFTI-2
 //! `.ptseries.nii`, `.dtseries.nii`, `.dlabel.nii`, a BIDS sidecar and file name, a conversion
-//! cache entry), the golden cases' (`config.json`,
+//! cache entry, label tables at scale, the `--format` pick), the golden cases' (`config.json`,
 //! `inputs.safetensors`) and the training crate's (a run's TOML,
 //! `state.json`, the configuration stored in it, `model.safetensors`,
 //! `optimizer.safetensors`, the `latest` pointer, a run directory's `.lock`) in
@@ -17,7 +17,7 @@
 
 mod train_targets;
 
-use boldcast_testkit::fuzz::{run_all, targets, CountingAlloc, Limits};
+use boldcast_testkit::fuzz::{reader_targets, run_all, targets, CountingAlloc, Limits};
 use std::process::ExitCode;
 
 #[global_allocator]
@@ -25,6 +25,7 @@ static ALLOC: CountingAlloc = CountingAlloc;
 
 fn main() -> ExitCode {
     let mut all = targets::data_targets();
+    all.extend(reader_targets::reader_targets());
     all.extend(train_targets::train_targets());
     let ok = run_all(&all, &Limits::default());
     targets::remove_scratch();

@@ -16,7 +16,12 @@
 //!   stored; so the values equal nibabel's float64 `get_fdata()` to the bit;
 //! - the header extensions up to `vox_offset`, of which exactly one has code 32;
 //! - an intent code of the CIFTI-2 range (3000 to 3012), and an XML whose maps agree with the
-//!   dims (a series' `NumberOfSeriesPoints`, the parcels, grayordinates or label maps).
+//!   dims (a series' `NumberOfSeriesPoints`, the parcels, grayordinates or label maps);
+//! - for a run, the intent of its kind (3004, 3002, 3007), or 3000 (ConnUnknown, what nibabel
+//!   writes when the intent is not set, as for most files made with `Cifti2Image`) when the
+//!   XML's maps are those of the kind (series x parcels, series x brain models, labels x brain
+//!   models), with a note; nibabel and Workbench read files by their maps too. Another intent,
+//!   or 3000 with other maps, is refused.
 //!
 //! # What is refused, and why
 //!
@@ -284,15 +289,57 @@ fn describe_intent(code: i32) -> String {
     }
 }
 
-/// Checks that `f` has intent `code` (named for a message).
-fn expect_intent(f: &CiftiFile, code: i32) -> Result<(), DataError> {
-    if f.intent() == code {
-        return Ok(());
+/// `NIFTI_INTENT_CONNECTIVITY_UNKNOWN`: what nibabel writes when the intent is not set.
+pub const INTENT_UNKNOWN: i32 = 3000;
+
+/// The note of a file of intent [`INTENT_UNKNOWN`] read by its maps (one sentence for all such
+/// files, so a data set of them gets one note).
+pub const UNKNOWN_INTENT_NOTE: &str = "CIFTI files with intent 3000 (ConnUnknown, what nibabel writes when the intent \
+                                       is not set) were read by their index maps";
+
+/// The index map kinds `(dimension 0, dimension 1)` of the files of intent `code` read here.
+fn maps_of(code: i32) -> Option<(&'static str, &'static str)> {
+    let (series, parcels, grays, labels) = (
+        "CIFTI_INDEX_TYPE_SERIES",
+        "CIFTI_INDEX_TYPE_PARCELS",
+        "CIFTI_INDEX_TYPE_BRAIN_MODELS",
+        "CIFTI_INDEX_TYPE_LABELS",
+    );
+    match code {
+        INTENT_PARCEL_SERIES => Some((series, parcels)),
+        INTENT_DENSE_SERIES => Some((series, grays)),
+        INTENT_DENSE_LABELS => Some((labels, grays)),
+        _ => None,
     }
-    Err(cifti_err(
-        &f.path,
-        format!("intent {}, but a {} is read here", describe_intent(f.intent()), describe_intent(code)),
-    ))
+}
+
+/// Checks that `f` has intent `code` (named for a message), or intent 3000 (ConnUnknown) with
+/// the index maps of `code`'s files (nibabel and Workbench read such files by their maps): then
+/// [`UNKNOWN_INTENT_NOTE`] is the note to give.
+fn expect_intent(f: &CiftiFile, code: i32) -> Result<Option<&'static str>, DataError> {
+    if f.intent() == code {
+        return Ok(None);
+    }
+    let maps = (f.xml.rows.kind(), f.xml.columns.kind());
+    match maps_of(code) {
+        Some(want) if f.intent() == INTENT_UNKNOWN && maps == want => Ok(Some(UNKNOWN_INTENT_NOTE)),
+        Some(want) if f.intent() == INTENT_UNKNOWN => Err(cifti_err(
+            &f.path,
+            format!(
+                "intent {}, and its maps are {} x {}, not the {} x {} of a {}",
+                describe_intent(f.intent()),
+                maps.0,
+                maps.1,
+                want.0,
+                want.1,
+                describe_intent(code)
+            ),
+        )),
+        _ => Err(cifti_err(
+            &f.path,
+            format!("intent {}, but a {} is read here", describe_intent(f.intent()), describe_intent(code)),
+        )),
+    }
 }
 
 /// The TR of a series map: `SeriesStep` in seconds, finite and positive.
@@ -325,7 +372,7 @@ fn check_finite(path: &Path, data: &[f64], names: &[String]) -> Result<(), DataE
 /// finite.
 pub(crate) fn read_ptseries(path: &Path) -> Result<CiftiRun, DataError> {
     let f = CiftiFile::open(path)?;
-    expect_intent(&f, INTENT_PARCEL_SERIES)?;
+    let note = expect_intent(&f, INTENT_PARCEL_SERIES)?;
     let tr = tr_of(path, &f.xml.rows)?;
     let IndexMap::Parcels(names) = &f.xml.columns else {
         return Err(cifti_err(path, format!("matrix dimension 1 is {}, not parcels", f.xml.columns.kind())));
@@ -333,7 +380,7 @@ pub(crate) fn read_ptseries(path: &Path) -> Result<CiftiRun, DataError> {
     let data = f.values()?;
     check_finite(path, &data, names)?;
     let raw = RawRun { n_tr: f.rows, parcels: f.columns, names: Some(names.clone()), data };
-    Ok(CiftiRun { raw, tr_seconds: Some(tr), notes: Vec::new() })
+    Ok(CiftiRun { raw, tr_seconds: Some(tr), notes: note.into_iter().map(String::from).collect() })
 }
 
 /// A parcel series as the loader reads it ([`ptseries`], [`parcellate_dtseries`]).

@@ -359,9 +359,11 @@ fn label_map(m: Node) -> Result<LabelMap, String> {
     let name = map_name(m)?;
     let table = one_child(m, "LabelTable")?.ok_or_else(|| format!("label map \"{name}\" has no <LabelTable>"))?;
     let mut labels: Vec<Label> = Vec::new();
+    // A set, not a scan of the labels so far: a table of 100,000 labels is read in linear time.
+    let mut keys = std::collections::HashSet::new();
     for l in children(table, "Label") {
         let key = number::<i64>(l, "Key")?;
-        if labels.iter().any(|o| o.key == key) {
+        if !keys.insert(key) {
             return Err(format!("label map \"{name}\": key {key} is in its label table twice"));
         }
         labels.push(Label { key, name: l.text().unwrap_or("").trim().to_string() });
