@@ -343,3 +343,22 @@ fn a_run_stores_its_data_directory_absolute() {
     let e = stderr(&o.unwrap());
     assert!(e.contains(&format!("looked for {}", elsewhere.path().join("nothere").display())), "{e}");
 }
+
+#[test]
+fn a_run_larger_than_the_address_space_limit_is_refused_clearly() {
+    // `ulimit -v` (RLIMIT_AS) of 1 GiB, far below this machine's memory: the estimate is
+    // compared with it, instead of the run aborting on a failed allocation.
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("big.toml");
+    std::fs::write(&cfg, "[model]\nd_model = 2048\n").unwrap();
+    let out = d.path().join("run");
+    let script =
+        format!("ulimit -v 1048576 && exec \"$0\" train --preset quick --config {} --out {}", s(&cfg), s(&out));
+    let o = std::process::Command::new("sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_bc-cli")])
+        .env("RAYON_NUM_THREADS", "2")
+        .output()
+        .unwrap();
+    assert_exit(&o, 2, &["would need about", "this machine has 1.0 GiB for this process (RLIMIT_AS, ulimit -v)"]);
+    assert!(!out.exists(), "nothing is written");
+}
