@@ -48,14 +48,15 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let cuda = cfg.as_ref().is_some_and(|c| Backend::from_name(&c.train.backend).is_ok_and(Backend::on_gpu));
             req.dist = from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
             // With --resume the backend is the one stored in the checkpoint's configuration.
-            let prep = abort_on_error(&req.dist, bc_cli::train::prepare_train(cfg, &req))?;
-            if let Some(done) = prep.completed() {
+            let launch = abort_on_error(&req.dist, bc_cli::train::launch(cfg, &req))?;
+            if let Some(done) = bc_cli::train::completed(&launch)? {
                 bc_cli::outln!("{done}");
                 return Ok(ExitCode::SUCCESS);
             }
-            let backend = Backend::from_name(prep.backend())?;
-            let precision = Precision::from_name(prep.precision())?;
-            let rep = abort_on_error(&req.dist, dispatch_in(backend, precision, Train(prep, &req)))?;
+            let backend = Backend::from_name(&launch.cfg.train.backend)?;
+            let precision = Precision::from_name(&launch.cfg.train.precision)?;
+            let dist = launch.dist.clone();
+            let rep = abort_on_error(&dist, dispatch_in(backend, precision, Train(launch)))?;
             Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(a) => {
@@ -139,12 +140,12 @@ impl Job for Overfit<'_> {
     }
 }
 
-struct Train<'a>(bc_cli::train::PreparedTrain, &'a bc_cli::train::TrainRequest);
+struct Train(boldcast_train::launch::Launch);
 
-impl Job for Train<'_> {
+impl Job for Train {
     type Output = bc_cli::train::TrainReport;
     fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::train::train_prepared(self.0, self.1, name, build)
+        bc_cli::train::train_launched(self.0, name, build)
     }
 }
 

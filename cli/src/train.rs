@@ -1,7 +1,8 @@
-//! `bc-cli train`: the flags and presets of a run, what it prints, its figure and its exit
-//! status, around the training library ([`boldcast_train::Run`], which documents the run
-//! itself: order, steps, validation, early stopping, best weights, checkpoints, resume,
-//! data-parallel sharding, the non-finite stop, red flags).
+//! `bc-cli train`: the flags of a run, what it prints and its exit status, around the
+//! training library ([`boldcast_train::launch::Launch`], which settles a fresh or resumed
+//! run, and [`boldcast_train::Run`], which documents the run itself: order, steps,
+//! validation, early stopping, best weights, checkpoints, resume, data-parallel sharding, the
+//! non-finite stop, red flags).
 //!
 //! - Data: `data.dir`, or the synthetic AR(1) fixture of `[data.synthetic]`, split by subject
 //!   ([`boldcast_train::data::TrainData::load`]).
@@ -19,13 +20,13 @@
 use crate::error::CliError;
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, DataParallel, Model, ModelConfig};
-use boldcast_train::checkpoint::{self as ck, Loaded};
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::TrainData;
+use boldcast_train::launch::{Launch, Start};
 use boldcast_train::presets::{Purpose, DEFAULT_PRESET};
-use boldcast_train::{Dist, Observer, RedFlag, Run, RunStart, StepRecord, StopReason, ValRecord};
+use boldcast_train::{Dist, Observer, RedFlag, RunStart, StepRecord, StopReason, ValRecord};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use boldcast_train::TrainReport;
 
@@ -153,141 +154,46 @@ pub struct TrainRequest {
     pub dist: Dist,
 }
 
-/// A train run whose configuration, output directory and checkpoint (with `--resume`) are
-/// settled, before the model is built: [`PreparedTrain::backend`] says which backend builds it.
-pub struct PreparedTrain {
-    cfg: RunConfig,
-    out: PathBuf,
-    loaded: Option<Loaded>,
-    resume: bool,
-    completed: Option<String>,
-}
-
-impl PreparedTrain {
-    /// `train.backend` of the run (for `--resume`, the one stored in the checkpoint).
-    pub fn backend(&self) -> &str {
-        &self.cfg.train.backend
-    }
-
-    /// `train.precision` of the run's configuration.
-    pub fn precision(&self) -> &str {
-        &self.cfg.train.precision
-    }
-
-    /// For `--resume` of a finished run that lacked something (a figure, a pruning): what was
-    /// done, in words; there is nothing left to train.
-    pub fn completed(&self) -> Option<&str> {
-        self.completed.as_deref()
-    }
-}
-
-/// `bc-cli train`: a fresh run from a resolved configuration in a new or empty output
-/// directory (the library writes its `config.resolved.toml`), or `--resume DIR` from its newest
-/// checkpoint with the configuration stored there (from step 0 when it has none). `build(model config, adjacency, seed)` makes the model on the
-/// backend `backend`, which must be the run's `train.backend`.
-pub fn train_command<M, F>(
-    cfg: Option<RunConfig>,
-    req: &TrainRequest,
-    backend: &str,
-    build: F,
-) -> Result<TrainReport, CliError>
-where
-    M: DataParallel<f32>,
-    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
-{
-    train_prepared(prepare_train(cfg, req)?, req, backend, build)
-}
-
-/// What a finished run of `dir` (newest checkpoint at `step`) lacked, given to it under its
-/// lock ([`boldcast_train::run_dir::complete_finished`]) and the loss-curve figure drawn when
-/// missing (a kill while it was drawn): one line per thing done.
-fn complete_finished(dir: &Path, step: u64) -> Result<Vec<String>, CliError> {
-    let c = boldcast_train::run_dir::complete_finished(dir, step)?;
-    let mut done = c.done;
-    let (png, svg) = (dir.join(boldcast_plot::RUN_FIGURE), dir.join(boldcast_plot::RUN_FIGURE_SVG));
-    if !png.is_file() || !svg.is_file() {
-        let summary = dir.join("summary.json");
-        let text = std::fs::read_to_string(&summary).map_err(CliError::io(&summary))?;
-        let floor = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["floor"]["value"].as_f64());
-        let floor = floor.ok_or_else(|| CliError::Msg(format!("{}: no number at floor.value", summary.display())))?;
-        boldcast_plot::run_figure(dir, Some(floor))?;
-        done.push(format!("drew {} and {}", png.display(), svg.display()));
-    }
-    drop(c.lock);
-    Ok(done)
-}
-
-/// `--resume DIR`: the newest checkpoint of `dir` and its stored configuration, or for a run
-/// stopped before its first checkpoint its `config.resolved.toml` (it starts again from step 0).
-fn prepare_resume(dir: &Path, req: &TrainRequest) -> Result<PreparedTrain, CliError> {
-    if req.dist.is_root() {
-        // An early answer when another process works there; the run itself takes the lock.
-        boldcast_train::run_dir::ensure_free(dir)?;
-    }
-    let point = ck::continue_point(dir).map_err(|e| match e {
-        e @ boldcast_train::TrainError::NotARunDir { .. } => CliError::Msg(format!("--resume {e}")),
-        e => e.into(),
-    })?;
-    for n in point.notes.iter().filter(|_| req.dist.is_root()) {
-        crate::errln!("{n}");
-    }
-    let cfg = point.cfg;
-    let Some(loaded) = point.checkpoint else {
-        if req.dist.is_root() {
-            crate::outln!(
-                "resuming {}: no checkpoint yet, so the run starts again from step 0 with its {}",
-                dir.display(),
-                boldcast_train::run_dir::RESOLVED
-            );
-        }
-        return Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: None, resume: true, completed: None });
+/// `bc-cli train`'s launch ([`Launch::fresh`] of `cfg`, or [`Launch::resume`] of `--resume
+/// DIR`), with the notes and the line that says where the run starts (rank 0 prints).
+pub fn launch(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<Launch, CliError> {
+    let launch = match (&req.resume, cfg) {
+        (Some(dir), _) => Launch::resume(dir, req.dist.clone())?,
+        (None, Some(cfg)) => Launch::fresh(cfg, req.dist.clone())?,
+        (None, None) => return Err(CliError::Msg("train: no configuration".into())),
     };
-    let state = &loaded.state;
-    if let (Some(r), true) = (&state.finished, dir.join("summary.json").is_file()) {
-        let done = if req.dist.is_root() { complete_finished(dir, state.step)? } else { Vec::new() };
-        if done.is_empty() {
-            return Err(CliError::Msg(format!(
-                "--resume {}: the run already finished ({r}) at step {}",
-                dir.display(),
-                state.step
-            )));
-        }
-        let mut completed =
-            format!("{}: the run had finished ({r}) at step {}; completed it:", dir.display(), state.step);
-        done.iter().for_each(|l| completed += &format!("\n  {l}"));
-        let out = dir.to_path_buf();
-        return Ok(PreparedTrain { cfg, out, loaded: None, resume: true, completed: Some(completed) });
-    }
     if req.dist.is_root() {
-        crate::outln!("resuming from {} (step {} of {})", loaded.dir.display(), state.step, state.max_steps);
+        launch.notes.iter().for_each(|n| crate::errln!("{n}"));
+        let dir = launch.out.display();
+        match &launch.start {
+            Start::Restart => crate::outln!(
+                "resuming {dir}: no checkpoint yet, so the run starts again from step 0 with its {}",
+                boldcast_train::run_dir::RESOLVED
+            ),
+            Start::Checkpoint(l) => {
+                crate::outln!("resuming from {} (step {} of {})", l.dir.display(), l.state.step, l.state.max_steps)
+            }
+            Start::Fresh | Start::Finished { .. } => {}
+        }
     }
-    Ok(PreparedTrain { cfg, out: dir.to_path_buf(), loaded: Some(loaded), resume: true, completed: None })
+    Ok(launch.stop_after(req.stop_after))
 }
 
-/// The first half of [`train_command`]: reads the checkpoint of `--resume` (and its stored
-/// configuration), or checks that a fresh run's output directory is new or empty.
-pub fn prepare_train(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<PreparedTrain, CliError> {
-    if let Some(dir) = &req.resume {
-        return prepare_resume(dir, req);
+/// For a finished run ([`Start::Finished`]): what it lacked and was given, the loss-curve
+/// figure included ([`boldcast_plot::complete_run_figure`]), in words; the error
+/// [`boldcast_train::TrainError::AlreadyFinished`] when it lacked nothing. `None` for a run
+/// that trains.
+pub fn completed(launch: &Launch) -> Result<Option<String>, CliError> {
+    let Start::Finished { reason, step, done, .. } = &launch.start else { return Ok(None) };
+    let mut done = done.clone();
+    done.extend(boldcast_plot::complete_run_figure(&launch.out)?);
+    if done.is_empty() {
+        let (out, reason, step) = (launch.out.clone(), reason.clone(), *step);
+        return Err(boldcast_train::TrainError::AlreadyFinished { out, reason, step }.into());
     }
-    let cfg = cfg.ok_or_else(|| CliError::Msg("train: no configuration".into()))?;
-    let preset = cfg.preset.clone().unwrap_or_else(|| DEFAULT_PRESET.into());
-    let out = cfg.train.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/train-{preset}")));
-    // Rank 0 alone checks and writes the output directory (the others would see its files).
-    if req.dist.is_root() {
-        boldcast_train::run_dir::check_fresh(&out).map_err(|e| match e {
-            boldcast_train::TrainError::Data(boldcast::data::DataError::OutputNotEmpty { .. }) => {
-                CliError::Msg(format!(
-                    "output directory {} already exists and is not empty: choose another --out, or continue it with \
-                 --resume {}",
-                    out.display(),
-                    out.display()
-                ))
-            }
-            e => e.into(),
-        })?;
-    }
-    Ok(PreparedTrain { cfg, out, loaded: None, resume: false, completed: None })
+    let mut text = format!("{}: the run had finished ({reason}) at step {step}; completed it:", launch.out.display());
+    done.iter().for_each(|l| text += &format!("\n  {l}"));
+    Ok(Some(text))
 }
 
 /// The lines printed before the first step.
@@ -306,21 +212,21 @@ pub fn subject_list(subjects: &[String]) -> String {
 /// The most subjects [`subject_list`] names one by one.
 pub const LISTED_SUBJECTS: usize = 12;
 
-fn print_preamble<M: Model<f32>>(cfg: &RunConfig, data: &TrainData, model: &M, req: &TrainRequest) {
-    let root = req.dist.is_root();
+fn print_preamble<M: Model<f32>>(cfg: &RunConfig, data: &TrainData, model: &M, dist: &Dist) {
+    let root = dist.is_root();
     let t = &cfg.train;
     let println = |msg: String| {
         if root {
             crate::outln!("{msg}");
         }
     };
-    if req.dist.size() > 1 {
+    if dist.size() > 1 {
         println(format!(
             "train: data-parallel over {} ranks ({}): global batch {}, {} windows per rank",
-            req.dist.size(),
-            req.dist.0.name(),
+            dist.size(),
+            dist.0.name(),
             t.batch_size,
-            t.batch_size / req.dist.size()
+            t.batch_size / dist.size()
         ));
     }
     println(format!(
@@ -366,44 +272,35 @@ fn print_preamble<M: Model<f32>>(cfg: &RunConfig, data: &TrainData, model: &M, r
     ));
 }
 
-/// The second half of [`train_command`]: builds the model with `build` on `backend` and runs.
-pub fn train_prepared<M, F>(
-    prep: PreparedTrain,
-    req: &TrainRequest,
-    backend: &str,
-    build: F,
-) -> Result<TrainReport, CliError>
+/// Builds the model of a launched run with `build` on `backend` (which must be the run's
+/// `train.backend`), loads the data and trains, with the stdout lines, the progress bar and
+/// the figure ([`boldcast_plot::RunFigure`]).
+pub fn train_launched<M, F>(launch: Launch, backend: &str, build: F) -> Result<TrainReport, CliError>
 where
     M: DataParallel<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let PreparedTrain { cfg, out, loaded, resume, .. } = prep;
+    let cfg = &launch.cfg;
     if cfg.train.backend != backend {
         return Err(CliError::Msg(format!(
             "train.backend = {}, but the model would be built on the {backend} backend",
             cfg.train.backend
         )));
     }
-    // An indivisible global batch is refused before anything is written.
-    boldcast::core::collective::shard_range(cfg.train.batch_size, req.dist.rank(), req.dist.size())?;
-    let data = TrainData::load(&cfg)?;
-    let root = req.dist.is_root();
+    let data = launch.load_data()?;
+    let root = launch.dist.is_root();
     for n in data.notes.iter().filter(|_| root) {
         crate::errln!("{n}");
     }
     let model = build(cfg.model_config(), data.adjacency.clone(), cfg.train.seed)?;
-    print_preamble(&cfg, &data, &model, req);
+    print_preamble(cfg, &data, &model, &launch.dist);
     let progress = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let mut printer = Printer::new(&cfg, &data, progress);
+    let mut printer = Printer::new(cfg, &data, progress);
     let mut figure = boldcast_plot::RunFigure::default();
-    let mut run = Run::new(&cfg, &data, out).stop_after(req.stop_after).dist(req.dist.clone());
-    if resume {
-        run = run.resume(loaded);
-    }
-    let report = run
+    let report = launch
         .summary_extra("figure", json!(boldcast_plot::RUN_FIGURE))
         .summary_extra("figure_svg", json!(boldcast_plot::RUN_FIGURE_SVG))
-        .run(model, &mut [&mut printer, &mut figure])?;
+        .run(&data, model, &mut [&mut printer, &mut figure])?;
     figure.result()?;
     Ok(report)
 }

@@ -32,7 +32,7 @@ pub mod fingerprint;
 pub mod inspect;
 mod run;
 
-pub use run::{run_figure, RunFigure, RUN_FIGURE, RUN_FIGURE_SVG};
+pub use run::{complete_run_figure, run_figure, RunFigure, RUN_FIGURE, RUN_FIGURE_SVG};
 
 /// What drawing a figure can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,14 @@ pub enum PlotError {
     /// A run's log could not be read.
     #[error(transparent)]
     Log(#[from] boldcast_train::TrainError),
+    /// A run's `summary.json` lacks what its figure needs.
+    #[error("{}: {reason}", path.display())]
+    Summary {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The drawing backend failed.
     #[error("{}: cannot draw the figure: {message}", path.display())]
     Draw {

@@ -21,6 +21,23 @@ pub fn run_figure(out: &Path, floor: Option<f64>) -> Result<PathBuf, PlotError> 
     loss_curves(&out.join(RUN_FIGURE), &curves)
 }
 
+/// Draws a finished run's figure when a kill at its very end left it out (either file
+/// missing), with the floor of its `summary.json`; one line saying what was drawn, `None` when
+/// nothing was missing. The caller holds the run directory's lock.
+pub fn complete_run_figure(out: &Path) -> Result<Option<String>, PlotError> {
+    let (png, svg) = (out.join(RUN_FIGURE), out.join(RUN_FIGURE_SVG));
+    if png.is_file() && svg.is_file() {
+        return Ok(None);
+    }
+    let path = out.join("summary.json");
+    let text = std::fs::read_to_string(&path).map_err(crate::io(&path))?;
+    let floor = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["floor"]["value"].as_f64());
+    let floor =
+        floor.ok_or_else(|| PlotError::Summary { path: path.clone(), reason: "no number at floor.value".into() })?;
+    run_figure(out, Some(floor))?;
+    Ok(Some(format!("drew {} and {}", png.display(), svg.display())))
+}
+
 /// An observer that draws [`RUN_FIGURE`] when a run ends, except after `--stop-after` (the
 /// run goes on later). An error is kept for [`RunFigure::result`], so a figure that cannot be
 /// drawn never stops the run.

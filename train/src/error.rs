@@ -128,10 +128,12 @@ pub enum TrainError {
         params: usize,
     },
     /// The run in this directory already finished.
-    #[error("the run in {} already finished at step {step}", out.display())]
+    #[error("the run in {} already finished ({reason}) at step {step}", out.display())]
     AlreadyFinished {
         /// The output directory.
         out: PathBuf,
+        /// Why it stopped (`max_steps`, `early_stopping`, ...).
+        reason: String,
         /// Its last step.
         step: u64,
     },

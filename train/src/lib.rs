@@ -50,6 +50,7 @@ pub mod eval;
 pub mod fingerprint;
 pub mod flags;
 pub mod infer;
+pub mod launch;
 pub mod linear_path;
 pub mod log;
 pub mod memory;

@@ -327,7 +327,11 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             // Killed after its final checkpoint but before the summary: only the end is redone.
             Some(r) => StopReason::from_finished(&r).ok_or(TrainError::UnknownFinish { reason: r })?,
             None if self.start >= self.run.cfg.train.max_steps => {
-                return Err(TrainError::AlreadyFinished { out: self.run.out.clone(), step: self.start })
+                return Err(TrainError::AlreadyFinished {
+                    out: self.run.out.clone(),
+                    reason: "max_steps".into(),
+                    step: self.start,
+                })
             }
             None => self.train_until_stop()?,
         };

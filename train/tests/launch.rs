@@ -1,0 +1,57 @@
+//! `Launch`: a run settled before its data and model, the one way `bc-cli train` and a
+//! library user start, stop and continue a run.
+
+use boldcast_cpu::CpuModel;
+use boldcast_train::launch::{Launch, Start};
+use boldcast_train::{presets, Dist, Recorder, TrainError, TrainReport};
+use std::path::Path;
+
+fn config(out: &Path) -> boldcast_train::config::RunConfig {
+    let mut cfg = presets::preset("quick").unwrap();
+    (cfg.train.max_steps, cfg.train.val_every, cfg.train.ckpt_every, cfg.train.warmup_steps) = (6, 3, 3, 1);
+    cfg.train.out = Some(out.to_path_buf());
+    cfg
+}
+
+fn train(launch: Launch) -> Result<TrainReport, TrainError> {
+    let data = launch.load_data()?;
+    let model = CpuModel::<f32>::new(launch.cfg.model_config(), data.adjacency.clone(), launch.cfg.train.seed)?;
+    launch.run(&data, model, &mut [&mut Recorder::default()])
+}
+
+#[test]
+fn a_run_launches_stops_resumes_and_then_is_finished() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let first = Launch::fresh(config(&out), Dist::default()).unwrap();
+    assert!(matches!(first.start, Start::Fresh) && first.out == out);
+    let stopped = train(first.stop_after(Some(3))).unwrap();
+    assert_eq!(stopped.steps, 3);
+
+    let Err(e) = Launch::fresh(config(&out), Dist::default()) else { panic!("a used directory is refused") };
+    assert!(e.to_string().contains("already exists and is not empty"), "{e}");
+
+    let again = Launch::resume(&out, Dist::default()).unwrap();
+    match &again.start {
+        Start::Checkpoint(l) => assert_eq!(l.state.step, 3),
+        _ => panic!("resumes from the step-3 checkpoint"),
+    }
+    assert_eq!(train(again).unwrap().steps, 6);
+
+    let done = Launch::resume(&out, Dist::default()).unwrap();
+    match &done.start {
+        Start::Finished { reason, step, done, .. } => {
+            assert_eq!((reason.as_str(), *step, done.len()), ("max_steps", 6, 0));
+        }
+        _ => panic!("a finished run"),
+    }
+    let Err(e) = train(done) else { panic!("a finished run trains no more") };
+    assert!(e.to_string().contains("already finished (max_steps) at step 6"), "{e}");
+}
+
+#[test]
+fn a_directory_without_a_run_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let Err(e) = Launch::resume(d.path(), Dist::default()) else { panic!("no run there") };
+    assert!(e.to_string().contains("not a run directory"), "{e}");
+}
