@@ -671,6 +671,14 @@ pub struct FingerprintArgs {
     /// uses the subjects.
     #[arg(long, value_enum, default_value_t = FingerprintPool::Corr)]
     pub pool: FingerprintPool,
+    /// Cut each run to its first N TRs (standardized again over them) and identify each
+    /// run's segment from the other runs' segments: one segment per run, so identification
+    /// is across runs, never within one (a run's other segments share its session). Short
+    /// scans are where FC is noisy. Refused below 3 tokens of d_in TRs (a correlation over
+    /// fewer says nothing), above the shortest selected run, and when no subject has two
+    /// runs. The JSON's `segment_trs` says N.
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
+    pub segment: Option<usize>,
     /// Draw the similarity matrices and accuracies to this PNG (and its .svg twin; for
     /// `x.svg`, the PNG is `x.png`).
     #[arg(long, value_name = "PATH.png")]
