@@ -151,7 +151,8 @@ fn segments_of_runs_are_fingerprinted_and_bad_lengths_refused() {
         let (same, other, idiff) =
             (s["same_mean"].as_f64().unwrap(), s["other_mean"].as_f64().unwrap(), s["idiff"].as_f64().unwrap());
         assert!((idiff - 100.0 * (same - other)).abs() < 1e-9 && idiff > 0.0, "{s}");
-        let margins: Vec<f64> = m["queries"].as_array().unwrap().iter().map(|q| q["margin"].as_f64().unwrap()).collect();
+        let margins: Vec<f64> =
+            m["queries"].as_array().unwrap().iter().map(|q| q["margin"].as_f64().unwrap()).collect();
         let mean = margins.iter().sum::<f64>() / 12.0;
         assert!((s["margin_mean"].as_f64().unwrap() - mean).abs() < 1e-12, "{s}");
         let lo = s["idiff_bootstrap"]["lo"].as_f64().unwrap();
@@ -178,5 +179,9 @@ fn segments_of_runs_are_fingerprinted_and_bad_lengths_refused() {
     assert!(stderr(&o).contains("--segment 2: the model needs at least 3 TRs (3 tokens of d_in = 1"), "{}", stderr(&o));
     let o = args("301");
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--segment 301: longer than the shortest run, sub-01_run-1 (300 TRs)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--segment 301: longer than the shortest run, sub-01_run-1 (300 TRs)"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -140,7 +140,9 @@ pub fn segments(ds: &Dataset, runs: &[usize]) -> Result<(Vec<Segment>, bool), Tr
 pub fn cut_segments(ds: &Dataset, runs: &[usize], first: Option<usize>) -> Result<(Vec<Segment>, Cut), TrainError> {
     match first {
         Some(n) if needs_halves(ds, runs) => {
-            let reason = format!("--segment {n}: no subject has two runs, and a run's segment is identified only from other runs");
+            let reason = format!(
+                "--segment {n}: no subject has two runs, and a run's segment is identified only from other runs"
+            );
             Err(TrainError::Fingerprint { reason })
         }
         Some(n) => Ok((first_trs(ds, runs, n)?, Cut::First(n))),
