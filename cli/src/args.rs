@@ -488,6 +488,12 @@ pub struct TrainArgs {
     /// Hold out this fraction of the subjects, drawn with train.seed (without explicit lists).
     #[arg(long)]
     pub heldout_fraction: Option<f64>,
+    /// Keep related subjects together: subjects with the same value in this column of the
+    /// data directory's participants.tsv (e.g. `family_id`, HCP's twins) never straddle
+    /// training and held out. Explicit lists that split a group are an error naming it; a
+    /// drawn split holds out each picked subject's whole group. Sets data.group_column.
+    #[arg(long, value_name = "COL")]
+    pub group_column: Option<String>,
     /// Validate every N steps (train.val_every).
     #[arg(long, value_name = "N")]
     pub val_every: Option<u64>,
@@ -524,6 +530,7 @@ impl TrainArgs {
             || self.subjects_train.is_some()
             || self.subjects_heldout.is_some()
             || self.heldout_fraction.is_some()
+            || self.group_column.is_some()
             || self.val_every.is_some()
             || self.ckpt_every.is_some()
             || self.patience.is_some()
@@ -573,6 +580,11 @@ pub struct EvalArgs {
     /// list its training subjects (--subjects-train); the baselines are fitted on those.
     #[arg(long, value_name = "LIST|@FILE")]
     pub test_subjects: Option<String>,
+    /// Keep related subjects (the same value in this column of participants.tsv, e.g.
+    /// `family_id`) on one side of the split: a test or held-out subject whose relative was
+    /// trained on is an error naming them (default: the run's data.group_column).
+    #[arg(long, value_name = "COL")]
+    pub group_column: Option<String>,
     /// Evaluate on data other than the training data (other parcel names, or training runs
     /// that differ from those the weights recorded), with a warning, instead of refusing.
     #[arg(long)]
