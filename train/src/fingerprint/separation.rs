@@ -190,12 +190,9 @@ mod tests {
     /// A symmetric matrix from its upper triangle, row by row, with 1 on the diagonal.
     fn symmetric(n: usize, upper: &[f64]) -> Vec<Vec<f64>> {
         let mut m = vec![vec![1.0; n]; n];
-        let mut it = upper.iter();
-        for i in 0..n {
-            for j in i + 1..n {
-                let v = *it.next().unwrap();
-                (m[i][j], m[j][i]) = (v, v);
-            }
+        let pairs = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j)));
+        for ((i, j), &v) in pairs.zip(upper) {
+            (m[i][j], m[j][i]) = (v, v);
         }
         m
     }
