@@ -145,8 +145,13 @@ pub enum Command {
     /// functional-connectivity fingerprint of the same runs (Pearson correlation of the
     /// Fisher-z edges of the parcel-by-parcel correlation matrices, Finn et al. 2015) and the
     /// exact McNemar test of the two. Accuracies come with a 95 % Clopper-Pearson interval, a
-    /// bootstrap interval over subjects (2000 resamples) and their chance level. With one run
-    /// per subject each run is split into halves (the output says so). Prints a table, or
+    /// bootstrap interval over subjects (2000 resamples) and their chance level; beside them,
+    /// measures that do not saturate: differential identifiability (Amico & Goni 2018, 100 x
+    /// (mean same-subject - mean other-subject similarity) over pairs of different runs) and
+    /// the same-vs-other margin (a run's mean similarity to its subject's other runs minus
+    /// its best other-subject one: the mean, and the fraction above 0), with bootstrap
+    /// intervals over subjects. --segment N uses each run's first N TRs. With one run per
+    /// subject each run is split into halves (the output says so). Prints a table, or
     /// JSON with --json; --figure draws the similarity matrices and the accuracies.
     Fingerprint(FingerprintArgs),
     /// Search configuration keys on the held-out (validation) subjects of the split you give.
