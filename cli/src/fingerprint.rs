@@ -40,6 +40,17 @@ fn separation_rows(r: &FingerprintReport) -> String {
             format!("{:.3} {}", x.margin_positive, interval(&x.margin_positive_bootstrap, 3)),
         );
     }
+    if let Some(d) = &r.separation_difference {
+        s += &format!(
+            "paired ({} - {}): Idiff {:.2} {}, margin {:.4} {}\n",
+            d.methods[0],
+            d.methods[1],
+            d.idiff,
+            interval(&d.idiff_bootstrap, 2),
+            d.margin,
+            interval(&d.margin_bootstrap, 4)
+        );
+    }
     s + "Idiff: 100 (mean same-subject - mean other-subject similarity) over pairs of different samples (Amico & \
          Goni 2018); margin: a query's mean similarity to its subject's other samples minus its best other-subject \
          one\n"

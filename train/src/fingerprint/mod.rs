@@ -166,9 +166,14 @@ pub fn fingerprint_cut(methods: &[Method<'_>], cut: Cut) -> Result<FingerprintRe
             Ok(MethodReport { pooling: m.pooling, features: m.features.into(), ..method_report(m.name, &id) })
         })
         .collect::<Result<Vec<_>, TrainError>>()?;
-    let mcnemar = match reports.as_slice() {
-        [a, b, ..] => Some(report::mcnemar(a, b)?),
-        _ => None,
+    let (mcnemar, separation_difference) = match reports.as_slice() {
+        [a, b, ..] => {
+            let test = report::mcnemar(a, b)?;
+            let queries: Vec<usize> = a.queries.iter().map(|q| q.sample).collect();
+            let d = separation::difference((&a.name, &a.matrix), (&b.name, &b.matrix), &a.subjects, &queries);
+            (Some(test), Some(d))
+        }
+        _ => (None, None),
     };
     Ok(FingerprintReport {
         halves: cut == Cut::Halves,
@@ -183,6 +188,7 @@ pub fn fingerprint_cut(methods: &[Method<'_>], cut: Cut) -> Result<FingerprintRe
         bootstrap_seed: report::BOOTSTRAP_SEED,
         methods: reports,
         mcnemar,
+        separation_difference,
     })
 }
 

@@ -108,6 +108,9 @@ pub struct FingerprintReport {
     pub methods: Vec<MethodReport>,
     /// The test of the first two methods, when there are two.
     pub mcnemar: Option<McNemar>,
+    /// The paired difference of the first two methods' `I_diff` and margins, when there are
+    /// two.
+    pub separation_difference: Option<super::separation::SeparationDifference>,
 }
 
 /// One accuracy of `id`: `hit` says whether a query is identified, `chance` its chance.
