@@ -22,7 +22,7 @@ fn interval(i: &Interval, digits: usize) -> String {
 fn separation_rows(r: &FingerprintReport) -> String {
     let level = (r.level * 100.0).round();
     let mut s = format!(
-        "{:<11}{:<26}{:<18}{:<28}{:<24}\n",
+        "{:<11}{:<26}{:<18}{:<28}{}\n",
         "method",
         format!("Idiff [{level}% bootstrap]"),
         "I_self / I_others",
@@ -32,12 +32,13 @@ fn separation_rows(r: &FingerprintReport) -> String {
     for m in &r.methods {
         let x = &m.separation;
         s += &format!(
-            "{:<11}{:<26}{:<18}{:<28}{:<24}\n",
+            "{:<11}{:<26}{:<18}{:<28}{:.3} {}\n",
             m.name,
             format!("{:.2} {}", x.idiff, interval(&x.idiff_bootstrap, 2)),
             format!("{:.3} / {:.3}", x.same_mean, x.other_mean),
             format!("{:.4} {}", x.margin_mean, interval(&x.margin_bootstrap, 4)),
-            format!("{:.3} {}", x.margin_positive, interval(&x.margin_positive_bootstrap, 3)),
+            x.margin_positive,
+            interval(&x.margin_positive_bootstrap, 3),
         );
     }
     if let Some(d) = &r.separation_difference {
