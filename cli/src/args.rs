@@ -145,8 +145,13 @@ pub enum Command {
     /// functional-connectivity fingerprint of the same runs (Pearson correlation of the
     /// Fisher-z edges of the parcel-by-parcel correlation matrices, Finn et al. 2015) and the
     /// exact McNemar test of the two. Accuracies come with a 95 % Clopper-Pearson interval, a
-    /// bootstrap interval over subjects (2000 resamples) and their chance level. With one run
-    /// per subject each run is split into halves (the output says so). Prints a table, or
+    /// bootstrap interval over subjects (2000 resamples) and their chance level; beside them,
+    /// measures that do not saturate: differential identifiability (Amico & Goni 2018, 100 x
+    /// (mean same-subject - mean other-subject similarity) over pairs of different runs) and
+    /// the same-vs-other margin (a run's mean similarity to its subject's other runs minus
+    /// its best other-subject one: the mean, and the fraction above 0), with bootstrap
+    /// intervals over subjects. --segment N uses each run's first N TRs. With one run per
+    /// subject each run is split into halves (the output says so). Prints a table, or
     /// JSON with --json; --figure draws the similarity matrices and the accuracies.
     Fingerprint(FingerprintArgs),
     /// Search configuration keys on the held-out (validation) subjects of the split you give.
@@ -491,6 +496,12 @@ pub struct TrainArgs {
     /// Hold out this fraction of the subjects, drawn with train.seed (without explicit lists).
     #[arg(long)]
     pub heldout_fraction: Option<f64>,
+    /// Keep related subjects together: subjects with the same value in this column of the
+    /// data directory's participants.tsv (e.g. `family_id`, HCP's twins) never straddle
+    /// training and held out. Explicit lists that split a group are an error naming it; a
+    /// drawn split holds out each picked subject's whole group. Sets data.group_column.
+    #[arg(long, value_name = "COL")]
+    pub group_column: Option<String>,
     /// Validate every N steps (train.val_every).
     #[arg(long, value_name = "N")]
     pub val_every: Option<u64>,
@@ -527,6 +538,7 @@ impl TrainArgs {
             || self.subjects_train.is_some()
             || self.subjects_heldout.is_some()
             || self.heldout_fraction.is_some()
+            || self.group_column.is_some()
             || self.val_every.is_some()
             || self.ckpt_every.is_some()
             || self.patience.is_some()
@@ -576,6 +588,11 @@ pub struct EvalArgs {
     /// list its training subjects (--subjects-train); the baselines are fitted on those.
     #[arg(long, value_name = "LIST|@FILE")]
     pub test_subjects: Option<String>,
+    /// Keep related subjects (the same value in this column of participants.tsv, e.g.
+    /// `family_id`) on one side of the split: a test or held-out subject whose relative was
+    /// trained on is an error naming them (default: the run's data.group_column).
+    #[arg(long, value_name = "COL")]
+    pub group_column: Option<String>,
     /// Evaluate on data other than the training data (other parcel names, or training runs
     /// that differ from those the weights recorded), with a warning, instead of refusing.
     #[arg(long)]
@@ -674,6 +691,14 @@ pub struct FingerprintArgs {
     /// uses the subjects.
     #[arg(long, value_enum, default_value_t = FingerprintPool::Corr)]
     pub pool: FingerprintPool,
+    /// Cut each run to its first N TRs (standardized again over them) and identify each
+    /// run's segment from the other runs' segments: one segment per run, so identification
+    /// is across runs, never within one (a run's other segments share its session). Short
+    /// scans are where FC is noisy. Refused below 3 tokens of d_in TRs (a correlation over
+    /// fewer says nothing), above the shortest selected run, and when no subject has two
+    /// runs. The JSON's `segment_trs` says N.
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
+    pub segment: Option<usize>,
     /// Draw the similarity matrices and accuracies to this PNG (and its .svg twin; for
     /// `x.svg`, the PNG is `x.png`).
     #[arg(long, value_name = "PATH.png")]

@@ -165,6 +165,8 @@ pub struct EvalRequest {
     pub picks: boldcast::data::Selection,
     /// `--test-subjects`: score these instead of the configuration's held-out subjects.
     pub test_subjects: Option<Vec<String>>,
+    /// `--group-column`: replaces `data.group_column`.
+    pub group_column: Option<String>,
 }
 
 /// The weights of `--checkpoint`; a missing path is named by its flag.
@@ -195,6 +197,9 @@ fn eval_config(req: &EvalRequest, weights: &Weights) -> Result<RunConfig, CliErr
         cfg.data.dir = Some(d.clone());
     }
     cfg.data.pick(&req.picks);
+    if let Some(c) = &req.group_column {
+        cfg.data.group_column = Some(c.clone());
+    }
     cfg.validate()?;
     Ok(cfg)
 }

@@ -79,6 +79,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 allow_other_data: a.allow_other_data,
                 picks: a.picks.selection(),
                 test_subjects: a.test_subjects.as_deref().map(boldcast::data::parse_subject_list).transpose()?,
+                group_column: a.group_column,
             };
             let rep = dispatch(a.backend, Eval(&req))?;
             if let Some(png) = &a.figure {

@@ -333,6 +333,9 @@ pub fn resolve_train_args(a: &crate::args::TrainArgs) -> Result<(Option<RunConfi
     if let Some(f) = a.heldout_fraction {
         cfg.data.heldout_fraction = f;
     }
+    if let Some(c) = &a.group_column {
+        cfg.data.group_column = Some(c.clone());
+    }
     if let Some(v) = a.val_every {
         cfg.train.val_every = v;
     }

@@ -132,3 +132,56 @@ fn planted_identities_are_found_and_identical_subjects_give_chance() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--subjects") && stderr(&o).contains("99"), "{}", stderr(&o));
 }
+
+#[test]
+fn segments_of_runs_are_fingerprinted_and_bad_lengths_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let layout = Layout { subjects: 6, runs: 2, trs: 300, parcels: 12, seed: 4 };
+    let (planted, out) = (d.path().join("planted"), d.path().join("run"));
+    write_dataset(&planted, &IdentitySpec::planted(layout));
+    train(&planted, &out, "cpu");
+    let r = fingerprint(&out, &planted, "cpu", &["--segment", "100"]);
+    assert_eq!((r["segment_trs"].as_u64(), r["halves"].as_bool()), (Some(100), Some(false)));
+    assert_eq!(r["samples"], "the first 100 TRs of each run");
+    for m in r["methods"].as_array().unwrap() {
+        assert_eq!(m["labels"][0], "sub-01_run-1 (first 100 TRs)");
+        assert_eq!(m["n_queries"].as_u64(), Some(12));
+        let s = &m["separation"];
+        assert_eq!((s["same_pairs"].as_u64(), s["other_pairs"].as_u64()), (Some(6), Some(60)), "{s}");
+        let (same, other, idiff) =
+            (s["same_mean"].as_f64().unwrap(), s["other_mean"].as_f64().unwrap(), s["idiff"].as_f64().unwrap());
+        assert!((idiff - 100.0 * (same - other)).abs() < 1e-9 && idiff > 0.0, "{s}");
+        let margins: Vec<f64> =
+            m["queries"].as_array().unwrap().iter().map(|q| q["margin"].as_f64().unwrap()).collect();
+        let mean = margins.iter().sum::<f64>() / 12.0;
+        assert!((s["margin_mean"].as_f64().unwrap() - mean).abs() < 1e-12, "{s}");
+        let lo = s["idiff_bootstrap"]["lo"].as_f64().unwrap();
+        assert!(lo <= idiff && idiff <= s["idiff_bootstrap"]["hi"].as_f64().unwrap(), "{s}");
+    }
+    let args = |n: &str| {
+        run(&[
+            "fingerprint",
+            "--checkpoint",
+            out.to_str().unwrap(),
+            "--data",
+            planted.to_str().unwrap(),
+            "--segment",
+            n,
+        ])
+    };
+    let o = args("60");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("first 60 TRs of each run") && text.contains("Idiff [95% bootstrap]"), "{text}");
+    // The quick preset's d_in is 1: 3 tokens are 3 TRs. The runs have 300 TRs.
+    let o = args("2");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--segment 2: the model needs at least 3 TRs (3 tokens of d_in = 1"), "{}", stderr(&o));
+    let o = args("301");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--segment 301: longer than the shortest run, sub-01_run-1 (300 TRs)"),
+        "{}",
+        stderr(&o)
+    );
+}

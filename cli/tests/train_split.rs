@@ -162,3 +162,45 @@ fn runs_without_parcels_are_an_error_naming_the_file() {
     assert!(!e.contains('{') && !e.contains("TokenShape"), "a sentence, not a Debug struct: {e}");
     assert!(!out.exists(), "nothing written");
 }
+
+#[test]
+fn the_group_column_keeps_families_on_one_side_in_train_and_eval() {
+    use boldcast::data::write::{write_run, RunFormat};
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let fx = Ar1Spec::new(Layout { subjects: 5, runs: 1, trs: 200, parcels: 3, seed: 1 }, 0.5);
+    for r in fx.generate().unwrap() {
+        let path = data.join(format!("sub-{}_run-{}_bold.npy", r.subject, r.run));
+        write_run(&path, &r, &boldcast::fixtures::parcel_names(3), RunFormat::Npy).unwrap();
+    }
+    // Twins 01 and 02, siblings 03 and 05, 04 alone.
+    let table = "participant_id\tfamily_id\nsub-01\tF1\nsub-02\tF1\nsub-03\tF2\nsub-04\tF3\nsub-05\tF2\n";
+    std::fs::write(data.join("participants.tsv"), table).unwrap();
+    let train = |out: &str, extra: &[&str]| {
+        let out = d.path().join(out);
+        let mut args = vec!["train", "--preset", "quick", "--max-steps", "4", "--data", data.to_str().unwrap()];
+        args.extend_from_slice(&["--out", out.to_str().unwrap(), "--group-column"]);
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = train("split", &["family_id", "--subjects-heldout", "02"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o).1;
+    assert!(e.contains("family_id `F1` would straddle the split: sub-01 trained on, sub-02 held out"), "{e}");
+    let o = train("column", &["family", "--subjects-heldout", "02"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("no column `family` (columns: participant_id, family_id)"), "{}", text(&o).1);
+    let o = train("ok", &["family_id", "--subjects-train", "03,04", "--subjects-heldout", "01,02"]);
+    let (stdout, stderr) = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{stdout}{stderr}");
+    assert!(stdout.contains("held out [\"01\", \"02\"]"), "{stdout}");
+    let resolved = std::fs::read_to_string(d.path().join("ok/config.resolved.toml")).unwrap();
+    assert!(resolved.contains("group_column = \"family_id\""), "{resolved}");
+    // Scoring 05 would test on the sibling of 03, a training subject.
+    let ok = d.path().join("ok");
+    let o = run(&["eval", "--checkpoint", ok.to_str().unwrap(), "--test-subjects", "05"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o).1;
+    assert!(e.contains("family_id `F2` would straddle the split: sub-03 trained on, sub-05 held out"), "{e}");
+}

@@ -27,6 +27,10 @@ pub struct DataConfig {
     /// at least one left for training), drawn with `train.seed`; 0 falls back to `val_subjects`.
     #[serde(default)]
     pub heldout_fraction: f64,
+    /// A column of the data directory's `participants.tsv` (e.g. `family_id`): subjects with
+    /// the same value never straddle training and held out ([`crate::groups`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_column: Option<String>,
     /// The synthetic dataset used without `dir`.
     pub synthetic: SyntheticConfig,
     /// `task-` label to load from a tree with several (`--task`).
@@ -67,6 +71,7 @@ impl DataConfig {
             subjects_train: Vec::new(),
             subjects_heldout: Vec::new(),
             heldout_fraction: 0.0,
+            group_column: None,
             synthetic,
             task: None,
             space: None,

@@ -353,6 +353,64 @@ pub enum SplitError {
         /// The subjects of the data.
         subjects: Vec<String>,
     },
+    /// `data.group_column` is set, but the data has no directory to hold `participants.tsv`.
+    #[error("data.group_column = `{column}`: the synthetic data has no participants.tsv (give --data DIR)")]
+    GroupsNeedDir {
+        /// The column.
+        column: String,
+    },
+    /// `participants.tsv` could not be read.
+    #[error("{}: {source} (data.group_column needs the data's participants.tsv)", path.display())]
+    Participants {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `participants.tsv` lacks a column.
+    #[error("{}: no column `{column}` (columns: {})", path.display(), columns.join(", "))]
+    NoColumn {
+        /// The file.
+        path: PathBuf,
+        /// The column asked for.
+        column: String,
+        /// The header's columns.
+        columns: Vec<String>,
+    },
+    /// A row of `participants.tsv` has no `participant_id`.
+    #[error("{}: line {line} has no participant_id", path.display())]
+    NoParticipant {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line.
+        line: usize,
+    },
+    /// A subject of the data has no row in `participants.tsv`.
+    #[error("{}: no row for subject `sub-{subject}`, so its group is unknown", path.display())]
+    NoParticipantRow {
+        /// The file.
+        path: PathBuf,
+        /// The label, without `sub-`.
+        subject: String,
+    },
+    /// Explicit subject lists split a group.
+    #[error(
+        "{column} `{group}` would straddle the split: {} trained on, {} held out; related subjects must be on one \
+         side (move them to one list)",
+        labels(train),
+        labels(held)
+    )]
+    GroupSplit {
+        /// `data.group_column`.
+        column: String,
+        /// The group's value.
+        group: String,
+        /// Its subjects among the training ones.
+        train: Vec<String>,
+        /// Its subjects among the held-out ones.
+        held: Vec<String>,
+    },
 }
 
 /// `sub-01, sub-02, ...`.

@@ -82,6 +82,7 @@ mod dataset;
 mod discover;
 mod error;
 pub mod fsutil;
+pub mod groups;
 pub mod hash;
 pub mod memory;
 mod names;

@@ -12,6 +12,11 @@
 //! 3. else the last `val_subjects` subjects in sorted order: at least one, and at least one
 //!    left for training (`val_subjects = 0` is an error: training needs held-out subjects).
 //!
+//! With `group_column` set, related subjects (the same value in that column of the data
+//! directory's `participants.tsv`) stay on one side ([`crate::groups`]): explicit lists that
+//! split a group are an error naming it; rules 2 and 3 hold out the whole group of each
+//! subject they pick (so they may hold out more subjects than asked; the split says which).
+//!
 //! On the command line, `--subjects-train` and `--subjects-heldout` take a comma-separated
 //! list or `@FILE`, a file of labels separated by whitespace, commas or newlines (`#` starts a
 //! comment), see [`parse_subject_list`].
@@ -19,6 +24,7 @@
 use crate::config::DataConfig;
 use crate::dataset::Dataset;
 use crate::error::SplitError;
+use crate::groups::{keep_together, GroupRule};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -103,7 +109,8 @@ pub fn split(ds: &Dataset, data: &DataConfig, seed: u64) -> Result<Split, SplitE
         return Err(SplitError::InBothLists { subject: b.clone() });
     }
     let n = subjects.len();
-    let (mut train, mut held, how) = if !tr.is_empty() || !ho.is_empty() {
+    let explicit = !tr.is_empty() || !ho.is_empty();
+    let (mut train, mut held, how) = if explicit {
         let train: Vec<String> =
             if tr.is_empty() { subjects.iter().filter(|s| !ho.contains(s)).cloned().collect() } else { tr };
         let held: Vec<String> =
@@ -129,6 +136,17 @@ pub fn split(ds: &Dataset, data: &DataConfig, seed: u64) -> Result<Split, SplitE
     };
     train.sort();
     held.sort();
+    let how = match &data.group_column {
+        Some(column) => {
+            let dir = data.dir.as_deref().ok_or_else(|| SplitError::GroupsNeedDir { column: column.clone() })?;
+            let moved = keep_together(&GroupRule { column, dir, explicit }, &subjects, &mut train, &mut held)?;
+            match moved.as_slice() {
+                [] => format!("{how}; {column} groups kept together"),
+                m => format!("{how}; held out with their {column} group: sub-{}", m.join(", sub-")),
+            }
+        }
+        None => how,
+    };
     if train.is_empty() {
         return Err(SplitError::NoTrainSubject { subjects });
     }
@@ -202,5 +220,90 @@ mod tests {
         d.heldout_fraction = 0.5;
         let e = split(&ds, &d, 0).unwrap_err().to_string();
         assert_eq!(e, "data.heldout_fraction = 0.5: the data has 1 subject, and a split needs at least 2");
+    }
+
+    /// Six subjects: twins 01 and 02 (F1), 03 alone (F2), siblings 04 and 05 (F3), 06 with no
+    /// family recorded.
+    const TWINS: &str = "participant_id\tage\tfamily_id\nsub-01\t22\tF1\nsub-02\t22\tF1\nsub-03\t30\tF2\n\
+                         sub-04\t25\tF3\nsub-05\t27\tF3\nsub-06\t40\tn/a\n";
+
+    fn six() -> Dataset {
+        let spec = boldcast_fixtures::Ar1Spec::new(
+            boldcast_fixtures::Layout { subjects: 6, runs: 1, trs: 10, parcels: 2, seed: 1 },
+            0.5,
+        );
+        Dataset::from_synth(&spec.generate().unwrap(), None).unwrap()
+    }
+
+    fn grouped(dir: &std::path::Path, val: usize) -> DataConfig {
+        DataConfig { dir: Some(dir.into()), group_column: Some("family_id".into()), ..val_subjects(val) }
+    }
+
+    #[test]
+    fn families_never_straddle_the_split() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("participants.tsv"), TWINS).unwrap();
+        let ds = six();
+        // The last two subjects are 05 and 06; 05's sibling 04 goes with them.
+        let s = split(&ds, &grouped(d.path(), 2), 0).unwrap();
+        assert_eq!(
+            (s.train_subjects, s.heldout_subjects),
+            (vec!["01".into(), "02".into(), "03".into()], vec!["04".to_string(), "05".into(), "06".into()])
+        );
+        assert!(s.how.ends_with("held out with their family_id group: sub-04"), "{}", s.how);
+        assert_eq!(s.heldout_runs, [3, 4, 5]);
+        // Without the column, the same rule splits the siblings.
+        let plain = split(&ds, &DataConfig { dir: Some(d.path().into()), ..val_subjects(2) }, 0).unwrap();
+        assert_eq!(plain.heldout_subjects, ["05", "06"]);
+        // A drawn fraction holds out whole families, whatever the seed.
+        let mut frac = grouped(d.path(), 1);
+        frac.heldout_fraction = 0.34;
+        for seed in 0..20 {
+            let s = split(&ds, &frac, seed).unwrap();
+            for (a, b) in [("01", "02"), ("04", "05")] {
+                let held = |x: &str| s.heldout_subjects.iter().any(|h| h == x);
+                assert_eq!(held(a), held(b), "seed {seed}: {a} and {b} split: {:?}", s.heldout_subjects);
+            }
+        }
+        // Explicit lists that keep families whole pass; one that splits the twins is an error
+        // naming the family and both sides.
+        let mut list = grouped(d.path(), 1);
+        list.subjects_heldout = vec!["01".into(), "02".into(), "06".into()];
+        assert_eq!(split(&ds, &list, 0).unwrap().train_subjects, ["03", "04", "05"]);
+        list.subjects_heldout = vec!["02".into(), "03".into()];
+        let e = split(&ds, &list, 0).unwrap_err();
+        assert!(matches!(&e, SplitError::GroupSplit { group, .. } if group == "F1"), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "family_id `F1` would straddle the split: sub-01 trained on, sub-02 held out; related subjects must be \
+             on one side (move them to one list)"
+        );
+        // Both lists given, the sibling in neither: unused, not straddling.
+        list.subjects_train = vec!["01".into(), "02".into(), "04".into()];
+        list.subjects_heldout = vec!["03".into(), "06".into()];
+        assert_eq!(split(&ds, &list, 0).unwrap().heldout_subjects, ["03", "06"]);
+    }
+
+    #[test]
+    fn a_missing_table_column_or_row_is_an_error_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        let ds = six();
+        let path = d.path().join("participants.tsv");
+        let e = split(&ds, &grouped(d.path(), 1), 0).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}: ", path.display())) && e.contains("needs the data's participants.tsv"),
+            "{e}"
+        );
+        std::fs::write(&path, TWINS).unwrap();
+        let mut other = grouped(d.path(), 1);
+        other.group_column = Some("family".into());
+        let e = split(&ds, &other, 0).unwrap_err().to_string();
+        assert_eq!(e, format!("{}: no column `family` (columns: participant_id, age, family_id)", path.display()));
+        std::fs::write(&path, TWINS.replace("sub-06\t40\tn/a\n", "")).unwrap();
+        let e = split(&ds, &grouped(d.path(), 1), 0).unwrap_err().to_string();
+        assert_eq!(e, format!("{}: no row for subject `sub-06`, so its group is unknown", path.display()));
+        let synthetic = DataConfig { group_column: Some("family_id".into()), ..val_subjects(1) };
+        let e = split(&ds, &synthetic, 0).unwrap_err().to_string();
+        assert!(e.contains("data.group_column = `family_id`: the synthetic data has no participants.tsv"), "{e}");
     }
 }

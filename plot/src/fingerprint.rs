@@ -51,7 +51,7 @@ pub fn draw_fingerprint(report: &FingerprintReport, path: &Path, overwrite: bool
 
 /// The line under the title: what a sample is, and the paired test.
 pub fn subtitle(report: &FingerprintReport) -> String {
-    let what = if report.halves { "each run split into halves" } else { "whole runs" };
+    let what = &report.samples;
     let m = report.methods.first();
     let counts = m.map_or(String::new(), |m| format!("{} subjects, {} queries, {what}", m.n_subjects, m.n_queries));
     match &report.mcnemar {

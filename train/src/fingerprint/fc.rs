@@ -1,5 +1,5 @@
-//! The runs a fingerprint compares ([`Segment`]: whole runs, or each run's two halves when
-//! no subject has two runs) and the classical functional-connectivity fingerprint of one
+//! The runs a fingerprint compares ([`Segment`]: whole runs, each run's two halves when no
+//! subject has two runs, or the first `N` TRs of each run, [`first_trs`]) and the classical functional-connectivity fingerprint of one
 //! ([`fc_features`], Finn et al. 2015).
 //!
 //! # Functional connectivity
@@ -101,6 +101,31 @@ pub fn halves(ds: &Dataset, runs: &[usize]) -> Result<Vec<Segment>, TrainError> 
     Ok(out)
 }
 
+/// The first `n` TRs of each of `runs`, each standardized again per parcel over its own TRs
+/// (as a run is): one short segment per run, so a segment is identified from the other runs'
+/// segments only. Errors when `n` is below [`MIN_HALF_TRS`] or above the shortest run's TRs,
+/// naming that run.
+pub fn first_trs(ds: &Dataset, runs: &[usize], n: usize) -> Result<Vec<Segment>, TrainError> {
+    if n < MIN_HALF_TRS {
+        let reason = format!("--segment {n}: a correlation needs {MIN_HALF_TRS} or more TRs");
+        return Err(TrainError::Fingerprint { reason });
+    }
+    if let Some(r) = runs.iter().map(|&i| &ds.runs[i]).min_by_key(|r| r.n_tr).filter(|r| r.n_tr < n) {
+        let reason = format!("--segment {n}: longer than the shortest run, {} ({} TRs)", r.id, r.n_tr);
+        return Err(TrainError::Fingerprint { reason });
+    }
+    runs.iter()
+        .map(|&i| {
+            let r = &ds.runs[i];
+            let mut data = r.rows(0, n)?.into_owned();
+            // The values are a standardized run's, all finite: this cannot fail.
+            let _ = boldcast_data::standardize(&mut data, n, ds.parcels);
+            let label = format!("{} (first {n} TRs)", r.id);
+            Ok(Segment { subject: r.id.subject.clone(), label, n_tr: n, parcels: ds.parcels, data })
+        })
+        .collect()
+}
+
 /// `atanh r`, `|r|` capped at `1 - 1e-12` so that `r = ±1` (a parcel with itself, or a copy)
 /// stays finite.
 pub fn fisher_z(r: f64) -> f64 {
@@ -196,6 +221,27 @@ mod tests {
         let short = Dataset::from_synth(&[run("01", "1", 5, |t, p| (t * p) as f64 + t as f64)], None).unwrap();
         let e = halves(&short, &[0]).unwrap_err().to_string();
         assert_eq!(e, "fingerprint: sub-01_run-1: 5 TRs cannot be split into halves of 3 or more");
+    }
+
+    #[test]
+    fn first_trs_cut_each_run_and_refuse_what_does_not_fit() {
+        let runs = [
+            run("01", "1", 9, |t, p| (t * (p + 1)) as f64 + (t % 2) as f64),
+            run("01", "2", 7, |t, p| ((t + p) % 4) as f64),
+        ];
+        let ds = Dataset::from_synth(&runs, None).unwrap();
+        let s = first_trs(&ds, &[0, 1], 5).unwrap();
+        assert_eq!((s[1].label.as_str(), s[1].n_tr, s[1].data.len()), ("sub-01_run-2 (first 5 TRs)", 5, 15));
+        let raw: Vec<f64> = ds.runs[0].to_vec().unwrap()[..15].to_vec();
+        let col: Vec<f64> = (0..5).map(|t| raw[t * 3 + 1]).collect();
+        let m = col.iter().sum::<f64>() / 5.0;
+        let sd = (col.iter().map(|v| (v - m).powi(2)).sum::<f64>() / 5.0).sqrt();
+        assert!((s[0].data[3 + 1] - (col[1] - m) / sd).abs() < 1e-12, "standardized over its own TRs");
+        let e = |n| first_trs(&ds, &[0, 1], n).unwrap_err().to_string();
+        assert_eq!(e(8), "fingerprint: --segment 8: longer than the shortest run, sub-01_run-2 (7 TRs)");
+        assert_eq!(e(2), "fingerprint: --segment 2: a correlation needs 3 or more TRs");
+        let whole = first_trs(&ds, &[0, 1], 7).unwrap().remove(1).data;
+        assert!(whole.iter().zip(ds.runs[1].to_vec().unwrap()).all(|(a, b)| (a - b).abs() < 1e-12), "a whole run");
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub struct Query {
     pub top1: bool,
     /// Identified at top-[`TOP_K`].
     pub top5: bool,
+    /// Its mean similarity to the other samples of its subject minus its highest to a sample
+    /// of another subject ([`super::separation::margin`]; NaN, `null` in JSON, without one).
+    pub margin: f64,
     /// The top-1 chance of this query, `m / G`.
     pub chance_top1: f64,
     /// Its top-[`TOP_K`] chance, `1 - C(G - m, k) / C(G, k)`.
@@ -169,6 +172,7 @@ fn score(q: usize, samples: &[Sample], m: &[Vec<f64>]) -> Query {
         best_match: gallery[0],
         top1: rank == 1,
         top5: rank <= TOP_K,
+        margin: super::separation::margin(&m[q], &samples.iter().map(|s| s.subject.clone()).collect::<Vec<_>>(), q),
         chance_top1: chance_within(1, gallery.len(), m_same),
         chance_top5: chance_within(TOP_K, gallery.len(), m_same),
     }

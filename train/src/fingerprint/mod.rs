@@ -10,6 +10,13 @@
 //! ([`halves`]) and a half is identified from the other half; the report says so
 //! ([`FingerprintReport::halves`]).
 //!
+//! Short scans are where a fingerprint is tested hardest, so each run can be cut to its first
+//! `N` TRs ([`Cut::First`], [`first_trs`]): still one sample per run, identified from the
+//! other runs' segments, so identification is always across runs, never within one (the
+//! other segments of the query's own run would share its session, not only its subject).
+//! Top-1 saturates when every subject is found; [`separation`] adds measures that keep
+//! moving (differential identifiability, the same-vs-other margin).
+//!
 //! ```
 //! # fn main() -> Result<(), boldcast_train::TrainError> {
 //! use boldcast_fixtures::{IdentitySpec, Layout};
@@ -29,11 +36,13 @@ pub mod fc;
 pub mod identify;
 pub mod model;
 pub mod report;
+pub mod separation;
 pub mod stats;
 
-pub use fc::{fc_features, fc_samples, fisher_z, halves, needs_halves, whole_runs, FcEdges, Segment};
+pub use fc::{fc_features, fc_samples, first_trs, fisher_z, halves, needs_halves, whole_runs, FcEdges, Segment};
 pub use identify::{identify, Identification, Query, Similarity, TOP_K};
 pub use report::{method_report, Accuracy, FingerprintReport, McNemar, MethodReport};
+pub use separation::Separation;
 pub use stats::Interval;
 
 use crate::infer::Pool;
@@ -80,6 +89,42 @@ impl<'a> Method<'a> {
     }
 }
 
+/// What one sample of a run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// The whole run.
+    Whole,
+    /// Each half of the run (one run per subject).
+    Halves,
+    /// The run's first `N` TRs.
+    First(usize),
+}
+
+impl Cut {
+    /// What a sample is, in a few words (a figure's subtitle).
+    pub fn words(self) -> String {
+        match self {
+            Cut::Whole => "whole runs".into(),
+            Cut::Halves => "each run split into halves".into(),
+            Cut::First(n) => format!("the first {n} TRs of each run"),
+        }
+    }
+
+    /// The report's note on what a sample is.
+    fn note(self) -> String {
+        match self {
+            Cut::Whole => "leave-one-run-out: each run is identified from every other run".into(),
+            Cut::Halves => "every subject has one run: each run was split into halves, and each half is identified \
+                            from the other halves (its own other half among them)"
+                .into(),
+            Cut::First(n) => format!(
+                "leave-one-run-out on the first {n} TRs of each run (standardized again over them): each run's \
+                 segment is identified from the other runs' segments, never from its own run"
+            ),
+        }
+    }
+}
+
 /// The segments of `runs` to fingerprint and whether they are halves: whole runs when some
 /// subject has two of them, else each run's two halves ([`needs_halves`]).
 pub fn segments(ds: &Dataset, runs: &[usize]) -> Result<(Vec<Segment>, bool), TrainError> {
@@ -90,14 +135,18 @@ pub fn segments(ds: &Dataset, runs: &[usize]) -> Result<(Vec<Segment>, bool), Tr
     }
 }
 
-/// The report's note on what a sample is.
-fn note(halves: bool) -> String {
-    if halves {
-        "every subject has one run: each run was split into halves, and each half is identified from the other \
-         halves (its own other half among them)"
-            .into()
-    } else {
-        "leave-one-run-out: each run is identified from every other run".into()
+/// The segments of `runs` and their cut: with `first = Some(n)` each run's first `n` TRs
+/// ([`first_trs`]; an error when no subject has two of the runs), else [`segments`].
+pub fn cut_segments(ds: &Dataset, runs: &[usize], first: Option<usize>) -> Result<(Vec<Segment>, Cut), TrainError> {
+    match first {
+        Some(n) if needs_halves(ds, runs) => {
+            let reason = format!(
+                "--segment {n}: no subject has two runs, and a run's segment is identified only from other runs"
+            );
+            Err(TrainError::Fingerprint { reason })
+        }
+        Some(n) => Ok((first_trs(ds, runs, n)?, Cut::First(n))),
+        None => segments(ds, runs).map(|(s, h)| (s, if h { Cut::Halves } else { Cut::Whole })),
     }
 }
 
@@ -105,6 +154,11 @@ fn note(halves: bool) -> String {
 /// two when there are two (they must score the same queries). `halves` says whether the
 /// samples are halves of runs ([`segments`]).
 pub fn fingerprint(methods: &[Method<'_>], halves: bool) -> Result<FingerprintReport, TrainError> {
+    fingerprint_cut(methods, if halves { Cut::Halves } else { Cut::Whole })
+}
+
+/// [`fingerprint`] of samples cut from the runs as `cut` says ([`cut_segments`]).
+pub fn fingerprint_cut(methods: &[Method<'_>], cut: Cut) -> Result<FingerprintReport, TrainError> {
     let reports = methods
         .iter()
         .map(|m| {
@@ -112,18 +166,29 @@ pub fn fingerprint(methods: &[Method<'_>], halves: bool) -> Result<FingerprintRe
             Ok(MethodReport { pooling: m.pooling, features: m.features.into(), ..method_report(m.name, &id) })
         })
         .collect::<Result<Vec<_>, TrainError>>()?;
-    let mcnemar = match reports.as_slice() {
-        [a, b, ..] => Some(report::mcnemar(a, b)?),
-        _ => None,
+    let (mcnemar, separation_difference) = match reports.as_slice() {
+        [a, b, ..] => {
+            let test = report::mcnemar(a, b)?;
+            let queries: Vec<usize> = a.queries.iter().map(|q| q.sample).collect();
+            let d = separation::difference((&a.name, &a.matrix), (&b.name, &b.matrix), &a.subjects, &queries);
+            (Some(test), Some(d))
+        }
+        _ => (None, None),
     };
     Ok(FingerprintReport {
-        halves,
-        note: note(halves),
+        halves: cut == Cut::Halves,
+        segment_trs: match cut {
+            Cut::First(n) => Some(n),
+            Cut::Whole | Cut::Halves => None,
+        },
+        samples: cut.words(),
+        note: cut.note(),
         level: report::LEVEL,
         bootstrap_resamples: report::BOOTSTRAP_RESAMPLES,
         bootstrap_seed: report::BOOTSTRAP_SEED,
         methods: reports,
         mcnemar,
+        separation_difference,
     })
 }
 

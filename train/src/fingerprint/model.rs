@@ -39,7 +39,8 @@
 //! view adds to FC or loses from it.
 
 use super::{
-    fc_samples, fingerprint, fisher_z, segments, FcEdges, FingerprintReport, Method, Sample, Segment, Similarity,
+    cut_segments, fc_samples, fingerprint_cut, fisher_z, Cut, FcEdges, FingerprintReport, Method, Sample, Segment,
+    Similarity,
 };
 use crate::infer::{pool_corr, pool_mean, run_embeddings, Context, Pool};
 use crate::TrainError;
@@ -54,6 +55,16 @@ pub const FC: &str = "fc";
 /// What the functional-connectivity features are, in words.
 pub const FC_FEATURES: &str =
     "the parcel-by-parcel Pearson correlation of the BOLD over TRs, upper triangle, Fisher z (Finn et al. 2015)";
+
+/// The fewest tokens a segment's embeddings are pooled over: a correlation over two tokens
+/// is ±1 whatever the data.
+pub const MIN_SEGMENT_TOKENS: usize = 3;
+
+/// The fewest TRs `--segment` accepts for `model`: [`MIN_SEGMENT_TOKENS`] tokens of `d_in`
+/// TRs, and never fewer than FC needs ([`super::fc::MIN_HALF_TRS`]).
+pub fn min_segment_trs(cfg: &boldcast_core::ModelConfig) -> usize {
+    (MIN_SEGMENT_TOKENS * cfg.d_in).max(super::fc::MIN_HALF_TRS)
+}
 
 /// The similarity an embedding pooling is compared by and its features in words; an error for
 /// [`Pool::None`] (per-token embeddings are not one sample per run).
@@ -90,20 +101,21 @@ fn run_features<M: Model<f32>>(model: &M, run: &Run, ctx: &Context, pool: Pool) 
 }
 
 /// The embedding features of each segment under `ctx` and `pool`, as samples. A whole run's
-/// are the run's own; a half run is made a run of its own first (its values are a
-/// standardized half, and standardizing them again changes them only by rounding).
+/// are the run's own; a half run or a run's first TRs are made a run of their own first (the
+/// values are standardized over the segment, and standardizing them again changes them only
+/// by rounding), so the model sees nothing of the run past the segment.
 pub fn embedding_samples<M: Model<f32>>(
     model: &M,
     ds: &Dataset,
     runs: &[usize],
     segs: &[Segment],
-    halves: bool,
+    cut: Cut,
     ctx: &Context,
     pool: Pool,
 ) -> Result<Vec<Sample>, TrainError> {
     embedding_method(pool)?;
     let sample = |seg: &Segment, features| Sample { subject: seg.subject.clone(), label: seg.label.clone(), features };
-    if !halves {
+    if cut == Cut::Whole {
         return runs
             .iter()
             .zip(segs)
@@ -128,23 +140,35 @@ pub fn embedding_samples<M: Model<f32>>(
 /// Identifies the subjects of `runs` (indices into `ds.runs`) from `model`'s embeddings pooled
 /// by `pool` (see the module documentation) and from their functional connectivity (Pearson
 /// correlation of Fisher-z edges, Finn et al. 2015), with the paired McNemar test of the two.
-/// Whole runs when some subject has two of them, else halves of runs ([`segments`]).
+/// With `segment = Some(n)` each run's first `n` TRs (refused below [`min_segment_trs`] or
+/// above the shortest run), else whole runs when some subject has two of them, else halves
+/// of runs ([`cut_segments`]).
 pub fn fingerprint_model<M: Model<f32>>(
     model: &M,
     ds: &Dataset,
     runs: &[usize],
-    ctx: &Context,
-    pool: Pool,
+    (ctx, pool): (&Context, Pool),
+    segment: Option<usize>,
 ) -> Result<FingerprintReport, TrainError> {
     let (similarity, words) = embedding_method(pool)?;
-    let (segs, halves) = segments(ds, runs)?;
-    let emb = embedding_samples(model, ds, runs, &segs, halves, ctx, pool)?;
+    let min = min_segment_trs(model.config());
+    if let Some(n) = segment.filter(|&n| n < min) {
+        let d_in = model.config().d_in;
+        let reason = format!(
+            "--segment {n}: the model needs at least {min} TRs ({MIN_SEGMENT_TOKENS} tokens of d_in = {d_in} TRs; \
+             FC needs {})",
+            super::fc::MIN_HALF_TRS
+        );
+        return Err(TrainError::Fingerprint { reason });
+    }
+    let (segs, cut) = cut_segments(ds, runs, segment)?;
+    let emb = embedding_samples(model, ds, runs, &segs, cut, ctx, pool)?;
     let fc = fc_samples(&segs, FcEdges::FisherZ);
-    fingerprint(
+    fingerprint_cut(
         &[
             Method::new(EMBEDDING, &emb, similarity).described(words, Some(pool)),
             Method::new(FC, &fc, Similarity::Pearson).described(FC_FEATURES, None),
         ],
-        halves,
+        cut,
     )
 }

@@ -1,8 +1,10 @@
 //! The fingerprint report ([`FingerprintReport`], serialized as JSON): per method its top-1
 //! and top-5 accuracy with the Clopper-Pearson and bootstrap intervals and the chance level,
-//! the similarity matrix and the queries; and the paired McNemar test of two methods.
+//! its differential identifiability and margins ([`Separation`]), the similarity matrix and
+//! the queries; and the paired McNemar test of two methods.
 
 use super::identify::{Identification, Query, Similarity, TOP_K};
+use super::separation::{separation, Separation};
 use super::stats::{bootstrap_subjects, clopper_pearson, mcnemar_exact, Interval};
 use crate::infer::Pool;
 use crate::TrainError;
@@ -54,6 +56,8 @@ pub struct MethodReport {
     pub top1: Accuracy,
     /// Top-[`TOP_K`] accuracy.
     pub top5: Accuracy,
+    /// Differential identifiability and the same-vs-other margins, with intervals.
+    pub separation: Separation,
     /// Each sample's label (the rows and columns of `matrix`).
     pub labels: Vec<String>,
     /// Each sample's subject.
@@ -88,6 +92,10 @@ pub struct McNemar {
 pub struct FingerprintReport {
     /// Whether each run was split into halves (no subject had two runs).
     pub halves: bool,
+    /// `N` when each run was cut to its first `N` TRs (`--segment`), else `null`.
+    pub segment_trs: Option<usize>,
+    /// What a sample is, in a few words (`whole runs`, `the first 30 TRs of each run`).
+    pub samples: String,
     /// What the samples are, in words (halves or whole runs).
     pub note: String,
     /// The confidence level of every interval.
@@ -100,6 +108,9 @@ pub struct FingerprintReport {
     pub methods: Vec<MethodReport>,
     /// The test of the first two methods, when there are two.
     pub mcnemar: Option<McNemar>,
+    /// The paired difference of the first two methods' `I_diff` and margins, when there are
+    /// two.
+    pub separation_difference: Option<super::separation::SeparationDifference>,
 }
 
 /// One accuracy of `id`: `hit` says whether a query is identified, `chance` its chance.
@@ -144,6 +155,7 @@ pub fn method_report(name: &str, id: &Identification) -> MethodReport {
         n_subjects: subjects.len(),
         top1,
         top5,
+        separation: separation(&id.matrix, &id.subjects, &id.queries.iter().map(|q| q.sample).collect::<Vec<_>>()),
         labels: id.labels.clone(),
         subjects: id.subjects.clone(),
         matrix: id.matrix.clone(),

@@ -139,7 +139,7 @@ fn small_model(seed: u64) -> boldcast_cpu::CpuModel<f32> {
 /// The correlation-pooled embedding report (against FC) of every run of `ds`.
 fn corr_report(model: &boldcast_cpu::CpuModel<f32>, ds: &Dataset) -> FingerprintReport {
     let ctx = crate::infer::Context { len: crate::infer::ContextLen::Last(16), batch: 64 };
-    model::fingerprint_model(model, ds, &all_runs(ds), &ctx, crate::infer::Pool::Corr).unwrap()
+    model::fingerprint_model(model, ds, &all_runs(ds), (&ctx, crate::infer::Pool::Corr), None).unwrap()
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn correlation_pooled_embeddings_find_planted_identities_and_not_identical_ones(
     assert!(h.halves && h.methods[0].top1.value >= 0.9, "halves: top-1 {}", h.methods[0].top1.value);
     let ds = dataset(&IdentitySpec::planted(layout(2, 2, 1)));
     let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, batch: 1 };
-    let e = model::fingerprint_model(&model, &ds, &all_runs(&ds), &ctx, crate::infer::Pool::None).unwrap_err();
+    let e = model::fingerprint_model(&model, &ds, &all_runs(&ds), (&ctx, crate::infer::Pool::None), None).unwrap_err();
     assert!(e.to_string().contains("pooling `none` keeps every token"), "{e}");
     let json = serde_json::to_value(corr_report(&model, &dataset(&IdentitySpec::planted(layout(4, 2, 1))))).unwrap();
     assert_eq!(
@@ -200,4 +200,38 @@ fn mean_pooled_embeddings_run_end_to_end_and_fc_beats_them() {
     // Only the FC identifies 19 queries: p = 2 / 2^19.
     assert_eq!((t.only_first, t.only_second, t.both), (0, 19, 1));
     assert!((t.p_value - 2.0 / 2f64.powi(19)).abs() < 1e-15, "{}", t.p_value);
+}
+
+#[test]
+fn first_segments_of_runs_are_identified_across_runs_and_bad_lengths_are_refused() {
+    let model = small_model(1);
+    let ds = dataset(&IdentitySpec::planted(layout(10, 2, 1)));
+    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, batch: 1 };
+    let fp = |n| model::fingerprint_model(&model, &ds, &all_runs(&ds), (&ctx, crate::infer::Pool::Corr), Some(n));
+    let r = fp(100).unwrap();
+    assert_eq!((r.segment_trs, r.halves, r.samples.as_str()), (Some(100), false, "the first 100 TRs of each run"));
+    assert!(r.note.contains("never from its own run"), "{}", r.note);
+    for m in &r.methods {
+        assert_eq!((m.n_queries, m.labels[1].as_str()), (20, "sub-01_run-2 (first 100 TRs)"));
+        // Every query's gallery holds only other runs: its own run gives one sample.
+        assert!((m.top1.chance - 1.0 / 19.0).abs() < 1e-12);
+        let s = &m.separation;
+        assert!(s.idiff > 0.0 && s.idiff_bootstrap.lo <= s.idiff && s.idiff <= s.idiff_bootstrap.hi, "{s:?}");
+        assert_eq!((s.same_pairs, s.other_pairs), (10, 180));
+    }
+    // The same runs' FC from their first 100 TRs is the FC of those TRs, by hand.
+    let seg = first_trs(&ds, &[0], 100).unwrap();
+    let fc = fc_samples(&seg, FcEdges::FisherZ);
+    let fc2 = fc_samples(&first_trs(&ds, &[1], 100).unwrap(), FcEdges::FisherZ);
+    let want = Similarity::Pearson.between(&fc[0].features, &fc2[0].features);
+    assert!((r.methods[1].matrix[0][1] - want).abs() < 1e-12);
+    // d_in 4: 3 tokens are 12 TRs; the runs have 300.
+    let e = fp(11).unwrap_err().to_string();
+    assert!(e.contains("--segment 11: the model needs at least 12 TRs (3 tokens of d_in = 4 TRs"), "{e}");
+    assert!(fp(12).is_ok());
+    let e = fp(301).unwrap_err().to_string();
+    assert!(e.contains("--segment 301: longer than the shortest run, sub-01_run-1 (300 TRs)"), "{e}");
+    let one = dataset(&IdentitySpec::planted(layout(3, 1, 1)));
+    let e = model::fingerprint_model(&model, &one, &all_runs(&one), (&ctx, crate::infer::Pool::Corr), Some(50));
+    assert!(e.unwrap_err().to_string().contains("no subject has two runs"));
 }
