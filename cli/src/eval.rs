@@ -7,7 +7,7 @@
 //! `r_squared` (per horizon, pooled, and the median over parcels; each parcel's only in the
 //! JSON), `improvement` (its `words`), `bootstrap`'s sentence, `baselines` (but each
 //! candidate's cross-validated MSE, which only the JSON holds); `warnings` go to stderr; `--figure` draws
-//! them ([`crate::plot_eval`]).
+//! them ([`boldcast_plot::eval`]).
 //!
 //! `--checkpoint` names the weights; `--config` replaces the configuration stored in them
 //! (needed for a file without one, written by PyTorch) and then the adjacency is rebuilt from

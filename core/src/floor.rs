@@ -53,7 +53,7 @@ fn check_horizons(horizons: &[usize], d_in: usize) -> Result<()> {
 }
 
 /// Above this many TRs per token the mean over a token's elements is summed in closed form
-/// ([`mean_rho_pow_closed`]), so the floor of any `d_in` takes time independent of it.
+/// (`mean_rho_pow_closed`), so the floor of any `d_in` takes time independent of it.
 pub const SUMMED_D_IN_MAX: usize = 1 << 16;
 
 /// The mean over `j < d_in` of `rho^(2L)` for horizon `h` as a geometric series: with

@@ -1,6 +1,6 @@
 //! Fuzz targets of the data readers' scale and picks (issue 29): label tables of up to 50,000
 //! labels built from a recipe ([`label_table`]: the reader must stay linear), and the
-//! `--format` pick ([`format`]: any text is a format read, or an error naming `--format`).
+//! `--format` pick ([`format()`]: any text is a format read, or an error naming `--format`).
 
 use super::check::{Outcome, Target};
 use super::mutate::{Format, Plan, Seed};
