@@ -40,6 +40,21 @@ pub struct ArChoice {
     pub cv_mse: Vec<f64>,
 }
 
+impl ArChoice {
+    /// A warning when the lowest cross-validated MSE is at the largest order tried
+    /// ([`AR_P_MAX`]): a longer AR may forecast better, so a model compared with `ar_p` may
+    /// look better than the strongest per-parcel AR would let it. `None` otherwise.
+    pub fn edge_warning(&self) -> Option<String> {
+        (!self.cv_mse.is_empty() && self.p_max > 1 && self.p_lowest_cv == self.p_max).then(|| {
+            format!(
+                "warning: ar_p: the lowest cross-validated MSE is at the largest order tried (p = {0} TRs, orders \
+                 1..{0}): a longer AR may forecast better, so the comparison with ar_p may flatter the model",
+                self.p_max
+            )
+        })
+    }
+}
+
 fn no_samples(what: &str) -> TrainError {
     TrainError::Baseline {
         name: "ar_p".into(),
@@ -92,4 +107,23 @@ fn orders(totals: &[Moments], p: usize, n_leads: usize) -> Result<Vec<DMatrix<f6
             Ok(c)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ArChoice;
+
+    fn choice(cv_mse: Vec<f64>) -> ArChoice {
+        let p_lowest_cv = (0..cv_mse.len()).min_by(|&a, &b| cv_mse[a].total_cmp(&cv_mse[b])).map_or(1, |i| i + 1);
+        ArChoice { p: 2, p_lowest_cv, p_max: cv_mse.len().max(1), cv_mse }
+    }
+
+    #[test]
+    fn an_order_at_the_end_of_the_grid_is_warned_of() {
+        // ds000140's ar_p: the MSE still falls steeply at p = 8.
+        let w = choice(vec![0.61, 0.51, 0.48, 0.40, 0.36, 0.22, 0.15, 0.085]).edge_warning().unwrap();
+        assert!(w.starts_with("warning: ar_p: the lowest cross-validated MSE is at the largest order tried (p = 8 TRs"));
+        assert_eq!(choice(vec![0.5, 0.3, 0.31, 0.32]).edge_warning(), None, "the lowest MSE inside the grid");
+        assert_eq!(choice(Vec::new()).edge_warning(), None, "no cross-validation");
+    }
 }

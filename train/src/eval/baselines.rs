@@ -83,10 +83,11 @@ pub struct BaselineChoices {
 }
 
 impl BaselineChoices {
-    /// What the user should be warned of: a ridge penalty chosen at an end of the grid.
+    /// What the user should be warned of: `ar_p`'s best order at the largest tried, a ridge
+    /// penalty chosen at an end of the grid.
     pub fn warnings(&self) -> Vec<String> {
         let fits = [("var1", &self.var1), ("var_p", &self.var_p), ("var_pca", &self.var_pca)];
-        fits.iter().filter_map(|(n, c)| c.edge_warning(n)).collect()
+        self.ar_p.edge_warning().into_iter().chain(fits.iter().filter_map(|(n, c)| c.edge_warning(n))).collect()
     }
 }
 
