@@ -11,7 +11,7 @@ use crate::error::CliError;
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig, StepRecord};
 use boldcast_train::config::RunConfig;
-use boldcast_train::overfit::{overfit_data, train_overfit, OverfitData, OverfitOptions};
+use boldcast_train::overfit::{overfit_data, run_overfit, OverfitData, OverfitOptions};
 use boldcast_train::presets::{Purpose, DEFAULT_PRESET};
 use boldcast_train::run_dir::RunKind;
 use boldcast_train::Observer;
@@ -83,8 +83,9 @@ fn print_outcome(rep: &OverfitReport) {
     );
 }
 
-/// Trains with the step lines, draws the figure, writes `summary.json` (with the figure's
-/// name and legend, the preset and the data source) and prints the outcome.
+/// Runs the library's whole check ([`run_overfit`]: the loop with the step lines, then
+/// `summary.json` with the figure's name, the preset and the data source), draws the figure
+/// and prints the outcome.
 fn overfit_run<M: Model<f32>>(
     model: M,
     cfg: &RunConfig,
@@ -92,22 +93,18 @@ fn overfit_run<M: Model<f32>>(
     preset: &str,
     out: PathBuf,
 ) -> Result<OverfitReport, CliError> {
-    let figures = out.join("figures");
-    std::fs::create_dir_all(&figures).map_err(CliError::io(&out))?;
-    let opts = OverfitOptions::from_config(cfg, out, Some(data.floor.clone()));
+    let mut opts = OverfitOptions::from_config(cfg, out, Some(data.floor.clone()));
+    opts.extra.insert("figure".into(), json!("figures/overfit_curve.png"));
+    opts.extra.insert("figure_svg".into(), json!("figures/overfit_curve.svg"));
+    opts.extra.insert("preset".into(), json!(preset));
+    opts.extra.insert("data".into(), json!(data.source));
     let mut lines = StepLines::new(std::io::stdout().is_terminal(), opts.max_steps, cfg.train.log_every);
-    let rep = train_overfit(model, &data.batch, &opts, &mut [&mut lines])?;
+    let rep = run_overfit(model, &data.batch, &opts, &mut [&mut lines])?;
     lines.finish();
     let (v, floor) = (&rep.verdict, rep.floor.as_ref().map(|f| f.value));
     let window = boldcast::core::accept::OVERFIT_WINDOW;
-    let curves = (&rep.losses[..], &rep.lrs[..]);
-    boldcast_plot::overfit_curve(&figures.join("overfit_curve.png"), curves, (v.first, v.last, window), floor)?;
-    let mut extra = serde_json::Map::new();
-    extra.insert("figure".into(), json!("figures/overfit_curve.png"));
-    extra.insert("figure_svg".into(), json!("figures/overfit_curve.svg"));
-    extra.insert("preset".into(), json!(preset));
-    extra.insert("data".into(), json!(data.source));
-    rep.write_summary(&extra)?;
+    let figure = rep.out.join("figures/overfit_curve.png");
+    boldcast_plot::overfit_curve(&figure, (&rep.losses, &rep.lrs), (v.first, v.last, window), floor)?;
     print_outcome(&rep);
     Ok(rep)
 }
