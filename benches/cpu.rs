@@ -17,6 +17,7 @@ mod common;
 use boldcast::core::{Adjacency, Trainer};
 use boldcast::cpu::knn::{self, KnnParams};
 use boldcast::cpu::mamba1::{self, Mamba1Dims, Mamba1Params};
+use boldcast::cpu::mixer::{BackwardIo, Seqs};
 use boldcast::cpu::CpuModel;
 use common::{demo_config, values, QuickStep};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -51,12 +52,15 @@ fn mixer(c: &mut Criterion) {
     let mut g = c.benchmark_group("cpu");
     g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
     g.bench_function("mamba1_forward", |b| {
-        b.iter(|| mamba1::forward(dims, &p, black_box(&u), batch, time, parcels, &mut y))
+        b.iter(|| mamba1::forward(dims, &p, black_box(&u), Seqs::new(batch, time, parcels), &mut y))
     });
     let mut grads = Mamba1Params::zeros(dims);
     let mut g_u = vec![0.0; len];
     g.bench_function("mamba1_backward", |b| {
-        b.iter(|| mamba1::backward(dims, &p, black_box(&u), batch, time, parcels, &g_y, &mut g_u, &mut grads))
+        b.iter(|| {
+            let io = BackwardIo { u: black_box(&u), g_y: &g_y, g_u: &mut g_u };
+            mamba1::backward(dims, &p, Seqs::new(batch, time, parcels), io, &mut grads, None)
+        })
     });
     g.finish();
 }

@@ -115,6 +115,30 @@ fn default_chunk() -> usize {
     64
 }
 
+/// The Mamba-1 mixer's tensor names after [`mixer_prefix`], in state-dict order (that of
+/// transformers' `MambaMixer`). Backends take their tensors in this order.
+pub const MAMBA1_PARAMS: [&str; 9] = [
+    "conv1d.weight",
+    "conv1d.bias",
+    "in_proj.weight",
+    "x_proj.weight",
+    "dt_proj.weight",
+    "dt_proj.bias",
+    "A_log",
+    "D",
+    "out_proj.weight",
+];
+
+/// The Mamba-2 mixer's tensor names after [`mixer_prefix`], in state-dict order (that of
+/// transformers' `Mamba2Mixer`).
+pub const MAMBA2_PARAMS: [&str; 8] =
+    ["dt_bias", "conv1d.weight", "conv1d.bias", "in_proj.weight", "A_log", "D", "norm.weight", "out_proj.weight"];
+
+/// The prefix of layer `i`'s temporal-mixer tensors: `layers.{i}.mamba.mamba.`.
+pub fn mixer_prefix(i: usize) -> String {
+    format!("layers.{i}.mamba.mamba.")
+}
+
 /// One named parameter: its MODEL.md name and PyTorch shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamSpec {
@@ -265,33 +289,29 @@ impl ModelConfig {
             let p = |s: &str| format!("layers.{i}.{s}");
             v.push(ParamSpec::new(p("mamba.norm.weight"), &[m]));
             v.push(ParamSpec::new(p("mamba.norm.bias"), &[m]));
-            let mm = |s: &str| format!("layers.{i}.mamba.mamba.{s}");
+            let mm = |s: &str| format!("{}{s}", mixer_prefix(i));
             match self.temporal {
-                // Order as in transformers' MambaMixer: conv1d, in_proj, x_proj, dt_proj, A_log, D, out_proj.
                 Temporal::Mamba => {
                     let r = self.dt_rank();
-                    v.push(ParamSpec::new(mm("conv1d.weight"), &[di, 1, k]));
-                    v.push(ParamSpec::new(mm("conv1d.bias"), &[di]));
-                    v.push(ParamSpec::new(mm("in_proj.weight"), &[two_di, m]));
-                    v.push(ParamSpec::new(mm("x_proj.weight"), &[r.saturating_add(two_n), di]));
-                    v.push(ParamSpec::new(mm("dt_proj.weight"), &[di, r]));
-                    v.push(ParamSpec::new(mm("dt_proj.bias"), &[di]));
-                    v.push(ParamSpec::new(mm("A_log"), &[di, n]));
-                    v.push(ParamSpec::new(mm("D"), &[di]));
-                    v.push(ParamSpec::new(mm("out_proj.weight"), &[m, di]));
+                    let shapes: [&[usize]; 9] = [
+                        &[di, 1, k],
+                        &[di],
+                        &[two_di, m],
+                        &[r.saturating_add(two_n), di],
+                        &[di, r],
+                        &[di],
+                        &[di, n],
+                        &[di],
+                        &[m, di],
+                    ];
+                    v.extend(MAMBA1_PARAMS.iter().zip(shapes).map(|(s, sh)| ParamSpec::new(mm(s), sh)));
                 }
-                // Order as in transformers' Mamba2Mixer: dt_bias, conv1d, in_proj, A_log, D, norm, out_proj.
                 Temporal::Mamba2 => {
                     let h = self.nheads();
                     let conv = di.saturating_add(two_n);
-                    v.push(ParamSpec::new(mm("dt_bias"), &[h]));
-                    v.push(ParamSpec::new(mm("conv1d.weight"), &[conv, 1, k]));
-                    v.push(ParamSpec::new(mm("conv1d.bias"), &[conv]));
-                    v.push(ParamSpec::new(mm("in_proj.weight"), &[two_di.saturating_add(two_n).saturating_add(h), m]));
-                    v.push(ParamSpec::new(mm("A_log"), &[h]));
-                    v.push(ParamSpec::new(mm("D"), &[h]));
-                    v.push(ParamSpec::new(mm("norm.weight"), &[di]));
-                    v.push(ParamSpec::new(mm("out_proj.weight"), &[m, di]));
+                    let proj = two_di.saturating_add(two_n).saturating_add(h);
+                    let shapes: [&[usize]; 8] = [&[h], &[conv, 1, k], &[conv], &[proj, m], &[h], &[h], &[di], &[m, di]];
+                    v.extend(MAMBA2_PARAMS.iter().zip(shapes).map(|(s, sh)| ParamSpec::new(mm(s), sh)));
                 }
             }
             if self.k_neighbors > 0 {
@@ -435,9 +455,9 @@ mod tests {
         assert!(alloc::format!("{}", c.validate().unwrap_err()).contains("model.d_model"));
     }
 
-    /// Fuzzing (issue 17): a configuration file with `n_layers = 9223372036854775807` passed
-    /// validation, and `param_specs` then pushed specs until memory ran out; sizes whose
-    /// product overflows panicked in `d_inner` (debug) or wrapped (release).
+    /// A configuration with `n_layers = 9223372036854775807` must fail validation: otherwise
+    /// `param_specs` pushes specs until memory runs out, and sizes whose product overflows
+    /// panic in `d_inner` (debug) or wrap (release).
     #[test]
     fn more_layers_than_the_bound_are_refused_naming_the_field() {
         let msg = |c: &ModelConfig| alloc::format!("{}", c.validate().unwrap_err());

@@ -9,6 +9,7 @@
 //! - [`tensor`]: host tensors with those shapes, in which data crosses the [`Model`] boundary;
 //! - [`adjacency`]: the validated `(P, k)` neighbour table of the spatial attention;
 //! - [`config`]: the model configuration and the parameter names and shapes of MODEL.md;
+//! - [`init`]: the seeded initialization every backend uses, so a seed fixes one model;
 //! - [`model`]: the [`Model`] trait every backend implements;
 //! - [`forecast`]: targets, the forecasting loss and per-horizon losses as pure functions;
 //! - [`floor`]: the AR(1) loss floor and the empirical single-lag floor;
@@ -37,6 +38,7 @@ pub mod error;
 pub mod floor;
 pub mod flops;
 pub mod forecast;
+pub mod init;
 pub mod memory;
 pub mod model;
 pub mod optim;
@@ -47,7 +49,9 @@ pub mod trainer;
 
 pub use adjacency::Adjacency;
 pub use collective::{Collective, DataParallel, Reduce, SingleProcess};
-pub use config::{LinearPath, ModelConfig, ModelConfigBuilder, ParamSpec, Temporal};
+pub use config::{
+    mixer_prefix, LinearPath, ModelConfig, ModelConfigBuilder, ParamSpec, Temporal, MAMBA1_PARAMS, MAMBA2_PARAMS,
+};
 pub use elem::Elem;
 pub use error::Error;
 pub use model::{check_offset, Model};

@@ -4,7 +4,7 @@
 //! `../shared/golden` when present); the conformance suite ([`conformance`], run with
 //! [`conformance_tests!`]) runs every golden case and randomized comparisons with the CPU
 //! backend, the suite's reference; [`offset`] runs a case whose forecasts add a fixed
-//! offset; [`loose`] holds a golden case to looser, measured tolerances (a mode such as bf16
+//! offset; [`fd`] holds the finite differences of the gradient checks; [`loose`] holds a golden case to looser, measured tolerances (a mode such as bf16
 //! autocast that cannot meet f32's); [`fuzz`] is the fuzz harnesses' engine and checker, and
 //! the targets of the data crate and the golden cases. The golden files'
 //! safetensors are read with `boldcast-data`'s [`tensorfile`](boldcast_data::tensorfile).
@@ -21,6 +21,7 @@
 
 pub mod cases;
 pub mod conformance;
+pub mod fd;
 pub mod fuzz;
 pub mod golden;
 pub mod loose;

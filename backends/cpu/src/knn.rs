@@ -177,6 +177,24 @@ impl<E: CpuElem> Scratch<E> {
         par::with_scratch(|s: &Self| s.sized == (p, m, k, rows), || Self::new(p, m, k, rows), f)
     }
 
+    /// The attention's backward for each of the `ng` groups of the last
+    /// [`Scratch::forward`]: from `g_att` and the stored `qkv` and `w`, into `g_qkv`.
+    fn attention_backward(&mut self, hd: &Heads<'_, E>, ng: usize) {
+        let (np, m, k) = (hd.adj.parcels(), hd.m, hd.k);
+        for gi in 0..ng {
+            let b = gi * np;
+            attend_backward(
+                hd,
+                &self.qkv[b * 3 * m..][..np * 3 * m],
+                &self.w[b * k..][..np * k],
+                &self.g_att[b * m..][..np * m],
+                &mut self.g_w,
+                &mut self.g_q,
+                &mut self.g_qkv[b * 3 * m..][..np * 3 * m],
+            );
+        }
+    }
+
     /// The forward of `ng` consecutive `(b, t)` groups `x` (`ng P x M`) up to `att` (before
     /// the out projection).
     fn forward(&mut self, adj: &Adjacency, prm: &KnnParams<E>, st: &Stacked<E>, x: &[E], ng: usize, m: usize) {
@@ -185,26 +203,36 @@ impl<E: CpuElem> Scratch<E> {
         let (h, qkv) = (&mut self.h[..rows * m], &mut self.qkv[..rows * 3 * m]);
         layernorm::forward_rows(x, rows, m, &prm.norm_w, &prm.norm_b, h);
         linear::forward(h, rows, m, &st.w, Some(&st.b), 3 * m, qkv);
-        let sc = E::of(1.0 / (m as f64).sqrt());
+        let hd = Heads::new(adj, m);
         for g in 0..ng {
             let base = g * np;
-            attend(
-                adj,
-                m,
-                k,
-                sc,
-                &self.qkv[base * 3 * m..][..np * 3 * m],
-                &mut self.w[base * k..][..np * k],
-                &mut self.att[base * m..][..np * m],
-            );
+            let (w, att) = (&mut self.w[base * k..][..np * k], &mut self.att[base * m..][..np * m]);
+            attend(&hd, &self.qkv[base * 3 * m..][..np * 3 * m], w, att);
         }
+    }
+}
+
+/// What every group's attention shares: the neighbours, the width `M`, `k` and the score
+/// scale `1 / sqrt(M)`.
+#[derive(Copy, Clone)]
+struct Heads<'a, E> {
+    adj: &'a Adjacency,
+    m: usize,
+    k: usize,
+    sc: E,
+}
+
+impl<'a, E: CpuElem> Heads<'a, E> {
+    fn new(adj: &'a Adjacency, m: usize) -> Self {
+        Self { adj, m, k: adj.k(), sc: E::of(1.0 / (m as f64).sqrt()) }
     }
 }
 
 multiversion! {
     /// The attention of one group: `qkv` `(P, 3M)` rows `[q | k | v]`; writes the softmax
     /// weights `w` `(P, k)` and `att[p] = sum_j w[p, j] v[a(p, j)]` `(P, M)`.
-    fn attend<E: CpuElem>(adj: &Adjacency, m: usize, k: usize, sc: E, qkv: &[E], w: &mut [E], att: &mut [E]) {
+    fn attend<E: CpuElem>(hd: &Heads<'_, E>, qkv: &[E], w: &mut [E], att: &mut [E]) {
+        let Heads { adj, m, k, sc } = *hd;
         for p in 0..adj.parcels() {
             let row = adj.row(p);
             let qp = &qkv[p * 3 * m..][..m];
@@ -241,10 +269,7 @@ multiversion! {
     /// stored weights `w` and `[q | k | v]`, overwrites `g_qkv` `(P, 3M)` with
     /// `[g_q | g_k | g_v]`; the scatter-adds to neighbours stay inside the group.
     fn attend_backward<E: CpuElem>(
-        adj: &Adjacency,
-        m: usize,
-        k: usize,
-        sc: E,
+        hd: &Heads<'_, E>,
         qkv: &[E],
         w: &[E],
         g_att: &[E],
@@ -252,6 +277,7 @@ multiversion! {
         g_q: &mut [E],
         g_qkv: &mut [E],
     ) {
+        let Heads { adj, m, k, sc } = *hd;
         g_qkv.fill(E::zero());
         for p in 0..adj.parcels() {
             let row = adj.row(p);
@@ -289,6 +315,18 @@ multiversion! {
     }
 }
 
+/// Runs `f(first group, groups)` over the groups `r` in sub-batches of
+/// [`Scratch::groups_per_sub`], in order.
+fn each_sub<E: CpuElem>(np: usize, r: std::ops::Range<usize>, mut f: impl FnMut(usize, usize)) {
+    let sub = Scratch::<E>::groups_per_sub(np);
+    let mut g0 = r.start;
+    while g0 < r.end {
+        let ng = sub.min(r.end - g0);
+        f(g0, ng);
+        g0 += ng;
+    }
+}
+
 fn check(adj: &Adjacency, m: usize, n: usize, groups: usize, what: &str) {
     assert_eq!(n, groups * adj.parcels() * m, "knn {what}: {n} values, not (B*T={groups}, P={}, M={m})", adj.parcels());
 }
@@ -303,16 +341,12 @@ pub fn forward<E: CpuElem>(m: usize, adj: &Adjacency, prm: &KnnParams<E>, x: &[E
     let st = Stacked::new(prm);
     par::map_blocks(groups, MIN_GROUPS, out, g, |r, ob| {
         Scratch::with(np, m, k, |s| {
-            let sub = Scratch::<E>::groups_per_sub(np);
-            let mut g0 = r.start;
-            while g0 < r.end {
-                let ng = sub.min(r.end - g0);
+            each_sub::<E>(np, r.clone(), |g0, ng| {
                 let rows = ng * np;
                 s.forward(adj, prm, &st, &x[g0 * g..][..ng * g], ng, m);
                 let o = &mut ob[(g0 - r.start) * g..][..ng * g];
                 linear::forward(&s.att[..rows * m], rows, m, &prm.out_w, Some(&prm.out_b), m, o);
-                g0 += ng;
-            }
+            })
         })
     });
 }
@@ -336,17 +370,14 @@ pub fn backward<E: CpuElem>(
     check(adj, m, g_x.len(), groups, "g_x");
     let (np, k) = (adj.parcels(), adj.k());
     let g = np * m;
-    let sc = E::of(1.0 / (m as f64).sqrt());
+    let hd = Heads::new(adj, m);
     let st = Stacked::new(prm);
     let parts = par::map_blocks(groups, MIN_GROUPS, g_x, g, |r, gxb| {
         let mut pg = KnnParams::zeros(m);
         // The stacked projections' gradients, split into q, k, v at the end of the block.
         let (mut g_wqkv, mut g_bqkv) = (vec![E::zero(); 3 * m * m], vec![E::zero(); 3 * m]);
         Scratch::with(np, m, k, |s| {
-            let sub = Scratch::<E>::groups_per_sub(np);
-            let mut g0 = r.start;
-            while g0 < r.end {
-                let ng = sub.min(r.end - g0);
+            each_sub::<E>(np, r.clone(), |g0, ng| {
                 let rows = ng * np;
                 let xs = &x[g0 * g..][..ng * g];
                 let go = &g_out[g0 * g..][..ng * g];
@@ -363,21 +394,7 @@ pub fn backward<E: CpuElem>(
                     Some(&mut pg.out_b),
                     Some((&mut s.g_att[..rows * m], false)),
                 );
-                for gi in 0..ng {
-                    let b = gi * np;
-                    attend_backward(
-                        adj,
-                        m,
-                        k,
-                        sc,
-                        &s.qkv[b * 3 * m..][..np * 3 * m],
-                        &s.w[b * k..][..np * k],
-                        &s.g_att[b * m..][..np * m],
-                        &mut s.g_w,
-                        &mut s.g_q,
-                        &mut s.g_qkv[b * 3 * m..][..np * 3 * m],
-                    );
-                }
+                s.attention_backward(&hd, ng);
                 // [q | k | v] = h W^T + b: g_h = g_qkv W, and the stacked weight gradients.
                 linear::backward(
                     &s.h[..rows * m],
@@ -401,11 +418,9 @@ pub fn backward<E: CpuElem>(
                     &mut pg.norm_w,
                     &mut pg.norm_b,
                 );
-                g0 += ng;
-            }
+            })
         });
-        let mm = m * m;
-        for (dst, src) in [&mut pg.q_w, &mut pg.k_w, &mut pg.v_w].into_iter().zip(g_wqkv.chunks_exact(mm)) {
+        for (dst, src) in [&mut pg.q_w, &mut pg.k_w, &mut pg.v_w].into_iter().zip(g_wqkv.chunks_exact(m * m)) {
             dst.copy_from_slice(src);
         }
         for (dst, src) in [&mut pg.q_b, &mut pg.k_b, &mut pg.v_b].into_iter().zip(g_bqkv.chunks_exact(m)) {
@@ -421,6 +436,7 @@ pub fn backward<E: CpuElem>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use boldcast_testkit::fd::{central, central_at};
     use rand::{Rng, SeedableRng};
 
     fn rand_vec(rng: &mut rand_chacha::ChaCha8Rng, n: usize, scale: f64) -> Vec<f64> {
@@ -458,27 +474,20 @@ mod tests {
         backward(m, &adj, &prm, &x, groups, &c, &mut g_x, &mut grads);
         let h = 1e-6;
         let mut worst = 0.0f64;
-        let mut cmp = |a: f64, plus: f64, minus: f64, what: &str| {
-            let num = (plus - minus) / (2.0 * h);
+        let mut cmp = |a: f64, num: f64, what: &str| {
             // Relative error with an absolute floor: entries near zero are judged absolutely.
             let err = (a - num).abs() / num.abs().max(1e-2);
             worst = worst.max(err);
             assert!((a - num).abs() <= 1e-7 + 1e-5 * num.abs(), "{what}: {a} vs {num}");
         };
         for i in (0..x.len()).step_by(7) {
-            let (mut xp, mut xm) = (x.clone(), x.clone());
-            xp[i] += h;
-            xm[i] -= h;
-            cmp(g_x[i], loss(m, &adj, &prm, &xp, groups, &c), loss(m, &adj, &prm, &xm, groups, &c), "g_x");
+            cmp(g_x[i], central_at(&x, i, h, |x| loss(m, &adj, &prm, x, groups, &c)), "g_x");
         }
         for ti in 0..10 {
             let n = prm.tensors()[ti].1.len();
             for i in (0..n).step_by(3) {
-                let (mut pp, mut pm) = (prm.clone(), prm.clone());
-                pp.tensors_mut()[ti].1[i] += h;
-                pm.tensors_mut()[ti].1[i] -= h;
-                let a = grads.tensors()[ti].1[i];
-                cmp(a, loss(m, &adj, &pp, &x, groups, &c), loss(m, &adj, &pm, &x, groups, &c), prm.tensors()[ti].0);
+                let num = central(&prm, h, |q, d| q.tensors_mut()[ti].1[i] += d, |q| loss(m, &adj, q, &x, groups, &c));
+                cmp(grads.tensors()[ti].1[i], num, prm.tensors()[ti].0);
             }
         }
         assert!(worst < 1e-5, "worst relative error {worst}");

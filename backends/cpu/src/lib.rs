@@ -11,8 +11,11 @@
 //!   disjoint writes from parallel blocks, and per-thread cached scratch;
 //! - [`mamba1`]: the Mamba-1 temporal mixer, forward and backward over every parcel's sequence,
 //!   with a checkpointed scan;
+//! - [`mamba2`]: the Mamba-2 (SSD) temporal mixer, likewise;
+//! - [`mixer`]: what both mixers share: the call's shape ([`mixer::Seqs`]), the backward's
+//!   buffers ([`mixer::BackwardIo`]), size checks and the `(B, T, P, M)` sequence layout;
 //! - [`knn`]: the spatial mixer, k-nearest-neighbour attention, forward and backward;
-//! - [`init`]: seeded initialization with PyTorch's defaults;
+//! - [`init`]: seeded initialization with PyTorch's defaults (the core's, re-exported);
 //! - [`model`]: [`CpuModel`], the whole forecaster behind [`boldcast_core::Model`];
 //! - [`alloc`]: the training process's allocator policy (glibc keeps freed large buffers,
 //!   and [`alloc::CacheAligned`] puts buffers on cache-line boundaries for the 16-lane loops).
@@ -25,6 +28,7 @@ pub mod knn;
 pub mod mamba1;
 /// The Mamba-2 (SSD) temporal mixer: parameters, chunked and sequential forward, and hand-written backward.
 pub mod mamba2;
+pub mod mixer;
 pub mod model;
 pub mod ops;
 pub mod par;

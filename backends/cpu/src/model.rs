@@ -31,6 +31,8 @@
 use crate::knn::{self, KnnParams};
 use crate::mamba1::{self, Mamba1Dims, Mamba1Params};
 use crate::mamba2::{self, Mamba2Dims, Mamba2Params};
+use crate::mixer::{BackwardIo, Seqs};
+use crate::ops::linear::{Weight, WeightGrads};
 use crate::ops::{layernorm, CpuElem};
 use crate::{init, par};
 use boldcast_core::model::{load_state_into, NamedTensor};
@@ -62,29 +64,26 @@ impl MixerDims {
     }
 
     /// `y = mixer(u)` over every parcel's sequence of the `(B, T, P, M)` activation `u`; with
-    /// `keep`, a Mamba-1 mixer also returns its scan checkpoints for [`MixerDims::backward`].
-    #[allow(clippy::too_many_arguments)]
+    /// `keep` (a buffer to reuse), a Mamba-1 mixer also returns its scan checkpoints for
+    /// [`MixerDims::backward`].
     fn forward<E: CpuElem>(
         self,
         p: &Mixer<E>,
         u: &[E],
-        b: usize,
-        t: usize,
-        np: usize,
+        seqs: Seqs,
         y: &mut [E],
-        keep: bool,
-        reuse: Vec<E>,
+        keep: Option<Vec<E>>,
     ) -> Option<mamba1::ScanCheckpoints<E>> {
         match (self, p) {
-            (Self::Mamba1(d), Mixer::Mamba1(p)) if keep => {
-                Some(mamba1::forward_keeping_checkpoints(d, p, u, b, t, np, y, reuse))
-            }
-            (Self::Mamba1(d), Mixer::Mamba1(p)) => {
-                mamba1::forward(d, p, u, b, t, np, y);
-                None
-            }
+            (Self::Mamba1(d), Mixer::Mamba1(p)) => match keep {
+                Some(reuse) => Some(mamba1::forward_keeping_checkpoints(d, p, u, seqs, y, reuse)),
+                None => {
+                    mamba1::forward(d, p, u, seqs, y);
+                    None
+                }
+            },
             (Self::Mamba2(d), Mixer::Mamba2(p)) => {
-                mamba2::forward(d, p, u, b, t, np, y);
+                mamba2::forward(d, p, u, seqs, y);
                 None
             }
             _ => unreachable!("every layer holds the mixer of the model's dims"),
@@ -92,33 +91,25 @@ impl MixerDims {
     }
 
     /// Bytes of scan checkpoints one layer's forward keeps with `keep` (see [`Trace::scans`]).
-    fn checkpoint_bytes<E>(self, b: usize, t: usize, np: usize) -> usize {
+    fn checkpoint_bytes<E>(self, seqs: Seqs) -> usize {
         match self {
-            Self::Mamba1(d) => mamba1::checkpoint_bytes::<E>(d, b, t, np),
+            Self::Mamba1(d) => mamba1::checkpoint_bytes::<E>(d, seqs),
             Self::Mamba2(_) => 0,
         }
     }
 
-    /// Overwrites `g_u` and accumulates the parameter gradients into `g` (the mixers' contract).
-    #[allow(clippy::too_many_arguments)]
+    /// Overwrites `io.g_u` and accumulates the parameter gradients into `g` (the mixers' contract).
     fn backward<E: CpuElem>(
         self,
         p: &Mixer<E>,
-        u: &[E],
-        b: usize,
-        t: usize,
-        np: usize,
-        g_y: &[E],
-        g_u: &mut [E],
+        seqs: Seqs,
+        io: BackwardIo<'_, E>,
         g: &mut Mixer<E>,
         ck: Option<&mamba1::ScanCheckpoints<E>>,
     ) {
         match (self, p, g) {
-            (Self::Mamba1(d), Mixer::Mamba1(p), Mixer::Mamba1(g)) => match ck {
-                Some(ck) => mamba1::backward_from_checkpoints(d, p, u, b, t, np, g_y, g_u, g, ck),
-                None => mamba1::backward(d, p, u, b, t, np, g_y, g_u, g),
-            },
-            (Self::Mamba2(d), Mixer::Mamba2(p), Mixer::Mamba2(g)) => mamba2::backward(d, p, u, b, t, np, g_y, g_u, g),
+            (Self::Mamba1(d), Mixer::Mamba1(p), Mixer::Mamba1(g)) => mamba1::backward(d, p, seqs, io, g, ck),
+            (Self::Mamba2(d), Mixer::Mamba2(p), Mixer::Mamba2(g)) => mamba2::backward(d, p, seqs, io, g),
             _ => unreachable!("every layer holds the mixer of the model's dims"),
         }
     }
@@ -417,7 +408,7 @@ impl<E: CpuElem> CpuModel<E> {
         par::linear_forward(tokens, rows, d, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x);
         let mut tr = Trace { inputs: Vec::new(), mids: Vec::new(), scans: Vec::new() };
         let n_layers = self.params.layers.len();
-        let scan_bytes = self.dims.checkpoint_bytes::<E>(b, t, p);
+        let scan_bytes = self.dims.checkpoint_bytes::<E>(Seqs::new(b, t, p));
         let keep_scans = keep && scan_bytes > 0 && n_layers * scan_bytes <= SCAN_CHECKPOINT_BUDGET;
         let (mut u, mut y) = (pool.take(rows * m), pool.take(rows * m));
         // `x += y`, except that with `keep` the sum goes to a new buffer and the old `x` is
@@ -433,8 +424,8 @@ impl<E: CpuElem> CpuModel<E> {
         };
         for l in &self.params.layers {
             layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
-            let reuse = if keep_scans { pool.take(scan_bytes / size_of::<E>()) } else { Vec::new() };
-            let ck = self.dims.forward(&l.mamba, &u, b, t, p, &mut y, keep_scans, reuse);
+            let reuse = keep_scans.then(|| pool.take(scan_bytes / size_of::<E>()));
+            let ck = self.dims.forward(&l.mamba, &u, Seqs::new(b, t, p), &mut y, reuse);
             if keep {
                 tr.scans.push(ck);
             }
@@ -531,7 +522,9 @@ impl<E: CpuElem> CpuModel<E> {
         let (prm, grd) = (&self.params, &mut self.grads);
         // head, then final_norm: g is the gradient with respect to the trunk output.
         let mut g_e = pool.take(rows * m);
-        par::linear_backward(&e, rows, m, &prm.head_w, hd, &g_pred, &mut grd.head_w, &mut grd.head_b, Some(&mut g_e));
+        let head = Weight { w: &prm.head_w, inp: m, out: hd };
+        let g_head = WeightGrads { w: &mut grd.head_w, b: &mut grd.head_b };
+        par::linear_backward(&e, rows, head, &g_pred, g_head, Some(&mut g_e));
         pool.give(e);
         pool.give(g_pred);
         // layernorm::backward adds to its input gradient.
@@ -556,14 +549,17 @@ impl<E: CpuElem> CpuModel<E> {
             debug_assert_eq!(tr.inputs.len(), li);
             layernorm::forward(&x_in, rows, m, &l.norm_w, &l.norm_b, &mut u);
             let ck = tr.scans.pop().expect("one scan entry per layer");
-            self.dims.backward(&l.mamba, &u, b, t, p, &g, &mut g_u, &mut lg.mamba, ck.as_ref());
+            let io = BackwardIo { u: &u, g_y: &g, g_u: &mut g_u };
+            self.dims.backward(&l.mamba, Seqs::new(b, t, p), io, &mut lg.mamba, ck.as_ref());
             if let Some(ck) = ck {
                 pool.give(ck.into_buffer());
             }
             layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, &mut g, &mut lg.norm_w, &mut lg.norm_b);
             pool.give(x_in);
         }
-        par::linear_backward(tokens.data(), rows, d, &prm.embed_w, m, &g, &mut grd.embed_w, &mut grd.embed_b, None);
+        let embed = Weight { w: &prm.embed_w, inp: d, out: m };
+        let g_embed = WeightGrads { w: &mut grd.embed_w, b: &mut grd.embed_b };
+        par::linear_backward(tokens.data(), rows, embed, &g, g_embed, None);
         for v in [g, g_u, u] {
             pool.give(v);
         }

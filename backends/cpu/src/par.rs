@@ -4,7 +4,8 @@
 //! So a reduction (a weight gradient summed over rows) gives bit-identical results for any
 //! number of threads, and a run is repeatable.
 
-use crate::ops::{linear, CpuElem};
+use crate::ops::linear::{self, Weight, WeightGrads};
+use crate::ops::CpuElem;
 use rayon::prelude::*;
 use std::any::Any;
 use std::cell::RefCell;
@@ -217,20 +218,18 @@ pub fn linear_forward<E: CpuElem>(x: &[E], rows: usize, inp: usize, w: &[E], b: 
     });
 }
 
-/// Backward of [`linear_forward`]: accumulates `g_w += g_y^T x`, `g_b += sum g_y` from
+/// Backward of [`linear_forward`]: accumulates `g.w += g_y^T x`, `g.b += sum g_y` from
 /// per-block partials reduced in block order, and overwrites `g_x = g_y W` when given.
-#[allow(clippy::too_many_arguments)]
 pub fn linear_backward<E: CpuElem>(
     x: &[E],
     rows: usize,
-    inp: usize,
-    w: &[E],
-    out: usize,
+    lin: Weight<'_, E>,
     g_y: &[E],
-    g_w: &mut [E],
-    g_b: &mut [E],
+    g: WeightGrads<'_, E>,
     g_x: Option<&mut [E]>,
 ) {
+    let Weight { w, inp, out } = lin;
+    let WeightGrads { w: g_w, b: g_b } = g;
     assert!(x.len() == rows * inp && g_y.len() == rows * out, "linear backward: not {rows} rows");
     assert!(g_w.len() == out * inp && g_b.len() == out, "linear backward: gradients are not {out}x{inp}");
     let mut none: [E; 0] = [];

@@ -8,6 +8,8 @@
 //! - f32 against f64.
 
 use boldcast_cpu::mamba1::{backward, forward, Mamba1Dims, Mamba1Params};
+use boldcast_cpu::mixer::{BackwardIo, Seqs};
+use boldcast_testkit::fd::{central, central_at};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -79,6 +81,12 @@ fn random_params(dims: Mamba1Dims, rng: &mut ChaCha8Rng, big_dt: bool) -> Mamba1
     p
 }
 
+impl Case {
+    fn seqs(&self) -> Seqs {
+        Seqs::new(self.batch, self.time, self.parcels)
+    }
+}
+
 fn len(c: &Case) -> usize {
     c.batch * c.time * c.parcels * c.dims.d_model
 }
@@ -86,14 +94,14 @@ fn len(c: &Case) -> usize {
 /// `L = sum(forward(p, u) * r)`.
 fn loss(c: &Case, p: &Mamba1Params<f64>, u: &[f64], r: &[f64]) -> f64 {
     let mut y = vec![0.0; len(c)];
-    forward(c.dims, p, u, c.batch, c.time, c.parcels, &mut y);
+    forward(c.dims, p, u, c.seqs(), &mut y);
     y.iter().zip(r).map(|(a, b)| a * b).sum()
 }
 
 /// `sum |y R|`, the size of the terms of `L`.
 fn loss_scale(c: &Case, p: &Mamba1Params<f64>, u: &[f64], r: &[f64]) -> f64 {
     let mut y = vec![0.0; len(c)];
-    forward(c.dims, p, u, c.batch, c.time, c.parcels, &mut y);
+    forward(c.dims, p, u, c.seqs(), &mut y);
     y.iter().zip(r).map(|(a, b)| (a * b).abs()).sum()
 }
 
@@ -123,28 +131,19 @@ fn fd_matches(c: Case) -> TestResult {
     let mut grads = g0.clone();
     // `g_u` is overwritten: NaNs left anywhere would fail the comparison below.
     let mut g_u = vec![f64::NAN; n];
-    backward(c.dims, &p, &u, c.batch, c.time, c.parcels, &r, &mut g_u, &mut grads);
+    backward(c.dims, &p, c.seqs(), BackwardIo { u: &u, g_y: &r, g_u: &mut g_u }, &mut grads, None);
 
     let floor = ABS + ABS_PER_TERM * loss_scale(&c, &p, &u, &r);
     let mut failures = Vec::new();
     for (k, ((name, g), (_, g_start))) in grads.tensors().into_iter().zip(g0.tensors()).enumerate() {
         for i in 0..g.len() {
-            let mut pp = p.clone();
-            let base = pp.tensors()[k].1[i];
-            pp.tensors_mut()[k].1[i] = base + H;
-            let lp = loss(&c, &pp, &u, &r);
-            pp.tensors_mut()[k].1[i] = base - H;
-            let lm = loss(&c, &pp, &u, &r);
-            failures.extend(compare(name, i, (lp - lm) / (2.0 * H), g[i] - g_start[i], floor));
+            let fd = central(&p, H, |q, d| q.tensors_mut()[k].1[i] += d, |q| loss(&c, q, &u, &r));
+            failures.extend(compare(name, i, fd, g[i] - g_start[i], floor));
         }
     }
-    for i in 0..n {
-        let mut uu = u.clone();
-        uu[i] = u[i] + H;
-        let lp = loss(&c, &p, &uu, &r);
-        uu[i] = u[i] - H;
-        let lm = loss(&c, &p, &uu, &r);
-        failures.extend(compare("u", i, (lp - lm) / (2.0 * H), g_u[i], floor));
+    for (i, &an) in g_u.iter().enumerate() {
+        let fd = central_at(&u, i, H, |v| loss(&c, &p, v, &r));
+        failures.extend(compare("u", i, fd, an, floor));
     }
     if failures.is_empty() {
         TestResult::passed()
@@ -190,7 +189,7 @@ fn forward_matches_a_hand_computed_case() {
     };
     let u = [1.0, -1.0, 0.5];
     let mut y = [0.0; 3];
-    forward(dims, &p, &u, 1, 3, 1, &mut y);
+    forward(dims, &p, &u, Seqs::new(1, 3, 1), &mut y);
 
     let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
     let silu = |v: f64| v * sig(v);
@@ -229,11 +228,7 @@ fn sequences_are_mixed_independently_in_the_model_layout() {
     let (p, u, g) = random_problem(&c);
     let m = dims.d_model;
     let at = |b: usize, t: usize, pp: usize| ((b * c.time + t) * c.parcels + pp) * m;
-    let mut y = vec![0.0; len(&c)];
-    forward(dims, &p, &u, c.batch, c.time, c.parcels, &mut y);
-    let mut g_u = vec![0.0; len(&c)];
-    let mut grads = Mamba1Params::zeros(dims);
-    backward(dims, &p, &u, c.batch, c.time, c.parcels, &g, &mut g_u, &mut grads);
+    let (y, g_u, grads) = run_all(&c, &p, &u, &g);
 
     let mut sum = Mamba1Params::zeros(dims);
     for b in 0..c.batch {
@@ -242,10 +237,10 @@ fn sequences_are_mixed_independently_in_the_model_layout() {
                 |v: &[f64]| (0..c.time).flat_map(|t| v[at(b, t, pp)..at(b, t, pp) + m].to_vec()).collect::<Vec<_>>();
             let (us, gs) = (gather(&u), gather(&g));
             let mut ys = vec![0.0; c.time * m];
-            forward(dims, &p, &us, 1, c.time, 1, &mut ys);
+            forward(dims, &p, &us, Seqs::new(1, c.time, 1), &mut ys);
             assert_eq!(ys, gather(&y), "y of (b, p) = ({b}, {pp})");
             let mut gus = vec![0.0; c.time * m];
-            backward(dims, &p, &us, 1, c.time, 1, &gs, &mut gus, &mut sum);
+            backward(dims, &p, Seqs::new(1, c.time, 1), BackwardIo { u: &us, g_y: &gs, g_u: &mut gus }, &mut sum, None);
             assert_eq!(gus, gather(&g_u), "g_u of (b, p) = ({b}, {pp})");
         }
     }
@@ -260,10 +255,10 @@ type Outputs<E> = (Vec<E>, Vec<E>, Mamba1Params<E>);
 
 fn run_all<E: boldcast_cpu::ops::CpuElem>(c: &Case, p: &Mamba1Params<E>, u: &[E], g: &[E]) -> Outputs<E> {
     let mut y = vec![E::zero(); len(c)];
-    forward(c.dims, p, u, c.batch, c.time, c.parcels, &mut y);
+    forward(c.dims, p, u, c.seqs(), &mut y);
     let mut g_u = vec![E::zero(); len(c)];
     let mut grads = Mamba1Params::zeros(c.dims);
-    backward(c.dims, p, u, c.batch, c.time, c.parcels, g, &mut g_u, &mut grads);
+    backward(c.dims, p, c.seqs(), BackwardIo { u, g_y: g, g_u: &mut g_u }, &mut grads, None);
     (y, g_u, grads)
 }
 

@@ -5,6 +5,8 @@
 //! chunk length changes nothing but rounding).
 
 use boldcast_cpu::mamba2::{self, Mamba2Dims, Mamba2Params};
+use boldcast_cpu::mixer::{BackwardIo, Seqs};
+use boldcast_testkit::fd::{central, central_at};
 use quickcheck::{QuickCheck, TestResult};
 
 /// A small deterministic generator (SplitMix64), so a failing seed reproduces exactly.
@@ -34,9 +36,7 @@ impl Rng {
 /// One randomized problem: sizes, parameters, input and the loss weights `R`.
 struct Case {
     dims: Mamba2Dims,
-    batch: usize,
-    time: usize,
-    parcels: usize,
+    seqs: Seqs,
     p: Mamba2Params<f64>,
     u: Vec<f64>,
     r: Vec<f64>,
@@ -71,20 +71,21 @@ fn case(seed: u64) -> Case {
     p.norm_w = g.vec(p.norm_w.len(), 0.5, 1.5);
     p.out_proj = g.vec(p.out_proj.len(), -sc, sc);
     let len = batch * time * parcels * d_model;
-    Case { dims, batch, time, parcels, p, u: g.vec(len, -1.5, 1.5), r: g.vec(len, -1.0, 1.0) }
+    let seqs = Seqs::new(batch, time, parcels);
+    Case { dims, seqs, p, u: g.vec(len, -1.5, 1.5), r: g.vec(len, -1.0, 1.0) }
 }
 
 impl Case {
     fn loss(&self, p: &Mamba2Params<f64>, u: &[f64]) -> f64 {
         let mut y = vec![f64::NAN; u.len()];
-        mamba2::forward(self.dims, p, u, self.batch, self.time, self.parcels, &mut y);
+        mamba2::forward(self.dims, p, u, self.seqs, &mut y);
         y.iter().zip(&self.r).map(|(a, b)| a * b).sum()
     }
 
     fn grads(&self, dims: Mamba2Dims) -> (Vec<f64>, Mamba2Params<f64>) {
         let mut g_u = vec![f64::NAN; self.u.len()];
         let mut g = Mamba2Params::zeros(dims);
-        mamba2::backward(dims, &self.p, &self.u, self.batch, self.time, self.parcels, &self.r, &mut g_u, &mut g);
+        mamba2::backward(dims, &self.p, self.seqs, BackwardIo { u: &self.u, g_y: &self.r, g_u: &mut g_u }, &mut g);
         (g_u, g)
     }
 }
@@ -116,8 +117,7 @@ fn check_case(seed: u64) -> Result<Worst, String> {
     // h^2 times the third derivative, is still small); 6,000 random cases pass.
     let h = 1e-5;
     let mut worst = Worst::default();
-    let mut cmp = |what: &str, i: usize, analytic: f64, plus: f64, minus: f64| -> Result<(), String> {
-        let num = (plus - minus) / (2.0 * h);
+    let mut cmp = |what: &str, i: usize, analytic: f64, num: f64| -> Result<(), String> {
         let ratio = (analytic - num).abs() / (ABS + REL * num.abs());
         let err = (analytic - num).abs();
         worst.ratio = worst.ratio.max(ratio);
@@ -128,24 +128,17 @@ fn check_case(seed: u64) -> Result<Worst, String> {
         if ratio > 1.0 || !analytic.is_finite() {
             return Err(format!(
                 "seed {seed} dims {:?} T {}: {what}[{i}] analytic {analytic} vs fd {num}",
-                c.dims, c.time
+                c.dims, c.seqs.time
             ));
         }
         Ok(())
     };
-    for i in 0..c.u.len() {
-        let (mut up, mut um) = (c.u.clone(), c.u.clone());
-        up[i] += h;
-        um[i] -= h;
-        cmp("u", i, g_u[i], c.loss(&c.p, &up), c.loss(&c.p, &um))?;
+    for (i, &an) in g_u.iter().enumerate() {
+        cmp("u", i, an, central_at(&c.u, i, h, |u| c.loss(&c.p, u)))?;
     }
-    for k in 0..8 {
-        let (name, analytic) = g.tensors()[k];
+    for (k, (name, analytic)) in g.tensors().into_iter().enumerate() {
         for (i, &an) in analytic.iter().enumerate() {
-            let (mut pp, mut pm) = (c.p.clone(), c.p.clone());
-            pp.tensors_mut()[k].1[i] += h;
-            pm.tensors_mut()[k].1[i] -= h;
-            cmp(name, i, an, c.loss(&pp, &c.u), c.loss(&pm, &c.u))?;
+            cmp(name, i, an, central(&c.p, h, |q, d| q.tensors_mut()[k].1[i] += d, |q| c.loss(q, &c.u)))?;
         }
     }
     Ok(worst)
@@ -177,7 +170,7 @@ fn chunk_length_changes_only_rounding_of_gradients() {
     for seed in 0..6u64 {
         let c = case(seed * 31 + 5);
         let (gu_ref, g_ref) = c.grads(Mamba2Dims { chunk_size: 1, ..c.dims });
-        for q in [2, 3, 7, c.time.max(1), 64] {
+        for q in [2, 3, 7, c.seqs.time.max(1), 64] {
             let (gu, g) = c.grads(Mamba2Dims { chunk_size: q, ..c.dims });
             let close = |a: &[f64], b: &[f64], what: &str| {
                 let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
@@ -199,7 +192,7 @@ fn backward_accumulates_parameter_gradients_and_overwrites_g_u() {
     let (gu1, g1) = c.grads(c.dims);
     let mut g_u = vec![123.0; c.u.len()];
     let mut g = g1.clone();
-    mamba2::backward(c.dims, &c.p, &c.u, c.batch, c.time, c.parcels, &c.r, &mut g_u, &mut g);
+    mamba2::backward(c.dims, &c.p, c.seqs, BackwardIo { u: &c.u, g_y: &c.r, g_u: &mut g_u }, &mut g);
     assert_eq!(g_u, gu1, "g_u must be overwritten, not accumulated");
     for ((name, two), (_, one)) in g.tensors().into_iter().zip(g1.tensors()) {
         for (a, b) in two.iter().zip(one) {

@@ -11,6 +11,7 @@ use boldcast_core::{
 };
 use boldcast_cpu::ops::act::softplus;
 use boldcast_cpu::CpuModel;
+use boldcast_testkit::fd;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -573,7 +574,7 @@ fn an_offset_is_added_to_the_forecasts_the_loss_and_its_gradients_see() {
             m.loss_and_grads_offset(&tok, &off).unwrap()
         };
         let eps = 1e-6;
-        let fd = (along(&mut m, eps) - along(&mut m, -eps)) / (2.0 * eps);
+        let fd = fd::along(eps, |e| along(&mut m, e));
         let dot: f64 = grads.iter().zip(&dir).flat_map(|(g, d)| g.data.iter().zip(d)).map(|(g, d)| g * d).sum();
         assert!((fd - dot).abs() < 1e-6 * dot.abs().max(1.0), "finite difference {fd}, gradient {dot}");
         // A zero offset is the plain loss, bit for bit.

@@ -9,6 +9,7 @@
 use boldcast_core::model::NamedTensor;
 use boldcast_core::{Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens};
 use boldcast_cpu::CpuModel;
+use boldcast_testkit::fd::five_point;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -136,9 +137,7 @@ fn check_case(c: &Case) -> Result<f64, String> {
             let ana = g.data[i];
             let mut best = (f64::INFINITY, 0.0, 0.0);
             for h in STEPS {
-                let d1 = at(h, &mut probe) - at(-h, &mut probe);
-                let d2 = at(2.0 * h, &mut probe) - at(-2.0 * h, &mut probe);
-                let num = (8.0 * d1 - d2) / (12.0 * h);
+                let num = five_point(h, |d| at(d, &mut probe));
                 let err = (ana - num).abs();
                 let ratio = err / (REL * num.abs() + ABS);
                 if ratio < best.0 {

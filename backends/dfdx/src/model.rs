@@ -34,7 +34,8 @@ pub struct DfdxModel<E: Dtype, D: Device<E>> {
 }
 
 impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
-    /// A model with MODEL.md's initialization drawn from `seed` (this crate's own RNG stream).
+    /// A model with MODEL.md's initialization drawn from `seed` (the core's draw, so the CPU
+    /// backend gives the same parameters for the same seed).
     ///
     /// `adjacency` is required exactly when `cfg.k_neighbors > 0`, with `k` columns.
     pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64, device: D) -> Result<Self, Error> {
@@ -55,7 +56,7 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
                 Some((a, idx))
             }
         };
-        let host = init_params::<E>(&cfg, seed);
+        let host = init_params::<E>(&cfg, seed)?;
         let params = ParamTable::upload(&device, cfg.param_specs(), &host)?;
         let grads = params.tensors.iter().map(|t| device.zeros_like(t.shape())).collect();
         Ok(Self { cfg, dev: device, params, grads, adam: DeviceAdam::default(), adjacency })

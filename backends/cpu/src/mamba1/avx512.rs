@@ -1,28 +1,24 @@
-//! The selective scan's block loops written with AVX-512 intrinsics, for `f32` on x86-64 CPUs
-//! that have AVX-512 F and VL: [`forward_gated`], [`checkpoints`], [`chunk_forward`] and, in
-//! [`back_blocks`], the full channel blocks of the walk (`scan::back_steps`): the same
-//! computations as the portable loops of [`super::scan`], operation for operation, so the
-//! results are the same bits.
+//! The selective scan's block loops in AVX-512 intrinsics, for `f32` on x86-64 CPUs with
+//! AVX-512 F and VL: [`forward_gated`], [`checkpoints`], [`chunk_forward`], and the full
+//! channel blocks of the backward walk ([`back_blocks`]). They compute what the portable loops
+//! of [`super::scan`] compute, operation for operation, so the results are the same bits.
 //!
-//! Why they exist: LLVM vectorizes the portable kernels to 16 lanes, but keeps scalar
-//! instructions around each vector iteration (bounds checks, stack reloads of pointers,
-//! broadcasts of `B_t[j]` and `C_t[j]` through a register), and those, not the arithmetic,
-//! bound the loops. Written with intrinsics over raw pointers (every bound checked once at
-//! entry), an iteration is its vector operations, `B` and `C` enter as embedded broadcasts
-//! (`{1to16}`), and the exponential's `2^k` is one `vscalefps` instead of a shift, an integer
-//! add and a product. BENCHMARKS.md, CPU backend, "The scan loops in AVX-512 intrinsics", has
-//! both versions timed.
+//! Why: LLVM vectorizes the portable loops, but keeps scalar work around each vector
+//! iteration (bounds checks, pointer reloads, broadcasts of `B_t[j]` and `C_t[j]`), and that
+//! work bounds the loops. Here every bound is checked once at entry, `B` and `C` enter as
+//! embedded broadcasts (`{1to16}`), and the exponential's `2^k` is one `vscalefps`.
+//! BENCHMARKS.md, CPU backend, "The scan loops in AVX-512 intrinsics", times both versions.
 //!
-//! Bit-exactness: every product, sum and fused multiply-add of the portable kernel appears here
+//! Bit-exactness: every product, sum and fused multiply-add of the portable loops appears here
 //! in the same order with the same operands. `vscalefps(p, k)` is `p 2^k` rounded once, as the
-//! portable `p * 2^k` (whose `2^k` is exact, `k` in `[-126, 0]`), so [`exp_nonpos`] returns
-//! the bits of [`crate::ops::fastmath::exp_nonpos`]. A last partial block of channels runs in
-//! the same code with masked loads and stores. The `B` and `C` gradient sums over channels of
-//! a partial block are scalar sums in channel order ([`super::scan`]'s tail), which lane
-//! arithmetic cannot reproduce, so [`back_blocks`] leaves those channels to the portable code.
-//! The tests at the bottom compare every kernel with the portable one bit for bit.
+//! portable `p * 2^k` (its `2^k` is exact, `k` in `[-126, 0]`), so [`exp_nonpos`] returns the
+//! bits of [`crate::ops::fastmath::exp_nonpos`]. A last partial block of channels runs in the
+//! same code with masked loads and stores, except in the backward: there the `B` and `C`
+//! gradients of a partial block are scalar sums in channel order, which lanes cannot
+//! reproduce, so [`back_blocks`] leaves those channels to the portable code. The tests at the
+//! bottom compare every kernel with the portable one bit for bit.
 
-use super::scan::{Back, Inputs};
+use super::scan::{Back, Group, Inputs};
 use std::arch::x86_64::*;
 
 /// Lanes per vector.
@@ -290,18 +286,15 @@ unsafe fn chunk_block<const MASKED: bool>(s: Step, g: GroupStep, c: usize, m: __
 /// # Safety
 /// As [`forward_gated`].
 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn chunk_forward(
     io: &Inputs<'_, f32>,
-    t0: usize,
+    grp: &Group<'_, f32>,
     t1: usize,
-    c0: usize,
-    c1: usize,
-    h0: &[f32],
     hs: &mut [f32],
     decs: &mut [f32],
     y: &mut [f32],
 ) {
+    let Group { t0, c0, c1, h0 } = *grp;
     let (di, n) = (io.di, io.n);
     let tl = check_inputs(io);
     let (gw, s) = (c1 - c0, di * n);
@@ -335,28 +328,24 @@ pub(super) unsafe fn chunk_forward(
 /// ([`super::scan`]'s `finish_step`) for those channels, done in registers. `b.gxs_row` and
 /// `b.gdt_row` are not used. The channels of a last partial block are left to the caller.
 ///
-/// (The carries and `A` gradients stay in memory, not in registers across the steps: doing
-/// that in passes over 8 state indices at a time needs more pointer arithmetic than the
-/// general registers hold, and the spills cost more than the loads they save; BENCHMARKS.md,
-/// CPU backend, issue 8's fourth pass, "Tried in this pass and dropped", has the timing.)
+/// The carries and `A` gradients stay in memory across the steps: keeping them in registers
+/// needs more pointers than the general registers hold, and the spills cost more than the
+/// loads they save (BENCHMARKS.md, CPU backend, has the timing).
 ///
 /// # Safety
 /// As [`forward_gated`].
 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn back_blocks(
     io: &Inputs<'_, f32>,
-    t0: usize,
-    lo: usize,
-    t1: usize,
-    c0: usize,
-    c1: usize,
-    h0: &[f32],
+    grp: &Group<'_, f32>,
+    steps: std::ops::Range<usize>,
     hs: &[f32],
     decs: &[f32],
     g_y: &[f32],
     b: &mut Back<'_, f32>,
 ) {
+    let Group { t0, c0, c1, h0 } = *grp;
+    let (lo, t1) = (steps.start, steps.end);
     let (di, n, r, w) = (io.di, io.n, io.r, io.w);
     let tl = check_inputs(io);
     let (gw, s) = (c1 - c0, di * n);
@@ -578,10 +567,11 @@ mod tests {
             dots.fill(0.0);
             tails.fill(0.0);
             for (c0, c1) in scan::groups(di) {
+                let grp = scan::Group { t0, c0, c1, h0 };
                 if portable {
-                    scan::chunk_forward_portable(&io, t0, t1, c0, c1, h0, &mut hs, &mut decs, &mut y);
+                    scan::chunk_forward_portable(&io, &grp, t1, &mut hs, &mut decs, &mut y);
                 } else {
-                    scan::chunk_forward(&io, t0, t1, c0, c1, h0, &mut hs, &mut decs, &mut y);
+                    scan::chunk_forward(&io, &grp, t1, &mut hs, &mut decs, &mut y);
                 }
                 // Two walks per chunk where it is long enough, as the flushes split them.
                 let mid = (t0 + t1) / 2;
@@ -598,9 +588,9 @@ mod tests {
                         tails: &mut tails,
                     };
                     if portable {
-                        scan::back_steps_portable(&io, t0, lo, hi, c0, c1, h0, &hs, &decs, &d.g_y, &mut b);
+                        scan::back_steps_portable(&io, &grp, lo..hi, &hs, &decs, &d.g_y, &mut b);
                     } else {
-                        scan::back_steps(&io, t0, lo, hi, c0, c1, h0, &hs, &decs, &d.g_y, &mut b);
+                        scan::back_steps(&io, &grp, lo..hi, &hs, &decs, &d.g_y, &mut b);
                     }
                 }
             }

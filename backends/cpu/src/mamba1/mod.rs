@@ -19,8 +19,10 @@ mod avx512;
 mod scan;
 mod seq;
 
+use crate::mixer::{self, BackwardIo, Layout, MixerSizes, Seqs};
 use crate::ops::CpuElem;
 use crate::par;
+use boldcast_core::MAMBA1_PARAMS;
 use rayon::prelude::*;
 
 /// Sizes of one Mamba-1 mixer.
@@ -48,15 +50,16 @@ impl Mamba1Dims {
     fn w_dbc(&self) -> usize {
         self.dt_rank + 2 * self.d_state
     }
+}
 
-    /// Panics with the offending size when one is zero: every loop below assumes non-empty rows.
-    fn check(&self) {
+impl MixerSizes for Mamba1Dims {
+    const NAME: &'static str = "mamba1";
+    fn d_model(&self) -> usize {
+        self.d_model
+    }
+    fn named_sizes(&self) -> Vec<(&'static str, usize)> {
         let Self { d_model, d_inner, d_state, dt_rank, d_conv } = *self;
-        for (name, v) in
-            [("d_model", d_model), ("d_inner", d_inner), ("d_state", d_state), ("dt_rank", dt_rank), ("d_conv", d_conv)]
-        {
-            assert!(v > 0, "mamba1: {name} must be positive (dims {self:?})");
-        }
+        vec![("d_model", d_model), ("d_inner", d_inner), ("d_state", d_state), ("dt_rank", dt_rank), ("d_conv", d_conv)]
     }
 }
 
@@ -86,101 +89,37 @@ pub struct Mamba1Params<E> {
 impl<E: CpuElem> Mamba1Params<E> {
     /// All tensors zero (the starting point of a gradient accumulator).
     pub fn zeros(dims: Mamba1Dims) -> Self {
-        let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
-        let z = |len: usize| vec![E::zero(); len];
-        Self {
-            in_proj: z(2 * di * m),
-            conv_w: z(di * k),
-            conv_b: z(di),
-            x_proj: z((r + 2 * n) * di),
-            dt_proj_w: z(di * r),
-            dt_proj_b: z(di),
-            a_log: z(di * n),
-            d: z(di),
-            out_proj: z(m * di),
-        }
+        let [conv_w, conv_b, in_proj, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj] =
+            Self::lens(dims).map(|l| vec![E::zero(); l]);
+        Self { in_proj, conv_w, conv_b, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj }
     }
 
-    /// `(suffix after "layers.{i}.mamba.mamba.", slice)` in the order of
-    /// `ModelConfig::param_specs`: conv1d.weight, conv1d.bias, in_proj.weight, x_proj.weight,
-    /// dt_proj.weight, dt_proj.bias, A_log, D, out_proj.weight.
+    /// `(suffix after `boldcast_core::mixer_prefix`, slice)` in the order of
+    /// [`boldcast_core::MAMBA1_PARAMS`].
     pub fn tensors(&self) -> [(&'static str, &[E]); 9] {
-        [
-            ("conv1d.weight", &self.conv_w),
-            ("conv1d.bias", &self.conv_b),
-            ("in_proj.weight", &self.in_proj),
-            ("x_proj.weight", &self.x_proj),
-            ("dt_proj.weight", &self.dt_proj_w),
-            ("dt_proj.bias", &self.dt_proj_b),
-            ("A_log", &self.a_log),
-            ("D", &self.d),
-            ("out_proj.weight", &self.out_proj),
-        ]
+        let Self { in_proj, conv_w, conv_b, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj } = self;
+        mixer::named(
+            MAMBA1_PARAMS,
+            [conv_w, conv_b, in_proj, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj].map(|v| &v[..]),
+        )
     }
 
     /// The mutable counterpart of [`Mamba1Params::tensors`], same names and order.
     pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 9] {
-        [
-            ("conv1d.weight", &mut self.conv_w),
-            ("conv1d.bias", &mut self.conv_b),
-            ("in_proj.weight", &mut self.in_proj),
-            ("x_proj.weight", &mut self.x_proj),
-            ("dt_proj.weight", &mut self.dt_proj_w),
-            ("dt_proj.bias", &mut self.dt_proj_b),
-            ("A_log", &mut self.a_log),
-            ("D", &mut self.d),
-            ("out_proj.weight", &mut self.out_proj),
-        ]
+        let Self { in_proj, conv_w, conv_b, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj } = self;
+        let t = [conv_w, conv_b, in_proj, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj];
+        mixer::named(MAMBA1_PARAMS, t.map(|v| &mut v[..]))
     }
 
     /// Panics, naming the tensor, when a length does not match `dims`.
     fn check(&self, dims: Mamba1Dims, what: &str) {
-        let want = Self::zeros_lens(dims);
-        for ((name, t), len) in self.tensors().into_iter().zip(want) {
-            assert_eq!(t.len(), len, "mamba1: {what} {name} has {} elements, dims {dims:?} need {len}", t.len());
-        }
+        mixer::check_lens(dims, what, &self.tensors(), &Self::lens(dims));
     }
 
     /// Lengths of the tensors, in [`Mamba1Params::tensors`] order.
-    fn zeros_lens(dims: Mamba1Dims) -> [usize; 9] {
+    fn lens(dims: Mamba1Dims) -> [usize; 9] {
         let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
         [di * k, di, 2 * di * m, (r + 2 * n) * di, di * r, di, di * n, di, m * di]
-    }
-}
-
-/// Where each sequence of a `(B, T, P, M)` activation lives: sequence `s = b * P + p` has its
-/// step `t` at offset `((b * T + t) * P + p) * M`.
-#[derive(Copy, Clone)]
-struct Layout {
-    time: usize,
-    parcels: usize,
-    m: usize,
-}
-
-impl Layout {
-    /// Copies sequence `s` into the contiguous `(T, M)` buffer `dst`, so the projections run as
-    /// GEMMs over contiguous rows.
-    fn gather<E: Copy>(&self, src: &[E], s: usize, dst: &mut [E]) {
-        let (b, p) = (s / self.parcels, s % self.parcels);
-        for t in 0..self.time {
-            let o = ((b * self.time + t) * self.parcels + p) * self.m;
-            dst[t * self.m..(t + 1) * self.m].copy_from_slice(&src[o..o + self.m]);
-        }
-    }
-
-    /// Writes the `(T, M)` rows `src` of sequence `s` to their places in the `(B, T, P, M)`
-    /// tensor behind `dst`.
-    ///
-    /// # Safety
-    /// No other thread may write sequence `s`'s rows meanwhile (each sequence belongs to one
-    /// block, and each block to one thread).
-    unsafe fn scatter_seq<E: Copy>(&self, src: &[E], s: usize, dst: &par::DisjointWriter<'_, E>) {
-        let (b, p) = (s / self.parcels, s % self.parcels);
-        for t in 0..self.time {
-            let o = ((b * self.time + t) * self.parcels + p) * self.m;
-            // SAFETY: the rows of sequence `s` are written by this call only (caller's promise).
-            unsafe { dst.write(o, &src[t * self.m..(t + 1) * self.m]) };
-        }
     }
 }
 
@@ -221,7 +160,7 @@ fn scan_chunk(dims: Mamba1Dims, time: usize, elem: usize) -> usize {
 }
 
 /// The scan states a training forward leaves for its backward
-/// ([`forward_keeping_checkpoints`], [`backward_from_checkpoints`]): the state before every
+/// ([`forward_keeping_checkpoints`], [`backward`]): the state before every
 /// Q-th step of every sequence, `(B * P, ceil(T / Q), N, Di)`, with Q the backward's
 /// `scan_chunk`. With them the backward skips its own pass over the states, one exponential
 /// per state element. They cost `B P ceil(T / Q) N Di` values ([`checkpoint_bytes`]), so the
@@ -230,8 +169,8 @@ fn scan_chunk(dims: Mamba1Dims, time: usize, elem: usize) -> usize {
 pub struct ScanCheckpoints<E> {
     /// The chunk length Q.
     q: usize,
-    /// What they were made for: `(dims, batch, time, parcels)`.
-    shape: (Mamba1Dims, usize, usize, usize),
+    /// What they were made for.
+    shape: (Mamba1Dims, Seqs),
     /// The states, `(B * P, ceil(T / Q), N, Di)`.
     states: Vec<E>,
 }
@@ -250,15 +189,10 @@ impl<E> ScanCheckpoints<E> {
 }
 
 /// Bytes of the [`ScanCheckpoints`] a forward of this shape leaves.
-pub fn checkpoint_bytes<E>(dims: Mamba1Dims, batch: usize, time: usize, parcels: usize) -> usize {
+pub fn checkpoint_bytes<E>(dims: Mamba1Dims, seqs: Seqs) -> usize {
     let elem = std::mem::size_of::<E>();
-    let q = scan_chunk(dims, time, elem);
-    batch * parcels * time.div_ceil(q) * dims.d_state * dims.d_inner * elem
-}
-
-/// `A = -exp(A_log)`, computed once per call rather than per sequence.
-fn decay_rates<E: CpuElem>(a_log: &[E]) -> Vec<E> {
-    a_log.iter().map(|&v| -v.exp()).collect()
+    let q = scan_chunk(dims, seqs.time, elem);
+    seqs.count() * seqs.time.div_ceil(q) * dims.d_state * dims.d_inner * elem
 }
 
 /// Per-call values shared by every sequence, in the layouts the kernels want.
@@ -287,84 +221,55 @@ impl<E: CpuElem> Prepared<E> {
 }
 
 /// Checks every size and returns the layout, or `None` when there is nothing to compute.
-fn prepare<E: CpuElem>(
-    dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
-    tensors: &[(&str, usize)],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-) -> Option<Layout> {
-    dims.check();
+fn prepare<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, tensors: &[(&str, usize)], seqs: Seqs) -> Option<Layout> {
+    mixer::check_sizes(dims);
     p.check(dims, "parameter");
-    let len = batch * time * parcels * dims.d_model;
-    for &(name, l) in tensors {
-        assert_eq!(
-            l, len,
-            "mamba1: {name} has {l} elements, (B, T, P, M) = ({batch}, {time}, {parcels}, {}) need {len}",
-            dims.d_model
-        );
-    }
-    (len > 0).then_some(Layout { time, parcels, m: dims.d_model })
+    mixer::layout(dims, tensors, seqs)
 }
 
 /// Forward over all B*P sequences of an activation in the model's (B, T, P, M) layout:
 /// for each (b, p), the sequence u[b, :, p, :] of length T goes through the mixer and the
 /// result is written to y[b, :, p, :]. `y` is overwritten. Parallel over sequences (rayon).
-pub fn forward<E: CpuElem>(
-    dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    y: &mut [E],
-) {
-    forward_impl(dims, p, u, batch, time, parcels, y, None);
+pub fn forward<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, u: &[E], seqs: Seqs, y: &mut [E]) {
+    forward_impl(dims, p, u, seqs, y, None);
 }
 
-/// [`forward`], also leaving the scan's checkpoints for [`backward_from_checkpoints`]
+/// [`forward`], also leaving the scan's checkpoints for [`backward`]
 /// (`checkpoint_bytes` of them). They are written into `reuse` when it has their size (every
 /// value is overwritten; pass [`ScanCheckpoints::into_buffer`] of the last step's, or an
 /// empty vector), else into a new buffer.
-#[allow(clippy::too_many_arguments)]
 pub fn forward_keeping_checkpoints<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<E>,
     u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
+    seqs: Seqs,
     y: &mut [E],
     reuse: Vec<E>,
 ) -> ScanCheckpoints<E> {
-    let q = scan_chunk(dims, time, std::mem::size_of::<E>());
-    let per_seq = time.div_ceil(q) * dims.d_state * dims.d_inner;
-    let len = batch * parcels * per_seq;
+    let q = scan_chunk(dims, seqs.time, std::mem::size_of::<E>());
+    let per_seq = seqs.time.div_ceil(q) * dims.d_state * dims.d_inner;
+    let len = seqs.count() * per_seq;
     let states = if reuse.len() == len { reuse } else { par::zeros(len) };
-    let mut ck = ScanCheckpoints { q, shape: (dims, batch, time, parcels), states };
-    forward_impl(dims, p, u, batch, time, parcels, y, Some((q, per_seq, &mut ck.states)));
+    let mut ck = ScanCheckpoints { q, shape: (dims, seqs), states };
+    forward_impl(dims, p, u, seqs, y, Some((q, per_seq, &mut ck.states)));
     ck
 }
 
 /// The forward, with `keep = (q, values per sequence, destination)` for the checkpoints.
-#[allow(clippy::too_many_arguments)]
 fn forward_impl<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<E>,
     u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
+    seqs: Seqs,
     y: &mut [E],
     keep: Option<(usize, usize, &mut [E])>,
 ) {
-    let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], batch, time, parcels) else {
+    let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], seqs) else {
         return;
     };
-    let a = decay_rates(&p.a_log);
+    let a = mixer::decay_rates(&p.a_log);
     let pr = Prepared::new(dims, p, &a);
-    let bl = blocks(batch * parcels);
+    let bl = blocks(seqs.count());
     // Each block's part of the checkpoints (empty slices when none are kept).
     let (q, per_seq, mut rest) = keep.unwrap_or((1, 0, &mut []));
     let mut dests = Vec::with_capacity(bl.len());
@@ -376,7 +281,7 @@ fn forward_impl<E: CpuElem>(
     let dst = par::DisjointWriter::new(y);
     bl.into_par_iter().zip(dests).for_each(|((s0, s1), ck)| {
         // The thread's cached workspace, reused by every sequence of the block.
-        seq::with_workspace(dims, time, None, |ws: &mut seq::Workspace<E>| {
+        seq::with_workspace(dims, seqs.time, None, |ws: &mut seq::Workspace<E>| {
             for s in s0..s1 {
                 lay.gather(u, s, &mut ws.us);
                 let mut out = std::mem::take(&mut ws.out);
@@ -390,82 +295,65 @@ fn forward_impl<E: CpuElem>(
     });
 }
 
-/// Backward of `forward`: given u (the same input) and g_y (B,T,P,M), writes g_u (B,T,P,M,
-/// overwritten) and ACCUMULATES (+=) parameter gradients into `grads`. It recomputes the forward
-/// internally (nothing is cached between forward and backward; the model relies on this to bound
-/// memory).
+/// Backward of `forward`: given `io.u` (the same input) and `io.g_y` (B,T,P,M), writes
+/// `io.g_u` (B,T,P,M, overwritten) and ACCUMULATES (+=) parameter gradients into `grads`.
 ///
 /// One sequence at a time per thread: a pass over the scan keeps the state every Q steps, and
 /// the backward recomputes each chunk's states from them on the way back, in chunks small
-/// enough to stay in cache (`scan_chunk`; BACKWARD.md, "Memory"). Each block of sequences accumulates its own
-/// gradient partial in f64; the partials are summed in block order over a split that depends
-/// on `B * P` only, so the result is bit-identical from run to run and for any thread count.
-#[allow(clippy::too_many_arguments)]
-pub fn backward<E: CpuElem>(
-    dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    g_y: &[E],
-    g_u: &mut [E],
-    grads: &mut Mamba1Params<E>,
-) {
-    let q = scan_chunk(dims, time, std::mem::size_of::<E>());
-    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, q, None);
-}
-
-/// [`backward`] starting from the checkpoints [`forward_keeping_checkpoints`] left for the
-/// same parameters and input: the same results, bit for bit, without the pass over the states.
+/// enough to stay in cache (`scan_chunk`; BACKWARD.md, "Memory"). With `ck`, the checkpoints
+/// [`forward_keeping_checkpoints`] left for the same parameters and input, that pass is
+/// skipped: the same results, bit for bit. Without, nothing is cached between forward and
+/// backward (the model relies on this to bound memory). Each block of sequences accumulates
+/// its own gradient partial in f64; the partials are summed in block order over a split that
+/// depends on `B * P` only, so the result is bit-identical from run to run and for any thread
+/// count.
 ///
 /// # Panics
 /// When `ck` was made for another shape.
-#[allow(clippy::too_many_arguments)]
-pub fn backward_from_checkpoints<E: CpuElem>(
+pub fn backward<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    g_y: &[E],
-    g_u: &mut [E],
+    seqs: Seqs,
+    io: BackwardIo<'_, E>,
     grads: &mut Mamba1Params<E>,
-    ck: &ScanCheckpoints<E>,
+    ck: Option<&ScanCheckpoints<E>>,
 ) {
-    assert_eq!(ck.shape, (dims, batch, time, parcels), "mamba1: checkpoints made for another shape");
-    backward_q(dims, p, u, batch, time, parcels, g_y, g_u, grads, ck.q, Some(&ck.states));
+    match ck {
+        Some(ck) => {
+            assert_eq!(ck.shape, (dims, seqs), "mamba1: checkpoints made for another shape");
+            backward_q(dims, p, seqs, io, grads, ck.q, Some(&ck.states));
+        }
+        None => {
+            let q = scan_chunk(dims, seqs.time, std::mem::size_of::<E>());
+            backward_q(dims, p, seqs, io, grads, q, None);
+        }
+    }
 }
 
-/// [`backward`] with an explicit chunk length `q` (the tests compare several).
-#[allow(clippy::too_many_arguments)]
+/// [`backward`] with an explicit chunk length `q` (the tests compare several), from the
+/// checkpoints `given` when there are some.
 fn backward_q<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    g_y: &[E],
-    g_u: &mut [E],
+    seqs: Seqs,
+    io: BackwardIo<'_, E>,
     grads: &mut Mamba1Params<E>,
     q: usize,
     given: Option<&[E]>,
 ) {
     grads.check(dims, "gradient");
-    let tensors = [("u", u.len()), ("g_y", g_y.len()), ("g_u", g_u.len())];
-    let Some(lay) = prepare(dims, p, &tensors, batch, time, parcels) else {
+    let Some(lay) = prepare(dims, p, &io.lens(), seqs) else {
         return;
     };
     assert!(q > 0, "mamba1: the chunk length must be positive");
-    let per_seq = time.div_ceil(q) * dims.d_state * dims.d_inner;
+    let per_seq = seqs.time.div_ceil(q) * dims.d_state * dims.d_inner;
     if let Some(c) = given {
-        assert_eq!(c.len(), batch * parcels * per_seq, "mamba1: checkpoints of another size");
+        assert_eq!(c.len(), seqs.count() * per_seq, "mamba1: checkpoints of another size");
     }
-    let a = decay_rates(&p.a_log);
+    let a = mixer::decay_rates(&p.a_log);
     let pr = Prepared::new(dims, p, &a);
-    let bl = blocks(batch * parcels);
+    let bl = blocks(seqs.count());
+    let BackwardIo { u, g_y, g_u } = io;
     let dst = par::DisjointWriter::new(g_u);
     let parts: Vec<Mamba1Params<f64>> = bl
         .par_iter()
@@ -473,7 +361,7 @@ fn backward_q<E: CpuElem>(
             // The block's partial, in f64 so that summing many sequences loses nothing. Its
             // `a_log` holds the gradient with respect to A (not A_log) until the final reduction.
             let mut part = Mamba1Params::<f64>::zeros(dims);
-            seq::with_workspace(dims, time, Some(q), |ws: &mut seq::Workspace<E>| {
+            seq::with_workspace(dims, seqs.time, Some(q), |ws: &mut seq::Workspace<E>| {
                 for s in s0..s1 {
                     lay.gather(u, s, &mut ws.us);
                     lay.gather(g_y, s, &mut ws.g_out);

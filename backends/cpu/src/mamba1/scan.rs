@@ -69,6 +69,28 @@ impl<'a, E: CpuElem> Inputs<'a, E> {
     }
 }
 
+/// One channel group's part of one chunk: channels `c0..c1` (`c0` a multiple of [`LANES`]) from
+/// step `t0`, where the group's states and decays (`hs`, `decs`: `(steps, N, c1 - c0)`) start,
+/// and `h0`, the state `(N, Di)` before `t0`.
+#[derive(Copy, Clone)]
+pub(super) struct Group<'a, E> {
+    /// The chunk's first step.
+    pub t0: usize,
+    /// The group's first channel.
+    pub c0: usize,
+    /// One past the group's last channel.
+    pub c1: usize,
+    /// The state before `t0`, `(N, Di)`.
+    pub h0: &'a [E],
+}
+
+impl<'a, E: CpuElem> Group<'a, E> {
+    /// The same group with `h0` as an `f32` slice when `E` is `f32`.
+    fn as_f32(&self) -> Option<Group<'a, f32>> {
+        Some(Group { t0: self.t0, c0: self.c0, c1: self.c1, h0: E::as_f32(self.h0)? })
+    }
+}
+
 /// Whether the scan runs the AVX-512 loops of [`super::avx512`] (for `f32`): the CPU has
 /// them and `BOLDCAST_SIMD` does not ask for less ([`crate::ops::simd::level`]).
 fn avx512() -> bool {
@@ -259,48 +281,41 @@ fn prev_states<'a, E>(
     }
 }
 
-/// Recomputes steps `t0..t1` of channels `c0..c1` (`c0` a multiple of [`LANES`]) from the
-/// state `h0` `(N, Di)` before `t0`: the group's states into `hs` and their decays into `decs`
-/// (both `(t1 - t0, N, c1 - c0)`), and the scan output `y[t] = C_t h_t + D x_t` into rows
-/// `t0..t1`, channels `c0..c1`, of `y` `(T, Di)`. In `f32` on an AVX-512 CPU,
-/// [`super::avx512::chunk_forward`].
-#[allow(clippy::too_many_arguments)]
+/// Recomputes steps `t0..t1` of the group `g` from its state `h0`: the group's states into
+/// `hs` and their decays into `decs` (both `(t1 - t0, N, c1 - c0)`), and the scan output
+/// `y[t] = C_t h_t + D x_t` into rows `t0..t1`, channels `c0..c1`, of `y` `(T, Di)`. In `f32`
+/// on an AVX-512 CPU, [`super::avx512::chunk_forward`].
 pub(super) fn chunk_forward<E: CpuElem>(
     io: &Inputs<'_, E>,
-    t0: usize,
+    g: &Group<'_, E>,
     t1: usize,
-    c0: usize,
-    c1: usize,
-    h0: &[E],
     hs: &mut [E],
     decs: &mut [E],
     y: &mut [E],
 ) {
     #[cfg(target_arch = "x86_64")]
     if avx512() {
-        if let (Some(io), Some(h0), Some(hs), Some(decs), Some(y)) =
-            (io.as_f32(), E::as_f32(h0), E::as_f32_mut(hs), E::as_f32_mut(decs), E::as_f32_mut(y))
+        if let (Some(io), Some(g), Some(hs), Some(decs), Some(y)) =
+            (io.as_f32(), g.as_f32(), E::as_f32_mut(hs), E::as_f32_mut(decs), E::as_f32_mut(y))
         {
             // SAFETY: as in `forward_gated`.
-            return unsafe { super::avx512::chunk_forward(&io, t0, t1, c0, c1, h0, hs, decs, y) };
+            return unsafe { super::avx512::chunk_forward(&io, &g, t1, hs, decs, y) };
         }
     }
-    chunk_forward_portable(io, t0, t1, c0, c1, h0, hs, decs, y)
+    chunk_forward_portable(io, g, t1, hs, decs, y)
 }
 
 multiversion! {
     /// [`chunk_forward`] in portable code.
     pub(super) fn chunk_forward_portable<E: CpuElem>(
         io: &Inputs<'_, E>,
-        t0: usize,
+        g: &Group<'_, E>,
         t1: usize,
-        c0: usize,
-        c1: usize,
-        h0: &[E],
         hs: &mut [E],
         decs: &mut [E],
         y: &mut [E],
     ) {
+        let Group { t0, c0, c1, h0 } = *g;
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
         let gw = c1 - c0;
         let (sg, full) = (n * gw, c0 + gw / LANES * LANES);
@@ -399,9 +414,9 @@ impl<E: CpuElem> Back<'_, E> {
     }
 }
 
-/// Walks steps `t1 - 1` down to `lo` of channels `c0..c1` of the chunk that starts at `t0`
-/// (`t0 <= lo < t1`), whose states and decays [`chunk_forward`] left in `hs` and `decs` (`h0`
-/// is the state before `t0`), for the scan-output gradient `g_y` `(T, Di)`:
+/// Walks steps `t1 - 1` down to `lo` (`steps = lo..t1`, `t0 <= lo < t1`) of the group `grp`,
+/// whose states and decays [`chunk_forward`] left in `hs` and `decs`, for the scan-output
+/// gradient `g_y` `(T, Di)`:
 /// `G_t = g_t C_t + carry`, then `carry = a_t G_t`; with `q = G a_t h_{t-1}`,
 /// `g_x = D g + dt sum_n G B`, `g_dt = x sum_n G B + sum_n A q`, `g_A += dt q`, `g_D += g x`;
 /// and the channel sums `g_B = sum_d G dt x`, `g_C = sum_d g h` go on in `b.dots` and
@@ -409,15 +424,10 @@ impl<E: CpuElem> Back<'_, E> {
 /// [`super::avx512::back_blocks`] and a last partial block here ([`tail_step`]); the channels
 /// are independent but for the dot products, whose full-block lanes and tail sums are kept
 /// apart, so the order between the two does not matter.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn back_steps<E: CpuElem>(
     io: &Inputs<'_, E>,
-    t0: usize,
-    lo: usize,
-    t1: usize,
-    c0: usize,
-    c1: usize,
-    h0: &[E],
+    grp: &Group<'_, E>,
+    steps: std::ops::Range<usize>,
     hs: &[E],
     decs: &[E],
     g_y: &[E],
@@ -425,43 +435,39 @@ pub(super) fn back_steps<E: CpuElem>(
 ) {
     #[cfg(target_arch = "x86_64")]
     if avx512() {
-        if let (Some(io32), Some(h0), Some(hs), Some(decs), Some(g_y), Some(mut b32)) =
-            (io.as_f32(), E::as_f32(h0), E::as_f32(hs), E::as_f32(decs), E::as_f32(g_y), b.as_f32())
+        if let (Some(io32), Some(g32), Some(hs), Some(decs), Some(g_y), Some(mut b32)) =
+            (io.as_f32(), grp.as_f32(), E::as_f32(hs), E::as_f32(decs), E::as_f32(g_y), b.as_f32())
         {
             // SAFETY: as in `forward_gated`.
-            unsafe { super::avx512::back_blocks(&io32, t0, lo, t1, c0, c1, h0, hs, decs, g_y, &mut b32) };
-            let full = c0 + (c1 - c0) / LANES * LANES;
-            if full < c1 {
-                for t in (lo..t1).rev() {
-                    tail_step(&io32, t, t0, c0, c1, full, h0, hs, decs, g_y, &mut b32);
+            unsafe { super::avx512::back_blocks(&io32, &g32, steps.clone(), hs, decs, g_y, &mut b32) };
+            if grp.c0 + (grp.c1 - grp.c0) / LANES * LANES < grp.c1 {
+                for t in steps.rev() {
+                    tail_step(&io32, &g32, t, hs, decs, g_y, &mut b32);
                 }
             }
             return;
         }
     }
-    back_steps_portable(io, t0, lo, t1, c0, c1, h0, hs, decs, g_y, b)
+    back_steps_portable(io, grp, steps, hs, decs, g_y, b)
 }
 
 /// Step `t` of [`back_steps`] for the channels `full..c1` past the group's last full block of
-/// [`LANES`] (`c0..c1` the group): the scalar walk, its dot products summed in `b.tails` in
-/// channel order, then the per-channel end ([`finish_step`]) for those channels.
+/// [`LANES`]: the scalar walk, its dot products summed in `b.tails` in channel order, then the
+/// per-channel end ([`finish_step`]) for those channels.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn tail_step<E: CpuElem>(
     io: &Inputs<'_, E>,
+    grp: &Group<'_, E>,
     t: usize,
-    t0: usize,
-    c0: usize,
-    c1: usize,
-    full: usize,
-    h0: &[E],
     hs: &[E],
     decs: &[E],
     g_y: &[E],
     b: &mut Back<'_, E>,
 ) {
+    let Group { t0, c0, c1, h0 } = *grp;
     let (di, n, r, w) = (io.di, io.n, io.r, io.w);
     let gw = c1 - c0;
+    let full = c0 + gw / LANES * LANES;
     let (i, sg) = (t - t0, n * gw);
     let (h_t, dec) = (&hs[i * sg..][..sg], &decs[i * sg..][..sg]);
     let (prev, ps, po) = prev_states(h0, hs, i, di, c0, gw, n);
@@ -520,17 +526,14 @@ multiversion! {
     /// [`back_steps`] in portable code.
     pub(super) fn back_steps_portable<E: CpuElem>(
         io: &Inputs<'_, E>,
-        t0: usize,
-        lo: usize,
-        t1: usize,
-        c0: usize,
-        c1: usize,
-        h0: &[E],
+        grp: &Group<'_, E>,
+        steps: std::ops::Range<usize>,
         hs: &[E],
         decs: &[E],
         g_y: &[E],
         b: &mut Back<'_, E>,
     ) {
+        let (Group { t0, c0, c1, h0 }, lo, t1) = (*grp, steps.start, steps.end);
         let (di, n, r, w) = (io.di, io.n, io.r, io.w);
         let gw = c1 - c0;
         let (sg, full) = (n * gw, c0 + gw / LANES * LANES);
@@ -597,7 +600,7 @@ multiversion! {
             }
             finish_channels(io, g_y, t, c0..full, b);
             if full < c1 {
-                tail_step(io, t, t0, c0, c1, full, h0, hs, decs, g_y, b);
+                tail_step(io, grp, t, hs, decs, g_y, b);
             }
         }
     }

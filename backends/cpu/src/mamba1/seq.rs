@@ -425,8 +425,7 @@ pub(super) fn backward<E: CpuElem>(
     let mut bw = ws.bw.take().expect("mamba1: backward needs a backward workspace");
     let (mut y, mut gated, mut h) =
         (std::mem::take(&mut ws.y), std::mem::take(&mut ws.gated), std::mem::take(&mut ws.h));
-    let g = &mut bw.grads;
-    for (_, t) in g.tensors_mut() {
+    for (_, t) in bw.grads.tensors_mut() {
         t.fill(E::zero());
     }
     bw.g_conv_t.fill(E::zero());
@@ -436,97 +435,26 @@ pub(super) fn backward<E: CpuElem>(
 
     {
         let io = ws.inputs(dims, pr, p);
-        let q = bw.q;
-        let ckpt: &[E] = match given {
+        let mut own = std::mem::take(&mut bw.ckpt);
+        let ckpt = match given {
             Some(c) => {
-                assert_eq!(c.len(), t_len.div_ceil(q) * di * n, "mamba1: checkpoints of another shape");
+                assert_eq!(c.len(), t_len.div_ceil(bw.q) * di * n, "mamba1: checkpoints of another shape");
                 c
             }
             None => {
-                if q >= t_len {
+                if bw.q >= t_len {
                     // One chunk: its only checkpoint is the zero state, no pass needed.
-                    bw.ckpt[..di * n].fill(E::zero());
+                    own[..di * n].fill(E::zero());
                 } else {
-                    scan::checkpoints(&io, q, &mut h, &mut bw.ckpt);
+                    scan::checkpoints(&io, bw.q, &mut h, &mut own);
                 }
-                &bw.ckpt
+                &own
             }
         };
-        bw.carry.fill(E::zero());
-        bw.g_a.fill(E::zero());
-        bw.g_d.fill(E::zero());
-        // The block's A gradient, transposed to the scan's `(N, Di)` for the flushes and back
-        // at the end: the same additions in the same order, into contiguous rows.
-        for d in 0..di {
-            for j in 0..n {
-                bw.a_log_t[j * di + d] = part.a_log[d * n + j];
-            }
-        }
-        let s = di * n;
-        for c in (0..t_len.div_ceil(q)).rev() {
-            let (t0, t1) = (c * q, (c * q + q).min(t_len));
-            let h0 = &ckpt[c * s..(c + 1) * s];
-            // The next chunk's state, cold in a large buffer: on its way while this one runs.
-            if c > 0 {
-                prefetch_l2(&ckpt[(c - 1) * s..c * s]);
-            }
-            bw.dots.fill(E::zero());
-            bw.tails.fill(E::zero());
-            // One group of channels at a time through the whole chunk, so its states and
-            // decays stay in the L1 cache (`scan::GROUP`).
-            for (c0, c1) in scan::groups(di) {
-                scan::chunk_forward(&io, t0, t1, c0, c1, h0, &mut bw.hs, &mut bw.decs, &mut y);
-                gate_backward(
-                    t0,
-                    t1,
-                    di,
-                    c0,
-                    c1,
-                    &ws.xz,
-                    &y,
-                    &ws.sig_z,
-                    &ws.gate,
-                    &mut gated,
-                    &mut bw.g_gated,
-                    &mut bw.g_xz,
-                );
-                let mut hi = t1;
-                while hi > t0 {
-                    let lo = t0.max((hi - 1) / FLUSH * FLUSH);
-                    let mut back = Back {
-                        carry: &mut bw.carry,
-                        gxs_row: &mut bw.gxs_row,
-                        gdt_row: &mut bw.gdt_row,
-                        g_xs: &mut bw.g_xs,
-                        g_dt: &mut bw.g_dt,
-                        g_a: &mut bw.g_a,
-                        g_d: &mut bw.g_d,
-                        dots: &mut bw.dots,
-                        tails: &mut bw.tails,
-                    };
-                    scan::back_steps(&io, t0, lo, hi, c0, c1, h0, &bw.hs, &bw.decs, &bw.g_gated, &mut back);
-                    if lo % FLUSH == 0 {
-                        // Per element the same additions at the same steps as a flush of all
-                        // channels at once.
-                        for j in 0..n {
-                            let row = j * di + c0..j * di + c1;
-                            add_widened(&mut bw.a_log_t[row.clone()], &bw.g_a[row.clone()]);
-                            bw.g_a[row].fill(E::zero());
-                        }
-                        add_widened(&mut part.d[c0..c1], &bw.g_d[c0..c1]);
-                        bw.g_d[c0..c1].fill(E::zero());
-                    }
-                    hi = lo;
-                }
-            }
-            scan::finish_dots(&io, t0, t1, &bw.dots, &bw.tails, &mut bw.g_dbc);
-        }
-        for d in 0..di {
-            for j in 0..n {
-                part.a_log[d * n + j] = bw.a_log_t[j * di + d];
-            }
-        }
+        scan_backward(&io, ws, &mut bw, ckpt, &mut y, &mut gated, part);
+        bw.ckpt = own;
     }
+    let g = &mut bw.grads;
     gemm(E::one(), Mat::rm(&ws.g_out, t_len, m).t(), Mat::rm(&gated, t_len, di), E::one(), &mut g.out_proj, di);
 
     // dt = softplus(pre), pre = dr W_dt^T + dt_b; g_dt becomes g_pre in place.
@@ -560,4 +488,96 @@ pub(super) fn backward<E: CpuElem>(
     }
     (ws.y, ws.gated, ws.h) = (y, gated, h);
     ws.bw = Some(bw);
+}
+
+/// The scan's part of [`backward`], from the states `ckpt` before each chunk: each chunk, from
+/// the last, recomputes its states and scan output `y`, applies the gate's backward to its
+/// rows (leaving `gated` for out_proj's weight gradient), and is walked back; the `A` and `D`
+/// gradients go to `part`, the others to `bw`.
+fn scan_backward<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    ws: &Workspace<E>,
+    bw: &mut Backward<E>,
+    ckpt: &[E],
+    y: &mut [E],
+    gated: &mut [E],
+    part: &mut Mamba1Params<f64>,
+) {
+    let (di, n, q, t_len) = (io.di, io.n, bw.q, io.time());
+    bw.carry.fill(E::zero());
+    bw.g_a.fill(E::zero());
+    bw.g_d.fill(E::zero());
+    // The block's A gradient, transposed to the scan's `(N, Di)` for the flushes and back
+    // at the end: the same additions in the same order, into contiguous rows.
+    for d in 0..di {
+        for j in 0..n {
+            bw.a_log_t[j * di + d] = part.a_log[d * n + j];
+        }
+    }
+    let s = di * n;
+    for c in (0..t_len.div_ceil(q)).rev() {
+        let (t0, t1) = (c * q, (c * q + q).min(t_len));
+        let h0 = &ckpt[c * s..(c + 1) * s];
+        // The next chunk's state, cold in a large buffer: on its way while this one runs.
+        if c > 0 {
+            prefetch_l2(&ckpt[(c - 1) * s..c * s]);
+        }
+        bw.dots.fill(E::zero());
+        bw.tails.fill(E::zero());
+        // One group of channels at a time through the whole chunk, so its states and
+        // decays stay in the L1 cache (`scan::GROUP`).
+        for (c0, c1) in scan::groups(di) {
+            let grp = scan::Group { t0, c0, c1, h0 };
+            scan::chunk_forward(io, &grp, t1, &mut bw.hs, &mut bw.decs, y);
+            gate_backward(t0, t1, di, c0, c1, &ws.xz, y, &ws.sig_z, &ws.gate, gated, &mut bw.g_gated, &mut bw.g_xz);
+            walk_back(io, &grp, t1, bw, &mut part.d);
+        }
+        scan::finish_dots(io, t0, t1, &bw.dots, &bw.tails, &mut bw.g_dbc);
+    }
+    for d in 0..di {
+        for j in 0..n {
+            part.a_log[d * n + j] = bw.a_log_t[j * di + d];
+        }
+    }
+}
+
+/// Walks the group `grp` back from step `t1 - 1` to its chunk's first step, in pieces that end
+/// on multiples of [`FLUSH`], where the `A` and `D` gradients summed in `E` so far go to the
+/// f64 partials (`bw.a_log_t`, `part_d`).
+fn walk_back<E: CpuElem>(
+    io: &Inputs<'_, E>,
+    grp: &scan::Group<'_, E>,
+    t1: usize,
+    bw: &mut Backward<E>,
+    part_d: &mut [f64],
+) {
+    let (di, n, t0, c0, c1) = (io.di, io.n, grp.t0, grp.c0, grp.c1);
+    let mut hi = t1;
+    while hi > t0 {
+        let lo = t0.max((hi - 1) / FLUSH * FLUSH);
+        let mut back = Back {
+            carry: &mut bw.carry,
+            gxs_row: &mut bw.gxs_row,
+            gdt_row: &mut bw.gdt_row,
+            g_xs: &mut bw.g_xs,
+            g_dt: &mut bw.g_dt,
+            g_a: &mut bw.g_a,
+            g_d: &mut bw.g_d,
+            dots: &mut bw.dots,
+            tails: &mut bw.tails,
+        };
+        scan::back_steps(io, grp, lo..hi, &bw.hs, &bw.decs, &bw.g_gated, &mut back);
+        if lo % FLUSH == 0 {
+            // Per element the same additions at the same steps as a flush of all
+            // channels at once.
+            for j in 0..n {
+                let row = j * di + c0..j * di + c1;
+                add_widened(&mut bw.a_log_t[row.clone()], &bw.g_a[row.clone()]);
+                bw.g_a[row].fill(E::zero());
+            }
+            add_widened(&mut part_d[c0..c1], &bw.g_d[c0..c1]);
+            bw.g_d[c0..c1].fill(E::zero());
+        }
+        hi = lo;
+    }
 }

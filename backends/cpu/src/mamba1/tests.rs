@@ -95,7 +95,7 @@ fn chunks_are_the_largest_power_of_two_whose_states_fit_the_cache_budget() {
     // Huge states: one step per chunk.
     let huge = Mamba1Dims { d_model: 1024, d_inner: 4096, d_state: 64, dt_rank: 64, d_conv: 4 };
     assert_eq!(scan_chunk(huge, 256, 4), 1);
-    assert_eq!(checkpoint_bytes::<f32>(demo, 4, 256, 64), 4 * 64 * 32 * 16 * 128 * 4);
+    assert_eq!(checkpoint_bytes::<f32>(demo, Seqs::new(4, 256, 64)), 4 * 64 * 32 * 16 * 128 * 4);
 }
 
 /// The checkpoints the forward leaves are the states the backward's own pass would keep, so
@@ -122,22 +122,21 @@ fn backward_from_the_forwards_checkpoints_is_the_plain_backward() {
     assert!(q < time && time % q != 0, "Q = {q}: several chunks, the last one partial");
 
     let (mut y_plain, mut y_kept) = (vec![0.0f32; len], vec![0.0f32; len]);
-    forward(dims, &p, &u, batch, time, parcels, &mut y_plain);
-    let ck = forward_keeping_checkpoints(dims, &p, &u, batch, time, parcels, &mut y_kept, Vec::new());
+    let seqs = Seqs::new(batch, time, parcels);
+    forward(dims, &p, &u, seqs, &mut y_plain);
+    let ck = forward_keeping_checkpoints(dims, &p, &u, seqs, &mut y_kept, Vec::new());
     assert!(y_plain == y_kept, "keeping checkpoints changed the forward");
-    assert_eq!(ck.bytes(), checkpoint_bytes::<f32>(dims, batch, time, parcels));
+    assert_eq!(ck.bytes(), checkpoint_bytes::<f32>(dims, seqs));
     // A reused buffer, full of stale values, is overwritten everywhere.
     let stale = vec![f32::NAN; ck.states.len()];
-    let again = forward_keeping_checkpoints(dims, &p, &u, batch, time, parcels, &mut y_kept, stale);
+    let again = forward_keeping_checkpoints(dims, &p, &u, seqs, &mut y_kept, stale);
     assert!(again.states == ck.states);
 
     let run = |ck: Option<&ScanCheckpoints<f32>>| {
         let mut g_u = vec![0.0f32; len];
         let mut grads = Mamba1Params::zeros(dims);
-        match ck {
-            Some(c) => backward_from_checkpoints(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, c),
-            None => backward(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads),
-        }
+        let io = BackwardIo { u: &u, g_y: &g_y, g_u: &mut g_u };
+        backward(dims, &p, seqs, io, &mut grads, ck);
         (g_u, grads)
     };
     let (plain, from) = (run(None), run(Some(&ck)));
@@ -167,7 +166,8 @@ fn backward_does_not_depend_on_the_chunk_length() {
     let run = |q: usize| {
         let mut g_u = vec![f64::NAN; len];
         let mut grads = Mamba1Params::zeros(dims);
-        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q, None);
+        let io = BackwardIo { u: &u, g_y: &g_y, g_u: &mut g_u };
+        backward_q(dims, &p, Seqs::new(batch, time, parcels), io, &mut grads, q, None);
         (g_u, grads)
     };
     let reference = run(1);
@@ -200,7 +200,8 @@ fn backward_does_not_depend_on_the_chunk_length_f32() {
     let run = |q: usize| {
         let mut g_u = vec![0.0f32; len];
         let mut grads = Mamba1Params::zeros(dims);
-        backward_q(dims, &p, &u, batch, time, parcels, &g_y, &mut g_u, &mut grads, q, None);
+        let io = BackwardIo { u: &u, g_y: &g_y, g_u: &mut g_u };
+        backward_q(dims, &p, Seqs::new(batch, time, parcels), io, &mut grads, q, None);
         (g_u, grads)
     };
     let reference = run(1);

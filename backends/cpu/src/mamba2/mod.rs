@@ -17,8 +17,10 @@ mod scan;
 mod seq;
 mod ssd;
 
+use crate::mixer::{self, BackwardIo, Layout, MixerSizes, Seqs};
 use crate::ops::CpuElem;
 use crate::par;
+use boldcast_core::MAMBA2_PARAMS;
 use rayon::prelude::*;
 
 /// Sizes of one Mamba-2 mixer.
@@ -67,8 +69,20 @@ impl Mamba2Dims {
     /// Panics with the offending size when one is zero or the heads do not tile `Di`: every
     /// loop below assumes non-empty rows and `Di = nheads * headdim`.
     fn check(&self) {
+        mixer::check_sizes(*self);
+        let Self { d_inner, nheads, headdim, .. } = *self;
+        assert_eq!(nheads * headdim, d_inner, "mamba2: nheads * headdim must equal d_inner (dims {self:?})");
+    }
+}
+
+impl MixerSizes for Mamba2Dims {
+    const NAME: &'static str = "mamba2";
+    fn d_model(&self) -> usize {
+        self.d_model
+    }
+    fn named_sizes(&self) -> Vec<(&'static str, usize)> {
         let Self { d_model, d_inner, d_state, nheads, headdim, d_conv, chunk_size } = *self;
-        for (name, v) in [
+        vec![
             ("d_model", d_model),
             ("d_inner", d_inner),
             ("d_state", d_state),
@@ -76,10 +90,7 @@ impl Mamba2Dims {
             ("headdim", headdim),
             ("d_conv", d_conv),
             ("chunk_size", chunk_size),
-        ] {
-            assert!(v > 0, "mamba2: {name} must be positive (dims {self:?})");
-        }
-        assert_eq!(nheads * headdim, d_inner, "mamba2: nheads * headdim must equal d_inner (dims {self:?})");
+        ]
     }
 }
 
@@ -112,34 +123,18 @@ impl<E: CpuElem> Mamba2Params<E> {
         Self { dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj }
     }
 
-    /// `(suffix after "layers.{i}.mamba.mamba.", slice)` in the order of
-    /// `ModelConfig::param_specs`: dt_bias, conv1d.weight, conv1d.bias, in_proj.weight, A_log,
-    /// D, norm.weight, out_proj.weight.
+    /// `(suffix after `boldcast_core::mixer_prefix`, slice)` in the order of
+    /// [`boldcast_core::MAMBA2_PARAMS`].
     pub fn tensors(&self) -> [(&'static str, &[E]); 8] {
-        [
-            ("dt_bias", &self.dt_bias),
-            ("conv1d.weight", &self.conv_w),
-            ("conv1d.bias", &self.conv_b),
-            ("in_proj.weight", &self.in_proj),
-            ("A_log", &self.a_log),
-            ("D", &self.d),
-            ("norm.weight", &self.norm_w),
-            ("out_proj.weight", &self.out_proj),
-        ]
+        let Self { dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj } = self;
+        mixer::named(MAMBA2_PARAMS, [dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj].map(|v| &v[..]))
     }
 
     /// The mutable counterpart of [`Mamba2Params::tensors`], same names and order.
     pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 8] {
-        [
-            ("dt_bias", &mut self.dt_bias),
-            ("conv1d.weight", &mut self.conv_w),
-            ("conv1d.bias", &mut self.conv_b),
-            ("in_proj.weight", &mut self.in_proj),
-            ("A_log", &mut self.a_log),
-            ("D", &mut self.d),
-            ("norm.weight", &mut self.norm_w),
-            ("out_proj.weight", &mut self.out_proj),
-        ]
+        let Self { dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj } = self;
+        let t = [dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj];
+        mixer::named(MAMBA2_PARAMS, t.map(|v| &mut v[..]))
     }
 
     /// Lengths of the tensors, in [`Mamba2Params::tensors`] order.
@@ -151,45 +146,7 @@ impl<E: CpuElem> Mamba2Params<E> {
 
     /// Panics, naming the tensor, when a length does not match `dims`.
     fn check(&self, dims: Mamba2Dims, what: &str) {
-        for ((name, t), len) in self.tensors().into_iter().zip(Self::lens(dims)) {
-            assert_eq!(t.len(), len, "mamba2: {what} {name} has {} elements, dims {dims:?} need {len}", t.len());
-        }
-    }
-}
-
-/// Where each sequence of a `(B, T, P, M)` activation lives: sequence `s = b * P + p` has its
-/// step `t` at offset `((b * T + t) * P + p) * M`.
-#[derive(Copy, Clone)]
-struct Layout {
-    time: usize,
-    parcels: usize,
-    m: usize,
-}
-
-impl Layout {
-    /// Copies sequence `s` into the contiguous `(T, M)` buffer `dst`, so the projections run as
-    /// GEMMs over contiguous rows.
-    fn gather<E: Copy>(&self, src: &[E], s: usize, dst: &mut [E]) {
-        let (b, p) = (s / self.parcels, s % self.parcels);
-        for t in 0..self.time {
-            let o = ((b * self.time + t) * self.parcels + p) * self.m;
-            dst[t * self.m..(t + 1) * self.m].copy_from_slice(&src[o..o + self.m]);
-        }
-    }
-
-    /// Writes the per-block outputs (block `k` holds sequences `blocks[k]`, each `(T, M)`)
-    /// back into the `(B, T, P, M)` tensor `dst`. Serial: a copy, cheap next to the mixer.
-    fn scatter<E: Copy>(&self, blocks: &[std::ops::Range<usize>], outs: &[Vec<E>], dst: &mut [E]) {
-        let seq_len = self.time * self.m;
-        for (r, out) in blocks.iter().zip(outs) {
-            for (s, src) in r.clone().zip(out.chunks_exact(seq_len)) {
-                let (b, p) = (s / self.parcels, s % self.parcels);
-                for t in 0..self.time {
-                    let o = ((b * self.time + t) * self.parcels + p) * self.m;
-                    dst[o..o + self.m].copy_from_slice(&src[t * self.m..(t + 1) * self.m]);
-                }
-            }
-        }
+        mixer::check_lens(dims, what, &self.tensors(), &Self::lens(dims));
     }
 }
 
@@ -201,58 +158,28 @@ fn blocks(n_seq: usize) -> Vec<std::ops::Range<usize>> {
     crate::par::blocks(n_seq, 1)
 }
 
-/// `A = -exp(A_log)` per head, computed once per call rather than per sequence.
-fn decay_rates<E: CpuElem>(a_log: &[E]) -> Vec<E> {
-    a_log.iter().map(|&v| -v.exp()).collect()
-}
-
 /// Checks every size and returns the layout, or `None` when there is nothing to compute.
-fn prepare<E: CpuElem>(
-    dims: Mamba2Dims,
-    p: &Mamba2Params<E>,
-    tensors: &[(&str, usize)],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-) -> Option<Layout> {
+fn prepare<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, tensors: &[(&str, usize)], seqs: Seqs) -> Option<Layout> {
     dims.check();
     p.check(dims, "parameter");
-    let len = batch * time * parcels * dims.d_model;
-    for &(name, l) in tensors {
-        assert_eq!(
-            l, len,
-            "mamba2: {name} has {l} elements, (B, T, P, M) = ({batch}, {time}, {parcels}, {}) need {len}",
-            dims.d_model
-        );
-    }
-    (len > 0).then_some(Layout { time, parcels, m: dims.d_model })
+    mixer::layout(dims, tensors, seqs)
 }
 
 /// The forward of both evaluations of the scan, parallel over blocks of sequences.
-#[allow(clippy::too_many_arguments)]
-fn forward_with<E: CpuElem>(
-    dims: Mamba2Dims,
-    p: &Mamba2Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    y: &mut [E],
-    chunked: bool,
-) {
-    let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], batch, time, parcels) else {
+fn forward_with<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: &[E], seqs: Seqs, y: &mut [E], chunked: bool) {
+    let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], seqs) else {
         return;
     };
-    let a = decay_rates(&p.a_log);
-    let bl = blocks(batch * parcels);
-    let seq_len = time * dims.d_model;
+    let a = mixer::decay_rates(&p.a_log);
+    let bl = blocks(seqs.count());
+    let seq_len = seqs.time * dims.d_model;
     let outs: Vec<Vec<E>> = bl
         .par_iter()
         .map(|r| {
             // The thread's cached workspace, reused by every sequence of the block and by the
             // next call (nothing is allocated per sequence or per step).
             let mut out = vec![E::zero(); r.len() * seq_len];
-            seq::with_workspace(dims, time, false, |ws: &mut seq::Workspace<E>| {
+            seq::with_workspace(dims, seqs.time, false, |ws: &mut seq::Workspace<E>| {
                 for (s, o) in r.clone().zip(out.chunks_exact_mut(seq_len)) {
                     lay.gather(u, s, &mut ws.us);
                     seq::forward(dims, p, &a, ws, o, chunked);
@@ -268,62 +195,41 @@ fn forward_with<E: CpuElem>(
 /// layout: for each `(b, p)` the sequence `u[b, :, p, :]` goes through the mixer and the
 /// result is written to `y[b, :, p, :]` (`y` is overwritten). The scan runs in the chunked SSD
 /// form with `dims.chunk_size` steps per chunk; parallel over sequences (rayon).
-pub fn forward<E: CpuElem>(
-    dims: Mamba2Dims,
-    p: &Mamba2Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    y: &mut [E],
-) {
-    forward_with(dims, p, u, batch, time, parcels, y, true);
+pub fn forward<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: &[E], seqs: Seqs, y: &mut [E]) {
+    forward_with(dims, p, u, seqs, y, true);
 }
 
 /// The same contract as [`forward`], with the scan evaluated by the sequential recurrence
 /// `S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_t^T`: the reference the chunked path is tested
 /// against.
-pub fn forward_sequential<E: CpuElem>(
-    dims: Mamba2Dims,
-    p: &Mamba2Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    y: &mut [E],
-) {
-    forward_with(dims, p, u, batch, time, parcels, y, false);
+pub fn forward_sequential<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: &[E], seqs: Seqs, y: &mut [E]) {
+    forward_with(dims, p, u, seqs, y, false);
 }
 
-/// Backward of [`forward`]: given `u` (the same input) and `g_y` `(B, T, P, M)`, writes `g_u`
-/// (`(B, T, P, M)`, overwritten) and ACCUMULATES (`+=`) the parameter gradients into `grads`.
-/// The forward is recomputed internally (nothing is cached between the two calls).
+/// Backward of [`forward`]: given `io.u` (the same input) and `io.g_y` `(B, T, P, M)`, writes
+/// `io.g_u` (`(B, T, P, M)`, overwritten) and ACCUMULATES (`+=`) the parameter gradients into
+/// `grads`. The forward is recomputed internally (nothing is cached between the two calls).
 ///
 /// The SSD forward leaves the state at the start of every chunk of Q steps; the backward walks
 /// the chunks from the last and recomputes each chunk's states from its checkpoint
 /// (BACKWARD.md, "Memory"). Each block of sequences accumulates its own gradient partial in
 /// f64; the partials are summed in block order over a split that depends on `B * P` only, so
 /// the result is bit-identical from run to run and for any thread count.
-#[allow(clippy::too_many_arguments)]
 pub fn backward<E: CpuElem>(
     dims: Mamba2Dims,
     p: &Mamba2Params<E>,
-    u: &[E],
-    batch: usize,
-    time: usize,
-    parcels: usize,
-    g_y: &[E],
-    g_u: &mut [E],
+    seqs: Seqs,
+    io: BackwardIo<'_, E>,
     grads: &mut Mamba2Params<E>,
 ) {
     grads.check(dims, "gradient");
-    let tensors = [("u", u.len()), ("g_y", g_y.len()), ("g_u", g_u.len())];
-    let Some(lay) = prepare(dims, p, &tensors, batch, time, parcels) else {
+    let Some(lay) = prepare(dims, p, &io.lens(), seqs) else {
         return;
     };
-    let a = decay_rates(&p.a_log);
-    let bl = blocks(batch * parcels);
-    let seq_len = time * dims.d_model;
+    let a = mixer::decay_rates(&p.a_log);
+    let bl = blocks(seqs.count());
+    let seq_len = seqs.time * dims.d_model;
+    let BackwardIo { u, g_y, g_u } = io;
     let results: Vec<(Vec<E>, Mamba2Params<f64>)> = bl
         .par_iter()
         .map(|r| {
@@ -331,7 +237,7 @@ pub fn backward<E: CpuElem>(
             // `a_log` holds the gradient with respect to A (not A_log) until the reduction.
             let mut part = Mamba2Params::<f64>::zeros(dims);
             let mut g_out = vec![E::zero(); r.len() * seq_len];
-            seq::with_workspace(dims, time, true, |ws: &mut seq::Workspace<E>| {
+            seq::with_workspace(dims, seqs.time, true, |ws: &mut seq::Workspace<E>| {
                 for (s, gu) in r.clone().zip(g_out.chunks_exact_mut(seq_len)) {
                     lay.gather(u, s, &mut ws.us);
                     lay.gather(g_y, s, &mut ws.g_out);

@@ -85,16 +85,16 @@ fn chunked_matches_sequential_in_f64_and_f32() {
             let pr = params(d, k as u64 + 11, a_log_hi);
             let u = Rng(k as u64 + 99).vec(b * t * p * d.d_model, -2.0, 2.0);
             let (mut yc, mut ys) = (vec![f64::NAN; u.len()], vec![f64::NAN; u.len()]);
-            forward(d, &pr, &u, b, t, p, &mut yc);
-            forward_sequential(d, &pr, &u, b, t, p, &mut ys);
+            forward(d, &pr, &u, Seqs::new(b, t, p), &mut yc);
+            forward_sequential(d, &pr, &u, Seqs::new(b, t, p), &mut ys);
             let e64 = rel_err(&yc, &ys);
             assert!(e64 < 1e-12, "{d:?} T {t}: f64 chunked vs sequential {e64:e}");
             worst64 = worst64.max(e64);
 
             let (p32, u32) = (to_f32(&pr), u.iter().map(|&v| v as f32).collect::<Vec<_>>());
             let (mut yc32, mut ys32) = (vec![f32::NAN; u.len()], vec![f32::NAN; u.len()]);
-            forward(d, &p32, &u32, b, t, p, &mut yc32);
-            forward_sequential(d, &p32, &u32, b, t, p, &mut ys32);
+            forward(d, &p32, &u32, Seqs::new(b, t, p), &mut yc32);
+            forward_sequential(d, &p32, &u32, Seqs::new(b, t, p), &mut ys32);
             // Both f32 paths sit within f32 rounding of the f64 result (and so of each other).
             let (ec, es) = (rel_err(&yc32, &ys), rel_err(&ys32, &ys));
             assert!(ec < 2e-6 && es < 2e-6, "{d:?} T {t}: f32 chunked {ec:e}, sequential {es:e} vs f64");
@@ -114,17 +114,17 @@ fn decays_that_underflow_stay_finite_and_match() {
     let (b, t, p) = (1, 70, 2);
     let u = Rng(6).vec(b * t * p * d.d_model, -2.0, 2.0);
     let (mut yc, mut ys) = (vec![0.0; u.len()], vec![0.0; u.len()]);
-    forward(d, &pr, &u, b, t, p, &mut yc);
-    forward_sequential(d, &pr, &u, b, t, p, &mut ys);
+    forward(d, &pr, &u, Seqs::new(b, t, p), &mut yc);
+    forward_sequential(d, &pr, &u, Seqs::new(b, t, p), &mut ys);
     assert!(yc.iter().all(|v| v.is_finite()));
     assert!(rel_err(&yc, &ys) < 1e-12);
     let p32 = to_f32(&pr);
     let u32: Vec<f32> = u.iter().map(|&v| v as f32).collect();
     let mut y32 = vec![0.0f32; u.len()];
-    forward(d, &p32, &u32, b, t, p, &mut y32);
+    forward(d, &p32, &u32, Seqs::new(b, t, p), &mut y32);
     assert!(y32.iter().all(|v| v.is_finite()) && rel_err(&y32, &ys) < 2e-6);
     let (mut g_u, mut g) = (vec![0.0; u.len()], Mamba2Params::zeros(d));
-    backward(d, &pr, &u, b, t, p, &u, &mut g_u, &mut g);
+    backward(d, &pr, Seqs::new(b, t, p), BackwardIo { u: &u, g_y: &u, g_u: &mut g_u }, &mut g);
     assert!(g_u.iter().chain(g.tensors().iter().flat_map(|(_, v)| v.iter())).all(|v| v.is_finite()));
 }
 
@@ -140,9 +140,9 @@ fn one_and_two_threads_agree_bit_for_bit_and_runs_repeat() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
             let mut y = vec![0.0f32; u.len()];
-            forward(d, &pr, &u, b, t, p, &mut y);
+            forward(d, &pr, &u, Seqs::new(b, t, p), &mut y);
             let (mut g_u, mut gr) = (vec![0.0f32; u.len()], Mamba2Params::zeros(d));
-            backward(d, &pr, &u, b, t, p, &gy, &mut g_u, &mut gr);
+            backward(d, &pr, Seqs::new(b, t, p), BackwardIo { u: &u, g_y: &gy, g_u: &mut g_u }, &mut gr);
             (y, g_u, gr)
         })
     };
@@ -161,13 +161,13 @@ fn sequences_are_independent_and_placed_by_layout() {
     let (b, t, p, m) = (2, 7, 3, d.d_model);
     let u = Rng(9).vec(b * t * p * m, -2.0, 2.0);
     let mut y = vec![0.0; u.len()];
-    forward(d, &pr, &u, b, t, p, &mut y);
+    forward(d, &pr, &u, Seqs::new(b, t, p), &mut y);
     for bi in 0..b {
         for pi in 0..p {
             let idx = |ti: usize| ((bi * t + ti) * p + pi) * m;
             let us: Vec<f64> = (0..t).flat_map(|ti| u[idx(ti)..idx(ti) + m].to_vec()).collect();
             let mut ys = vec![0.0; us.len()];
-            forward(d, &pr, &us, 1, t, 1, &mut ys);
+            forward(d, &pr, &us, Seqs::new(1, t, 1), &mut ys);
             for ti in 0..t {
                 assert_eq!(&y[idx(ti)..idx(ti) + m], &ys[ti * m..(ti + 1) * m], "b {bi} p {pi} t {ti}");
             }

@@ -61,22 +61,16 @@ pub fn gemm<E: CpuElem>(alpha: E, a: Mat<'_, E>, b: Mat<'_, E>, beta: E, c: &mut
     // SAFETY: the asserts above bound every index the kernel touches; `c` is a distinct
     // mutable borrow, so it cannot alias `a` or `b`.
     unsafe {
-        E::gemm_raw(
+        E::gemm_raw(super::RawGemm {
             m,
             k,
             n,
             alpha,
-            a.data.as_ptr(),
-            a.rs as isize,
-            a.cs as isize,
-            b.data.as_ptr(),
-            b.rs as isize,
-            b.cs as isize,
+            a: (a.data.as_ptr(), a.rs as isize, a.cs as isize),
+            b: (b.data.as_ptr(), b.rs as isize, b.cs as isize),
             beta,
-            c.as_mut_ptr(),
-            ldc as isize,
-            1,
-        )
+            c: (c.as_mut_ptr(), ldc as isize, 1),
+        })
     }
 }
 

@@ -126,6 +126,7 @@ pub fn backward<E: CpuElem>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use boldcast_testkit::fd::central_at;
 
     fn lcg(seed: u64, n: usize) -> Vec<f64> {
         let mut s = seed;
@@ -170,25 +171,15 @@ mod tests {
         let (mut gx, mut gw, mut gb) = (vec![0.0; rows * m], vec![0.0; m], vec![0.0; m]);
         backward(&x, rows, m, &w, &c, &mut gx, &mut gw, &mut gb);
         let h = 1e-6;
-        let check = |analytic: f64, plus: f64, minus: f64, what: &str| {
-            let num = (plus - minus) / (2.0 * h);
+        let check = |analytic: f64, num: f64, what: &str| {
             assert!((analytic - num).abs() <= 1e-6 + 1e-6 * num.abs(), "{what}: {analytic} vs {num}");
         };
         for i in [0, 7, 333, rows * m - 1] {
-            let (mut xp, mut xm) = (x.clone(), x.clone());
-            xp[i] += h;
-            xm[i] -= h;
-            check(gx[i], loss(&xp, rows, m, &w, &b, &c), loss(&xm, rows, m, &w, &b, &c), "g_x");
+            check(gx[i], central_at(&x, i, h, |x| loss(x, rows, m, &w, &b, &c)), "g_x");
         }
         for i in 0..m {
-            let (mut wp, mut wm) = (w.clone(), w.clone());
-            wp[i] += h;
-            wm[i] -= h;
-            check(gw[i], loss(&x, rows, m, &wp, &b, &c), loss(&x, rows, m, &wm, &b, &c), "g_w");
-            let (mut bp, mut bm) = (b.clone(), b.clone());
-            bp[i] += h;
-            bm[i] -= h;
-            check(gb[i], loss(&x, rows, m, &w, &bp, &c), loss(&x, rows, m, &w, &bm, &c), "g_b");
+            check(gw[i], central_at(&w, i, h, |w| loss(&x, rows, m, w, &b, &c)), "g_w");
+            check(gb[i], central_at(&b, i, h, |b| loss(&x, rows, m, &w, b, &c)), "g_b");
         }
     }
 }

@@ -4,6 +4,25 @@
 use super::gemm::{gemm, Mat};
 use super::CpuElem;
 
+/// A linear layer's weight, `(out, inp)` (PyTorch's layout), with its sizes.
+#[derive(Copy, Clone, Debug)]
+pub struct Weight<'a, E> {
+    /// The weight, row-major `(out, inp)`.
+    pub w: &'a [E],
+    /// Input width.
+    pub inp: usize,
+    /// Output width.
+    pub out: usize,
+}
+
+/// The gradients of a linear layer's weight and bias, accumulated (`+=`).
+pub struct WeightGrads<'a, E> {
+    /// `g_W`, `(out, inp)`.
+    pub w: &'a mut [E],
+    /// `g_b`, `(out)`.
+    pub b: &'a mut [E],
+}
+
 /// `y[rows x out] = x[rows x inp] W^T + b` (bias optional). Overwrites `y`.
 pub fn forward<E: CpuElem>(x: &[E], rows: usize, inp: usize, w: &[E], b: Option<&[E]>, out: usize, y: &mut [E]) {
     assert_eq!(w.len(), out * inp, "linear: weight is not {out}x{inp}");

@@ -38,23 +38,29 @@ pub trait CpuElem: Elem {
     /// # Safety
     /// Every index `i * rs + j * cs` reached for the given sizes must lie inside the
     /// corresponding buffer, and `c` must not alias `a` or `b`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm_raw(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: Self,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        beta: Self,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
+    unsafe fn gemm_raw(g: RawGemm<Self>);
+}
+
+/// The operands of one `matrixmultiply` call, `C = alpha A B + beta C` with `A` `(m, k)`, `B`
+/// `(k, n)` and `C` `(m, n)`, each matrix a pointer with its row and column strides.
+#[derive(Copy, Clone, Debug)]
+pub struct RawGemm<E> {
+    /// Rows of `A` and `C`.
+    pub m: usize,
+    /// Columns of `A`, rows of `B`.
+    pub k: usize,
+    /// Columns of `B` and `C`.
+    pub n: usize,
+    /// The product's factor.
+    pub alpha: E,
+    /// `A`: pointer, row stride, column stride.
+    pub a: (*const E, isize, isize),
+    /// `B`: pointer, row stride, column stride.
+    pub b: (*const E, isize, isize),
+    /// The factor of `C`'s old values.
+    pub beta: E,
+    /// `C`: pointer, row stride, column stride.
+    pub c: (*mut E, isize, isize),
 }
 
 impl CpuElem for f32 {
@@ -89,22 +95,8 @@ impl CpuElem for f32 {
     fn as_f32_mut(s: &mut [Self]) -> Option<&mut [f32]> {
         Some(s)
     }
-    unsafe fn gemm_raw(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: f32,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        beta: f32,
-        c: *mut f32,
-        rsc: isize,
-        csc: isize,
-    ) {
+    unsafe fn gemm_raw(g: RawGemm<Self>) {
+        let RawGemm { m, k, n, alpha, a: (a, rsa, csa), b: (b, rsb, csb), beta, c: (c, rsc, csc) } = g;
         matrixmultiply::sgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
     }
 }
@@ -138,22 +130,8 @@ impl CpuElem for f64 {
     fn as_f32_mut(_: &mut [Self]) -> Option<&mut [f32]> {
         None
     }
-    unsafe fn gemm_raw(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: f64,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        beta: f64,
-        c: *mut f64,
-        rsc: isize,
-        csc: isize,
-    ) {
+    unsafe fn gemm_raw(g: RawGemm<Self>) {
+        let RawGemm { m, k, n, alpha, a: (a, rsa, csa), b: (b, rsb, csb), beta, c: (c, rsc, csc) } = g;
         matrixmultiply::dgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
     }
 }

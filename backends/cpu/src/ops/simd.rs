@@ -70,19 +70,18 @@ pub fn level() -> Level {
 macro_rules! multiversion {
     ($(#[$m:meta])* $vis:vis fn $name:ident<$E:ident: CpuElem>($($a:ident: $t:ty),* $(,)?) $body:block) => {
         $(#[$m])*
+        // A kernel takes its slices as separate arguments, which LLVM knows not to alias;
+        // gathered in a struct they would lose that, and the loops their vectorization.
         #[allow(clippy::too_many_arguments)]
         $vis fn $name<$E: $crate::ops::CpuElem>($($a: $t),*) {
             #[inline(always)]
-            #[allow(clippy::too_many_arguments)]
             fn imp<$E: $crate::ops::CpuElem>($($a: $t),*) $body
             #[cfg(target_arch = "x86_64")]
             {
                 use $crate::ops::simd::{level, Level};
                 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
                 unsafe fn v512<$E: $crate::ops::CpuElem>($($a: $t),*) { imp::<$E>($($a),*) }
                 #[target_feature(enable = "avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
                 unsafe fn v256<$E: $crate::ops::CpuElem>($($a: $t),*) { imp::<$E>($($a),*) }
                 match level() {
                     // SAFETY: `level` returns a level only when the CPU supports its features.
