@@ -342,8 +342,14 @@ impl Gpu {
 
     /// `C = op(A) op(B) + beta C` in row-major layout through `cublasSgemm` (lengths checked
     /// by the caller): row-major `C` is column-major `C^T = op(B)^T op(A)^T`.
-    #[allow(clippy::too_many_arguments)] // gemm::gemm's arguments, and the device.
-    pub(crate) fn gemm(&self, s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
+    pub(crate) fn gemm(
+        &self,
+        s: Shape,
+        (a, ta): (&[f32], Op),
+        (b, tb): (&[f32], Op),
+        beta: f32,
+        c: &mut [f32],
+    ) -> Result<()> {
         let k = "gemm";
         let mut args = [Arg::F32s(a), Arg::F32s(b), Arg::F32sMut(c)];
         let (slots, staged) = self.stage(k, &args)?;
@@ -385,14 +391,11 @@ impl Gpu {
     /// The bf16 autocast product: `A` and `B` packed to bf16 by the autocast kernel into
     /// managed temporaries, then `cublasGemmEx` (CUDA_R_16BF inputs, f32 output,
     /// CUBLAS_COMPUTE_32F), the row-major layout as in [`Gpu::gemm`].
-    #[allow(clippy::too_many_arguments)] // gemm::gemm's arguments, and the device.
     pub(crate) fn gemm_bf16(
         &self,
         s: Shape,
-        a: &[f32],
-        ta: Op,
-        b: &[f32],
-        tb: Op,
+        (a, ta): (&[f32], Op),
+        (b, tb): (&[f32], Op),
         beta: f32,
         c: &mut [f32],
     ) -> Result<()> {

@@ -49,6 +49,7 @@
 pub mod autocast;
 #[cfg(feature = "cuda")]
 pub mod device;
+pub mod error;
 pub mod exec;
 pub mod gemm;
 pub mod kernels;
@@ -64,6 +65,8 @@ pub mod optim;
 pub mod pool;
 pub mod shim;
 pub mod spatial;
+pub mod trunk;
 
 pub use autocast::Precision;
+pub use error::CudaError;
 pub use model::CudaModel;

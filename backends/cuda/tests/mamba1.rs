@@ -399,7 +399,14 @@ fn conv_backward_matches_the_reference() {
         let (mut gx, mut gw, mut gb) =
             (vec![f32::NAN; dims.len()], uniform(44, dims.di * dims.k, -1.0, 1.0), vec![0.5; dims.di]);
         let (gw0, gb0) = (f64s(&gw), f64s(&gb));
-        mamba1::conv_backward(dims, &x, &c, &w, &g, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
+        mamba1::conv_backward(
+            dims,
+            (&x, &c, &w),
+            &g,
+            mamba1::ConvGrads { x: &mut gx, w: &mut gw, b: &mut gb },
+            &Pool::new(),
+        )
+        .unwrap();
         let (x64, c64, w64, g64) = (f64s(&x), f64s(&c), f64s(&w), f64s(&g));
         let [wx, ww, wb] = conv_bwd_ref(dims, &x64, &c64, &w64, &g64, false);
         let [mx, mw, mb] = conv_bwd_ref(dims, &x64, &c64, &w64, &g64, true);
@@ -451,7 +458,14 @@ fn conv_backward_is_bitwise_the_same_from_run_to_run() {
         let (mut c, mut xs) = (vec![0.0; dims.len()], vec![0.0; dims.len()]);
         mamba1::conv_forward(dims, &x, &w, &b, &mut c, &mut xs).unwrap();
         let (mut gx, mut gw, mut gb) = (vec![0.0; dims.len()], vec![0.0; dims.di * dims.k], vec![0.0; dims.di]);
-        mamba1::conv_backward(dims, &x, &c, &w, &g, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
+        mamba1::conv_backward(
+            dims,
+            (&x, &c, &w),
+            &g,
+            mamba1::ConvGrads { x: &mut gx, w: &mut gw, b: &mut gb },
+            &Pool::new(),
+        )
+        .unwrap();
         [xs, gx, gw, gb].concat().iter().map(|v| v.to_bits()).collect()
     };
     assert_eq!(run(), run());

@@ -18,7 +18,7 @@
 mod common;
 
 use boldcast_cuda::mamba2::{self, Scan2Gradients};
-use boldcast_cuda::shim::Scan2;
+use boldcast_cuda::shim::{GnormBwd, Scan2};
 use common::{uniform, U32 as U};
 
 fn sig(v: f64) -> f64 {
@@ -371,7 +371,8 @@ fn gated_norm_backward_matches_the_reference() {
         let [y, z, w, g] = norm_data(rows, m);
         let (mut gy, mut gz, mut gw) = (vec![f32::NAN; rows * m], vec![f32::NAN; rows * m], uniform(54, m, -1.0, 1.0));
         let gw0 = f64s(&gw);
-        mamba2::gated_norm_backward(&y, &z, rows, m, &w, &g, &mut gy, &mut gz, &mut gw).unwrap();
+        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
+            .unwrap();
         let (y64, z64, w64, g64) = (f64s(&y), f64s(&z), f64s(&w), f64s(&g));
         let want = norm_bwd_ref(&y64, &z64, &w64, &g64, m, false);
         let mag = norm_bwd_ref(&y64, &z64, &w64, &g64, m, true);
@@ -422,7 +423,8 @@ fn gated_norm_is_bitwise_the_same_from_run_to_run() {
         let (mut o, mut gy, mut gz, mut gw) =
             (vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; m]);
         mamba2::gated_norm_forward(&y, &z, rows, m, &w, &mut o).unwrap();
-        mamba2::gated_norm_backward(&y, &z, rows, m, &w, &g, &mut gy, &mut gz, &mut gw).unwrap();
+        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
+            .unwrap();
         [o, gy, gz, gw].concat().iter().map(|v| v.to_bits()).collect()
     };
     assert_eq!(run(), run());

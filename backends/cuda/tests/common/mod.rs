@@ -1,6 +1,8 @@
 //! Seeded inputs for the kernel tests.
 #![allow(dead_code)]
 
+pub mod layer;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
