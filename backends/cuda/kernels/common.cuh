@@ -63,6 +63,20 @@ __device__ T block_sum(T v) {
 #define SCAN_MAX_N 64
 #define SCAN_SHARED 8192
 
+// Both scans' forward, at step t of channel d of sequence s: at a chunk start (t % q == 0),
+// the state before the step (`h`, N values) into ckpt[s, t / q] ((bsz, ceil(T / Q), N, Di)).
+__device__ inline void scan_save_ckpt(float* __restrict__ ckpt, const float* h, long long s, long long d, int t,
+                                      int time, int di, int n, int q) {
+    if (t % q != 0) {
+        return;
+    }
+    long long chunks = (time + q - 1) / q;
+    float* ck = ckpt + ((s * chunks + t / q) * n) * di + d;
+    for (int j = 0; j < n; ++j) {
+        ck[(long long)j * di] = h[j];
+    }
+}
+
 // Both scans' backward: the block's sums over its threads (channels) of the 2 N terms in
 // `sh`, thread order, into part_bc[s, t, blockIdx.x, :] ((bsz, T, ceil(Di / B), 2 N): g_Cc
 // terms, then g_Bc). Every thread of the block calls it (two barriers).

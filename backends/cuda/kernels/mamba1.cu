@@ -153,14 +153,8 @@ extern "C" __global__ void mamba1_scan_fwd(const float* __restrict__ x, const fl
     for (int j = 0; j < n; ++j) {
         h[j] = 0.0f;
     }
-    long long chunks = (time + q - 1) / q;
     for (int t = 0; t < time; ++t) {
-        if (t % q == 0) {
-            float* ck = ckpt + ((s * chunks + t / q) * n) * di + d;
-            for (int j = 0; j < n; ++j) {
-                ck[(long long)j * di] = h[j];
-            }
-        }
+        scan_save_ckpt(ckpt, h, s, d, t, time, di, n, q);
         long long row = s * time + t, i = row * di + d;
         float dtv = dt[i], xv = x[i], dtx = dtv * xv, y = dsk[d] * xv, e;
         for (int j = 0; j < n; ++j) {

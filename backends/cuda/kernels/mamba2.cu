@@ -67,14 +67,8 @@ extern "C" __global__ void mamba2_scan_fwd(const float* __restrict__ x, const fl
     for (int j = 0; j < n; ++j) {
         st[j] = 0.0f;
     }
-    long long chunks = (time + q - 1) / q;
     for (int t = 0; t < time; ++t) {
-        if (t % q == 0) {
-            float* ck = ckpt + ((s * chunks + t / q) * n) * di + d;
-            for (int j = 0; j < n; ++j) {
-                ck[(long long)j * di] = st[j];
-            }
-        }
+        scan_save_ckpt(ckpt, st, s, d, t, time, di, n, q);
         long long row = s * time + t, i = row * di + d;
         float dtv = dt[row * nh + h], xv = x[i], e = m2_decay(dtv, a[h]), dtx = dtv * xv, acc = dsk[h] * xv;
         for (int j = 0; j < n; ++j) {

@@ -3,7 +3,7 @@
 //! [`Scan`]).
 
 use super::{check_launch, check_lens, check_linear, refuse, Result};
-use crate::exec::{self, args};
+use crate::exec::{self, args, Arg};
 use crate::launch::{Dim3, Launch};
 
 /// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
@@ -205,7 +205,16 @@ pub struct Scan<'a> {
     pub z: &'a [f32],
 }
 
-impl Scan<'_> {
+impl<'a> Scan<'a> {
+    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
+    /// of every scan kernel.
+    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
+        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d, self.z].into();
+        a.extend(rest);
+        a.extend(args![self.time as i32, self.di as i32, self.n as i32, self.q as i32]);
+        exec::launch(kernel, l, &mut a)
+    }
+
     /// Elements of a `(seqs, time, di)` buffer.
     pub fn len(&self) -> usize {
         self.seqs * self.time * self.di
@@ -272,25 +281,7 @@ pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32
     let kn = "mamba1_scan_fwd";
     s.check(kn, l)?;
     check_lens(kn, &[("out", out.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
-    exec::launch(
-        "mamba1_scan_fwd",
-        l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
-            s.z,
-            &mut out[..],
-            &mut ckpt[..],
-            s.time as i32,
-            s.di as i32,
-            s.n as i32,
-            s.q as i32
-        ],
-    )?;
+    s.launch("mamba1_scan_fwd", l, args![&mut out[..], &mut ckpt[..]])?;
     Ok(())
 }
 
@@ -335,17 +326,10 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
             ("part_d", g.part_d.len(), per_seq),
         ],
     )?;
-    exec::launch(
+    s.launch(
         "mamba1_scan_bwd",
         l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
-            s.z,
+        args![
             g_out,
             ckpt,
             &mut g.hs[..],
@@ -354,11 +338,7 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
             &mut g.g_z[..],
             &mut g.part_bc[..],
             &mut g.part_a[..],
-            &mut g.part_d[..],
-            s.time as i32,
-            s.di as i32,
-            s.n as i32,
-            s.q as i32
+            &mut g.part_d[..]
         ],
     )?;
     Ok(())

@@ -3,7 +3,7 @@
 //! forward and backward.
 
 use super::{check_launch, check_lens, check_linear, check_tree, refuse, Result};
-use crate::exec::{self, args};
+use crate::exec::{self, args, Arg};
 use crate::launch::{Dim3, Launch};
 
 /// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
@@ -46,7 +46,23 @@ pub struct Scan2<'a> {
     pub d: &'a [f32],
 }
 
-impl Scan2<'_> {
+impl<'a> Scan2<'a> {
+    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
+    /// of every scan kernel.
+    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
+        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d].into();
+        a.extend(rest);
+        a.extend(args![
+            self.time as i32,
+            self.di() as i32,
+            self.n as i32,
+            self.nh as i32,
+            self.pd as i32,
+            self.q as i32
+        ]);
+        exec::launch(kernel, l, &mut a)
+    }
+
     /// Channels, `nh pd`.
     pub fn di(&self) -> usize {
         self.nh * self.pd
@@ -113,26 +129,7 @@ pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]
     let kn = "mamba2_scan_fwd";
     s.check(kn, l)?;
     check_lens(kn, &[("y", y.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
-    exec::launch(
-        "mamba2_scan_fwd",
-        l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
-            &mut y[..],
-            &mut ckpt[..],
-            s.time as i32,
-            s.di() as i32,
-            s.n as i32,
-            s.nh as i32,
-            s.pd as i32,
-            s.q as i32
-        ],
-    )?;
+    s.launch("mamba2_scan_fwd", l, args![&mut y[..], &mut ckpt[..]])?;
     Ok(())
 }
 
@@ -174,16 +171,10 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
             ("part_d", g.part_d.len(), per_seq),
         ],
     )?;
-    exec::launch(
+    s.launch(
         "mamba2_scan_bwd",
         l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
+        args![
             g_y,
             ckpt,
             &mut g.hs[..],
@@ -191,13 +182,7 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
             &mut g.gdt_term[..],
             &mut g.part_bc[..],
             &mut g.part_a[..],
-            &mut g.part_d[..],
-            s.time as i32,
-            s.di() as i32,
-            s.n as i32,
-            s.nh as i32,
-            s.pd as i32,
-            s.q as i32
+            &mut g.part_d[..]
         ],
     )?;
     Ok(())
