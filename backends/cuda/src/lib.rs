@@ -6,7 +6,7 @@
 //! - the CPU shim (`shim/`, built by `build.rs` in every build): g++ compiles each kernel
 //!   file with a small CUDA stand-in that runs a launch over its grid as a GPU orders it, so
 //!   the crate builds and tests without CUDA;
-//! - a GPU (feature `cuda`, [`device`]): NVRTC compiles the same sources at run time, the
+//! - a GPU (feature `cuda`, `device`): NVRTC compiles the same sources at run time, the
 //!   products go to cuBLAS and the buffers are managed memory.
 //!
 //! Where to start reading: [`model::CudaModel`] is the `Model<f32>` + `DataParallel<f32>` of

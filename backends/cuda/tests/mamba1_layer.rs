@@ -8,7 +8,7 @@ mod common;
 use boldcast_cuda::mamba1::layer::{backward, forward, LayerDims, Mamba1Params};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::trunk::BackwardIn;
-use common::layer::{check_f32_differences, check_forward, check_gradients, Case, Layer};
+use common::layer::{check_f32_differences, check_forward, check_gradients, Case};
 use common::uniform;
 
 const DIMS: LayerDims = LayerDims { m: 6, di: 12, n: 4, k: 3, r: 2, time: 11, q: 4, group: 2 };
@@ -96,29 +96,7 @@ fn reference(z: &LayerDims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
     out
 }
 
-struct Mamba1Layer;
-
-impl Layer for Mamba1Layer {
-    type Params = Mamba1Params;
-    fn tensors(p: &Mamba1Params) -> Vec<&Vec<f32>> {
-        p.tensors().into()
-    }
-    fn tensors_mut(p: &mut Mamba1Params) -> Vec<&mut Vec<f32>> {
-        p.tensors_mut().into()
-    }
-    fn forward(p: &Mamba1Params, u: &[f32], pool: &Pool) -> Vec<f32> {
-        forward(p, &DIMS, SEQS, u, pool).unwrap().0.to_vec()
-    }
-    fn run(p: &Mamba1Params, u: &[f32], g_out: &[f32], pool: &Pool) -> (Vec<f32>, Vec<f32>, Mamba1Params) {
-        let (out, mut saved) = forward(p, &DIMS, SEQS, u, pool).unwrap();
-        let mut g = Mamba1Params::zeros(&DIMS);
-        let g_u = backward(p, &DIMS, BackwardIn { seqs: SEQS, u, g_out }, &mut saved, &mut g, pool).unwrap();
-        (out.to_vec(), g_u.to_vec(), g)
-    }
-    fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
-        reference(&DIMS, p, u)
-    }
-}
+layer_under_test!(Mamba1Layer, Mamba1Params);
 
 fn case() -> Case<Mamba1Params> {
     let rows = SEQS * DIMS.time;

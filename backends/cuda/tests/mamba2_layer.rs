@@ -96,29 +96,7 @@ fn reference(z: &Layer2Dims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
     out
 }
 
-struct Mamba2Layer;
-
-impl Layer for Mamba2Layer {
-    type Params = Mamba2Params;
-    fn tensors(p: &Mamba2Params) -> Vec<&Vec<f32>> {
-        p.tensors().into()
-    }
-    fn tensors_mut(p: &mut Mamba2Params) -> Vec<&mut Vec<f32>> {
-        p.tensors_mut().into()
-    }
-    fn forward(p: &Mamba2Params, u: &[f32], pool: &Pool) -> Vec<f32> {
-        forward(p, &DIMS, SEQS, u, pool).unwrap().0.to_vec()
-    }
-    fn run(p: &Mamba2Params, u: &[f32], g_out: &[f32], pool: &Pool) -> (Vec<f32>, Vec<f32>, Mamba2Params) {
-        let (out, mut saved) = forward(p, &DIMS, SEQS, u, pool).unwrap();
-        let mut g = Mamba2Params::zeros(&DIMS);
-        let g_u = backward(p, &DIMS, BackwardIn { seqs: SEQS, u, g_out }, &mut saved, &mut g, pool).unwrap();
-        (out.to_vec(), g_u.to_vec(), g)
-    }
-    fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
-        reference(&DIMS, p, u)
-    }
-}
+layer_under_test!(Mamba2Layer, Mamba2Params);
 
 fn case() -> Case<Mamba2Params> {
     let rows = SEQS * DIMS.time;

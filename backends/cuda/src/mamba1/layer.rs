@@ -1,7 +1,7 @@
 //! One Mamba-1 layer of the trunk in shim mode, `out = u + Mamba1(LayerNorm(u))` (MODEL.md,
 //! "Temporal mixer, Mamba-1"), forward and backward, every buffer from a [`Pool`]: the
 //! kernels of this crate for LayerNorm, the convolution with SiLU, softplus and the gated
-//! scan, and [`gemm`] (the shim's cuBLAS) for the projections.
+//! scan, and [`crate::gemm`] (the shim's cuBLAS) for the projections.
 //!
 //! Memory: the forward keeps the chunk-start states of the scan only (the caller keeps the
 //! layer input `u`); the backward recomputes the layer's internals from `u`, the scan's

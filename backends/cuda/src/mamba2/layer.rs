@@ -1,7 +1,7 @@
 //! One Mamba-2 layer of the trunk in shim mode, `out = u + Mamba2(LayerNorm(u))` (MODEL.md,
 //! "Temporal mixer, Mamba-2", one group), forward and backward, every buffer from a [`Pool`]:
 //! the crate's LayerNorm, the Mamba-1 convolution kernels with SiLU over the `Di + 2N`
-//! channels of `xBC`, softplus, this module's scan and gated RMSNorm kernels, and [`gemm`]
+//! channels of `xBC`, softplus, this module's scan and gated RMSNorm kernels, and [`crate::gemm`]
 //! (the shim's cuBLAS) for the projections. It mirrors [`crate::mamba1::layer`].
 //!
 //! Memory: the forward keeps the chunk-start states of the scan only (the caller keeps the

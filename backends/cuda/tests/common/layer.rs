@@ -119,3 +119,35 @@ pub fn check_f32_differences<L: Layer>(c: &Case<L::Params>, coords: &[(usize, us
         assert!((got - fd).abs() <= 1e-3 + 1e-2 * fd.abs(), "tensor {t}[{i}]: {got} vs {fd}");
     }
 }
+
+/// `struct $name` implementing [`Layer`] for a test file that imports its layer's `forward`
+/// and `backward` and defines `DIMS`, `SEQS` and `reference(&DIMS, p, u)`.
+#[macro_export]
+macro_rules! layer_under_test {
+    ($name:ident, $params:ty) => {
+        struct $name;
+
+        impl $crate::common::layer::Layer for $name {
+            type Params = $params;
+            fn tensors(p: &$params) -> Vec<&Vec<f32>> {
+                p.tensors().into()
+            }
+            fn tensors_mut(p: &mut $params) -> Vec<&mut Vec<f32>> {
+                p.tensors_mut().into()
+            }
+            fn forward(p: &$params, u: &[f32], pool: &Pool) -> Vec<f32> {
+                forward(p, &DIMS, SEQS, u, pool).unwrap().0.to_vec()
+            }
+            fn run(p: &$params, u: &[f32], g_out: &[f32], pool: &Pool) -> (Vec<f32>, Vec<f32>, $params) {
+                let (out, mut saved) = forward(p, &DIMS, SEQS, u, pool).unwrap();
+                let mut g = <$params>::zeros(&DIMS);
+                let b = BackwardIn { seqs: SEQS, u, g_out };
+                let g_u = backward(p, &DIMS, b, &mut saved, &mut g, pool).unwrap();
+                (out.to_vec(), g_u.to_vec(), g)
+            }
+            fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
+                reference(&DIMS, p, u)
+            }
+        }
+    };
+}
