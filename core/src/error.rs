@@ -2,6 +2,7 @@
 //! tool can print it as it is.
 
 use alloc::string::String;
+use alloc::sync::Arc;
 use core::fmt;
 
 /// What can go wrong in the core and in the backends that implement its traits.
@@ -43,6 +44,40 @@ pub enum Error {
     },
     /// A backend failure (device, allocation, I/O) described in words.
     Backend(String),
+    /// A backend's own typed error (a refused kernel launch, a device that cannot start),
+    /// kept whole so that [`core::error::Error::source`] reaches its causes.
+    Device(DeviceError),
+}
+
+/// A backend's error inside [`Error::Device`]: shared, so that [`Error`] stays `Clone`.
+#[derive(Clone, Debug)]
+pub struct DeviceError(Arc<dyn core::error::Error + Send + Sync>);
+
+impl DeviceError {
+    /// Wraps a backend's error.
+    pub fn new(e: impl core::error::Error + Send + Sync + 'static) -> Self {
+        Self(Arc::new(e))
+    }
+
+    /// The backend's error, to downcast to its own type.
+    pub fn get(&self) -> &(dyn core::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+/// Two device errors are equal when they say the same (the wrapped types need not be
+/// comparable).
+impl PartialEq for DeviceError {
+    fn eq(&self, other: &Self) -> bool {
+        use alloc::string::ToString;
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 impl Error {
@@ -72,11 +107,19 @@ impl fmt::Display for Error {
             }
             Error::Param { name, reason } => write!(f, "parameter `{name}`: {reason}"),
             Error::Backend(msg) => write!(f, "backend error: {msg}"),
+            Error::Device(e) => write!(f, "backend error: {e}"),
         }
     }
 }
 
-impl core::error::Error for Error {}
+impl core::error::Error for Error {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Error::Device(e) => Some(e.get()),
+            _ => None,
+        }
+    }
+}
 
 /// The core's result type.
 pub type Result<T, E = Error> = core::result::Result<T, E>;

@@ -6,67 +6,48 @@
 // grid, so a capped grid covers any `n`); thread i handles elements i, i + G, i + 2G, ...
 // where G is the grid's thread count. No shared memory, no barriers.
 
-// The logistic function without overflow: `1 / (1 + e^-x)` for x >= 0, else `e^x / (1 + e^x)`.
-__device__ __forceinline__ float sigmoid_f(float x) {
-    if (x >= 0.0f) {
-        return 1.0f / (1.0f + expf(-x));
-    }
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
-__device__ __forceinline__ float silu_f(float x) { return x * sigmoid_f(x); }
-
-// `silu'(x) = s (1 + x (1 - s))`, `s = sigmoid(x)`.
-__device__ __forceinline__ float silu_grad_f(float x) {
-    float s = sigmoid_f(x);
-    return s * (1.0f + x * (1.0f - s));
-}
+// The logistic function, SiLU and its derivative are common.cuh's.
 
 __device__ __forceinline__ float softplus_f(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
 
 __device__ __forceinline__ float softplus_grad_f(float v) { return v > 20.0f ? 1.0f : sigmoid_f(v); }
 
-// The first element of this thread and the grid-wide stride.
-__device__ __forceinline__ long long first_index() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ long long grid_stride() { return (long long)gridDim.x * blockDim.x; }
-
 // `y[i] = softplus(v[i])`. Launch: 1-D, any shape (see the top of the file).
 extern "C" __global__ void act_softplus_fwd(const float* __restrict__ v, float* __restrict__ y, long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         y[i] = softplus_f(v[i]);
-    }
+    });
 }
 
 // `g_v[i] = g_y[i] * softplus'(v[i])`. Launch: 1-D, any shape.
 extern "C" __global__ void act_softplus_bwd(const float* __restrict__ v, const float* __restrict__ g_y,
                                             float* __restrict__ g_v, long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         g_v[i] = g_y[i] * softplus_grad_f(v[i]);
-    }
+    });
 }
 
 // `y[i] = silu(x[i])`. Launch: 1-D, any shape.
 extern "C" __global__ void act_silu_fwd(const float* __restrict__ x, float* __restrict__ y, long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         y[i] = silu_f(x[i]);
-    }
+    });
 }
 
 // `g_x[i] = g_y[i] * silu'(x[i])`. Launch: 1-D, any shape.
 extern "C" __global__ void act_silu_bwd(const float* __restrict__ x, const float* __restrict__ g_y,
                                         float* __restrict__ g_x, long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         g_x[i] = g_y[i] * silu_grad_f(x[i]);
-    }
+    });
 }
 
 // The gate: `out[i] = y[i] * silu(z[i])`. Launch: 1-D, any shape.
 extern "C" __global__ void act_gate_fwd(const float* __restrict__ y, const float* __restrict__ z,
                                         float* __restrict__ out, long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         out[i] = y[i] * silu_f(z[i]);
-    }
+    });
 }
 
 // Backward of the gate for the output gradient `g`: `g_y[i] = g[i] silu(z[i])` and
@@ -75,8 +56,8 @@ extern "C" __global__ void act_gate_fwd(const float* __restrict__ y, const float
 extern "C" __global__ void act_gate_bwd(const float* __restrict__ y, const float* __restrict__ z,
                                         const float* __restrict__ g, float* __restrict__ g_y,
                                         float* __restrict__ g_z, long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         g_y[i] = g[i] * silu_f(z[i]);
         g_z[i] = g[i] * y[i] * silu_grad_f(z[i]);
-    }
+    });
 }

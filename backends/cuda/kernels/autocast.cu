@@ -21,22 +21,18 @@ __device__ __forceinline__ float round_bf16_f(float x) {
     return __uint_as_float((u + 0x7fffu + lsb) & 0xffff0000u);
 }
 
-// The first element of this thread and the grid-wide stride.
-__device__ __forceinline__ long long first_index() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ long long grid_stride() { return (long long)gridDim.x * blockDim.x; }
-
 // `y[i] = bf16(x[i])`, held in f32. Launch: 1-D, any shape (see the top of the file).
 extern "C" __global__ void autocast_round_bf16(const float* __restrict__ x, float* __restrict__ y, long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         y[i] = round_bf16_f(x[i]);
-    }
+    });
 }
 
 // `y[i]` = the bf16 bits of `x[i]` (the same rounding): the operands cuBLAS GemmEx reads as
 // CUDA_R_16BF on a device. Launch: 1-D, any shape.
 extern "C" __global__ void autocast_pack_bf16(const float* __restrict__ x, unsigned short* __restrict__ y,
                                               long long n) {
-    for (long long i = first_index(); i < n; i += grid_stride()) {
+    grid_loop(n, [&](long long i) {
         y[i] = (unsigned short)(__float_as_uint(round_bf16_f(x[i])) >> 16);
-    }
+    });
 }

@@ -19,32 +19,13 @@
 // The most neighbours a row may have (the shared arrays' size; the host refuses more).
 #define KNN_MAX_K 64
 
-// The sum over the block of each thread's `v` (as layernorm.cu's): every thread must call it
-// and gets the total; blockDim.x a power of two <= 1024, y = z = 1.
-__device__ float knn_block_sum(float v) {
-    __shared__ float s[1024];
-    unsigned t = threadIdx.x;
-    s[t] = v;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (t < h) {
-            s[t] += s[t + h];
-        }
-        __syncthreads();
-    }
-    float total = s[0];
-    // Every thread has read the total before any call writes `s` again.
-    __syncthreads();
-    return total;
-}
-
 // `<a, b>` over m elements, by the whole block (every thread gets it).
 __device__ float knn_block_dot(const float* __restrict__ a, const float* __restrict__ b, int m) {
     float part = 0.0f;
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         part += a[i] * b[i];
     }
-    return knn_block_sum(part);
+    return block_sum(part);
 }
 
 // Forward. Launch: grid (groups P), block (B) with B a power of two <= 1024; block `row` is
@@ -145,7 +126,7 @@ extern "C" __global__ void knn_attend_bwd_kv(const float* __restrict__ qkv, cons
                                              float* __restrict__ g_qkv, long long rows, int parcels, int m, int k) {
     long long n = rows * m;
     long long w3 = 3LL * m;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
+    for (long long e = first_index(); e < n; e += grid_stride()) {
         long long row = e / m;
         int i = (int)(e % m);
         long long base = row - row % parcels;

@@ -12,25 +12,6 @@
 
 #define LN_EPS 1e-5f
 
-// The sum over the block of each thread's `v`. Every thread of the block must call it (it
-// holds barriers) and gets the total. blockDim.x must be a power of two (<= 1024); y = z = 1.
-__device__ float ln_block_sum(float v) {
-    __shared__ float s[1024];
-    unsigned t = threadIdx.x;
-    s[t] = v;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (t < h) {
-            s[t] += s[t + h];
-        }
-        __syncthreads();
-    }
-    float total = s[0];
-    // Every thread has read the total before any call writes `s` again.
-    __syncthreads();
-    return total;
-}
-
 // Mean and r = 1 / sqrt(var + eps) of one row, two passes as on the CPU (the variance of
 // embeddings can be small next to their mean, where E[x^2] - E[x]^2 cancels).
 __device__ void ln_row_stats(const float* __restrict__ xr, int m, float* mean_out, float* r_out) {
@@ -38,13 +19,13 @@ __device__ void ln_row_stats(const float* __restrict__ xr, int m, float* mean_ou
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         part += xr[i];
     }
-    float mean = ln_block_sum(part) / (float)m;
+    float mean = block_sum(part) / (float)m;
     part = 0.0f;
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         float d = xr[i] - mean;
         part += d * d;
     }
-    float var = ln_block_sum(part) / (float)m;
+    float var = block_sum(part) / (float)m;
     *mean_out = mean;
     // Not rsqrtf: the CPU backend's correctly rounded sqrt then division.
     *r_out = 1.0f / sqrtf(var + LN_EPS);
@@ -83,8 +64,8 @@ extern "C" __global__ void layernorm_bwd_x(const float* __restrict__ x, const fl
     }
     // 1/m in double, then rounded: the CPU backend's `E::of(1.0 / m as f64)`.
     float inv_m = (float)(1.0 / (double)m);
-    float ma = ln_block_sum(pa) * inv_m;
-    float maxh = ln_block_sum(paxh) * inv_m;
+    float ma = block_sum(pa) * inv_m;
+    float maxh = block_sum(paxh) * inv_m;
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         float xh = (xr[i] - mean) * r;
         gxr[i] += r * (gyr[i] * w[i] - ma - xh * maxh);
@@ -102,7 +83,7 @@ extern "C" __global__ void layernorm_bwd_x(const float* __restrict__ x, const fl
 extern "C" __global__ void layernorm_bwd_params_partial(const float* __restrict__ x, const float* __restrict__ g_y,
                                                         const float* __restrict__ stats, float* __restrict__ part,
                                                         long long rows, int m, int rows_per_chunk) {
-    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long j = first_index();
     long long c = blockIdx.y;
     if (j >= m) {
         return;
@@ -124,7 +105,7 @@ extern "C" __global__ void layernorm_bwd_params_partial(const float* __restrict_
 // order. Launch: 1-D, any grid and block; thread j handles columns j, j + G, ...
 extern "C" __global__ void layernorm_bwd_params_final(const float* __restrict__ part, float* __restrict__ g_w,
                                                       float* __restrict__ g_b, int chunks, int m) {
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += (long long)gridDim.x * blockDim.x) {
+    for (long long j = first_index(); j < m; j += grid_stride()) {
         float sw = 0.0f, sb = 0.0f;
         for (int c = 0; c < chunks; ++c) {
             sw += part[(2LL * c) * m + j];

@@ -7,8 +7,8 @@
 // Launch shape of both kernels: 1-D, any grid and block (grid-stride loops over the output
 // elements). Pure copies: the results are the inputs' bits. No shared memory, no barriers.
 
-__device__ __forceinline__ long long layout_first() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ long long layout_stride() { return (long long)gridDim.x * blockDim.x; }
+__device__ __forceinline__ long long layout_first() { return first_index(); }
+__device__ __forceinline__ long long layout_stride() { return grid_stride(); }
 
 // `y[a, j, i, e] = x[a, i, j, e]` for `x` of shape `(na, n1, n2, c)`: output element `o` of
 // `(na, n2, n1, c)` reads its source. Launch: 1-D, any shape.

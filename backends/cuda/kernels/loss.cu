@@ -20,23 +20,6 @@ __device__ void loss_index(long long e, int t, int tv, int p, int nh, int d, con
     *ti = ((b * t + tt + hz[h]) * p + pp) * d + j;
 }
 
-// The sum over the block of each thread's `v`, in f64 (the tree of layernorm.cu).
-__device__ double loss_block_sum(double v) {
-    __shared__ double s[1024];
-    unsigned t = threadIdx.x;
-    s[t] = v;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (t < h) {
-            s[t] += s[t + h];
-        }
-        __syncthreads();
-    }
-    double total = s[0];
-    __syncthreads();
-    return total;
-}
-
 // First stage: `partial[c]` = the sum of squared differences over the valid elements
 // c chunk .. min(n, (c + 1) chunk). Launch: grid (ceil(n / chunk)), block (B) a power of two;
 // thread t of block c takes the chunk's elements t, t + B, ... in order.
@@ -52,7 +35,7 @@ extern "C" __global__ void loss_mse_partial(const float* __restrict__ pred, cons
         float diff = pred[pi] - tokens[ti];
         acc += (double)diff * (double)diff;
     }
-    double s = loss_block_sum(acc);
+    double s = block_sum(acc);
     if (threadIdx.x == 0) {
         partial[blockIdx.x] = s;
     }
@@ -66,7 +49,7 @@ extern "C" __global__ void loss_mse_final(const double* __restrict__ partial, do
     for (int i = threadIdx.x; i < parts; i += blockDim.x) {
         acc += partial[i];
     }
-    double s = loss_block_sum(acc);
+    double s = block_sum(acc);
     if (threadIdx.x == 0) {
         out[0] = s / n;
     }
@@ -78,8 +61,8 @@ extern "C" __global__ void loss_mse_final(const double* __restrict__ partial, do
 extern "C" __global__ void loss_mse_bwd(const float* __restrict__ pred, const float* __restrict__ tokens,
                                         const int* __restrict__ hz, float* __restrict__ g, long long total, int t,
                                         int tv, int p, int nh, int d, float scale) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = first_index(); i < total;
+         i += grid_stride()) {
         long long j = i % d, r = i / d;
         int h = (int)(r % nh);
         r /= nh;

@@ -16,29 +16,7 @@
 // recomputation, which therefore reproduces the forward's states bit for bit: the backward's
 // result does not depend on the chunk length Q.
 
-// The most state indices a scan thread holds in its local arrays.
-#define M1_MAX_N 64
-// Floats of the scan backward's shared array (32 KiB, under the 48 KiB static limit): a block
-// needs 2 N of them per thread, so blockDim.x * 2 N <= M1_SHARED.
-#define M1_SHARED 8192
-
-// The logistic function without overflow, as act.cu's.
-__device__ __forceinline__ float m1_sigmoid(float v) {
-    if (v >= 0.0f) {
-        return 1.0f / (1.0f + expf(-v));
-    }
-    float e = expf(v);
-    return e / (1.0f + e);
-}
-
-// `silu'(v) = s (1 + v (1 - s))`.
-__device__ __forceinline__ float m1_silu_grad(float v) {
-    float s = m1_sigmoid(v);
-    return s * (1.0f + v * (1.0f - s));
-}
-
-__device__ __forceinline__ long long m1_first() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ long long m1_stride() { return (long long)gridDim.x * blockDim.x; }
+// SCAN_MAX_N and SCAN_SHARED, the scan's limits, are common.cuh's (mamba2.cu's too).
 
 // `c[t, d] = b[d] + sum_j w[d, j] x[t - K + 1 + j, d]` (negative times left out), then
 // `xs = silu(c)`; element i = (s, t, d) of (bsz, T, Di). Launch: 1-D, any shape; thread i
@@ -46,7 +24,7 @@ __device__ __forceinline__ long long m1_stride() { return (long long)gridDim.x *
 extern "C" __global__ void mamba1_conv_fwd(const float* __restrict__ x, const float* __restrict__ w,
                                            const float* __restrict__ b, float* __restrict__ c,
                                            float* __restrict__ xs, long long rows, int time, int di, int k) {
-    for (long long i = m1_first(); i < rows * di; i += m1_stride()) {
+    for (long long i = first_index(); i < rows * di; i += grid_stride()) {
         int d = (int)(i % di);
         int t = (int)(i / di % time);
         float acc = b[d];
@@ -57,7 +35,7 @@ extern "C" __global__ void mamba1_conv_fwd(const float* __restrict__ x, const fl
             }
         }
         c[i] = acc;
-        xs[i] = acc * m1_sigmoid(acc);
+        xs[i] = acc * sigmoid_f(acc);
     }
 }
 
@@ -66,8 +44,8 @@ extern "C" __global__ void mamba1_conv_fwd(const float* __restrict__ x, const fl
 // `mamba1_conv_bwd_x`; this kernel writes g_c. Launch: 1-D, any shape (as mamba1_conv_fwd).
 extern "C" __global__ void mamba1_conv_bwd_gc(const float* __restrict__ c, const float* __restrict__ g_xs,
                                               float* __restrict__ g_c, long long n) {
-    for (long long i = m1_first(); i < n; i += m1_stride()) {
-        g_c[i] = g_xs[i] * m1_silu_grad(c[i]);
+    for (long long i = first_index(); i < n; i += grid_stride()) {
+        g_c[i] = g_xs[i] * silu_grad_f(c[i]);
     }
 }
 
@@ -75,7 +53,7 @@ extern "C" __global__ void mamba1_conv_bwd_gc(const float* __restrict__ c, const
 // Launch: 1-D, any shape (as mamba1_conv_fwd).
 extern "C" __global__ void mamba1_conv_bwd_x(const float* __restrict__ g_c, const float* __restrict__ w,
                                              float* __restrict__ g_x, long long rows, int time, int di, int k) {
-    for (long long i = m1_first(); i < rows * di; i += m1_stride()) {
+    for (long long i = first_index(); i < rows * di; i += grid_stride()) {
         int d = (int)(i % di);
         int t = (int)(i / di % time);
         float acc = 0.0f;
@@ -97,7 +75,7 @@ extern "C" __global__ void mamba1_conv_bwd_x(const float* __restrict__ g_c, cons
 extern "C" __global__ void mamba1_conv_bwd_params_partial(const float* __restrict__ x, const float* __restrict__ g_c,
                                                           float* __restrict__ part, long long rows, int time, int di,
                                                           int k, int rows_per_chunk) {
-    long long d = m1_first();
+    long long d = first_index();
     long long r = blockIdx.y;
     if (d >= di) {
         return;
@@ -124,7 +102,7 @@ extern "C" __global__ void mamba1_conv_bwd_params_partial(const float* __restric
 // order. Launch: 1-D, any shape; thread i handles elements i, i + G, ... of the (K + 1) Di.
 extern "C" __global__ void mamba1_conv_bwd_params_final(const float* __restrict__ part, float* __restrict__ g_w,
                                                         float* __restrict__ g_b, int chunks, int di, int k) {
-    for (long long i = m1_first(); i < (long long)(k + 1) * di; i += m1_stride()) {
+    for (long long i = first_index(); i < (long long)(k + 1) * di; i += grid_stride()) {
         int j = (int)(i / di), d = (int)(i % di);
         float acc = 0.0f;
         for (int r = 0; r < chunks; ++r) {
@@ -159,37 +137,31 @@ struct M1Scan {
 
 // The selective scan, gated: `h_t = exp(dt_t A) h_{t-1} + dt_t Bc_t x_t` from h = 0,
 // `out_t = (Cc_t . h_t + D x_t) silu(z_t)`, and the state before step c Q into ckpt[s, c].
-// Launch: grid (ceil(Di / B), bsz), block (B) 1-D, N <= M1_MAX_N; thread (d, s) runs channel
+// Launch: grid (ceil(Di / B), bsz), block (B) 1-D, N <= SCAN_MAX_N; thread (d, s) runs channel
 // d of sequence s over all T steps and its N states in order, in registers / local memory.
 extern "C" __global__ void mamba1_scan_fwd(const float* __restrict__ x, const float* __restrict__ dt,
                                            const float* __restrict__ a, const float* __restrict__ bc,
                                            const float* __restrict__ cc, const float* __restrict__ dsk,
                                            const float* __restrict__ z, float* __restrict__ out,
                                            float* __restrict__ ckpt, int time, int di, int n, int q) {
-    long long d = m1_first();
+    long long d = first_index();
     long long s = blockIdx.y;
     if (d >= di) {
         return;
     }
-    float h[M1_MAX_N];
+    float h[SCAN_MAX_N];
     for (int j = 0; j < n; ++j) {
         h[j] = 0.0f;
     }
-    long long chunks = (time + q - 1) / q;
     for (int t = 0; t < time; ++t) {
-        if (t % q == 0) {
-            float* ck = ckpt + ((s * chunks + t / q) * n) * di + d;
-            for (int j = 0; j < n; ++j) {
-                ck[(long long)j * di] = h[j];
-            }
-        }
+        scan_save_ckpt(ckpt, h, s, d, t, time, di, n, q);
         long long row = s * time + t, i = row * di + d;
         float dtv = dt[i], xv = x[i], dtx = dtv * xv, y = dsk[d] * xv, e;
         for (int j = 0; j < n; ++j) {
             h[j] = m1_step(dtv, a[d * n + j], h[j], dtx, bc[row * n + j], &e);
             y = fmaf(cc[row * n + j], h[j], y);
         }
-        out[i] = y * (z[i] * m1_sigmoid(z[i]));
+        out[i] = y * (z[i] * sigmoid_f(z[i]));
     }
 }
 
@@ -200,7 +172,7 @@ __device__ void m1_recompute(const M1Scan& p, const float* __restrict__ ckpt, fl
     int n = p.n, di = p.di;
     long long chunks = (p.time + p.q - 1) / p.q;
     const float* ck = ckpt + ((s * chunks + c) * n) * di + d;
-    float h[M1_MAX_N];
+    float h[SCAN_MAX_N];
     for (int j = 0; j < n; ++j) {
         h[j] = ck[(long long)j * di];
     }
@@ -218,8 +190,8 @@ __device__ void m1_recompute(const M1Scan& p, const float* __restrict__ ckpt, fl
 
 // The per-thread running values of the scan backward of one channel.
 struct M1Carry {
-    float g[M1_MAX_N];   // the carry a_{t+1} G_{t+1}, zero before the last step
-    float ga[M1_MAX_N];  // sum over t of G dt a_t h_{t-1}, the gradient of A[d, :]
+    float g[SCAN_MAX_N];   // the carry a_{t+1} G_{t+1}, zero before the last step
+    float ga[SCAN_MAX_N];  // sum over t of G dt a_t h_{t-1}, the gradient of A[d, :]
     float gd;            // sum over t of g_y x, the gradient of D[d]
 };
 
@@ -237,9 +209,9 @@ __device__ void m1_back_step(const M1Scan& p, M1Carry& k, const float* prev, con
     for (int j = 0; j < n; ++j) {
         y = fmaf(p.cc[row * n + j], cur[(long long)j * p.di], y);
     }
-    float sz = m1_sigmoid(zv);
+    float sz = sigmoid_f(zv);
     float gy = g_out[i] * (zv * sz);
-    g_z[i] = g_out[i] * y * m1_silu_grad(zv);
+    g_z[i] = g_out[i] * y * silu_grad_f(zv);
     float sx = 0.0f, sd = 0.0f, dtx = dtv * xv;
     for (int j = 0; j < n; ++j) {
         float aj = p.a[d * n + j], e = expf(dtv * aj);
@@ -257,31 +229,13 @@ __device__ void m1_back_step(const M1Scan& p, M1Carry& k, const float* prev, con
     k.gd = fmaf(gy, xv, k.gd);
 }
 
-// The block's sums over its threads (channels) of the 2 N terms in `sh`, thread order, into
-// part_bc[s, t, blockIdx.x, :] ((bsz, T, ceil(Di / B), 2 N): g_Cc terms, then g_Bc). Every
-// thread of the block calls it (two barriers).
-__device__ void m1_block_terms(float* sh, float* part_bc, long long s, int t, int time, int n) {
-    __syncthreads();
-    int nb = blockDim.x;
-    float* out = part_bc + ((s * time + t) * gridDim.x + blockIdx.x) * 2LL * n;
-    for (int j = threadIdx.x; j < 2 * n; j += nb) {
-        float acc = 0.0f;
-        for (int u = 0; u < nb; ++u) {
-            acc += sh[j * nb + u];
-        }
-        out[j] = acc;
-    }
-    // Every sum has read `sh` before the next step writes it.
-    __syncthreads();
-}
-
 // The scan backward for the output gradient g_out (of the gated output): walks the chunks of
 // Q steps from the last, recomputing each chunk's states from ckpt into the workspace hs
 // (bsz, Q, N, Di), then walking the chunk's steps back. Overwrites g_x (of the scan input x),
 // g_dt, g_z (bsz, T, Di); writes the channel-block partials of g_Cc, g_Bc into part_bc (see
-// m1_block_terms) and each thread's sums over time of g_A[d, :] and g_D[d] into part_a
+// scan_block_terms) and each thread's sums over time of g_A[d, :] and g_D[d] into part_a
 // (bsz, Di, N) and part_d (bsz, Di), for mamba1_scan_bwd_final. Launch: as mamba1_scan_fwd,
-// with B * 2 N <= M1_SHARED; threads past Di (d >= Di) take part in the barriers with zero
+// with B * 2 N <= SCAN_SHARED; threads past Di (d >= Di) take part in the barriers with zero
 // terms. Thread (d, s) owns channel d of sequence s.
 extern "C" __global__ void mamba1_scan_bwd(const float* __restrict__ x, const float* __restrict__ dt,
                                            const float* __restrict__ a, const float* __restrict__ bc,
@@ -291,9 +245,9 @@ extern "C" __global__ void mamba1_scan_bwd(const float* __restrict__ x, const fl
                                            float* __restrict__ g_x, float* __restrict__ g_dt, float* __restrict__ g_z,
                                            float* __restrict__ part_bc, float* __restrict__ part_a,
                                            float* __restrict__ part_d, int time, int di, int n, int q) {
-    __shared__ float sh[M1_SHARED];
+    __shared__ float sh[SCAN_SHARED];
     M1Scan p = {x, dt, a, bc, cc, dsk, z, time, di, n, q};
-    long long d = m1_first(), s = blockIdx.y;
+    long long d = first_index(), s = blockIdx.y;
     bool valid = d < di;
     M1Carry k;
     for (int j = 0; j < n; ++j) {
@@ -301,25 +255,12 @@ extern "C" __global__ void mamba1_scan_bwd(const float* __restrict__ x, const fl
         k.ga[j] = 0.0f;
     }
     k.gd = 0.0f;
-    int chunks = (time + q - 1) / q;
-    for (int c = chunks - 1; c >= 0; --c) {
-        int t0 = c * q, t1 = t0 + q < time ? t0 + q : time;
-        if (valid) {
-            m1_recompute(p, ckpt, hs, s, d, c);
-        }
-        for (int t = t1 - 1; t >= t0; --t) {
-            if (valid) {
-                const float* cur = hs + ((s * q + (t - t0)) * n) * di + d;
-                const float* prev = t == t0 ? ckpt + ((s * chunks + c) * n) * di + d : cur - (long long)n * di;
-                m1_back_step(p, k, prev, cur, g_out, g_x, g_dt, g_z, sh, s, d, t);
-            } else {
-                for (int j = 0; j < 2 * n; ++j) {
-                    sh[j * blockDim.x + threadIdx.x] = 0.0f;
-                }
-            }
-            m1_block_terms(sh, part_bc, s, t, time, n);
-        }
-    }
+    ScanWalk w = {ckpt, hs, sh, part_bc, s, d, time, di, n, q};
+    auto recompute = [&](int c) { m1_recompute(p, ckpt, hs, s, d, c); };
+    auto step = [&](int t, const float* prev, const float* cur) {
+        m1_back_step(p, k, prev, cur, g_out, g_x, g_dt, g_z, sh, s, d, t);
+    };
+    scan_bwd_walk(w, valid, recompute, step);
     if (valid) {
         for (int j = 0; j < n; ++j) {
             part_a[(s * di + d) * n + j] = k.ga[j];
@@ -338,20 +279,8 @@ extern "C" __global__ void mamba1_scan_bwd_final(const float* __restrict__ part_
                                                  float* __restrict__ g_cc, float* __restrict__ g_a,
                                                  float* __restrict__ g_d, long long rows, int blocks, int seqs,
                                                  int di, int n) {
-    for (long long i = m1_first(); i < rows * 2 * n; i += m1_stride()) {
-        long long row = i / (2 * n);
-        int j = (int)(i % (2 * n));
-        float acc = 0.0f;
-        for (int b = 0; b < blocks; ++b) {
-            acc += part_bc[(row * blocks + b) * 2 * n + j];
-        }
-        if (j < n) {
-            g_cc[row * n + j] = acc;
-        } else {
-            g_bc[row * n + j - n] = acc;
-        }
-    }
-    for (long long i = m1_first(); i < (long long)di * n + di; i += m1_stride()) {
+    scan_final_bc(part_bc, g_bc, g_cc, rows, blocks, n);
+    for (long long i = first_index(); i < (long long)di * n + di; i += grid_stride()) {
         bool is_a = i < (long long)di * n;
         float acc = 0.0f;
         for (int s = 0; s < seqs; ++s) {

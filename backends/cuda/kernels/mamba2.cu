@@ -25,31 +25,10 @@
 // result does not depend on Q. The gated RMSNorm reduces each row in a fixed-shape
 // shared-memory tree and its weight gradient in fixed row chunks, then the chunks in order.
 
-// The most state indices a scan thread holds in its local arrays.
-#define M2_MAX_N 64
-// Floats of the scan backward's shared array (32 KiB): blockDim.x * 2 N <= M2_SHARED.
-#define M2_SHARED 8192
+// SCAN_MAX_N and SCAN_SHARED, the scan's limits, are common.cuh's (mamba1.cu's too).
 // The most threads of a gated-norm block (the shim runs one OS thread per GPU thread).
 #define M2_NORM_MAX_BLOCK 256
 #define M2_EPS 1e-5f
-
-// The logistic function without overflow, as act.cu's.
-__device__ __forceinline__ float m2_sigmoid(float v) {
-    if (v >= 0.0f) {
-        return 1.0f / (1.0f + expf(-v));
-    }
-    float e = expf(v);
-    return e / (1.0f + e);
-}
-
-// `silu'(v) = s (1 + v (1 - s))`.
-__device__ __forceinline__ float m2_silu_grad(float v) {
-    float s = m2_sigmoid(v);
-    return s * (1.0f + v * (1.0f - s));
-}
-
-__device__ __forceinline__ long long m2_first() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ long long m2_stride() { return (long long)gridDim.x * blockDim.x; }
 
 // The head's decay of one step, `exp(dt A)`: the one expression of it.
 __device__ __forceinline__ float m2_decay(float dt, float a) { return expf(dt * a); }
@@ -71,7 +50,7 @@ struct M2Scan {
 
 // The scan `S_t = exp(dt_t A) S_{t-1} + dt_t x_t Bc_t^T` per head from S = 0,
 // `y_t = S_t Cc_t + D x_t` (ungated: the gate is the RMSNorm's), and the state before step
-// c Q into ckpt[s, c]. Launch: grid (ceil(Di / B), bsz), block (B) 1-D, N <= M2_MAX_N; thread
+// c Q into ckpt[s, c]. Launch: grid (ceil(Di / B), bsz), block (B) 1-D, N <= SCAN_MAX_N; thread
 // (d, s) runs channel d (lane d % Pd of head d / Pd) of sequence s over all T steps, its N
 // state values in order, in registers / local memory.
 extern "C" __global__ void mamba2_scan_fwd(const float* __restrict__ x, const float* __restrict__ dt,
@@ -79,23 +58,17 @@ extern "C" __global__ void mamba2_scan_fwd(const float* __restrict__ x, const fl
                                            const float* __restrict__ cc, const float* __restrict__ dsk,
                                            float* __restrict__ y, float* __restrict__ ckpt, int time, int di, int n,
                                            int nh, int pd, int q) {
-    long long d = m2_first(), s = blockIdx.y;
+    long long d = first_index(), s = blockIdx.y;
     if (d >= di) {
         return;
     }
     int h = (int)(d / pd);
-    float st[M2_MAX_N];
+    float st[SCAN_MAX_N];
     for (int j = 0; j < n; ++j) {
         st[j] = 0.0f;
     }
-    long long chunks = (time + q - 1) / q;
     for (int t = 0; t < time; ++t) {
-        if (t % q == 0) {
-            float* ck = ckpt + ((s * chunks + t / q) * n) * di + d;
-            for (int j = 0; j < n; ++j) {
-                ck[(long long)j * di] = st[j];
-            }
-        }
+        scan_save_ckpt(ckpt, st, s, d, t, time, di, n, q);
         long long row = s * time + t, i = row * di + d;
         float dtv = dt[row * nh + h], xv = x[i], e = m2_decay(dtv, a[h]), dtx = dtv * xv, acc = dsk[h] * xv;
         for (int j = 0; j < n; ++j) {
@@ -113,7 +86,7 @@ __device__ void m2_recompute(const M2Scan& p, const float* __restrict__ ckpt, fl
     int n = p.n, di = p.di, h = (int)(d / p.pd);
     long long chunks = (p.time + p.q - 1) / p.q;
     const float* ck = ckpt + ((s * chunks + c) * n) * di + d;
-    float st[M2_MAX_N];
+    float st[SCAN_MAX_N];
     for (int j = 0; j < n; ++j) {
         st[j] = ck[(long long)j * di];
     }
@@ -131,7 +104,7 @@ __device__ void m2_recompute(const M2Scan& p, const float* __restrict__ ckpt, fl
 
 // The per-thread running values of the scan backward of one channel.
 struct M2Carry {
-    float g[M2_MAX_N];  // the carry Q = a_{t+1} G_{t+1} (this lane's row), zero before the last step
+    float g[SCAN_MAX_N];  // the carry Q = a_{t+1} G_{t+1} (this lane's row), zero before the last step
     float ga;           // sum over t of dt q (this lane's part of the Frobenius q_t), for g_A
     float gd;           // sum over t of g_y x, for g_D
 };
@@ -162,31 +135,13 @@ __device__ void m2_back_step(const M2Scan& p, M2Carry& k, const float* prev, con
     k.gd = fmaf(gy, xv, k.gd);
 }
 
-// The block's sums over its threads (channels) of the 2 N terms in `sh`, thread order, into
-// part_bc[s, t, blockIdx.x, :] ((bsz, T, ceil(Di / B), 2 N): g_Cc terms, then g_Bc). Every
-// thread of the block calls it (two barriers).
-__device__ void m2_block_terms(float* sh, float* part_bc, long long s, int t, int time, int n) {
-    __syncthreads();
-    int nb = blockDim.x;
-    float* out = part_bc + ((s * time + t) * gridDim.x + blockIdx.x) * 2LL * n;
-    for (int j = threadIdx.x; j < 2 * n; j += nb) {
-        float acc = 0.0f;
-        for (int u = 0; u < nb; ++u) {
-            acc += sh[j * nb + u];
-        }
-        out[j] = acc;
-    }
-    // Every sum has read `sh` before the next step writes it.
-    __syncthreads();
-}
-
 // The scan backward for the output gradient g_y: walks the chunks of Q steps from the last,
 // recomputing each chunk's states from ckpt into the workspace hs (bsz, Q, N, Di), then
 // walking its steps back. Overwrites g_x (bsz, T, Di) and the per-lane g_dt terms gdt_term
 // (bsz, T, Di); writes the channel-block partials of g_Cc, g_Bc into part_bc (see
-// m2_block_terms) and each thread's sums over time of its g_A and g_D terms into part_a,
+// scan_block_terms) and each thread's sums over time of its g_A and g_D terms into part_a,
 // part_d (bsz, Di), all for mamba2_scan_bwd_final. Launch: as mamba2_scan_fwd, with
-// B * 2 N <= M2_SHARED; threads past Di take part in the barriers with zero terms.
+// B * 2 N <= SCAN_SHARED; threads past Di take part in the barriers with zero terms.
 extern "C" __global__ void mamba2_scan_bwd(const float* __restrict__ x, const float* __restrict__ dt,
                                            const float* __restrict__ a, const float* __restrict__ bc,
                                            const float* __restrict__ cc, const float* __restrict__ dsk,
@@ -195,9 +150,9 @@ extern "C" __global__ void mamba2_scan_bwd(const float* __restrict__ x, const fl
                                            float* __restrict__ gdt_term, float* __restrict__ part_bc,
                                            float* __restrict__ part_a, float* __restrict__ part_d, int time, int di,
                                            int n, int nh, int pd, int q) {
-    __shared__ float sh[M2_SHARED];
+    __shared__ float sh[SCAN_SHARED];
     M2Scan p = {x, dt, a, bc, cc, dsk, time, di, n, nh, pd, q};
-    long long d = m2_first(), s = blockIdx.y;
+    long long d = first_index(), s = blockIdx.y;
     bool valid = d < di;
     M2Carry k;
     for (int j = 0; j < n; ++j) {
@@ -205,25 +160,12 @@ extern "C" __global__ void mamba2_scan_bwd(const float* __restrict__ x, const fl
     }
     k.ga = 0.0f;
     k.gd = 0.0f;
-    int chunks = (time + q - 1) / q;
-    for (int c = chunks - 1; c >= 0; --c) {
-        int t0 = c * q, t1 = t0 + q < time ? t0 + q : time;
-        if (valid) {
-            m2_recompute(p, ckpt, hs, s, d, c);
-        }
-        for (int t = t1 - 1; t >= t0; --t) {
-            if (valid) {
-                const float* cur = hs + ((s * q + (t - t0)) * n) * di + d;
-                const float* prev = t == t0 ? ckpt + ((s * chunks + c) * n) * di + d : cur - (long long)n * di;
-                m2_back_step(p, k, prev, cur, g_y, g_x, gdt_term, sh, s, d, t);
-            } else {
-                for (int j = 0; j < 2 * n; ++j) {
-                    sh[j * blockDim.x + threadIdx.x] = 0.0f;
-                }
-            }
-            m2_block_terms(sh, part_bc, s, t, time, n);
-        }
-    }
+    ScanWalk w = {ckpt, hs, sh, part_bc, s, d, time, di, n, q};
+    auto recompute = [&](int c) { m2_recompute(p, ckpt, hs, s, d, c); };
+    auto step = [&](int t, const float* prev, const float* cur) {
+        m2_back_step(p, k, prev, cur, g_y, g_x, gdt_term, sh, s, d, t);
+    };
+    scan_bwd_walk(w, valid, recompute, step);
     if (valid) {
         part_a[s * di + d] = k.ga;
         part_d[s * di + d] = k.gd;
@@ -243,20 +185,8 @@ extern "C" __global__ void mamba2_scan_bwd_final(const float* __restrict__ part_
                                                  float* __restrict__ g_a, float* __restrict__ g_d, long long rows,
                                                  int blocks, int seqs, int n, int nh, int pd) {
     long long di = (long long)nh * pd;
-    for (long long i = m2_first(); i < rows * 2 * n; i += m2_stride()) {
-        long long row = i / (2 * n);
-        int j = (int)(i % (2 * n));
-        float acc = 0.0f;
-        for (int b = 0; b < blocks; ++b) {
-            acc += part_bc[(row * blocks + b) * 2 * n + j];
-        }
-        if (j < n) {
-            g_cc[row * n + j] = acc;
-        } else {
-            g_bc[row * n + j - n] = acc;
-        }
-    }
-    for (long long i = m2_first(); i < rows * nh; i += m2_stride()) {
+    scan_final_bc(part_bc, g_bc, g_cc, rows, blocks, n);
+    for (long long i = first_index(); i < rows * nh; i += grid_stride()) {
         const float* lanes = gdt_term + (i / nh) * di + (i % nh) * pd;
         float acc = 0.0f;
         for (int l = 0; l < pd; ++l) {
@@ -264,7 +194,7 @@ extern "C" __global__ void mamba2_scan_bwd_final(const float* __restrict__ part_
         }
         g_dt[i] = acc;
     }
-    for (long long i = m2_first(); i < 2LL * nh; i += m2_stride()) {
+    for (long long i = first_index(); i < 2LL * nh; i += grid_stride()) {
         int h = (int)(i % nh);
         const float* part = i < nh ? part_a : part_d;
         float acc = 0.0f;
@@ -281,29 +211,9 @@ extern "C" __global__ void mamba2_scan_bwd_final(const float* __restrict__ part_
     }
 }
 
-// The sum over the block of each thread's `v`, a shared-memory tree (pairs at distance B/2,
-// then B/4, ...). Every thread of the block must call it (it holds barriers) and gets the
-// total. blockDim.x must be a power of two <= M2_NORM_MAX_BLOCK; y = z = 1.
-__device__ float m2_block_sum(float v) {
-    __shared__ float sm[M2_NORM_MAX_BLOCK];
-    unsigned t = threadIdx.x;
-    sm[t] = v;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (t < h) {
-            sm[t] += sm[t + h];
-        }
-        __syncthreads();
-    }
-    float total = sm[0];
-    // Every thread has read the total before any call writes `sm` again.
-    __syncthreads();
-    return total;
-}
-
 // The gate `v = y silu(z)`: the one expression of it, so the backward's recomputed v is the
 // forward's.
-__device__ __forceinline__ float m2_gate(float y, float z) { return y * (z * m2_sigmoid(z)); }
+__device__ __forceinline__ float m2_gate(float y, float z) { return y * (z * sigmoid_f(z)); }
 
 // `r = 1 / sqrt(mean(v^2) + eps)` of one row of width m (every thread of the block calls it):
 // thread t adds the squares of columns t, t + B, ... in order, then the block's tree.
@@ -316,7 +226,7 @@ __device__ float m2_row_rinv(const float* __restrict__ yr, const float* __restri
     // 1/m in double, then rounded, as the CPU backend's `E::of(1.0 / di as f64)`; not rsqrtf:
     // the correctly rounded sqrt then division.
     float inv_m = (float)(1.0 / (double)m);
-    return 1.0f / sqrtf(m2_block_sum(part) * inv_m + M2_EPS);
+    return 1.0f / sqrtf(block_sum(part) * inv_m + M2_EPS);
 }
 
 // The gated RMSNorm `o = v r w`, `v = y silu(z)`, `r = 1 / sqrt(mean(v^2) + eps)` over each
@@ -351,12 +261,12 @@ extern "C" __global__ void mamba2_gnorm_bwd_x(const float* __restrict__ y, const
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         part = fmaf(m2_gate(yr[i], zr[i]) * r, w[i] * gr[i], part);
     }
-    float c1 = m2_block_sum(part) * (float)(1.0 / (double)m);
+    float c1 = block_sum(part) * (float)(1.0 / (double)m);
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         float zv = zr[i], vr = m2_gate(yr[i], zv) * r;
         float gv = r * (w[i] * gr[i] - vr * c1);
-        g_y[row * m + i] = gv * (zv * m2_sigmoid(zv));
-        g_z[row * m + i] = gv * yr[i] * m2_silu_grad(zv);
+        g_y[row * m + i] = gv * (zv * sigmoid_f(zv));
+        g_z[row * m + i] = gv * yr[i] * silu_grad_f(zv);
     }
     if (threadIdx.x == 0) {
         rinv[row] = r;
@@ -370,7 +280,7 @@ extern "C" __global__ void mamba2_gnorm_bwd_w_partial(const float* __restrict__ 
                                                       const float* __restrict__ g_o,
                                                       const float* __restrict__ rinv, float* __restrict__ part,
                                                       long long rows, int m, int rows_per_chunk) {
-    long long j = m2_first(), c = blockIdx.y;
+    long long j = first_index(), c = blockIdx.y;
     if (j >= m) {
         return;
     }
@@ -386,7 +296,7 @@ extern "C" __global__ void mamba2_gnorm_bwd_w_partial(const float* __restrict__ 
 // j handles columns j, j + G, ...
 extern "C" __global__ void mamba2_gnorm_bwd_w_final(const float* __restrict__ part, float* __restrict__ g_w,
                                                     int chunks, int m) {
-    for (long long j = m2_first(); j < m; j += m2_stride()) {
+    for (long long j = first_index(); j < m; j += grid_stride()) {
         float acc = 0.0f;
         for (int c = 0; c < chunks; ++c) {
             acc += part[(long long)c * m + j];

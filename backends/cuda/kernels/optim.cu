@@ -7,24 +7,6 @@
 // ... in order, then a shared-memory tree), one block then sums the per-block partials the
 // same way. The bits depend on n, the chunk and the block sizes only; no atomics.
 
-// Block-wide sum of each thread's `v` in f64; every thread must call it and gets the total.
-// blockDim.x must be a power of two (<= 1024); y = z = 1.
-__device__ double optim_block_sum(double v) {
-    __shared__ double s[1024];
-    unsigned t = threadIdx.x;
-    s[t] = v;
-    __syncthreads();
-    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (t < h) {
-            s[t] += s[t + h];
-        }
-        __syncthreads();
-    }
-    double total = s[0];
-    __syncthreads();
-    return total;
-}
-
 // One Adam step on a tensor of n elements, exactly the core's `Adam::update` for f32: the
 // scalars are the core's, computed on the host in f64 and rounded to f32 there (coupled = wd
 // for Adam-L2 else 0, decoupled = lr wd for AdamW else 0, b1, b2, ob1 = 1 - b1, ob2 = 1 - b2,
@@ -34,7 +16,7 @@ extern "C" __global__ void optim_adam_step(float* __restrict__ p, const float* _
                                            float* __restrict__ m, float* __restrict__ v, long long n,
                                            float coupled, float decoupled, float b1, float b2, float ob1,
                                            float ob2, float step, float sbc2, float eps) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = first_index(); i < n; i += grid_stride()) {
         float w = p[i];
         float gi = g[i] + coupled * w;
         w = w - decoupled * w;
@@ -59,7 +41,7 @@ extern "C" __global__ void optim_sumsq_partial(const float* __restrict__ g, doub
         double x = (double)g[i];
         part += x * x;
     }
-    double total = optim_block_sum(part);
+    double total = block_sum(part);
     if (threadIdx.x == 0) {
         partial[blockIdx.x] = total;
     }
@@ -72,7 +54,7 @@ extern "C" __global__ void optim_sumsq_final(const double* __restrict__ partial,
     for (int i = threadIdx.x; i < parts; i += blockDim.x) {
         part += partial[i];
     }
-    double total = optim_block_sum(part);
+    double total = block_sum(part);
     if (threadIdx.x == 0) {
         out[0] = total;
         out[1] = sqrt(total);
@@ -90,7 +72,7 @@ extern "C" __global__ void optim_clip_factor(const double* __restrict__ norm, do
 // optim_clip_factor left it. Launch: 1-D, any grid and block.
 extern "C" __global__ void optim_scale(float* __restrict__ g, const double* __restrict__ factor, long long n) {
     float f = (float)factor[0];
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = first_index(); i < n; i += grid_stride()) {
         g[i] *= f;
     }
 }

@@ -1,5 +1,6 @@
 // The shim's launchers of kernels/act.cu.
 #include "shim.h"
+#include "../kernels/common.cuh"
 #include "../kernels/act.cu"
 
 SHIM_TABLE(act,

@@ -1,5 +1,6 @@
 // The shim's launchers of kernels/knn.cu.
 #include "shim.h"
+#include "../kernels/common.cuh"
 #include "../kernels/knn.cu"
 
 SHIM_TABLE(knn,

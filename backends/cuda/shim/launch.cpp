@@ -14,6 +14,7 @@
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <semaphore>
 #include <thread>
@@ -22,13 +23,17 @@
 namespace shim {
 namespace {
 
-// Which barrier a thread arrived at: its count of barriers so far and the source line of the
-// `__syncthreads()`, or kEnd for the end of the block.
+// Which barrier a thread arrived at: its count of barriers so far and the source file and
+// line of the `__syncthreads()`, or kEnd for the end of the block. The file matters because a
+// kernel's program is kernels/common.cuh followed by its own file, whose lines overlap.
 constexpr int kEnd = -1;
 struct Tag {
     unsigned long long count;
+    const char* file;
     int line;
-    bool operator==(const Tag&) const = default;
+    bool operator==(const Tag& o) const {
+        return count == o.count && line == o.line && std::strcmp(file, o.file) == 0;
+    }
 };
 
 struct Block;
@@ -52,7 +57,7 @@ void describe(const Tag& t, char* out, size_t len) {
     if (t.line == kEnd) {
         snprintf(out, len, "the end of the block after %llu barriers", t.count);
     } else {
-        snprintf(out, len, "barrier %llu (line %d)", t.count, t.line);
+        snprintf(out, len, "barrier %llu (%s:%d)", t.count, t.file, t.line);
     }
 }
 
@@ -60,7 +65,7 @@ void Check::operator()() noexcept {
     const Tag& first = block->tags[0];
     for (size_t i = 1; i < block->tags.size(); ++i) {
         if (!(block->tags[i] == first)) {
-            char a[96], b[96];
+            char a[320], b[320];
             describe(first, a, sizeof a);
             describe(block->tags[i], b, sizeof b);
             fprintf(stderr, "shim: kernel %s: threads of block (%u, %u, %u) met at different barriers: thread 0 at %s, thread %zu at %s\n",
@@ -111,7 +116,7 @@ void run_thread(Block* block, unsigned tid, Dim grid, Dim dims, void (*body)(voi
                 blockIdx = {x, y, z};
                 my_count = 0;
                 body(ctx);
-                arrive({my_count, kEnd});
+                arrive({my_count, "", kEnd});
             }
         }
     }
@@ -162,12 +167,12 @@ Pool& pool() {
 
 }  // namespace
 
-void sync_threads(int line) {
+void sync_threads(const char* file, int line) {
     if (current == nullptr) {
         fprintf(stderr, "shim: __syncthreads() outside a launch\n");
         abort();
     }
-    arrive({my_count++, line});
+    arrive({my_count++, file, line});
 }
 
 void launch_impl(const char* name, Dim grid, Dim block, void (*body)(void*), void* ctx) {

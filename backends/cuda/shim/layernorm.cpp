@@ -1,5 +1,6 @@
 // The shim's launchers of kernels/layernorm.cu.
 #include "shim.h"
+#include "../kernels/common.cuh"
 #include "../kernels/layernorm.cu"
 
 SHIM_TABLE(layernorm,

@@ -1,5 +1,6 @@
 // The shim's launchers of kernels/loss.cu.
 #include "shim.h"
+#include "../kernels/common.cuh"
 #include "../kernels/loss.cu"
 
 SHIM_TABLE(loss,

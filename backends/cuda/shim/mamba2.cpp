@@ -1,5 +1,6 @@
 // The shim's launchers of kernels/mamba2.cu.
 #include "shim.h"
+#include "../kernels/common.cuh"
 #include "../kernels/mamba2.cu"
 
 SHIM_TABLE(mamba2,

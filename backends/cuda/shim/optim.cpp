@@ -1,5 +1,6 @@
 // The shim's launchers of kernels/optim.cu.
 #include "shim.h"
+#include "../kernels/common.cuh"
 #include "../kernels/optim.cu"
 
 SHIM_TABLE(optim,

@@ -49,9 +49,10 @@ inline thread_local dim3 blockDim;
 inline thread_local dim3 gridDim;
 
 namespace shim {
-// Waits at the block's barrier; `line` identifies the call site, so that threads meeting at
-// different `__syncthreads()` (undefined behaviour on a GPU) abort the launch with a message.
-void sync_threads(int line);
+// Waits at the block's barrier; `file` and `line` identify the call site, so that threads
+// meeting at different `__syncthreads()` (undefined behaviour on a GPU) abort the launch with
+// a message.
+void sync_threads(const char* file, int line);
 
 // The launch dimensions as the Rust side passes them (C layout).
 struct Dim {
@@ -68,7 +69,7 @@ void launch(const char* name, Dim grid, Dim block, F f) {
 }
 }  // namespace shim
 
-#define __syncthreads() ::shim::sync_threads(__LINE__)
+#define __syncthreads() ::shim::sync_threads(__FILE__, __LINE__)
 
 // The device math NVRTC provides without a header, where the C library lacks it. The rest
 // (`expf`, `log1pf`, `sqrtf`, `fmaxf`, `fabsf`, `sqrt`, ...) are <cmath>'s, i.e. glibc's,

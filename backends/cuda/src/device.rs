@@ -12,9 +12,7 @@
 //! buffer a launch is given (a parameter tensor, a temporary `Vec`) is staged: copied to a
 //! device allocation before the launch and, when the kernel writes it, back after. Every
 //! launch and product is followed by a synchronization of the stream, so a host access after
-//! a call returns never races the device. This is the correct-first device path; the fast
-//! one keeps parameters and gradients in pool memory and drops the per-launch
-//! synchronization (BENCHMARKS.md says what has been measured).
+//! a call returns never races the device.
 //!
 //! Nothing here runs without a GPU: CI type-checks this module with `--features cuda,ci-check`
 //! (cudarc's switch to build without a toolkit), and `scripts/gpu-check.sh` runs it on a GPU
@@ -256,6 +254,21 @@ fn compile(
     out
 }
 
+/// cuBLAS's name of a transpose.
+fn blas_op(o: Op) -> blas_sys::cublasOperation_t {
+    match o {
+        Op::N => blas_sys::cublasOperation_t::CUBLAS_OP_N,
+        Op::T => blas_sys::cublasOperation_t::CUBLAS_OP_T,
+    }
+}
+
+/// `(m, n, k, lda, ldb)` of a row-major product for cuBLAS, which reads the operands as the
+/// column-major transposes.
+fn blas_dims(s: Shape, ta: Op, tb: Op) -> (i32, i32, i32, i32, i32) {
+    let (m, n, k) = (s.m as i32, s.n as i32, s.k as i32);
+    (m, n, k, if ta == Op::N { k } else { m }, if tb == Op::N { n } else { k })
+}
+
 /// A host buffer copied to the device for one call.
 struct Staged {
     arg: usize,
@@ -342,26 +355,26 @@ impl Gpu {
 
     /// `C = op(A) op(B) + beta C` in row-major layout through `cublasSgemm` (lengths checked
     /// by the caller): row-major `C` is column-major `C^T = op(B)^T op(A)^T`.
-    #[allow(clippy::too_many_arguments)] // gemm::gemm's arguments, and the device.
-    pub(crate) fn gemm(&self, s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
+    pub(crate) fn gemm(
+        &self,
+        s: Shape,
+        (a, ta): (&[f32], Op),
+        (b, tb): (&[f32], Op),
+        beta: f32,
+        c: &mut [f32],
+    ) -> Result<()> {
         let k = "gemm";
         let mut args = [Arg::F32s(a), Arg::F32s(b), Arg::F32sMut(c)];
         let (slots, staged) = self.stage(k, &args)?;
-        let t = |o: Op| match o {
-            Op::N => blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            Op::T => blas_sys::cublasOperation_t::CUBLAS_OP_T,
-        };
-        let (m, n, kk) = (s.m as i32, s.n as i32, s.k as i32);
-        let lda = if ta == Op::N { kk } else { m };
-        let ldb = if tb == Op::N { n } else { kk };
+        let (m, n, kk, lda, ldb) = blas_dims(s, ta, tb);
         let alpha = 1.0f32;
         // SAFETY: the three buffers are device-accessible and hold m k, k n and m n elements
         // (checked by `gemm::gemm`), which these leading dimensions index within.
         let done = unsafe {
             blas::sgemm(
                 self.blas,
-                t(tb),
-                t(ta),
+                blas_op(tb),
+                blas_op(ta),
                 n,
                 m,
                 kk,
@@ -385,14 +398,11 @@ impl Gpu {
     /// The bf16 autocast product: `A` and `B` packed to bf16 by the autocast kernel into
     /// managed temporaries, then `cublasGemmEx` (CUDA_R_16BF inputs, f32 output,
     /// CUBLAS_COMPUTE_32F), the row-major layout as in [`Gpu::gemm`].
-    #[allow(clippy::too_many_arguments)] // gemm::gemm's arguments, and the device.
     pub(crate) fn gemm_bf16(
         &self,
         s: Shape,
-        a: &[f32],
-        ta: Op,
-        b: &[f32],
-        tb: Op,
+        (a, ta): (&[f32], Op),
+        (b, tb): (&[f32], Op),
         beta: f32,
         c: &mut [f32],
     ) -> Result<()> {
@@ -427,12 +437,7 @@ impl Gpu {
         let k = "gemm_bf16";
         let mut args = [Arg::F32sMut(c)];
         let (slots, staged) = self.stage(k, &args)?;
-        let t = |o: Op| match o {
-            Op::N => blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            Op::T => blas_sys::cublasOperation_t::CUBLAS_OP_T,
-        };
-        let (m, n, kk) = (s.m as i32, s.n as i32, s.k as i32);
-        let (lda, ldb) = (if ta == Op::N { kk } else { m }, if tb == Op::N { n } else { kk });
+        let (m, n, kk, lda, ldb) = blas_dims(s, ta, tb);
         let alpha = 1.0f32;
         let bf16 = blas_sys::cudaDataType_t::CUDA_R_16BF;
         // SAFETY: `pa` and `pb` hold m k and k n bf16 values, `slots[0]` m n f32, all
@@ -440,8 +445,8 @@ impl Gpu {
         let done = unsafe {
             blas::gemm_ex(
                 self.blas,
-                t(tb),
-                t(ta),
+                blas_op(tb),
+                blas_op(ta),
                 n,
                 m,
                 kk,

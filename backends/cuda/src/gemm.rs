@@ -64,7 +64,7 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
 fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     #[cfg(feature = "cuda")]
     if let Some(gpu) = crate::device::current() {
-        return gpu.gemm_bf16(s, a, ta, b, tb, beta, c);
+        return gpu.gemm_bf16(s, (a, ta), (b, tb), beta, c);
     }
     let (mut a16, mut b16) = (vec![0.0f32; a.len()], vec![0.0f32; b.len()]);
     autocast::round_bf16(a, &mut a16)?;
@@ -77,7 +77,7 @@ fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut 
 fn product(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     #[cfg(feature = "cuda")]
     if let Some(gpu) = crate::device::current() {
-        return gpu.gemm(s, a, ta, b, tb, beta, c);
+        return gpu.gemm(s, (a, ta), (b, tb), beta, c);
     }
     sgemm_shim(s, a, ta, b, tb, beta, c);
     Ok(())

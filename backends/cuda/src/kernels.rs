@@ -1,13 +1,15 @@
-//! The kernel sources, embedded in the crate: each `kernels/*.cu` file with the names of the
-//! `extern "C" __global__` functions it defines. The NVRTC check (`tests/nvrtc.rs`) compiles
-//! every file listed here; a later device path will compile them the same way at run time.
+//! The kernel sources, embedded in the crate: each `kernels/*.cu` file, after the helpers of
+//! `kernels/common.cuh`, with the names of the `extern "C" __global__` functions it defines.
+//! The device path (`device`) and the NVRTC check (`tests/nvrtc.rs`) compile every file listed
+//! here, one program each; the shim includes the same header before each file.
 
 /// One kernel file: a single NVRTC program.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelFile {
     /// The file name under `kernels/`, also the NVRTC program name.
     pub name: &'static str,
-    /// The CUDA C source.
+    /// The CUDA C source: `kernels/common.cuh`, then the file (its lines numbered as in the
+    /// file, for NVRTC's messages).
     pub source: &'static str,
     /// The `extern "C" __global__` functions it defines, in file order.
     pub kernels: &'static [&'static str],
@@ -27,11 +29,24 @@ pub fn nvrtc_options(major: i32, minor: i32) -> Vec<String> {
     v
 }
 
+/// A kernel file's program: the shared header, then the file, whose lines NVRTC numbers from 1.
+macro_rules! with_common {
+    ($file:literal) => {
+        concat!(
+            include_str!("../kernels/common.cuh"),
+            "#line 1 \"",
+            $file,
+            "\"\n",
+            include_str!(concat!("../kernels/", $file))
+        )
+    };
+}
+
 /// Every kernel file of the crate.
 pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "act.cu",
-        source: include_str!("../kernels/act.cu"),
+        source: with_common!("act.cu"),
         kernels: &[
             "act_softplus_fwd",
             "act_softplus_bwd",
@@ -43,27 +58,27 @@ pub const FILES: &[KernelFile] = &[
     },
     KernelFile {
         name: "layout.cu",
-        source: include_str!("../kernels/layout.cu"),
+        source: with_common!("layout.cu"),
         kernels: &["layout_swap_axes", "layout_copy_cols"],
     },
     KernelFile {
         name: "autocast.cu",
-        source: include_str!("../kernels/autocast.cu"),
+        source: with_common!("autocast.cu"),
         kernels: &["autocast_round_bf16", "autocast_pack_bf16"],
     },
     KernelFile {
         name: "layernorm.cu",
-        source: include_str!("../kernels/layernorm.cu"),
+        source: with_common!("layernorm.cu"),
         kernels: &["layernorm_fwd", "layernorm_bwd_x", "layernorm_bwd_params_partial", "layernorm_bwd_params_final"],
     },
     KernelFile {
         name: "optim.cu",
-        source: include_str!("../kernels/optim.cu"),
+        source: with_common!("optim.cu"),
         kernels: &["optim_adam_step", "optim_sumsq_partial", "optim_sumsq_final", "optim_clip_factor", "optim_scale"],
     },
     KernelFile {
         name: "mamba1.cu",
-        source: include_str!("../kernels/mamba1.cu"),
+        source: with_common!("mamba1.cu"),
         kernels: &[
             "mamba1_conv_fwd",
             "mamba1_conv_bwd_gc",
@@ -77,17 +92,17 @@ pub const FILES: &[KernelFile] = &[
     },
     KernelFile {
         name: "knn.cu",
-        source: include_str!("../kernels/knn.cu"),
+        source: with_common!("knn.cu"),
         kernels: &["knn_attend_fwd", "knn_attend_bwd_q", "knn_attend_bwd_kv"],
     },
     KernelFile {
         name: "loss.cu",
-        source: include_str!("../kernels/loss.cu"),
+        source: with_common!("loss.cu"),
         kernels: &["loss_mse_partial", "loss_mse_final", "loss_mse_bwd"],
     },
     KernelFile {
         name: "mamba2.cu",
-        source: include_str!("../kernels/mamba2.cu"),
+        source: with_common!("mamba2.cu"),
         kernels: &[
             "mamba2_scan_fwd",
             "mamba2_scan_bwd",
@@ -117,7 +132,10 @@ mod tests {
                 .collect();
             assert_eq!(defined, file.kernels, "{}", file.name);
         }
-        let on_disk = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels")).unwrap().count();
+        let on_disk = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension() == Some("cu".as_ref()))
+            .count();
         assert_eq!(on_disk, FILES.len(), "a file of kernels/ is not in kernels::FILES");
     }
 }

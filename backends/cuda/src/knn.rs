@@ -94,8 +94,9 @@ pub fn attend_backward(
     let d = nb.dims(m, groups);
     let l = row_shape("knn_attend_bwd_q", d)?;
     let mut gs = vec![0.0f32; d.rows * d.k];
-    shim::knn_attend_bwd_q(l, d, &nb.adj, scale(m), qkv, w, g_att, &mut gs, g_qkv)?;
-    shim::knn_attend_bwd_kv(elementwise(d.rows * m), d, &nb.rev_start, &nb.rev, qkv, w, g_att, &gs, g_qkv)
+    let a = shim::AttendBwd { qkv, w, g_att };
+    shim::knn_attend_bwd_q(l, (d, &nb.adj, scale(m)), a, &mut gs, g_qkv)?;
+    shim::knn_attend_bwd_kv(elementwise(d.rows * m), (d, &nb.rev_start, &nb.rev), a, &gs, g_qkv)
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@
 //! the fast path's work.
 
 use crate::autocast::{self, Precision};
+use crate::error::CudaError;
 use crate::exec::{Exec, Scope};
 use crate::knn::Neighbours;
 use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
@@ -44,6 +45,7 @@ use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{LaunchError, LossShape};
 use crate::spatial::{self, KnnParams};
+use crate::trunk::BackwardIn;
 use boldcast_core::collective::{all_reduce_mean, Collective};
 use boldcast_core::model::{load_state_into, NamedTensor};
 use boldcast_core::optim::{decays, Moments};
@@ -110,23 +112,20 @@ impl Mixer {
     }
 
     /// The layer's backward: `g_u`, the parameter gradients added to `g`.
-    #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
         dims: &Dims,
-        seqs: usize,
-        u: &[f32],
-        g_out: &[f32],
+        b: BackwardIn<'_>,
         saved: &mut MixerSaved,
         g: &mut Mixer,
         pool: &Pool,
     ) -> Result<Buf, LaunchError> {
         match (self, dims, saved, g) {
             (Self::Mamba1(p), Dims::Mamba1(d), MixerSaved::Mamba1(s), Self::Mamba1(g)) => {
-                layer::backward(p, d, seqs, u, g_out, s, g, pool)
+                layer::backward(p, d, b, s, g, pool)
             }
             (Self::Mamba2(p), Dims::Mamba2(d), MixerSaved::Mamba2(s), Self::Mamba2(g)) => {
-                layer2::backward(p, d, seqs, u, g_out, s, g, pool)
+                layer2::backward(p, d, b, s, g, pool)
             }
             _ => unreachable!("the parameters, sizes and saved state come from the same config"),
         }
@@ -242,11 +241,6 @@ pub struct CudaModel {
     precision: Precision,
 }
 
-/// A refused launch as the trait's error.
-fn dev(e: LaunchError) -> Error {
-    Error::Backend(e.to_string())
-}
-
 impl CudaModel {
     /// A model with every parameter zero. Errors (naming the value): an invalid `cfg`; an
     /// adjacency missing, unexpected, of another `k`, or too large for the kernels' indices.
@@ -290,10 +284,10 @@ impl CudaModel {
     }
 
     /// [`CudaModel::seeded`] on CUDA device 0 (`--backend cuda`); no usable device is an
-    /// [`Error::Backend`] that says why (no driver, no device, a kernel NVRTC rejects).
+    /// [`Error::Device`] that says why (no driver, no device, a kernel NVRTC rejects).
     #[cfg(feature = "cuda")]
     pub fn new_cuda(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
-        let gpu = crate::device::Gpu::new(0).map_err(|e| Error::Backend(format!("--backend cuda: {e}")))?;
+        let gpu = crate::device::Gpu::new(0).map_err(CudaError::from)?;
         let mut m = Self::on_gpu(cfg, adjacency, gpu)?;
         m.init(seed)?;
         Ok(m)
@@ -327,7 +321,7 @@ impl CudaModel {
 
     /// Enters [`CudaModel::exec`] for one call.
     fn on(&self) -> Result<Scope, Error> {
-        self.exec.enter().map_err(dev)
+        Ok(self.exec.enter()?)
     }
 
     /// The model running its matrix products in `precision` ([`crate::autocast`]): with
@@ -407,7 +401,7 @@ impl CudaModel {
     /// The tokens sequence-major, `(B, P, T, D)`.
     fn tokens_seq(&self, tokens: &[f32], s: Batch) -> Result<Buf, Error> {
         let mut x = self.pool.zeros(tokens.len());
-        layout::swap_axes(tokens, s.b, s.t, s.p, self.cfg.d_in, &mut x).map_err(dev)?;
+        layout::swap_axes(tokens, s.b, s.t, s.p, self.cfg.d_in, &mut x)?;
         Ok(x)
     }
 
@@ -417,17 +411,17 @@ impl CudaModel {
         let (m, pool) = (self.cfg.d_model, &self.pool);
         let dims = self.dims(s);
         let mut x = pool.zeros(s.rows() * m);
-        linear::forward(tok, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x).map_err(dev)?;
+        linear::forward(tok, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x)?;
         let mut kept = Vec::new();
         for l in &self.params.layers {
-            let (out, saved) = l.mamba.forward(&dims, s.b * s.p, &x, pool).map_err(dev)?;
+            let (out, saved) = l.mamba.forward(&dims, s.b * s.p, &x, pool)?;
             let input = std::mem::replace(&mut x, out);
             let mid = match (&l.knn, &self.nb) {
                 (Some(kp), Some(nb)) => {
                     let mut xt = pool.zeros(x.len());
-                    layout::swap_axes(&x, s.b, s.p, s.t, m, &mut xt).map_err(dev)?;
-                    let yt = spatial::forward(kp, nb, m, s.b * s.t, &xt, pool).map_err(dev)?;
-                    layout::swap_axes(&yt, s.b, s.t, s.p, m, &mut x).map_err(dev)?;
+                    layout::swap_axes(&x, s.b, s.p, s.t, m, &mut xt)?;
+                    let yt = spatial::forward(kp, (nb, m, s.b * s.t), &xt, pool)?;
+                    layout::swap_axes(&yt, s.b, s.t, s.p, m, &mut x)?;
                     Some(xt)
                 }
                 _ => None,
@@ -443,7 +437,7 @@ impl CudaModel {
     fn final_norm(&self, x: &[f32], rows: usize) -> Result<Buf, Error> {
         let m = self.cfg.d_model;
         let mut e = self.pool.zeros(rows * m);
-        layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e).map_err(dev)?;
+        layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e)?;
         Ok(e)
     }
 
@@ -451,9 +445,9 @@ impl CudaModel {
     fn head(&self, e: &[f32], s: Batch) -> Result<Buf, Error> {
         let hd = self.cfg.n_horizons() * self.cfg.d_in;
         let mut ps = self.pool.zeros(s.rows() * hd);
-        linear::forward(e, &self.params.head_w, Some(&self.params.head_b), hd, &mut ps).map_err(dev)?;
+        linear::forward(e, &self.params.head_w, Some(&self.params.head_b), hd, &mut ps)?;
         let mut pred = self.pool.zeros(ps.len());
-        layout::swap_axes(&ps, s.b, s.p, s.t, hd, &mut pred).map_err(dev)?;
+        layout::swap_axes(&ps, s.b, s.p, s.t, hd, &mut pred)?;
         Ok(pred)
     }
 
@@ -493,21 +487,28 @@ impl CudaModel {
         }
         let hz = self.horizons();
         let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &hz };
-        let loss = crate::loss::mse(ls, &pred, tokens).map_err(dev)?;
+        let loss = crate::loss::mse(ls, &pred, tokens)?;
         let mut g_pred = pool.zeros(pred.len());
-        crate::loss::mse_backward(ls, &pred, tokens, &mut g_pred).map_err(dev)?;
+        crate::loss::mse_backward(ls, &pred, tokens, &mut g_pred)?;
         drop(pred);
         let mut g_ps = pool.zeros(g_pred.len());
-        layout::swap_axes(&g_pred, s.b, s.t, s.p, hd, &mut g_ps).map_err(dev)?;
+        layout::swap_axes(&g_pred, s.b, s.t, s.p, hd, &mut g_ps)?;
         drop(g_pred);
         let (prm, grd) = (&self.params, &mut self.grads);
-        linear::backward_params(rows, &e, &g_ps, &mut grd.head_w, Some(&mut grd.head_b)).map_err(dev)?;
+        linear::backward_params(rows, &e, &g_ps, &mut grd.head_w, Some(&mut grd.head_b))?;
         let mut g_e = pool.zeros(rows * m);
-        linear::backward_input(&g_ps, &prm.head_w, hd, 0.0, &mut g_e).map_err(dev)?;
+        linear::backward_input(&g_ps, &prm.head_w, hd, 0.0, &mut g_e)?;
         // layernorm::backward adds to its input gradient.
         let mut g = pool.zeros(rows * m);
-        layernorm::backward(x, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b, &pool)
-            .map_err(dev)?;
+        layernorm::backward(
+            x,
+            rows,
+            m,
+            &prm.final_w,
+            &g_e,
+            layernorm::Grads { x: &mut g, w: &mut grd.final_w, b: &mut grd.final_b },
+            &pool,
+        )?;
         Ok((loss, g))
     }
 
@@ -526,7 +527,7 @@ impl CudaModel {
         drop(x);
         let g = self.layers_backward(kept, g, s)?;
         let grd = &mut self.grads;
-        linear::backward_params(s.rows(), &tok, &g, &mut grd.embed_w, Some(&mut grd.embed_b)).map_err(dev)?;
+        linear::backward_params(s.rows(), &tok, &g, &mut grd.embed_w, Some(&mut grd.embed_b))?;
         Ok(loss)
     }
 
@@ -539,11 +540,17 @@ impl CudaModel {
         for ((l, lg), mut k) in layers.zip(kept).rev() {
             if let (Some(kp), Some(kg), Some(nb), Some(mid)) = (&l.knn, &mut lg.knn, &self.nb, &k.mid) {
                 let mut gt = pool.zeros(g.len());
-                layout::swap_axes(&g, s.b, s.p, s.t, m, &mut gt).map_err(dev)?;
-                let g_mid = spatial::backward(kp, nb, m, s.b * s.t, mid, &gt, kg, &pool).map_err(dev)?;
-                layout::swap_axes(&g_mid, s.b, s.t, s.p, m, &mut g).map_err(dev)?;
+                layout::swap_axes(&g, s.b, s.p, s.t, m, &mut gt)?;
+                let g_mid = spatial::backward(kp, (nb, m, s.b * s.t), (mid, &gt), kg, &pool)?;
+                layout::swap_axes(&g_mid, s.b, s.t, s.p, m, &mut g)?;
             }
-            g = l.mamba.backward(&dims, s.b * s.p, &k.input, &g, &mut k.saved, &mut lg.mamba, &pool).map_err(dev)?;
+            g = l.mamba.backward(
+                &dims,
+                BackwardIn { seqs: s.b * s.p, u: &k.input, g_out: &g },
+                &mut k.saved,
+                &mut lg.mamba,
+                &pool,
+            )?;
         }
         Ok(g)
     }
@@ -556,11 +563,7 @@ impl CudaModel {
         if t == 1 {
             self.adam = AdamState::default();
         } else if self.adam.t + 1 != t {
-            return Err(Error::Backend(format!(
-                "optimizer step {t} does not follow the {} steps of the model's moments; restore them with \
-                 `restore_optimizer_state` when resuming",
-                self.adam.t
-            )));
+            return Err(CudaError::StepOutOfOrder { step: t, held: self.adam.t }.into());
         }
         Ok(t)
     }
@@ -578,7 +581,7 @@ impl CudaModel {
             m.extend_from_slice(mi);
             v.extend_from_slice(vi);
         }
-        adam_step(&mut p, &g, &mut m, &mut v, args).map_err(dev)?;
+        adam_step(&mut p, &g, &mut m, &mut v, args)?;
         let mut params = self.params.slices_mut();
         let mut at = 0;
         for &i in members {
@@ -623,7 +626,7 @@ impl Model<f32> for CudaModel {
         let (x, _) = self.trunk(&tok, s, false)?;
         let e = self.final_norm(&x, s.rows())?;
         let mut out = vec![0.0f32; e.len()];
-        layout::swap_axes(&e, s.b, s.p, s.t, m, &mut out).map_err(dev)?;
+        layout::swap_axes(&e, s.b, s.p, s.t, m, &mut out)?;
         Embeddings::new(EmbedShape::new(s.b, s.t, s.p, m), out)
     }
 
@@ -634,7 +637,7 @@ impl Model<f32> for CudaModel {
         let pred = self.predict(tokens, s)?;
         let hz = self.horizons();
         let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &hz };
-        crate::loss::mse(ls, &pred, tokens.data()).map_err(dev)
+        Ok(crate::loss::mse(ls, &pred, tokens.data())?)
     }
 
     fn loss_and_grads(&mut self, tokens: &Tokens<f32>) -> Result<f64, Error> {
@@ -673,11 +676,7 @@ impl Model<f32> for CudaModel {
     fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<f32>, lr: f64) -> Result<(), Error> {
         let _on = self.on()?;
         let Some(cfg) = opt.as_adam().map(|a| a.config().clone()) else {
-            return Err(Error::Backend(format!(
-                "the CUDA backend keeps its optimizer state itself and runs only the core's Adam (AdamW or \
-                 coupled-L2 Adam); it cannot run the optimizer `{}`",
-                opt.name()
-            )));
+            return Err(CudaError::Optimizer(opt.name().to_string()).into());
         };
         cfg.validate()?;
         let t = self.next_step(opt)?;

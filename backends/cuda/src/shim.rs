@@ -73,6 +73,12 @@ fn check_len(kernel: &'static str, what: &str, len: usize, want: usize) -> Resul
     Ok(())
 }
 
+/// Each buffer's length against what the kernel indexes: rows of `(name, length, wanted)`,
+/// checked in order, the first mismatch refused.
+fn check_lens(kernel: &'static str, rows: &[(&str, usize, usize)]) -> Result<()> {
+    rows.iter().try_for_each(|&(what, len, want)| check_len(kernel, what, len, want))
+}
+
 /// The raw launchers, for the tests that check the shim's own refusals (which abort the
 /// process). Safe code uses the checked functions of this module.
 pub mod raw {

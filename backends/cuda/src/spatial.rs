@@ -113,8 +113,11 @@ fn internals(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32],
     Ok(Internals { h, qkv, w, att })
 }
 
+/// Where the mixer attends: the neighbours, the width M and the `(b, t)` groups of P rows.
+pub type Mixing<'a> = (&'a Neighbours, usize, usize);
+
 /// `x + attention(x)` for `x` `(groups P, M)`.
-pub fn forward(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32], pool: &Pool) -> Result<Buf> {
+pub fn forward(p: &KnnParams, (nb, m, groups): Mixing<'_>, x: &[f32], pool: &Pool) -> Result<Buf> {
     let it = internals(p, nb, m, groups, x, pool)?;
     // The residual: the out projection adds onto a copy of x.
     let mut out = pool.copy_of(x);
@@ -124,14 +127,10 @@ pub fn forward(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32
 
 /// The backward of [`forward`] for the output gradient `g_out`: returns `g_x`, and adds the
 /// parameter gradients to `g`.
-#[allow(clippy::too_many_arguments)]
 pub fn backward(
     p: &KnnParams,
-    nb: &Neighbours,
-    m: usize,
-    groups: usize,
-    x: &[f32],
-    g_out: &[f32],
+    (nb, m, groups): Mixing<'_>,
+    (x, g_out): (&[f32], &[f32]),
     g: &mut KnnParams,
     pool: &Pool,
 ) -> Result<Buf> {
@@ -158,6 +157,7 @@ pub fn backward(
     drop((g_qkv, it));
     // The residual's gradient; the LayerNorm's backward adds to it.
     let mut g_x = pool.copy_of(g_out);
-    layernorm::backward(x, rows, m, &p.norm_w, &g_h, &mut g_x, &mut g.norm_w, &mut g.norm_b, pool)?;
+    let lg = layernorm::Grads { x: &mut g_x, w: &mut g.norm_w, b: &mut g.norm_b };
+    layernorm::backward(x, rows, m, &p.norm_w, &g_h, lg, pool)?;
     Ok(g_x)
 }

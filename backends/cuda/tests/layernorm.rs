@@ -106,7 +106,16 @@ fn backward_matches_the_cpu_backend_within_the_reduction_bound() {
         // Non-zero starting gradients: all three accumulate.
         let (gx0, gw0, gb0) = (uniform(7, rows * m, -1.0, 1.0), uniform(8, m, -1.0, 1.0), uniform(9, m, -1.0, 1.0));
         let (mut gx, mut gw, mut gb) = (gx0.clone(), gw0.clone(), gb0.clone());
-        layernorm::backward(&x, rows, m, &w, &g_y, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
+        layernorm::backward(
+            &x,
+            rows,
+            m,
+            &w,
+            &g_y,
+            layernorm::Grads { x: &mut gx, w: &mut gw, b: &mut gb },
+            &Pool::new(),
+        )
+        .unwrap();
         let (mut cx, mut cw, mut cb) = (gx0, gw0, gb0);
         cpu::backward(&x, rows, m, &w, &g_y, &mut cx, &mut cw, &mut cb);
         let block = row_launch(rows, m).block.x as usize;
@@ -155,7 +164,8 @@ fn repeated_runs_give_the_same_bits() {
         let mut y = vec![0.0f32; rows * m];
         layernorm::forward(&x, rows, m, &w, &b, &mut y).unwrap();
         let (mut gx, mut gw, mut gb) = (vec![0.0f32; rows * m], vec![0.0f32; m], vec![0.0f32; m]);
-        layernorm::backward(&x, rows, m, &w, &y, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
+        layernorm::backward(&x, rows, m, &w, &y, layernorm::Grads { x: &mut gx, w: &mut gw, b: &mut gb }, &Pool::new())
+            .unwrap();
         [y, gx, gw, gb].concat().iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
     };
     assert_eq!(run(), run());

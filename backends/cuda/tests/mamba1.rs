@@ -19,7 +19,7 @@ mod common;
 use boldcast_cuda::mamba1::{self, ScanGradients};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::shim::{ConvDims, Scan};
-use common::{uniform, U32 as U};
+use common::{check_reference_gradients, uniform, Reference, U32 as U};
 
 fn sig(v: f64) -> f64 {
     1.0 / (1.0 + (-v).exp())
@@ -49,6 +49,15 @@ fn check(what: &str, got: &[f32], want: &[f64], bound: &[f64]) -> f64 {
 }
 
 /// The scan's inputs in f64, `(seqs, time, di)` etc. as [`Scan`]'s.
+impl Reference for In {
+    fn inputs_mut(&mut self) -> &mut [Vec<f64>] {
+        &mut self.v
+    }
+    fn loss_of(&self, g: &[f64]) -> f64 {
+        self.loss(g)
+    }
+}
+
 #[derive(Clone)]
 struct In {
     seqs: usize,
@@ -281,22 +290,7 @@ fn reference_gradients_match_finite_differences() {
     let g = f64s(&uniform(6, SEQS * TIME * DI, -1.0, 1.0));
     let p = In::new(&v, SEQS, TIME, DI, n);
     let an = p.backward(&g, &p.forward(false).1, false);
-    for k in 0..7 {
-        for i in coords(p.v[k].len()) {
-            let h = 1e-5 * p.v[k][i].abs().max(1.0);
-            let (mut hi, mut lo) = (p.clone(), p.clone());
-            hi.v[k][i] += h;
-            lo.v[k][i] -= h;
-            let fd = (hi.loss(&g) - lo.loss(&g)) / (2.0 * h);
-            let tol = 1e-6 * (1.0 + an[k][i].abs());
-            assert!(
-                (fd - an[k][i]).abs() <= tol,
-                "g_{}[{i}]: analytic {:e}, central difference {fd:e}",
-                NAMES[k],
-                an[k][i]
-            );
-        }
-    }
+    check_reference_gradients(&p, &g, &an, &NAMES[..7]);
 }
 
 /// The recomputation from checkpoints gives the forward's states bit for bit (one state
@@ -399,7 +393,8 @@ fn conv_backward_matches_the_reference() {
         let (mut gx, mut gw, mut gb) =
             (vec![f32::NAN; dims.len()], uniform(44, dims.di * dims.k, -1.0, 1.0), vec![0.5; dims.di]);
         let (gw0, gb0) = (f64s(&gw), f64s(&gb));
-        mamba1::conv_backward(dims, &x, &c, &w, &g, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
+        let grads = mamba1::ConvGrads { x: &mut gx, w: &mut gw, b: &mut gb };
+        mamba1::conv_backward(dims, (&x, &c, &w), &g, grads, &Pool::new()).unwrap();
         let (x64, c64, w64, g64) = (f64s(&x), f64s(&c), f64s(&w), f64s(&g));
         let [wx, ww, wb] = conv_bwd_ref(dims, &x64, &c64, &w64, &g64, false);
         let [mx, mw, mb] = conv_bwd_ref(dims, &x64, &c64, &w64, &g64, true);
@@ -451,7 +446,8 @@ fn conv_backward_is_bitwise_the_same_from_run_to_run() {
         let (mut c, mut xs) = (vec![0.0; dims.len()], vec![0.0; dims.len()]);
         mamba1::conv_forward(dims, &x, &w, &b, &mut c, &mut xs).unwrap();
         let (mut gx, mut gw, mut gb) = (vec![0.0; dims.len()], vec![0.0; dims.di * dims.k], vec![0.0; dims.di]);
-        mamba1::conv_backward(dims, &x, &c, &w, &g, &mut gx, &mut gw, &mut gb, &Pool::new()).unwrap();
+        let grads = mamba1::ConvGrads { x: &mut gx, w: &mut gw, b: &mut gb };
+        mamba1::conv_backward(dims, (&x, &c, &w), &g, grads, &Pool::new()).unwrap();
         [xs, gx, gw, gb].concat().iter().map(|v| v.to_bits()).collect()
     };
     assert_eq!(run(), run());

@@ -18,8 +18,8 @@
 mod common;
 
 use boldcast_cuda::mamba2::{self, Scan2Gradients};
-use boldcast_cuda::shim::Scan2;
-use common::{uniform, U32 as U};
+use boldcast_cuda::shim::{GnormBwd, Scan2};
+use common::{check_reference_gradients, uniform, Reference, U32 as U};
 
 fn sig(v: f64) -> f64 {
     1.0 / (1.0 + (-v).exp())
@@ -78,6 +78,15 @@ fn scan_of(v: &[Vec<f32>; 6], n: usize, q: usize) -> Scan2<'_> {
 }
 
 /// The reference's inputs in f64.
+impl Reference for In {
+    fn inputs_mut(&mut self) -> &mut [Vec<f64>] {
+        &mut self.v
+    }
+    fn loss_of(&self, g: &[f64]) -> f64 {
+        self.loss(g)
+    }
+}
+
 #[derive(Clone)]
 struct In {
     n: usize,
@@ -261,22 +270,7 @@ fn reference_gradients_match_finite_differences() {
     let g = f64s(&uniform(6, SEQS * TIME * DI, -1.0, 1.0));
     let p = In::new(&v, n);
     let an = p.backward(&g, &p.forward(false).1, false);
-    for k in 0..6 {
-        for i in coords(p.v[k].len()) {
-            let h = 1e-5 * p.v[k][i].abs().max(1.0);
-            let (mut hi, mut lo) = (p.clone(), p.clone());
-            hi.v[k][i] += h;
-            lo.v[k][i] -= h;
-            let fd = (hi.loss(&g) - lo.loss(&g)) / (2.0 * h);
-            let tol = 1e-6 * (1.0 + an[k][i].abs());
-            assert!(
-                (fd - an[k][i]).abs() <= tol,
-                "g_{}[{i}]: analytic {:e}, central difference {fd:e}",
-                NAMES[k],
-                an[k][i]
-            );
-        }
-    }
+    check_reference_gradients(&p, &g, &an, &NAMES[..6]);
 }
 
 /// The recomputation from checkpoints gives the forward's states bit for bit (one decay and
@@ -371,7 +365,8 @@ fn gated_norm_backward_matches_the_reference() {
         let [y, z, w, g] = norm_data(rows, m);
         let (mut gy, mut gz, mut gw) = (vec![f32::NAN; rows * m], vec![f32::NAN; rows * m], uniform(54, m, -1.0, 1.0));
         let gw0 = f64s(&gw);
-        mamba2::gated_norm_backward(&y, &z, rows, m, &w, &g, &mut gy, &mut gz, &mut gw).unwrap();
+        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
+            .unwrap();
         let (y64, z64, w64, g64) = (f64s(&y), f64s(&z), f64s(&w), f64s(&g));
         let want = norm_bwd_ref(&y64, &z64, &w64, &g64, m, false);
         let mag = norm_bwd_ref(&y64, &z64, &w64, &g64, m, true);
@@ -422,7 +417,8 @@ fn gated_norm_is_bitwise_the_same_from_run_to_run() {
         let (mut o, mut gy, mut gz, mut gw) =
             (vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; m]);
         mamba2::gated_norm_forward(&y, &z, rows, m, &w, &mut o).unwrap();
-        mamba2::gated_norm_backward(&y, &z, rows, m, &w, &g, &mut gy, &mut gz, &mut gw).unwrap();
+        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
+            .unwrap();
         [o, gy, gz, gw].concat().iter().map(|v| v.to_bits()).collect()
     };
     assert_eq!(run(), run());

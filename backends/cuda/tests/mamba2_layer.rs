@@ -7,6 +7,8 @@ mod common;
 
 use boldcast_cuda::mamba2::layer::{backward, forward, Layer2Dims, Mamba2Params};
 use boldcast_cuda::pool::Pool;
+use boldcast_cuda::trunk::BackwardIn;
+use common::layer::{check_f32_differences, check_forward, check_gradients, Case, Layer};
 use common::uniform;
 
 const DIMS: Layer2Dims = Layer2Dims { m: 6, di: 12, n: 4, k: 3, nh: 3, time: 11, q: 4, group: 2 };
@@ -26,10 +28,6 @@ fn params(z: &Layer2Dims, seed: u64) -> Mamba2Params {
     p.d.iter_mut().for_each(|d| *d += 1.0);
     p.dt_bias.iter_mut().for_each(|b| *b -= 3.0);
     p
-}
-
-fn to64(p: &Mamba2Params) -> Vec<Vec<f64>> {
-    p.tensors().iter().map(|t| t.iter().map(|&v| f64::from(v)).collect()).collect()
 }
 
 fn silu(v: f64) -> f64 {
@@ -98,112 +96,40 @@ fn reference(z: &Layer2Dims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
     out
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(a, b)| a * b).sum()
-}
+layer_under_test!(Mamba2Layer, Mamba2Params);
 
-struct Case {
-    p: Mamba2Params,
-    u: Vec<f32>,
-    g_out: Vec<f32>,
-}
-
-fn case() -> Case {
+fn case() -> Case<Mamba2Params> {
     let rows = SEQS * DIMS.time;
     Case { p: params(&DIMS, 20), u: uniform(3, rows * DIMS.m, -1.5, 1.5), g_out: uniform(4, rows * DIMS.m, -1.0, 1.0) }
 }
 
-/// The f32 layer's output, input gradient and parameter gradients.
-fn run(c: &Case, pool: &Pool) -> (Vec<f32>, Vec<f32>, Mamba2Params) {
-    let (out, mut saved) = forward(&c.p, &DIMS, SEQS, &c.u, pool).unwrap();
-    let mut g = Mamba2Params::zeros(&DIMS);
-    let g_u = backward(&c.p, &DIMS, SEQS, &c.u, &c.g_out, &mut saved, &mut g, pool).unwrap();
-    (out.to_vec(), g_u.to_vec(), g)
-}
-
 #[test]
 fn forward_matches_the_f64_reference() {
-    let c = case();
-    let (out, _, _) = run(&c, &Pool::new());
-    let u64: Vec<f64> = c.u.iter().map(|&v| f64::from(v)).collect();
-    let want = reference(&DIMS, &to64(&c.p), &u64);
-    for (i, (g, w)) in out.iter().zip(&want).enumerate() {
-        assert!((f64::from(*g) - w).abs() <= 2e-5 * (1.0 + w.abs()), "out[{i}] {g} vs {w}");
-    }
-}
-
-/// `d <g_out, layer(u)> / d v` for every coordinate of `v`, by central differences of the f64
-/// reference (step 1e-5).
-fn reference_gradient(c: &Case, which: Option<usize>) -> Vec<f64> {
-    let mut p = to64(&c.p);
-    let mut u: Vec<f64> = c.u.iter().map(|&v| f64::from(v)).collect();
-    let go: Vec<f64> = c.g_out.iter().map(|&v| f64::from(v)).collect();
-    let len = which.map_or(u.len(), |t| p[t].len());
-    let h = 1e-5;
-    (0..len)
-        .map(|i| {
-            let mut at = |delta: f64| {
-                match which {
-                    Some(t) => p[t][i] += delta,
-                    None => u[i] += delta,
-                }
-                dot(&go, &reference(&DIMS, &p, &u))
-            };
-            let plus = at(h);
-            let minus = at(-2.0 * h);
-            at(h);
-            (plus - minus) / (2.0 * h)
-        })
-        .collect()
-}
-
-fn assert_close(what: &str, got: &[f32], want: &[f64]) {
-    let scale = want.iter().fold(1.0f64, |a, w| a.max(w.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((f64::from(*g) - w).abs() <= 1e-4 * scale, "{what}[{i}]: {g} vs {w} (scale {scale})");
-    }
+    check_forward::<Mamba2Layer>(&case());
 }
 
 #[test]
 fn every_gradient_matches_the_f64_reference() {
-    let c = case();
-    let (_, g_u, g) = run(&c, &Pool::new());
-    assert_close("g_u", &g_u, &reference_gradient(&c, None));
-    let names = ["norm_w", "norm_b", "dt_bias", "conv_w", "conv_b", "in_proj", "a_log", "d", "gnorm_w", "out_proj"];
-    for (t, (name, got)) in names.iter().zip(g.tensors()).enumerate() {
-        assert_close(name, got, &reference_gradient(&c, Some(t)));
-    }
+    check_gradients::<Mamba2Layer>(
+        &case(),
+        &["norm_w", "norm_b", "dt_bias", "conv_w", "conv_b", "in_proj", "a_log", "d", "gnorm_w", "out_proj"],
+    );
 }
 
 #[test]
 fn gradients_match_central_differences_of_the_f32_layer() {
-    let c = case();
-    let pool = Pool::new();
-    let (_, _, g) = run(&c, &pool);
-    let loss = |p: &Mamba2Params| {
-        let (out, _) = forward(p, &DIMS, SEQS, &c.u, &pool).unwrap();
-        out.iter().zip(&c.g_out).map(|(o, g)| f64::from(*o) * f64::from(*g)).sum::<f64>()
-    };
     // (tensor, index): dt_bias, the conv over a Bc channel, in_proj's xBC and dtr rows, A_log,
     // D, the gated norm's weight, out_proj.
-    for (t, i) in [(2usize, 1usize), (3, 13 * 3 + 2), (5, 20 * 6 + 1), (5, 33 * 6 + 4), (6, 2), (7, 0), (8, 5), (9, 13)]
-    {
-        let h = 1e-2f32;
-        let mut p = c.p.clone();
-        p.tensors_mut()[t][i] += h;
-        let plus = loss(&p);
-        p.tensors_mut()[t][i] -= 2.0 * h;
-        let minus = loss(&p);
-        let fd = (plus - minus) / (2.0 * f64::from(h));
-        let got = f64::from(g.tensors()[t][i]);
-        assert!((got - fd).abs() <= 1e-3 + 1e-2 * fd.abs(), "tensor {t}[{i}]: {got} vs {fd}");
-    }
+    check_f32_differences::<Mamba2Layer>(
+        &case(),
+        &[(2, 1), (3, 13 * 3 + 2), (5, 20 * 6 + 1), (5, 33 * 6 + 4), (6, 2), (7, 0), (8, 5), (9, 13)],
+    );
 }
 
 #[test]
 fn the_layer_returns_every_buffer_to_the_pool() {
     let c = case();
     let pool = Pool::new();
-    drop(run(&c, &pool));
+    drop(Mamba2Layer::run(&c.p, &c.u, &c.g_out, &pool));
     assert_eq!(pool.in_use(), 0);
 }

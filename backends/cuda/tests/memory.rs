@@ -15,6 +15,7 @@ use boldcast_cuda::memory::{
     StepShape,
 };
 use boldcast_cuda::pool::{Pool, F32};
+use boldcast_cuda::trunk::BackwardIn;
 
 fn show(what: &str, b: &Breakdown) {
     println!("{what}: total {} = {b:?}", format_bytes(b.total() as f64));
@@ -33,7 +34,7 @@ fn the_pool_peak_of_one_layer_matches_the_model() {
         let pool = Pool::new();
         let (out, mut saved) = forward(&p, &z, seqs, &u, &pool).unwrap();
         let mut g = Mamba1Params::zeros(&z);
-        let g_u = backward(&p, &z, seqs, &u, &u, &mut saved, &mut g, &pool).unwrap();
+        let g_u = backward(&p, &z, BackwardIn { seqs, u: &u, g_out: &u }, &mut saved, &mut g, &pool).unwrap();
         drop((out, g_u, saved));
         // The layer's terms: its output (the next layer's kept input), its checkpoints, the
         // input gradient it returns, and one group's workspace with the pool's allowance.
@@ -87,7 +88,7 @@ fn mamba2_layer_peaks(z: &Layer2Dims, seqs: usize) -> (usize, usize) {
     let pool = Pool::new();
     let (out, mut saved) = layer2::forward(&p, z, seqs, &u, &pool).unwrap();
     let mut g = Mamba2Params::zeros(z);
-    let g_u = layer2::backward(&p, z, seqs, &u, &u, &mut saved, &mut g, &pool).unwrap();
+    let g_u = layer2::backward(&p, z, BackwardIn { seqs, u: &u, g_out: &u }, &mut saved, &mut g, &pool).unwrap();
     assert!(g_u.iter().chain(&g.in_proj).all(|v| v.is_finite()));
     drop((out, g_u, saved));
     assert_eq!(pool.in_use(), 0);

@@ -1,7 +1,7 @@
 //! One Mamba-1 layer of the trunk in shim mode, `out = u + Mamba1(LayerNorm(u))` (MODEL.md,
 //! "Temporal mixer, Mamba-1"), forward and backward, every buffer from a [`Pool`]: the
 //! kernels of this crate for LayerNorm, the convolution with SiLU, softplus and the gated
-//! scan, and [`gemm`] (the shim's cuBLAS) for the projections.
+//! scan, and [`crate::gemm`] (the shim's cuBLAS) for the projections.
 //!
 //! Memory: the forward keeps the chunk-start states of the scan only (the caller keeps the
 //! layer input `u`); the backward recomputes the layer's internals from `u`, the scan's
@@ -11,12 +11,10 @@
 //! batch, and the parameter gradients accumulate group after group. `crate::memory` counts
 //! what this module takes from the pool.
 
-use super::scan_launch;
-use crate::gemm::{gemm, Op, Shape};
-use crate::launch::elementwise;
-use crate::ops::{act, layernorm, layout};
+use crate::ops::{act, layernorm, layout, linear};
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, ConvDims, Result, Scan, ScanGrads};
+use crate::shim::{ConvDims, Result, Scan};
+use crate::trunk::{BackwardIn, Groups};
 
 /// The sizes of one layer and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +38,10 @@ pub struct LayerDims {
 }
 
 impl LayerDims {
+    /// How both passes cut the batch: [`LayerDims::group`] sequences at a time.
+    pub fn groups(&self) -> Groups {
+        Groups { group: self.group, tm: self.time * self.m, ck: self.ckpt_len(1) }
+    }
     /// Values of `x_proj`'s output per step: `R + 2 N`.
     pub fn w(&self) -> usize {
         self.r + 2 * self.n
@@ -139,23 +141,6 @@ pub struct Saved {
     pub ckpt: Buf,
 }
 
-/// `y (rows, out) = x (rows, in) W^T + beta y`, `W` `(out, in)`: a `Linear` without bias.
-fn linear(x: &[f32], w: &[f32], out: usize, beta: f32, y: &mut [f32]) -> Result<()> {
-    let inn = w.len() / out;
-    gemm(Shape { m: x.len() / inn, n: out, k: inn }, x, Op::N, w, Op::T, beta, y)
-}
-
-/// `g_w (out, in) += g_y^T x` over `rows` rows: a `Linear`'s weight gradient.
-fn linear_gw(rows: usize, g_y: &[f32], x: &[f32], g_w: &mut [f32]) -> Result<()> {
-    gemm(Shape { m: g_y.len() / rows, n: x.len() / rows, k: rows }, g_y, Op::T, x, Op::N, 1.0, g_w)
-}
-
-/// `g_x (rows, in) = g_y (rows, out) W + beta g_x`: a `Linear`'s input gradient.
-fn linear_gx(g_y: &[f32], w: &[f32], out: usize, beta: f32, g_x: &mut [f32]) -> Result<()> {
-    let inn = w.len() / out;
-    gemm(Shape { m: g_y.len() / out, n: inn, k: out }, g_y, Op::N, w, Op::N, beta, g_x)
-}
-
 /// The forward's internals of one group, recomputed by the backward.
 struct Internals {
     ln: Buf,
@@ -186,21 +171,21 @@ fn internals(p: &Mamba1Params, z: &LayerDims, seqs: usize, u: &[f32], pool: &Poo
     layernorm::forward(u, rows, z.m, &p.norm_w, &p.norm_b, &mut ln)?;
     let (mut x, mut zg) = (pool.zeros(rows * di), pool.zeros(rows * di));
     let (wx, wz) = p.in_proj.split_at(di * z.m);
-    linear(&ln, wx, di, 0.0, &mut x)?;
-    linear(&ln, wz, di, 0.0, &mut zg)?;
+    linear::project(&ln, wx, di, 0.0, &mut x)?;
+    linear::project(&ln, wz, di, 0.0, &mut zg)?;
     let (mut c, mut xs) = (pool.zeros(rows * di), pool.zeros(rows * di));
     let conv = ConvDims { seqs, time: z.time, di, k: z.k };
     super::conv_forward(conv, &x, &p.conv_w, &p.conv_b, &mut c, &mut xs)?;
     let (wdr, wbc) = p.x_proj.split_at(z.r * di);
     let (wb, wc) = wbc.split_at(z.n * di);
     let (mut dr, mut bc, mut cc) = (pool.zeros(rows * z.r), pool.zeros(rows * z.n), pool.zeros(rows * z.n));
-    linear(&xs, wdr, z.r, 0.0, &mut dr)?;
-    linear(&xs, wb, z.n, 0.0, &mut bc)?;
-    linear(&xs, wc, z.n, 0.0, &mut cc)?;
+    linear::project(&xs, wdr, z.r, 0.0, &mut dr)?;
+    linear::project(&xs, wb, z.n, 0.0, &mut bc)?;
+    linear::project(&xs, wc, z.n, 0.0, &mut cc)?;
     // The bias enters as cuBLAS's beta = 1 on rows preset to it.
     let mut dt_pre = pool.zeros(rows * di);
     layout::broadcast_rows(&p.dt_b, &mut dt_pre)?;
-    linear(&dr, &p.dt_w, di, 1.0, &mut dt_pre)?;
+    linear::project(&dr, &p.dt_w, di, 1.0, &mut dt_pre)?;
     let mut dt = pool.zeros(rows * di);
     act::softplus(&dt_pre, &mut dt)?;
     let a = decay(p, pool);
@@ -232,16 +217,14 @@ impl Internals {
 pub fn forward(p: &Mamba1Params, z: &LayerDims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved)> {
     let mut out = pool.copy_of(u);
     let mut ckpt = pool.zeros(z.ckpt_len(seqs));
-    let (tm, g) = (z.time * z.m, z.group.max(1));
-    let ck = z.ckpt_len(1);
-    for s0 in (0..seqs).step_by(g) {
-        let s = g.min(seqs - s0);
+    let Groups { tm, ck, .. } = z.groups();
+    for (s0, s) in z.groups().of(seqs) {
         let it = internals(p, z, s, &u[s0 * tm..(s0 + s) * tm], pool)?;
         let mut y = pool.zeros(s * z.time * z.di);
         super::scan_forward(&it.scan(p, z, s), &mut y, &mut ckpt[s0 * ck..(s0 + s) * ck])?;
         drop(it);
         // The residual: beta = 1 on the copy of u.
-        linear(&y, &p.out_proj, z.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
+        linear::project(&y, &p.out_proj, z.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
     }
     Ok((out, Saved { ckpt }))
 }
@@ -249,134 +232,73 @@ pub fn forward(p: &Mamba1Params, z: &LayerDims, seqs: usize, u: &[f32], pool: &P
 /// The layer's backward for the output gradient `g_out` `(seqs, T, M)`: returns `g_u`, and
 /// adds the parameter gradients to `g`. `saved` must come from [`forward`] of the same `u`
 /// and parameters; its checkpoints are rewritten with the same values.
-#[allow(clippy::too_many_arguments)]
 pub fn backward(
     p: &Mamba1Params,
     z: &LayerDims,
-    seqs: usize,
-    u: &[f32],
-    g_out: &[f32],
+    b: BackwardIn<'_>,
     saved: &mut Saved,
     g: &mut Mamba1Params,
     pool: &Pool,
 ) -> Result<Buf> {
-    // The residual's gradient; the LayerNorm's backward adds to it.
-    let mut g_u = pool.copy_of(g_out);
-    let (tm, gs) = (z.time * z.m, z.group.max(1));
-    let ck = z.ckpt_len(1);
-    for s0 in (0..seqs).step_by(gs) {
-        let s = gs.min(seqs - s0);
-        let (a, b) = (s0 * tm, (s0 + s) * tm);
-        let ckpt = &mut saved.ckpt[s0 * ck..(s0 + s) * ck];
-        backward_group(p, z, s, &u[a..b], &g_out[a..b], ckpt, &mut g_u[a..b], g, pool)?;
-    }
-    Ok(g_u)
-}
-
-/// The scan's gradients of one group, in pool buffers.
-struct ScanG {
-    x: Buf,
-    dt: Buf,
-    z: Buf,
-    b: Buf,
-    c: Buf,
-    a: Buf,
-    d: Buf,
-}
-
-/// [`super::scan_backward`] with its outputs and scratch from the pool (the scratch returned
-/// to it before this returns).
-fn scan_backward(s: &Scan<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanG> {
-    let l = scan_launch(s.di, s.seqs);
-    let blocks = l.grid.x as usize;
-    let (len, rows) = (s.len(), s.seqs * s.time);
-    let mut g = ScanG {
-        x: pool.zeros(len),
-        dt: pool.zeros(len),
-        z: pool.zeros(len),
-        b: pool.zeros(rows * s.n),
-        c: pool.zeros(rows * s.n),
-        a: pool.zeros(s.di * s.n),
-        d: pool.zeros(s.di),
-    };
-    let (mut hs, mut part_bc) = (pool.zeros(s.seqs * s.q * s.n * s.di), pool.zeros(rows * blocks * 2 * s.n));
-    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di * s.n), pool.zeros(s.seqs * s.di));
-    let mut scratch = ScanGrads {
-        g_x: &mut g.x,
-        g_dt: &mut g.dt,
-        g_z: &mut g.z,
-        hs: &mut hs,
-        part_bc: &mut part_bc,
-        part_a: &mut part_a,
-        part_d: &mut part_d,
-    };
-    shim::mamba1_scan_bwd(l, s, g_y, ckpt, &mut scratch)?;
-    let fin = elementwise((rows * 2 * s.n).max(s.di * s.n + s.di));
-    shim::mamba1_scan_bwd_final(fin, s, blocks, &part_bc, &part_a, &part_d, &mut g.b, &mut g.c, &mut g.a, &mut g.d)?;
-    Ok(g)
+    z.groups().backward(b, &mut saved.ckpt, pool, |b, ckpt, g_u| backward_group(p, z, b, ckpt, g_u, g, pool))
 }
 
 /// The backward of one group: recompute, then walk the layer back from `out_proj`, dropping
 /// each buffer once its last use is past (what keeps the group's peak at the scan backward).
-#[allow(clippy::too_many_arguments)]
 fn backward_group(
     p: &Mamba1Params,
     z: &LayerDims,
-    seqs: usize,
-    u: &[f32],
-    g_out: &[f32],
+    b: BackwardIn<'_>,
     ckpt: &mut [f32],
     g_u: &mut [f32],
     g: &mut Mamba1Params,
     pool: &Pool,
 ) -> Result<()> {
-    let (rows, di) = (seqs * z.time, z.di);
-    let it = internals(p, z, seqs, u, pool)?;
+    let (rows, di) = (b.seqs * z.time, z.di);
+    let it = internals(p, z, b.seqs, b.u, pool)?;
     let mut y = pool.zeros(rows * di);
-    super::scan_forward(&it.scan(p, z, seqs), &mut y, ckpt)?;
-    linear_gw(rows, g_out, &y, &mut g.out_proj)?;
+    super::scan_forward(&it.scan(p, z, b.seqs), &mut y, ckpt)?;
+    linear::weight_grad(rows, b.g_out, &y, &mut g.out_proj)?;
     drop(y);
     let mut g_y = pool.zeros(rows * di);
-    linear_gx(g_out, &p.out_proj, z.m, 0.0, &mut g_y)?;
-    let sg = scan_backward(&it.scan(p, z, seqs), &g_y, ckpt, pool)?;
+    linear::backward_input(b.g_out, &p.out_proj, z.m, 0.0, &mut g_y)?;
+    let sg = super::scan_backward_pooled(&it.scan(p, z, b.seqs), &g_y, ckpt, pool)?;
     drop(g_y);
     let Internals { ln, x, z: _, c, xs, dr, bc: _, cc: _, dt_pre, dt: _, a } = it;
-    let ScanG { x: mut g_xs, dt: g_dt, z: g_z, b: g_b, c: g_c, a: g_a, d: g_d } = sg;
+    let super::ScanGradients { x: mut g_xs, dt: g_dt, z: g_z, b: g_b, c: g_c, a: g_a, d: g_d } = sg;
     // dA / dA_log = A.
     g.a_log.iter_mut().zip(g_a.iter().zip(a.iter())).for_each(|(g, (ga, a))| *g += ga * a);
     g.d.iter_mut().zip(g_d.iter()).for_each(|(g, v)| *g += v);
     let mut g_pre = pool.zeros(rows * di);
     act::softplus_backward(&dt_pre, &g_dt, &mut g_pre)?;
     drop((g_dt, dt_pre));
-    linear_gw(rows, &g_pre, &dr, &mut g.dt_w)?;
-    // The bias gradient as cuBLAS would take it: a product with a row of ones.
-    let mut ones = pool.zeros(rows);
-    layout::broadcast_rows(&[1.0], &mut ones)?;
-    linear_gw(rows, &g_pre, &ones, &mut g.dt_b)?;
-    drop(ones);
+    linear::weight_grad(rows, &g_pre, &dr, &mut g.dt_w)?;
+    linear::bias_grad(rows, &g_pre, &mut g.dt_b, pool)?;
     let mut g_dr = pool.zeros(rows * z.r);
-    linear_gx(&g_pre, &p.dt_w, di, 0.0, &mut g_dr)?;
+    linear::backward_input(&g_pre, &p.dt_w, di, 0.0, &mut g_dr)?;
     drop((g_pre, dr));
     let (gw_dr, gw_bc) = g.x_proj.split_at_mut(z.r * di);
     let (gw_b, gw_c) = gw_bc.split_at_mut(z.n * di);
     let (w_dr, w_bc) = p.x_proj.split_at(z.r * di);
     let (w_b, w_c) = w_bc.split_at(z.n * di);
     for (gy, gw, w, out) in [(&g_dr, gw_dr, w_dr, z.r), (&g_b, gw_b, w_b, z.n), (&g_c, gw_c, w_c, z.n)] {
-        linear_gw(rows, gy, &xs, gw)?;
-        linear_gx(gy, w, out, 1.0, &mut g_xs)?;
+        linear::weight_grad(rows, gy, &xs, gw)?;
+        linear::backward_input(gy, w, out, 1.0, &mut g_xs)?;
     }
     drop((g_dr, g_b, g_c, xs));
-    let conv = ConvDims { seqs, time: z.time, di, k: z.k };
+    let conv = ConvDims { seqs: b.seqs, time: z.time, di, k: z.k };
     let mut g_x = pool.zeros(c.len());
-    super::conv_backward(conv, &x, &c, &p.conv_w, &g_xs, &mut g_x, &mut g.conv_w, &mut g.conv_b, pool)?;
+    let cg = super::ConvGrads { x: &mut g_x, w: &mut g.conv_w, b: &mut g.conv_b };
+    super::conv_backward(conv, (&x, &c, &p.conv_w), &g_xs, cg, pool)?;
     drop((g_xs, c, x));
     let (gw_x, gw_z) = g.in_proj.split_at_mut(di * z.m);
     let (w_x, w_z) = p.in_proj.split_at(di * z.m);
-    linear_gw(rows, &g_x, &ln, gw_x)?;
-    linear_gw(rows, &g_z, &ln, gw_z)?;
+    linear::weight_grad(rows, &g_x, &ln, gw_x)?;
+    linear::weight_grad(rows, &g_z, &ln, gw_z)?;
     let mut g_ln = pool.zeros(rows * z.m);
-    linear_gx(&g_x, w_x, di, 0.0, &mut g_ln)?;
-    linear_gx(&g_z, w_z, di, 1.0, &mut g_ln)?;
+    linear::backward_input(&g_x, w_x, di, 0.0, &mut g_ln)?;
+    linear::backward_input(&g_z, w_z, di, 1.0, &mut g_ln)?;
     drop((g_x, g_z, ln));
-    layernorm::backward(u, rows, z.m, &p.norm_w, &g_ln, g_u, &mut g.norm_w, &mut g.norm_b, pool)
+    let lg = layernorm::Grads { x: g_u, w: &mut g.norm_w, b: &mut g.norm_b };
+    layernorm::backward(b.u, rows, z.m, &p.norm_w, &g_ln, lg, pool)
 }

@@ -9,7 +9,8 @@
 pub mod layer;
 
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
-use crate::shim::{self, ConvDims, Result, Scan, ScanGrads};
+use crate::pool::{Buf, Pool};
+use crate::shim::{self, ConvDims, Result, Scan, ScanFinal, ScanGrads};
 
 /// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
 /// so that a `d_inner` of a few hundred still spreads over several blocks, and `2 N` floats
@@ -28,22 +29,30 @@ pub fn conv_forward(dims: ConvDims, x: &[f32], w: &[f32], b: &[f32], c: &mut [f3
     shim::mamba1_conv_fwd(elementwise(dims.len()), dims, x, w, b, c, xs)
 }
 
-/// Backward of [`conv_forward`] for the gradient `g_xs` of its SiLU output: `g_x` (of the
-/// conv input) is overwritten; `g_w` `(di, k)` and `g_b` `(di)` accumulate, summed over the
-/// rows in chunks of [`ROWS_PER_CHUNK`] rows then the chunks in order. Its scratch comes from
-/// `pool`. Mamba-2 convolves its `Di + 2N` channels with it too.
-#[allow(clippy::too_many_arguments)]
+/// The gradients of the convolution's backward: `x` (of the conv input, `(seqs, time, di)`)
+/// is overwritten; `w` `(di, k)` and `b` `(di)` accumulate.
+#[derive(Debug)]
+pub struct ConvGrads<'a> {
+    /// Of the conv input.
+    pub x: &'a mut [f32],
+    /// Of the weights.
+    pub w: &'a mut [f32],
+    /// Of the bias.
+    pub b: &'a mut [f32],
+}
+
+/// Backward of [`conv_forward`] for the gradient `g_xs` of its SiLU output, into `g`; the
+/// weight and bias gradients summed over the rows in chunks of [`ROWS_PER_CHUNK`] rows then
+/// the chunks in order. Its scratch comes from `pool`. Mamba-2 convolves its `Di + 2N`
+/// channels with it too.
 pub fn conv_backward(
     dims: ConvDims,
-    x: &[f32],
-    c: &[f32],
-    w: &[f32],
+    (x, c, w): (&[f32], &[f32], &[f32]),
     g_xs: &[f32],
-    g_x: &mut [f32],
-    g_w: &mut [f32],
-    g_b: &mut [f32],
-    pool: &crate::pool::Pool,
+    g: ConvGrads<'_>,
+    pool: &Pool,
 ) -> Result<()> {
+    let ConvGrads { x: g_x, w: g_w, b: g_b } = g;
     let mut g_c = pool.zeros(c.len());
     shim::mamba1_conv_bwd_gc(elementwise(c.len()), c, g_xs, &mut g_c)?;
     shim::mamba1_conv_bwd_x(elementwise(dims.len()), dims, &g_c, w, g_x)?;
@@ -62,44 +71,53 @@ pub fn scan_forward(s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<(
     shim::mamba1_scan_fwd(scan_launch(s.di, s.seqs), s, out, ckpt)
 }
 
-/// The scan's gradients (BACKWARD.md, "Mamba-1"), for the gated output's gradient.
+/// The scan's gradients (BACKWARD.md, "Mamba-1"), for the gated output's gradient: host
+/// vectors, or pool buffers ([`scan_backward_pooled`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ScanGradients {
+pub struct ScanGradients<T = Vec<f32>> {
     /// Of the scan input `x`, `(seqs, time, di)`.
-    pub x: Vec<f32>,
+    pub x: T,
     /// Of `dt`, `(seqs, time, di)`.
-    pub dt: Vec<f32>,
+    pub dt: T,
     /// Of the gate input `z`, `(seqs, time, di)`.
-    pub z: Vec<f32>,
+    pub z: T,
     /// Of `A` (not `A_log`), `(di, n)`, summed over the sequences.
-    pub a: Vec<f32>,
+    pub a: T,
     /// Of `Bc`, `(seqs, time, n)`.
-    pub b: Vec<f32>,
+    pub b: T,
     /// Of `Cc`, `(seqs, time, n)`.
-    pub c: Vec<f32>,
+    pub c: T,
     /// Of `D`, `(di)`, summed over the sequences.
-    pub d: Vec<f32>,
+    pub d: T,
 }
 
 /// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
 /// gradient `g_out` of its gated output: chunks from the last, each recomputed from its
 /// checkpoint, then walked back; the shared gradients' partials summed in a second kernel.
+/// Host vectors of [`scan_backward_pooled`].
 pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32]) -> Result<ScanGradients> {
+    let g = scan_backward_pooled(s, g_out, ckpt, &Pool::new())?;
+    let v = |b: Buf| b.to_vec();
+    Ok(ScanGradients { x: v(g.x), dt: v(g.dt), z: v(g.z), a: v(g.a), b: v(g.b), c: v(g.c), d: v(g.d) })
+}
+
+/// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
+/// scratch goes back to the pool on return).
+pub fn scan_backward_pooled(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanGradients<Buf>> {
     let l = scan_launch(s.di, s.seqs);
     let blocks = l.grid.x as usize;
     let (len, rows) = (s.len(), s.seqs * s.time);
-    let z = |n: usize| vec![0.0f32; n];
     let mut g = ScanGradients {
-        x: z(len),
-        dt: z(len),
-        z: z(len),
-        a: z(s.di * s.n),
-        b: z(rows * s.n),
-        c: z(rows * s.n),
-        d: z(s.di),
+        x: pool.zeros(len),
+        dt: pool.zeros(len),
+        z: pool.zeros(len),
+        a: pool.zeros(s.di * s.n),
+        b: pool.zeros(rows * s.n),
+        c: pool.zeros(rows * s.n),
+        d: pool.zeros(s.di),
     };
-    let (mut hs, mut part_bc) = (z(s.seqs * s.q * s.n * s.di), z(rows * blocks * 2 * s.n));
-    let (mut part_a, mut part_d) = (z(s.seqs * s.di * s.n), z(s.seqs * s.di));
+    let (mut hs, mut part_bc) = (pool.zeros(s.seqs * s.q * s.n * s.di), pool.zeros(rows * blocks * 2 * s.n));
+    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di * s.n), pool.zeros(s.seqs * s.di));
     let mut scratch = ScanGrads {
         g_x: &mut g.x,
         g_dt: &mut g.dt,
@@ -111,6 +129,16 @@ pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32]) -> Result<ScanGr
     };
     shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut scratch)?;
     let fin = elementwise((rows * 2 * s.n).max(s.di * s.n + s.di));
-    shim::mamba1_scan_bwd_final(fin, s, blocks, &part_bc, &part_a, &part_d, &mut g.b, &mut g.c, &mut g.a, &mut g.d)?;
+    let f = ScanFinal {
+        blocks,
+        part_bc: &part_bc,
+        part_a: &part_a,
+        part_d: &part_d,
+        g_b: &mut g.b,
+        g_c: &mut g.c,
+        g_a: &mut g.a,
+        g_d: &mut g.d,
+    };
+    shim::mamba1_scan_bwd_final(fin, s, f)?;
     Ok(g)
 }

@@ -1,7 +1,7 @@
 //! One Mamba-2 layer of the trunk in shim mode, `out = u + Mamba2(LayerNorm(u))` (MODEL.md,
 //! "Temporal mixer, Mamba-2", one group), forward and backward, every buffer from a [`Pool`]:
 //! the crate's LayerNorm, the Mamba-1 convolution kernels with SiLU over the `Di + 2N`
-//! channels of `xBC`, softplus, this module's scan and gated RMSNorm kernels, and [`gemm`]
+//! channels of `xBC`, softplus, this module's scan and gated RMSNorm kernels, and [`crate::gemm`]
 //! (the shim's cuBLAS) for the projections. It mirrors [`crate::mamba1::layer`].
 //!
 //! Memory: the forward keeps the chunk-start states of the scan only (the caller keeps the
@@ -15,11 +15,10 @@
 //! `Bc`, `Cc` and the join of their gradients, and the per-head sums into `A_log` and `D`.
 
 use super::norm_launch;
-use crate::gemm::{gemm, Op, Shape};
-use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
-use crate::ops::{act, layernorm, layout};
+use crate::ops::{act, layernorm, layout, linear};
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, Cols, ConvDims, Result, Scan2};
+use crate::shim::{self, Cols, ConvDims, GnormBwd, Result, Scan2};
+use crate::trunk::{BackwardIn, Groups};
 
 /// The sizes of one layer and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +42,10 @@ pub struct Layer2Dims {
 }
 
 impl Layer2Dims {
+    /// How both passes cut the batch: [`Layer2Dims::group`] sequences at a time.
+    pub fn groups(&self) -> Groups {
+        Groups { group: self.group, tm: self.time * self.m, ck: self.ckpt_len(1) }
+    }
     /// Channels of the convolution, `x | Bc | Cc`: `Di + 2 N`.
     pub fn conv_dim(&self) -> usize {
         self.di + 2 * self.n
@@ -145,23 +148,6 @@ pub struct Saved2 {
     pub ckpt: Buf,
 }
 
-/// `y (rows, out) = x (rows, in) W^T + beta y`, `W` `(out, in)`: a `Linear` without bias.
-fn linear(x: &[f32], w: &[f32], out: usize, beta: f32, y: &mut [f32]) -> Result<()> {
-    let inn = w.len() / out;
-    gemm(Shape { m: x.len() / inn, n: out, k: inn }, x, Op::N, w, Op::T, beta, y)
-}
-
-/// `g_w (out, in) += g_y^T x` over `rows` rows: a `Linear`'s weight gradient.
-fn linear_gw(rows: usize, g_y: &[f32], x: &[f32], g_w: &mut [f32]) -> Result<()> {
-    gemm(Shape { m: g_y.len() / rows, n: x.len() / rows, k: rows }, g_y, Op::T, x, Op::N, 1.0, g_w)
-}
-
-/// `g_x (rows, in) = g_y (rows, out) W + beta g_x`: a `Linear`'s input gradient.
-fn linear_gx(g_y: &[f32], w: &[f32], out: usize, beta: f32, g_x: &mut [f32]) -> Result<()> {
-    let inn = w.len() / out;
-    gemm(Shape { m: g_y.len() / out, n: inn, k: out }, g_y, Op::N, w, Op::N, beta, g_x)
-}
-
 /// The forward's internals of one group, recomputed by the backward.
 struct Internals {
     ln: Buf,
@@ -184,12 +170,12 @@ fn internals(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Po
     let (wz, rest) = p.in_proj.split_at(di * z.m);
     let (wxbc, wdt) = rest.split_at(cd * z.m);
     let (mut zg, mut xbc) = (pool.zeros(rows * di), pool.zeros(rows * cd));
-    linear(&ln, wz, di, 0.0, &mut zg)?;
-    linear(&ln, wxbc, cd, 0.0, &mut xbc)?;
+    linear::project(&ln, wz, di, 0.0, &mut zg)?;
+    linear::project(&ln, wxbc, cd, 0.0, &mut xbc)?;
     // dt_bias enters as cuBLAS's beta = 1 on rows preset to it.
     let mut dt_pre = pool.zeros(rows * z.nh);
     layout::broadcast_rows(&p.dt_bias, &mut dt_pre)?;
-    linear(&ln, wdt, z.nh, 1.0, &mut dt_pre)?;
+    linear::project(&ln, wdt, z.nh, 1.0, &mut dt_pre)?;
     let mut dt = pool.zeros(rows * z.nh);
     act::softplus(&dt_pre, &mut dt)?;
     let (mut c, mut xs) = (pool.zeros(rows * cd), pool.zeros(rows * cd));
@@ -237,10 +223,8 @@ fn gated_norm(p: &Mamba2Params, rows: usize, di: usize, y: &[f32], z: &[f32], po
 pub fn forward(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved2)> {
     let mut out = pool.copy_of(u);
     let mut ckpt = pool.zeros(z.ckpt_len(seqs));
-    let (tm, g) = (z.time * z.m, z.group.max(1));
-    let ck = z.ckpt_len(1);
-    for s0 in (0..seqs).step_by(g) {
-        let s = g.min(seqs - s0);
+    let Groups { tm, ck, .. } = z.groups();
+    for (s0, s) in z.groups().of(seqs) {
         let rows = s * z.time;
         let it = internals(p, z, s, &u[s0 * tm..(s0 + s) * tm], pool)?;
         let mut y = pool.zeros(rows * z.di);
@@ -248,7 +232,7 @@ pub fn forward(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &
         let o = gated_norm(p, rows, z.di, &y, &it.z, pool)?;
         drop((it, y));
         // The residual: beta = 1 on the copy of u.
-        linear(&o, &p.out_proj, z.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
+        linear::project(&o, &p.out_proj, z.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
     }
     Ok((out, Saved2 { ckpt }))
 }
@@ -256,80 +240,54 @@ pub fn forward(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &
 /// The layer's backward for the output gradient `g_out` `(seqs, T, M)`: returns `g_u`, and
 /// adds the parameter gradients to `g`. `saved` must come from [`forward`] of the same `u`
 /// and parameters; its checkpoints are rewritten with the same values.
-#[allow(clippy::too_many_arguments)]
 pub fn backward(
     p: &Mamba2Params,
     z: &Layer2Dims,
-    seqs: usize,
-    u: &[f32],
-    g_out: &[f32],
+    b: BackwardIn<'_>,
     saved: &mut Saved2,
     g: &mut Mamba2Params,
     pool: &Pool,
 ) -> Result<Buf> {
-    // The residual's gradient; the LayerNorm's backward adds to it.
-    let mut g_u = pool.copy_of(g_out);
-    let (tm, gs) = (z.time * z.m, z.group.max(1));
-    let ck = z.ckpt_len(1);
-    for s0 in (0..seqs).step_by(gs) {
-        let s = gs.min(seqs - s0);
-        let (a, b) = (s0 * tm, (s0 + s) * tm);
-        let ckpt = &mut saved.ckpt[s0 * ck..(s0 + s) * ck];
-        backward_group(p, z, s, &u[a..b], &g_out[a..b], ckpt, &mut g_u[a..b], g, pool)?;
-    }
-    Ok(g_u)
+    z.groups().backward(b, &mut saved.ckpt, pool, |b, ckpt, g_u| backward_group(p, z, b, ckpt, g_u, g, pool))
 }
 
-/// The gated norm's backward, its scratch from the pool: `g_y`, `g_z` overwritten, `g_w`
-/// accumulates.
-#[allow(clippy::too_many_arguments)]
+/// The gated norm's backward, its outputs and scratch from the pool: returns `g_y`, `g_z`;
+/// the norm weight's gradient accumulates in `g`.
 fn gated_norm_backward(
     p: &Mamba2Params,
+    b: GnormBwd<'_>,
     rows: usize,
-    di: usize,
-    y: &[f32],
-    z: &[f32],
-    g_o: &[f32],
     g: &mut Mamba2Params,
     pool: &Pool,
 ) -> Result<(Buf, Buf)> {
-    let (mut g_y, mut g_z, mut rinv) = (pool.zeros(rows * di), pool.zeros(rows * di), pool.zeros(rows));
-    let l = norm_launch("mamba2_gnorm_bwd_x", rows, di)?;
-    shim::mamba2_gnorm_bwd_x(l, di, y, z, &p.gnorm_w, g_o, &mut g_y, &mut g_z, &mut rinv)?;
-    let (chunks, block) = (rows.div_ceil(ROWS_PER_CHUNK), 128u32);
-    let partial = Launch { grid: Dim3::xy(di.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = pool.zeros(chunks * di);
-    shim::mamba2_gnorm_bwd_w_partial(partial, di, y, z, g_o, &rinv, &mut part, ROWS_PER_CHUNK)?;
-    shim::mamba2_gnorm_bwd_w_final(elementwise(di), &part, &mut g.gnorm_w)?;
+    let (mut g_y, mut g_z) = (pool.zeros(rows * b.m), pool.zeros(rows * b.m));
+    super::gated_norm_backward_pooled(b, rows, &p.gnorm_w, (&mut g_y, &mut g_z), &mut g.gnorm_w, pool)?;
     Ok((g_y, g_z))
 }
 
 /// The backward of one group: recompute, then walk the layer back from `out_proj`, dropping
 /// each buffer once its last use is past.
-#[allow(clippy::too_many_arguments)]
 fn backward_group(
     p: &Mamba2Params,
     z: &Layer2Dims,
-    seqs: usize,
-    u: &[f32],
-    g_out: &[f32],
+    b: BackwardIn<'_>,
     ckpt: &mut [f32],
     g_u: &mut [f32],
     g: &mut Mamba2Params,
     pool: &Pool,
 ) -> Result<()> {
-    let (rows, di, n, nh, cd) = (seqs * z.time, z.di, z.n, z.nh, z.conv_dim());
-    let it = internals(p, z, seqs, u, pool)?;
+    let (rows, di, n, nh, cd) = (b.seqs * z.time, z.di, z.n, z.nh, z.conv_dim());
+    let it = internals(p, z, b.seqs, b.u, pool)?;
     let mut y = pool.zeros(rows * di);
-    super::scan_forward(&it.scan(p, z, seqs), &mut y, ckpt)?;
+    super::scan_forward(&it.scan(p, z, b.seqs), &mut y, ckpt)?;
     let o = gated_norm(p, rows, di, &y, &it.z, pool)?;
-    linear_gw(rows, g_out, &o, &mut g.out_proj)?;
+    linear::weight_grad(rows, b.g_out, &o, &mut g.out_proj)?;
     drop(o);
     let mut g_o = pool.zeros(rows * di);
-    linear_gx(g_out, &p.out_proj, z.m, 0.0, &mut g_o)?;
-    let (g_y, g_z) = gated_norm_backward(p, rows, di, &y, &it.z, &g_o, g, pool)?;
+    linear::backward_input(b.g_out, &p.out_proj, z.m, 0.0, &mut g_o)?;
+    let (g_y, g_z) = gated_norm_backward(p, GnormBwd { m: di, y: &y, z: &it.z, g_o: &g_o }, rows, g, pool)?;
     drop((g_o, y));
-    let sg = super::scan_backward_pooled(&it.scan(p, z, seqs), &g_y, ckpt, pool)?;
+    let sg = super::scan_backward_pooled(&it.scan(p, z, b.seqs), &g_y, ckpt, pool)?;
     drop(g_y);
     let Internals { ln, z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
     let super::Scan2Gradients { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
@@ -339,11 +297,7 @@ fn backward_group(
     let mut g_pre = pool.zeros(rows * nh);
     act::softplus_backward(&dt_pre, &g_dt, &mut g_pre)?;
     drop((g_dt, dt_pre));
-    // dt_bias's gradient as cuBLAS would take it: a product with a row of ones.
-    let mut ones = pool.zeros(rows);
-    layout::broadcast_rows(&[1.0], &mut ones)?;
-    linear_gw(rows, &g_pre, &ones, &mut g.dt_bias)?;
-    drop(ones);
+    linear::bias_grad(rows, &g_pre, &mut g.dt_bias, pool)?;
     // The gradient of silu(conv(xBC)), joined from those of x, Bc, Cc.
     let mut g_xs = pool.zeros(rows * cd);
     let band = |col: usize| Cols { width: cd, col };
@@ -351,21 +305,23 @@ fn backward_group(
     layout::copy_cols(&g_b, Cols { width: n, col: 0 }, &mut g_xs, band(di), n)?;
     layout::copy_cols(&g_c, Cols { width: n, col: 0 }, &mut g_xs, band(di + n), n)?;
     drop((g_x, g_b, g_c));
-    let conv = ConvDims { seqs, time: z.time, di: cd, k: z.k };
+    let conv = ConvDims { seqs: b.seqs, time: z.time, di: cd, k: z.k };
     let mut g_xbc = pool.zeros(c.len());
-    crate::mamba1::conv_backward(conv, &xbc, &c, &p.conv_w, &g_xs, &mut g_xbc, &mut g.conv_w, &mut g.conv_b, pool)?;
+    let cg = crate::mamba1::ConvGrads { x: &mut g_xbc, w: &mut g.conv_w, b: &mut g.conv_b };
+    crate::mamba1::conv_backward(conv, (&xbc, &c, &p.conv_w), &g_xs, cg, pool)?;
     drop((g_xs, c, xbc));
     let (gw_z, rest) = g.in_proj.split_at_mut(di * z.m);
     let (gw_xbc, gw_dt) = rest.split_at_mut(cd * z.m);
     let (w_z, rest) = p.in_proj.split_at(di * z.m);
     let (w_xbc, w_dt) = rest.split_at(cd * z.m);
-    linear_gw(rows, &g_z, &ln, gw_z)?;
-    linear_gw(rows, &g_xbc, &ln, gw_xbc)?;
-    linear_gw(rows, &g_pre, &ln, gw_dt)?;
+    linear::weight_grad(rows, &g_z, &ln, gw_z)?;
+    linear::weight_grad(rows, &g_xbc, &ln, gw_xbc)?;
+    linear::weight_grad(rows, &g_pre, &ln, gw_dt)?;
     let mut g_ln = pool.zeros(rows * z.m);
-    linear_gx(&g_z, w_z, di, 0.0, &mut g_ln)?;
-    linear_gx(&g_xbc, w_xbc, cd, 1.0, &mut g_ln)?;
-    linear_gx(&g_pre, w_dt, nh, 1.0, &mut g_ln)?;
+    linear::backward_input(&g_z, w_z, di, 0.0, &mut g_ln)?;
+    linear::backward_input(&g_xbc, w_xbc, cd, 1.0, &mut g_ln)?;
+    linear::backward_input(&g_pre, w_dt, nh, 1.0, &mut g_ln)?;
     drop((g_z, g_xbc, g_pre, ln));
-    layernorm::backward(u, rows, z.m, &p.norm_w, &g_ln, g_u, &mut g.norm_w, &mut g.norm_b, pool)
+    let lg = layernorm::Grads { x: g_u, w: &mut g.norm_w, b: &mut g.norm_b };
+    layernorm::backward(b.u, rows, z.m, &p.norm_w, &g_ln, lg, pool)
 }

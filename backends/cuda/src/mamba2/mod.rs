@@ -15,7 +15,7 @@ pub mod layer;
 
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
+use crate::shim::{self, GnormBwd, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
 
 /// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
 /// as Mamba-1's, so `2 N` floats per thread fit the shared array for every N up to
@@ -126,23 +126,31 @@ pub fn gated_norm_forward(y: &[f32], z: &[f32], rows: usize, m: usize, w: &[f32]
 /// Backward of [`gated_norm_forward`] for `g_o` (BACKWARD.md's gated RMSNorm): `g_y` and `g_z`
 /// are overwritten; `g_w` accumulates, summed over the rows in chunks of [`ROWS_PER_CHUNK`]
 /// rows then the chunks in order.
-#[allow(clippy::too_many_arguments)]
 pub fn gated_norm_backward(
-    y: &[f32],
-    z: &[f32],
+    b: GnormBwd<'_>,
     rows: usize,
-    m: usize,
     w: &[f32],
-    g_o: &[f32],
-    g_y: &mut [f32],
-    g_z: &mut [f32],
+    g_yz: (&mut [f32], &mut [f32]),
     g_w: &mut [f32],
 ) -> Result<()> {
-    let mut rinv = vec![0.0f32; rows];
-    shim::mamba2_gnorm_bwd_x(norm_launch("mamba2_gnorm_bwd_x", rows, m)?, m, y, z, w, g_o, g_y, g_z, &mut rinv)?;
+    gated_norm_backward_pooled(b, rows, w, g_yz, g_w, &Pool::new())
+}
+
+/// [`gated_norm_backward`] with its scratch from `pool`.
+pub fn gated_norm_backward_pooled(
+    b: GnormBwd<'_>,
+    rows: usize,
+    w: &[f32],
+    g_yz: (&mut [f32], &mut [f32]),
+    g_w: &mut [f32],
+    pool: &Pool,
+) -> Result<()> {
+    let m = b.m;
+    let mut rinv = pool.zeros(rows);
+    shim::mamba2_gnorm_bwd_x(norm_launch("mamba2_gnorm_bwd_x", rows, m)?, b, w, g_yz, &mut rinv)?;
     let (chunks, block) = (rows.div_ceil(ROWS_PER_CHUNK), 128u32);
     let partial = Launch { grid: Dim3::xy(m.div_ceil(block as usize) as u32, chunks as u32), block: Dim3::x(block) };
-    let mut part = vec![0.0f32; chunks * m];
-    shim::mamba2_gnorm_bwd_w_partial(partial, m, y, z, g_o, &rinv, &mut part, ROWS_PER_CHUNK)?;
+    let mut part = pool.zeros(chunks * m);
+    shim::mamba2_gnorm_bwd_w_partial(partial, b, &rinv, &mut part, ROWS_PER_CHUNK)?;
     shim::mamba2_gnorm_bwd_w_final(elementwise(m), &part, g_w)
 }

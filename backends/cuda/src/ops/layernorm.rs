@@ -11,20 +11,21 @@ pub fn forward(x: &[f32], rows: usize, m: usize, w: &[f32], b: &[f32], y: &mut [
     shim::layernorm_fwd(rows_checked("layernorm_fwd", rows, m)?, x, m, w, b, y)
 }
 
-/// Backward of [`forward`]: `g_x`, `g_w` and `g_b` accumulate, as the CPU backend's; the
-/// row statistics and the weight partials come from `pool` (so its peak counts them).
-#[allow(clippy::too_many_arguments)]
-pub fn backward(
-    x: &[f32],
-    rows: usize,
-    m: usize,
-    w: &[f32],
-    g_y: &[f32],
-    g_x: &mut [f32],
-    g_w: &mut [f32],
-    g_b: &mut [f32],
-    pool: &Pool,
-) -> Result<()> {
+/// The gradients a LayerNorm's backward accumulates into.
+#[derive(Debug)]
+pub struct Grads<'a> {
+    /// Of the input `(rows, m)`.
+    pub x: &'a mut [f32],
+    /// Of the weight `(m)`.
+    pub w: &'a mut [f32],
+    /// Of the bias `(m)`.
+    pub b: &'a mut [f32],
+}
+
+/// Backward of [`forward`]: the gradients `g` accumulate, as the CPU backend's; the row
+/// statistics and the weight partials come from `pool` (so its peak counts them).
+pub fn backward(x: &[f32], rows: usize, m: usize, w: &[f32], g_y: &[f32], g: Grads<'_>, pool: &Pool) -> Result<()> {
+    let Grads { x: g_x, w: g_w, b: g_b } = g;
     let mut stats = pool.zeros(2 * rows);
     shim::layernorm_bwd_x(rows_checked("layernorm_bwd_x", rows, m)?, x, m, w, g_y, g_x, &mut stats)?;
     let chunks = rows.div_ceil(ROWS_PER_CHUNK);

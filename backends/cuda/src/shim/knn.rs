@@ -1,7 +1,7 @@
 //! The checked launchers of `kernels/knn.cu`. The kernels index rows by the adjacency and
 //! its reverse, so both are checked here entry by entry before a launch.
 
-use super::{check_len, check_linear, check_tree, refuse, Result};
+use super::{check_len, check_lens, check_linear, check_tree, refuse, Result};
 use crate::exec::{self, args};
 use crate::launch::Launch;
 
@@ -65,35 +65,52 @@ pub fn knn_attend_fwd(
     let kn = "knn_attend_fwd";
     check_adj(kn, d, adj)?;
     check_row_launch(kn, l, d)?;
-    check_len(kn, "qkv", qkv.len(), d.rows * 3 * d.m)?;
-    check_len(kn, "w", w.len(), d.rows * d.k)?;
-    check_len(kn, "att", att.len(), d.rows * d.m)?;
+    check_lens(
+        kn,
+        &[("qkv", qkv.len(), d.rows * 3 * d.m), ("w", w.len(), d.rows * d.k), ("att", att.len(), d.rows * d.m)],
+    )?;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
     exec::launch("knn_attend_fwd", l, &mut args![qkv, adj, &mut w[..], &mut att[..], p, m, k, sc])?;
     Ok(())
 }
 
+/// What both backward kernels read: the forward's `qkv` `(rows, 3m)` and weights `w`
+/// `(rows, k)`, and the gradient `g_att` `(rows, m)`.
+#[derive(Clone, Copy, Debug)]
+pub struct AttendBwd<'a> {
+    /// The stacked projections.
+    pub qkv: &'a [f32],
+    /// The attention weights.
+    pub w: &'a [f32],
+    /// The gradient of the attention's output.
+    pub g_att: &'a [f32],
+}
+
+impl AttendBwd<'_> {
+    /// The inputs' and the two outputs' lengths (`gs` `(rows, k)`, `g_qkv` `(rows, 3m)`).
+    fn check(&self, kernel: &'static str, d: KnnDims, gs: usize, g_qkv: usize) -> Result<()> {
+        let (qkv, w, g_att) = (self.qkv.len(), self.w.len(), self.g_att.len());
+        let (r3, rk, rm) = (d.rows * 3 * d.m, d.rows * d.k, d.rows * d.m);
+        check_lens(
+            kernel,
+            &[("qkv", qkv, r3), ("g_qkv", g_qkv, r3), ("w", w, rk), ("gs", gs, rk), ("g_att", g_att, rm)],
+        )
+    }
+}
+
 /// Score gradients `gs` `(rows, k)` and `g_q` into the q columns of `g_qkv` `(rows, 3m)`.
-#[allow(clippy::too_many_arguments)]
 pub fn knn_attend_bwd_q(
     l: Launch,
-    d: KnnDims,
-    adj: &[i32],
-    sc: f32,
-    qkv: &[f32],
-    w: &[f32],
-    g_att: &[f32],
+    (d, adj, sc): (KnnDims, &[i32], f32),
+    a: AttendBwd<'_>,
     gs: &mut [f32],
     g_qkv: &mut [f32],
 ) -> Result<()> {
     let kn = "knn_attend_bwd_q";
     check_adj(kn, d, adj)?;
     check_row_launch(kn, l, d)?;
-    check_len(kn, "qkv", qkv.len(), d.rows * 3 * d.m)?;
-    check_len(kn, "g_qkv", g_qkv.len(), d.rows * 3 * d.m)?;
-    check_len(kn, "w", w.len(), d.rows * d.k)?;
-    check_len(kn, "gs", gs.len(), d.rows * d.k)?;
-    check_len(kn, "g_att", g_att.len(), d.rows * d.m)?;
+    a.check(kn, d, gs.len(), g_qkv.len())?;
+    let AttendBwd { qkv, w, g_att } = a;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
     exec::launch("knn_attend_bwd_q", l, &mut args![qkv, adj, w, g_att, &mut gs[..], &mut g_qkv[..], p, m, k, sc])?;
     Ok(())
@@ -103,8 +120,7 @@ pub fn knn_attend_bwd_q(
 /// `0 .. P k`: `rev_start` rises from 0 to `P k` and every slot lies below `P k`.
 fn check_reverse(kernel: &'static str, d: KnnDims, rev_start: &[i32], rev: &[i32]) -> Result<()> {
     let slots = d.parcels * d.k;
-    check_len(kernel, "rev_start", rev_start.len(), d.parcels + 1)?;
-    check_len(kernel, "rev", rev.len(), slots)?;
+    check_lens(kernel, &[("rev_start", rev_start.len(), d.parcels + 1), ("rev", rev.len(), slots)])?;
     let rising = rev_start.windows(2).all(|p| p[0] <= p[1]);
     if rev_start[0] != 0 || rev_start[d.parcels] as usize != slots || !rising {
         return refuse(kernel, format!("rev_start is not a rising 0..={slots}"));
@@ -117,15 +133,10 @@ fn check_reverse(kernel: &'static str, d: KnnDims, rev_start: &[i32], rev: &[i32
 
 /// `g_kk` and `g_v` into the kk and v columns of `g_qkv` `(rows, 3m)`, gathered through the
 /// reverse adjacency.
-#[allow(clippy::too_many_arguments)]
 pub fn knn_attend_bwd_kv(
     l: Launch,
-    d: KnnDims,
-    rev_start: &[i32],
-    rev: &[i32],
-    qkv: &[f32],
-    w: &[f32],
-    g_att: &[f32],
+    (d, rev_start, rev): (KnnDims, &[i32], &[i32]),
+    a: AttendBwd<'_>,
     gs: &[f32],
     g_qkv: &mut [f32],
 ) -> Result<()> {
@@ -133,11 +144,8 @@ pub fn knn_attend_bwd_kv(
     check_dims(kn, d)?;
     check_reverse(kn, d, rev_start, rev)?;
     check_linear(kn, l)?;
-    check_len(kn, "qkv", qkv.len(), d.rows * 3 * d.m)?;
-    check_len(kn, "g_qkv", g_qkv.len(), d.rows * 3 * d.m)?;
-    check_len(kn, "w", w.len(), d.rows * d.k)?;
-    check_len(kn, "gs", gs.len(), d.rows * d.k)?;
-    check_len(kn, "g_att", g_att.len(), d.rows * d.m)?;
+    a.check(kn, d, gs.len(), g_qkv.len())?;
+    let AttendBwd { qkv, w, g_att } = a;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
     exec::launch(
         "knn_attend_bwd_kv",

@@ -1,6 +1,6 @@
 //! The checked launchers of `kernels/layernorm.cu`.
 
-use super::{check_launch, check_len, check_tree, refuse, Result};
+use super::{check_launch, check_len, check_lens, check_tree, refuse, Result};
 use crate::exec::{self, args};
 use crate::launch::Launch;
 
@@ -22,9 +22,7 @@ fn check_rows(kernel: &'static str, l: Launch, x: usize, m: usize) -> Result<usi
 pub fn layernorm_fwd(l: Launch, x: &[f32], m: usize, w: &[f32], b: &[f32], y: &mut [f32]) -> Result<()> {
     let k = "layernorm_fwd";
     check_rows(k, l, x.len(), m)?;
-    check_len(k, "w", w.len(), m)?;
-    check_len(k, "b", b.len(), m)?;
-    check_len(k, "y", y.len(), x.len())?;
+    check_lens(k, &[("w", w.len(), m), ("b", b.len(), m), ("y", y.len(), x.len())])?;
     exec::launch("layernorm_fwd", l, &mut args![x, w, b, &mut y[..], m as i32])?;
     Ok(())
 }
@@ -41,10 +39,15 @@ pub fn layernorm_bwd_x(
 ) -> Result<()> {
     let k = "layernorm_bwd_x";
     let rows = check_rows(k, l, x.len(), m)?;
-    check_len(k, "w", w.len(), m)?;
-    check_len(k, "g_y", g_y.len(), x.len())?;
-    check_len(k, "g_x", g_x.len(), x.len())?;
-    check_len(k, "stats", stats.len(), 2 * rows)?;
+    check_lens(
+        k,
+        &[
+            ("w", w.len(), m),
+            ("g_y", g_y.len(), x.len()),
+            ("g_x", g_x.len(), x.len()),
+            ("stats", stats.len(), 2 * rows),
+        ],
+    )?;
     exec::launch("layernorm_bwd_x", l, &mut args![x, w, g_y, &mut g_x[..], &mut stats[..], m as i32])?;
     Ok(())
 }
@@ -70,10 +73,15 @@ pub fn layernorm_bwd_params_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 || rows == 0 {
         return refuse(k, format!("grid {:?}: expected {want:?} for {rows} rows of {m}", l.grid));
     }
-    check_len(k, "x", x.len(), rows * m)?;
-    check_len(k, "g_y", g_y.len(), x.len())?;
-    check_len(k, "stats", stats.len(), 2 * rows)?;
-    check_len(k, "part", part.len(), 2 * m * want.y as usize)?;
+    check_lens(
+        k,
+        &[
+            ("x", x.len(), rows * m),
+            ("g_y", g_y.len(), x.len()),
+            ("stats", stats.len(), 2 * rows),
+            ("part", part.len(), 2 * m * want.y as usize),
+        ],
+    )?;
     exec::launch(
         "layernorm_bwd_params_partial",
         l,

@@ -1,6 +1,6 @@
 //! The checked launchers of `kernels/layout.cu`.
 
-use super::{check_len, check_linear, refuse, Result};
+use super::{check_len, check_lens, check_linear, refuse, Result};
 use crate::exec::{self, args};
 use crate::launch::Launch;
 
@@ -47,8 +47,7 @@ pub fn layout_copy_cols(
     {
         return refuse(k, format!("band of {band} from {src:?} to {dst:?}: outside the rows or over 2^31"));
     }
-    check_len(k, "x", x.len(), need(src))?;
-    check_len(k, "y", y.len(), need(dst))?;
+    check_lens(k, &[("x", x.len(), need(src)), ("y", y.len(), need(dst))])?;
     let i = |v: usize| v as i32;
     exec::launch(k, l, &mut args![x, y, rows as i64, i(src.width), i(src.col), i(dst.width), i(dst.col), i(band)])
 }

@@ -2,13 +2,13 @@
 //! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
 //! [`Scan`]).
 
-use super::{check_launch, check_len, check_linear, refuse, Result};
-use crate::exec::{self, args};
+use super::{check_launch, check_lens, check_linear, refuse, Result};
+use crate::exec::{self, args, Arg};
 use crate::launch::{Dim3, Launch};
 
-/// The most state indices a scan thread holds (`M1_MAX_N` of the kernel file).
+/// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
 pub const SCAN_MAX_N: usize = 64;
-/// Floats of the scan backward's shared array (`M1_SHARED`): a block of `B` threads needs
+/// Floats of the scan backward's shared array (`SCAN_SHARED`): a block of `B` threads needs
 /// `2 N B` of them.
 pub const SCAN_SHARED: usize = 8192;
 
@@ -58,15 +58,16 @@ pub fn mamba1_conv_fwd(
     let kn = "mamba1_conv_fwd";
     check_linear(kn, l)?;
     dims.check(kn)?;
-    for (what, len, want) in [
-        ("x", x.len(), dims.len()),
-        ("w", w.len(), dims.di * dims.k),
-        ("b", b.len(), dims.di),
-        ("c", c.len(), dims.len()),
-    ] {
-        check_len(kn, what, len, want)?;
-    }
-    check_len(kn, "xs", xs.len(), dims.len())?;
+    check_lens(
+        kn,
+        &[
+            ("x", x.len(), dims.len()),
+            ("w", w.len(), dims.di * dims.k),
+            ("b", b.len(), dims.di),
+            ("c", c.len(), dims.len()),
+            ("xs", xs.len(), dims.len()),
+        ],
+    )?;
     let rows = (dims.seqs * dims.time) as i64;
     exec::launch(
         "mamba1_conv_fwd",
@@ -80,8 +81,7 @@ pub fn mamba1_conv_fwd(
 pub fn mamba1_conv_bwd_gc(l: Launch, c: &[f32], g_xs: &[f32], g_c: &mut [f32]) -> Result<()> {
     let kn = "mamba1_conv_bwd_gc";
     check_linear(kn, l)?;
-    check_len(kn, "g_xs", g_xs.len(), c.len())?;
-    check_len(kn, "g_c", g_c.len(), c.len())?;
+    check_lens(kn, &[("g_xs", g_xs.len(), c.len()), ("g_c", g_c.len(), c.len())])?;
     exec::launch("mamba1_conv_bwd_gc", l, &mut args![c, g_xs, &mut g_c[..], c.len() as i64])?;
     Ok(())
 }
@@ -91,9 +91,10 @@ pub fn mamba1_conv_bwd_x(l: Launch, dims: ConvDims, g_c: &[f32], w: &[f32], g_x:
     let kn = "mamba1_conv_bwd_x";
     check_linear(kn, l)?;
     dims.check(kn)?;
-    check_len(kn, "g_c", g_c.len(), dims.len())?;
-    check_len(kn, "w", w.len(), dims.di * dims.k)?;
-    check_len(kn, "g_x", g_x.len(), dims.len())?;
+    check_lens(
+        kn,
+        &[("g_c", g_c.len(), dims.len()), ("w", w.len(), dims.di * dims.k), ("g_x", g_x.len(), dims.len())],
+    )?;
     let rows = (dims.seqs * dims.time) as i64;
     exec::launch(
         "mamba1_conv_bwd_x",
@@ -124,9 +125,14 @@ pub fn mamba1_conv_bwd_params_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 {
         return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
     }
-    check_len(kn, "x", x.len(), dims.len())?;
-    check_len(kn, "g_c", g_c.len(), dims.len())?;
-    check_len(kn, "part", part.len(), want.y as usize * (dims.k + 1) * dims.di)?;
+    check_lens(
+        kn,
+        &[
+            ("x", x.len(), dims.len()),
+            ("g_c", g_c.len(), dims.len()),
+            ("part", part.len(), want.y as usize * (dims.k + 1) * dims.di),
+        ],
+    )?;
     exec::launch(
         "mamba1_conv_bwd_params_partial",
         l,
@@ -159,8 +165,7 @@ pub fn mamba1_conv_bwd_params_final(
     if !part.len().is_multiple_of(per) || part.is_empty() || part.len() / per > i32::MAX as usize {
         return refuse(kn, format!("part of {} elements is not (chunks, {}, {})", part.len(), dims.k + 1, dims.di));
     }
-    check_len(kn, "g_w", g_w.len(), dims.di * dims.k)?;
-    check_len(kn, "g_b", g_b.len(), dims.di)?;
+    check_lens(kn, &[("g_w", g_w.len(), dims.di * dims.k), ("g_b", g_b.len(), dims.di)])?;
     exec::launch(
         "mamba1_conv_bwd_params_final",
         l,
@@ -200,7 +205,16 @@ pub struct Scan<'a> {
     pub z: &'a [f32],
 }
 
-impl Scan<'_> {
+impl<'a> Scan<'a> {
+    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
+    /// of every scan kernel.
+    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
+        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d, self.z].into();
+        a.extend(rest);
+        a.extend(args![self.time as i32, self.di as i32, self.n as i32, self.q as i32]);
+        exec::launch(kernel, l, &mut a)
+    }
+
     /// Elements of a `(seqs, time, di)` buffer.
     pub fn len(&self) -> usize {
         self.seqs * self.time * self.di
@@ -241,17 +255,18 @@ impl Scan<'_> {
             );
         }
         let rows = self.seqs * self.time;
-        for (what, len, want) in [
-            ("x", self.x.len(), self.len()),
-            ("dt", self.dt.len(), self.len()),
-            ("z", self.z.len(), self.len()),
-            ("a", self.a.len(), self.di * self.n),
-            ("b", self.b.len(), rows * self.n),
-            ("c", self.c.len(), rows * self.n),
-            ("d", self.d.len(), self.di),
-        ] {
-            check_len(kernel, what, len, want)?;
-        }
+        check_lens(
+            kernel,
+            &[
+                ("x", self.x.len(), self.len()),
+                ("dt", self.dt.len(), self.len()),
+                ("z", self.z.len(), self.len()),
+                ("a", self.a.len(), self.di * self.n),
+                ("b", self.b.len(), rows * self.n),
+                ("c", self.c.len(), rows * self.n),
+                ("d", self.d.len(), self.di),
+            ],
+        )?;
         Ok(())
     }
 
@@ -265,27 +280,8 @@ impl Scan<'_> {
 pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
     let kn = "mamba1_scan_fwd";
     s.check(kn, l)?;
-    check_len(kn, "out", out.len(), s.len())?;
-    check_len(kn, "ckpt", ckpt.len(), s.ckpt_len())?;
-    exec::launch(
-        "mamba1_scan_fwd",
-        l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
-            s.z,
-            &mut out[..],
-            &mut ckpt[..],
-            s.time as i32,
-            s.di as i32,
-            s.n as i32,
-            s.q as i32
-        ],
-    )?;
+    check_lens(kn, &[("out", out.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
+    s.launch("mamba1_scan_fwd", l, args![&mut out[..], &mut ckpt[..]])?;
     Ok(())
 }
 
@@ -316,30 +312,24 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
     let kn = "mamba1_scan_bwd";
     s.check(kn, l)?;
     let (per_seq, blocks) = (s.seqs * s.di, l.grid.x as usize);
-    for (what, len, want) in [
-        ("g_out", g_out.len(), s.len()),
-        ("ckpt", ckpt.len(), s.ckpt_len()),
-        ("g_x", g.g_x.len(), s.len()),
-        ("g_dt", g.g_dt.len(), s.len()),
-        ("g_z", g.g_z.len(), s.len()),
-        ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di),
-        ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
-        ("part_a", g.part_a.len(), per_seq * s.n),
-        ("part_d", g.part_d.len(), per_seq),
-    ] {
-        check_len(kn, what, len, want)?;
-    }
-    exec::launch(
+    check_lens(
+        kn,
+        &[
+            ("g_out", g_out.len(), s.len()),
+            ("ckpt", ckpt.len(), s.ckpt_len()),
+            ("g_x", g.g_x.len(), s.len()),
+            ("g_dt", g.g_dt.len(), s.len()),
+            ("g_z", g.g_z.len(), s.len()),
+            ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di),
+            ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
+            ("part_a", g.part_a.len(), per_seq * s.n),
+            ("part_d", g.part_d.len(), per_seq),
+        ],
+    )?;
+    s.launch(
         "mamba1_scan_bwd",
         l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
-            s.z,
+        args![
             g_out,
             ckpt,
             &mut g.hs[..],
@@ -348,49 +338,58 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
             &mut g.g_z[..],
             &mut g.part_bc[..],
             &mut g.part_a[..],
-            &mut g.part_d[..],
-            s.time as i32,
-            s.di as i32,
-            s.n as i32,
-            s.q as i32
+            &mut g.part_d[..]
         ],
     )?;
     Ok(())
 }
 
+/// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
+/// outputs: `g_b`, `g_c` `(seqs, time, n)` overwritten; `g_a` `(di, n)` and `g_d` `(di)`
+/// accumulate.
+#[derive(Debug)]
+pub struct ScanFinal<'a> {
+    /// Channel blocks of the first stage's launch.
+    pub blocks: usize,
+    /// As [`ScanGrads::part_bc`].
+    pub part_bc: &'a [f32],
+    /// As [`ScanGrads::part_a`].
+    pub part_a: &'a [f32],
+    /// As [`ScanGrads::part_d`].
+    pub part_d: &'a [f32],
+    /// Gradient of `Bc`.
+    pub g_b: &'a mut [f32],
+    /// Gradient of `Cc`.
+    pub g_c: &'a mut [f32],
+    /// Gradient of `A` (not `A_log`).
+    pub g_a: &'a mut [f32],
+    /// Gradient of `D`.
+    pub g_d: &'a mut [f32],
+}
+
 /// The parameter gradients of the scan, shared across channels or sequences: `g_b`, `g_c`
 /// `(seqs, time, n)` overwritten from `part_bc` (over `blocks` channel blocks in order);
 /// `g_a` `(di, n)` and `g_d` `(di)` accumulate `part_a`, `part_d` over the sequences in order.
-#[allow(clippy::too_many_arguments)]
-pub fn mamba1_scan_bwd_final(
-    l: Launch,
-    s: &Scan<'_>,
-    blocks: usize,
-    part_bc: &[f32],
-    part_a: &[f32],
-    part_d: &[f32],
-    g_b: &mut [f32],
-    g_c: &mut [f32],
-    g_a: &mut [f32],
-    g_d: &mut [f32],
-) -> Result<()> {
+pub fn mamba1_scan_bwd_final(l: Launch, s: &Scan<'_>, f: ScanFinal<'_>) -> Result<()> {
+    let ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d } = f;
     let kn = "mamba1_scan_bwd_final";
     check_linear(kn, l)?;
     let rows = s.seqs * s.time;
     if blocks == 0 || blocks > i32::MAX as usize || s.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&s.n) {
         return refuse(kn, format!("{blocks} blocks, sizes {:?}", s.sizes()));
     }
-    for (what, len, want) in [
-        ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),
-        ("part_a", part_a.len(), s.seqs * s.di * s.n),
-        ("part_d", part_d.len(), s.seqs * s.di),
-        ("g_b", g_b.len(), rows * s.n),
-        ("g_c", g_c.len(), rows * s.n),
-        ("g_a", g_a.len(), s.di * s.n),
-        ("g_d", g_d.len(), s.di),
-    ] {
-        check_len(kn, what, len, want)?;
-    }
+    check_lens(
+        kn,
+        &[
+            ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),
+            ("part_a", part_a.len(), s.seqs * s.di * s.n),
+            ("part_d", part_d.len(), s.seqs * s.di),
+            ("g_b", g_b.len(), rows * s.n),
+            ("g_c", g_c.len(), rows * s.n),
+            ("g_a", g_a.len(), s.di * s.n),
+            ("g_d", g_d.len(), s.di),
+        ],
+    )?;
     exec::launch(
         "mamba1_scan_bwd_final",
         l,

@@ -2,16 +2,16 @@
 //! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
 //! forward and backward.
 
-use super::{check_launch, check_len, check_linear, check_tree, refuse, Result};
-use crate::exec::{self, args};
+use super::{check_launch, check_lens, check_linear, check_tree, refuse, Result};
+use crate::exec::{self, args, Arg};
 use crate::launch::{Dim3, Launch};
 
-/// The most state indices a scan thread holds (`M2_MAX_N` of the kernel file).
+/// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
 pub const SCAN2_MAX_N: usize = 64;
-/// Floats of the scan backward's shared array (`M2_SHARED`): a block of `B` threads needs
+/// Floats of the scan backward's shared array (`SCAN_SHARED`): a block of `B` threads needs
 /// `2 N B` of them.
 pub const SCAN2_SHARED: usize = 8192;
-/// The most threads of a gated-norm block (`M2_NORM_MAX_BLOCK`, the tree's shared array).
+/// The most threads of a gated-norm block (`M2_NORM_MAX_BLOCK`).
 pub const GNORM_MAX_BLOCK: u32 = 256;
 
 /// The Mamba-2 scan's inputs: `seqs` sequences of `time` steps, `nh` heads of `pd` channels
@@ -46,7 +46,23 @@ pub struct Scan2<'a> {
     pub d: &'a [f32],
 }
 
-impl Scan2<'_> {
+impl<'a> Scan2<'a> {
+    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
+    /// of every scan kernel.
+    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
+        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d].into();
+        a.extend(rest);
+        a.extend(args![
+            self.time as i32,
+            self.di() as i32,
+            self.n as i32,
+            self.nh as i32,
+            self.pd as i32,
+            self.q as i32
+        ]);
+        exec::launch(kernel, l, &mut a)
+    }
+
     /// Channels, `nh pd`.
     pub fn di(&self) -> usize {
         self.nh * self.pd
@@ -92,16 +108,17 @@ impl Scan2<'_> {
             return refuse(kernel, why);
         }
         let rows = self.seqs * self.time;
-        for (what, len, want) in [
-            ("x", self.x.len(), self.len()),
-            ("dt", self.dt.len(), rows * self.nh),
-            ("a", self.a.len(), self.nh),
-            ("b", self.b.len(), rows * self.n),
-            ("c", self.c.len(), rows * self.n),
-            ("d", self.d.len(), self.nh),
-        ] {
-            check_len(kernel, what, len, want)?;
-        }
+        check_lens(
+            kernel,
+            &[
+                ("x", self.x.len(), self.len()),
+                ("dt", self.dt.len(), rows * self.nh),
+                ("a", self.a.len(), self.nh),
+                ("b", self.b.len(), rows * self.n),
+                ("c", self.c.len(), rows * self.n),
+                ("d", self.d.len(), self.nh),
+            ],
+        )?;
         Ok(())
     }
 }
@@ -111,28 +128,8 @@ impl Scan2<'_> {
 pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
     let kn = "mamba2_scan_fwd";
     s.check(kn, l)?;
-    check_len(kn, "y", y.len(), s.len())?;
-    check_len(kn, "ckpt", ckpt.len(), s.ckpt_len())?;
-    exec::launch(
-        "mamba2_scan_fwd",
-        l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
-            &mut y[..],
-            &mut ckpt[..],
-            s.time as i32,
-            s.di() as i32,
-            s.n as i32,
-            s.nh as i32,
-            s.pd as i32,
-            s.q as i32
-        ],
-    )?;
+    check_lens(kn, &[("y", y.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
+    s.launch("mamba2_scan_fwd", l, args![&mut y[..], &mut ckpt[..]])?;
     Ok(())
 }
 
@@ -161,28 +158,23 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
     let kn = "mamba2_scan_bwd";
     s.check(kn, l)?;
     let (per_seq, blocks) = (s.seqs * s.di(), l.grid.x as usize);
-    for (what, len, want) in [
-        ("g_y", g_y.len(), s.len()),
-        ("ckpt", ckpt.len(), s.ckpt_len()),
-        ("g_x", g.g_x.len(), s.len()),
-        ("gdt_term", g.gdt_term.len(), s.len()),
-        ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di()),
-        ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
-        ("part_a", g.part_a.len(), per_seq),
-        ("part_d", g.part_d.len(), per_seq),
-    ] {
-        check_len(kn, what, len, want)?;
-    }
-    exec::launch(
+    check_lens(
+        kn,
+        &[
+            ("g_y", g_y.len(), s.len()),
+            ("ckpt", ckpt.len(), s.ckpt_len()),
+            ("g_x", g.g_x.len(), s.len()),
+            ("gdt_term", g.gdt_term.len(), s.len()),
+            ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di()),
+            ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
+            ("part_a", g.part_a.len(), per_seq),
+            ("part_d", g.part_d.len(), per_seq),
+        ],
+    )?;
+    s.launch(
         "mamba2_scan_bwd",
         l,
-        &mut args![
-            s.x,
-            s.dt,
-            s.a,
-            s.b,
-            s.c,
-            s.d,
+        args![
             g_y,
             ckpt,
             &mut g.hs[..],
@@ -190,13 +182,7 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
             &mut g.gdt_term[..],
             &mut g.part_bc[..],
             &mut g.part_a[..],
-            &mut g.part_d[..],
-            s.time as i32,
-            s.di() as i32,
-            s.n as i32,
-            s.nh as i32,
-            s.pd as i32,
-            s.q as i32
+            &mut g.part_d[..]
         ],
     )?;
     Ok(())
@@ -239,19 +225,20 @@ pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: &mut Scan2Final<'_>) -
         return refuse(kn, format!("{} blocks", f.blocks));
     }
     let rows = s.seqs * s.time;
-    for (what, len, want) in [
-        ("part_bc", f.part_bc.len(), rows * f.blocks * 2 * s.n),
-        ("gdt_term", f.gdt_term.len(), s.len()),
-        ("part_a", f.part_a.len(), s.seqs * s.di()),
-        ("part_d", f.part_d.len(), s.seqs * s.di()),
-        ("g_b", f.g_b.len(), rows * s.n),
-        ("g_c", f.g_c.len(), rows * s.n),
-        ("g_dt", f.g_dt.len(), rows * s.nh),
-        ("g_a", f.g_a.len(), s.nh),
-        ("g_d", f.g_d.len(), s.nh),
-    ] {
-        check_len(kn, what, len, want)?;
-    }
+    check_lens(
+        kn,
+        &[
+            ("part_bc", f.part_bc.len(), rows * f.blocks * 2 * s.n),
+            ("gdt_term", f.gdt_term.len(), s.len()),
+            ("part_a", f.part_a.len(), s.seqs * s.di()),
+            ("part_d", f.part_d.len(), s.seqs * s.di()),
+            ("g_b", f.g_b.len(), rows * s.n),
+            ("g_c", f.g_c.len(), rows * s.n),
+            ("g_dt", f.g_dt.len(), rows * s.nh),
+            ("g_a", f.g_a.len(), s.nh),
+            ("g_d", f.g_d.len(), s.nh),
+        ],
+    )?;
     exec::launch(
         "mamba2_scan_bwd_final",
         l,
@@ -286,8 +273,7 @@ fn check_norm_rows(kernel: &'static str, l: Launch, y: usize, z: usize, m: usize
         return refuse(kernel, why);
     }
     let rows = l.grid.x as usize;
-    check_len(kernel, "y", y, rows * m)?;
-    check_len(kernel, "z", z, rows * m)?;
+    check_lens(kernel, &[("y", y, rows * m), ("z", z, rows * m)])?;
     Ok(rows)
 }
 
@@ -303,33 +289,46 @@ pub fn mamba2_gnorm_fwd(
 ) -> Result<()> {
     let kn = "mamba2_gnorm_fwd";
     let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
-    check_len(kn, "w", w.len(), m)?;
-    check_len(kn, "o", o.len(), rows * m)?;
-    check_len(kn, "rinv", rinv.len(), rows)?;
+    check_lens(kn, &[("w", w.len(), m), ("o", o.len(), rows * m), ("rinv", rinv.len(), rows)])?;
     exec::launch("mamba2_gnorm_fwd", l, &mut args![y, z, w, &mut o[..], &mut rinv[..], m as i32])?;
     Ok(())
 }
 
+/// What the gated norm's backward kernels read: rows of width `m` of the norm's inputs `y`,
+/// `z` and of its output's gradient `g_o`.
+#[derive(Clone, Copy, Debug)]
+pub struct GnormBwd<'a> {
+    /// The row width.
+    pub m: usize,
+    /// The normalized input.
+    pub y: &'a [f32],
+    /// The gate's input.
+    pub z: &'a [f32],
+    /// The gradient of the output.
+    pub g_o: &'a [f32],
+}
+
 /// The gated norm's input gradients `g_y`, `g_z` for `g_o` (overwritten) and `r` into `rinv`.
-#[allow(clippy::too_many_arguments)]
 pub fn mamba2_gnorm_bwd_x(
     l: Launch,
-    m: usize,
-    y: &[f32],
-    z: &[f32],
+    b: GnormBwd<'_>,
     w: &[f32],
-    g_o: &[f32],
-    g_y: &mut [f32],
-    g_z: &mut [f32],
+    (g_y, g_z): (&mut [f32], &mut [f32]),
     rinv: &mut [f32],
 ) -> Result<()> {
     let kn = "mamba2_gnorm_bwd_x";
+    let GnormBwd { m, y, z, g_o } = b;
     let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
-    check_len(kn, "w", w.len(), m)?;
-    for (what, len) in [("g_o", g_o.len()), ("g_y", g_y.len()), ("g_z", g_z.len())] {
-        check_len(kn, what, len, rows * m)?;
-    }
-    check_len(kn, "rinv", rinv.len(), rows)?;
+    check_lens(
+        kn,
+        &[
+            ("w", w.len(), m),
+            ("g_o", g_o.len(), rows * m),
+            ("g_y", g_y.len(), rows * m),
+            ("g_z", g_z.len(), rows * m),
+            ("rinv", rinv.len(), rows),
+        ],
+    )?;
     exec::launch(
         "mamba2_gnorm_bwd_x",
         l,
@@ -340,18 +339,15 @@ pub fn mamba2_gnorm_bwd_x(
 
 /// Per-chunk sums over rows of `g_o v r` into `part` `(grid.y, m)`; the grid must be
 /// `(ceil(m / block), ceil(rows / rows_per_chunk))`.
-#[allow(clippy::too_many_arguments)]
 pub fn mamba2_gnorm_bwd_w_partial(
     l: Launch,
-    m: usize,
-    y: &[f32],
-    z: &[f32],
-    g_o: &[f32],
+    b: GnormBwd<'_>,
     rinv: &[f32],
     part: &mut [f32],
     rows_per_chunk: usize,
 ) -> Result<()> {
     let kn = "mamba2_gnorm_bwd_w_partial";
+    let GnormBwd { m, y, z, g_o } = b;
     check_launch(kn, l)?;
     let rows = rinv.len();
     if m == 0 || m > i32::MAX as usize || rows == 0 || rows_per_chunk == 0 || rows_per_chunk > i32::MAX as usize {
@@ -361,10 +357,15 @@ pub fn mamba2_gnorm_bwd_w_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 || l.block.x > GNORM_MAX_BLOCK {
         return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
     }
-    for (what, len) in [("y", y.len()), ("z", z.len()), ("g_o", g_o.len())] {
-        check_len(kn, what, len, rows * m)?;
-    }
-    check_len(kn, "part", part.len(), want.y as usize * m)?;
+    check_lens(
+        kn,
+        &[
+            ("y", y.len(), rows * m),
+            ("z", z.len(), rows * m),
+            ("g_o", g_o.len(), rows * m),
+            ("part", part.len(), want.y as usize * m),
+        ],
+    )?;
     exec::launch(
         "mamba2_gnorm_bwd_w_partial",
         l,

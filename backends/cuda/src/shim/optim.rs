@@ -1,6 +1,6 @@
 //! The checked launchers of `kernels/optim.cu`.
 
-use super::{check_len, check_linear, check_tree, refuse, Result};
+use super::{check_len, check_lens, check_linear, check_tree, refuse, Result};
 use crate::exec::{self, args};
 use crate::launch::{Dim3, Launch};
 
@@ -32,9 +32,7 @@ pub struct AdamArgs {
 pub fn optim_adam_step(l: Launch, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], a: AdamArgs) -> Result<()> {
     let k = "optim_adam_step";
     check_linear(k, l)?;
-    for (what, len) in [("g", g.len()), ("m", m.len()), ("v", v.len())] {
-        check_len(k, what, len, p.len())?;
-    }
+    check_lens(k, &[("g", g.len(), p.len()), ("m", m.len(), p.len()), ("v", v.len(), p.len())])?;
     let n = p.len() as i64;
     exec::launch(
         "optim_adam_step",

@@ -1,7 +1,7 @@
 //! The checked launchers of the shim's own test kernels (`shim/selftest.cu`), which check
 //! that its barrier and shared memory behave as a GPU's.
 
-use super::{check_len, check_linear, check_tree, refuse, Result};
+use super::{check_len, check_lens, check_linear, check_tree, refuse, Result};
 use crate::exec::{self, args};
 use crate::launch::Launch;
 
@@ -20,8 +20,10 @@ pub fn selftest_barrier_probe(l: Launch, slow: u32, out: &mut [f32]) -> Result<(
 pub fn selftest_tree_sum(l: Launch, x: &[f32], out: &mut [f32]) -> Result<()> {
     let k = "selftest_tree_sum";
     check_tree(k, l)?;
-    check_len(k, "x", x.len(), (l.grid.count() * l.block.count()) as usize)?;
-    check_len(k, "out", out.len(), l.grid.count() as usize)?;
+    check_lens(
+        k,
+        &[("x", x.len(), (l.grid.count() * l.block.count()) as usize), ("out", out.len(), l.grid.count() as usize)],
+    )?;
     if l.grid.y != 1 || l.grid.z != 1 {
         return refuse(k, "the grid must be 1-D".into());
     }

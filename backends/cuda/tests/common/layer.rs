@@ -1,0 +1,153 @@
+//! The checks of a whole layer against an f64 reference, shared by the Mamba-1 and Mamba-2
+//! layer tests: the forward output, every gradient against the reference's own central
+//! differences in f64, and central differences of the f32 layer on a few coordinates.
+
+use boldcast_cuda::pool::Pool;
+
+/// A layer under test: its f32 passes and its f64 reference, parameters in state-dict order.
+pub trait Layer {
+    /// The parameters (and gradients).
+    type Params: Clone;
+    /// The parameters' tensors, in state-dict order.
+    fn tensors(p: &Self::Params) -> Vec<&Vec<f32>>;
+    /// The same, mutably.
+    fn tensors_mut(p: &mut Self::Params) -> Vec<&mut Vec<f32>>;
+    /// The f32 forward's output for `u`.
+    fn forward(p: &Self::Params, u: &[f32], pool: &Pool) -> Vec<f32>;
+    /// The f32 layer's output, input gradient and parameter gradients for `g_out`.
+    fn run(p: &Self::Params, u: &[f32], g_out: &[f32], pool: &Pool) -> (Vec<f32>, Vec<f32>, Self::Params);
+    /// The f64 reference's output, parameters as [`to64`] gives them.
+    fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64>;
+}
+
+/// One input of a layer test.
+pub struct Case<P> {
+    /// The parameters.
+    pub p: P,
+    /// The layer input.
+    pub u: Vec<f32>,
+    /// The output gradient.
+    pub g_out: Vec<f32>,
+}
+
+fn widen(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&v| f64::from(v)).collect()
+}
+
+/// The parameters in f64, tensor by tensor.
+pub fn to64<L: Layer>(p: &L::Params) -> Vec<Vec<f64>> {
+    L::tensors(p).iter().map(|t| widen(t)).collect()
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a * b).sum()
+}
+
+/// The forward against the reference: every value is a few sums of tens of O(1) terms, so
+/// f32 rounding stays near 1e-6.
+pub fn check_forward<L: Layer>(c: &Case<L::Params>) {
+    let out = L::forward(&c.p, &c.u, &Pool::new());
+    let want = L::reference(&to64::<L>(&c.p), &widen(&c.u));
+    for (i, (g, w)) in out.iter().zip(&want).enumerate() {
+        assert!((f64::from(*g) - w).abs() <= 2e-5 * (1.0 + w.abs()), "out[{i}] {g} vs {w}");
+    }
+}
+
+/// `d <g_out, layer(u)> / d v` for every coordinate of `v` (tensor `which`, or `u`), by
+/// central differences of the f64 reference (step 1e-5: truncation about 1e-10,
+/// cancellation about 1e-11).
+fn reference_gradient<L: Layer>(c: &Case<L::Params>, which: Option<usize>) -> Vec<f64> {
+    let (mut p, mut u, go) = (to64::<L>(&c.p), widen(&c.u), widen(&c.g_out));
+    let len = which.map_or(u.len(), |t| p[t].len());
+    let h = 1e-5;
+    (0..len)
+        .map(|i| {
+            let mut at = |delta: f64| {
+                match which {
+                    Some(t) => p[t][i] += delta,
+                    None => u[i] += delta,
+                }
+                dot(&go, &L::reference(&p, &u))
+            };
+            let plus = at(h);
+            let minus = at(-2.0 * h);
+            at(h);
+            (plus - minus) / (2.0 * h)
+        })
+        .collect()
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f64]) {
+    // Relative to the tensor's largest entry: the f32 products sum up to ~100 terms.
+    let scale = want.iter().fold(1.0f64, |a, w| a.max(w.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((f64::from(*g) - w).abs() <= 1e-4 * scale, "{what}[{i}]: {g} vs {w} (scale {scale})");
+    }
+}
+
+/// The input gradient and every parameter gradient (`names` in state-dict order) against
+/// the reference's central differences.
+pub fn check_gradients<L: Layer>(c: &Case<L::Params>, names: &[&str]) {
+    let (_, g_u, g) = L::run(&c.p, &c.u, &c.g_out, &Pool::new());
+    assert_close("g_u", &g_u, &reference_gradient::<L>(c, None));
+    let tensors = L::tensors(&g);
+    assert_eq!(tensors.len(), names.len());
+    for (t, (name, got)) in names.iter().zip(tensors).enumerate() {
+        assert_close(name, got, &reference_gradient::<L>(c, Some(t)));
+    }
+}
+
+/// The gradient at each `(tensor, index)` against central differences of the f32 layer's
+/// `<g_out, layer(u)>` (step 1e-2).
+pub fn check_f32_differences<L: Layer>(c: &Case<L::Params>, coords: &[(usize, usize)]) {
+    let pool = Pool::new();
+    let (_, _, g) = L::run(&c.p, &c.u, &c.g_out, &pool);
+    let loss = |p: &L::Params| {
+        let out = L::forward(p, &c.u, &pool);
+        out.iter().zip(&c.g_out).map(|(o, g)| f64::from(*o) * f64::from(*g)).sum::<f64>()
+    };
+    for &(t, i) in coords {
+        let h = 1e-2f32;
+        let mut p = c.p.clone();
+        L::tensors_mut(&mut p)[t][i] += h;
+        let plus = loss(&p);
+        L::tensors_mut(&mut p)[t][i] -= 2.0 * h;
+        let minus = loss(&p);
+        let fd = (plus - minus) / (2.0 * f64::from(h));
+        let got = f64::from(L::tensors(&g)[t][i]);
+        // Truncation O(h^2) and f32 rounding of the losses over h: 1e-3 absolute, 1 % relative.
+        assert!((got - fd).abs() <= 1e-3 + 1e-2 * fd.abs(), "tensor {t}[{i}]: {got} vs {fd}");
+    }
+}
+
+/// `struct $name` implementing [`Layer`] for a test file that imports its layer's `forward`
+/// and `backward` and defines `DIMS`, `SEQS` and `reference(&DIMS, p, u)`.
+#[macro_export]
+macro_rules! layer_under_test {
+    ($name:ident, $params:ty) => {
+        struct $name;
+
+        impl $crate::common::layer::Layer for $name {
+            type Params = $params;
+            fn tensors(p: &$params) -> Vec<&Vec<f32>> {
+                p.tensors().into()
+            }
+            fn tensors_mut(p: &mut $params) -> Vec<&mut Vec<f32>> {
+                p.tensors_mut().into()
+            }
+            fn forward(p: &$params, u: &[f32], pool: &Pool) -> Vec<f32> {
+                forward(p, &DIMS, SEQS, u, pool).unwrap().0.to_vec()
+            }
+            fn run(p: &$params, u: &[f32], g_out: &[f32], pool: &Pool) -> (Vec<f32>, Vec<f32>, $params) {
+                let (out, mut saved) = forward(p, &DIMS, SEQS, u, pool).unwrap();
+                let mut g = <$params>::zeros(&DIMS);
+                let b = BackwardIn { seqs: SEQS, u, g_out };
+                let g_u = backward(p, &DIMS, b, &mut saved, &mut g, pool).unwrap();
+                (out.to_vec(), g_u.to_vec(), g)
+            }
+            fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
+                reference(&DIMS, p, u)
+            }
+        }
+    };
+}
