@@ -28,7 +28,7 @@ where
         checkpoint: a.checkpoint.clone(),
         data: a.data.clone(),
         allow_other_data: a.allow_other_data,
-        picks: a.picks.selection(),
+        picks: a.picks.clone(),
     };
     let p = Predictor::open(&req, build).map_err(|e| match e {
         e @ TrainError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),

@@ -3,7 +3,6 @@
 //! crates (`boldcast-train`, the core); these modules parse flags, resolve presets, print,
 //! ask `boldcast-plot` for figures and choose exit codes.
 //!
-//! - [`backend`]: the one place a backend name becomes a model constructor;
 //! - [`args`]: the clap definitions of every command and its flags;
 //! - [`synth`]: `bc-cli synth`, a synthetic dataset written as real datasets are;
 //! - [`floor`]: `bc-cli floor`, the exact AR(1) or the empirical single-lag loss floor;
@@ -65,7 +64,6 @@ pub fn write_result(text: &str) -> Result<(), CliError> {
 }
 
 pub mod args;
-pub mod backend;
 pub mod bench;
 pub mod distributed;
 pub mod error;

@@ -3,8 +3,8 @@
 //! files and how a killed search continues).
 
 use crate::args::TuneArgs;
-use crate::backend::Builder;
 use crate::error::CliError;
+use boldcast::backend::Builder;
 use boldcast::core::DataParallel;
 use boldcast_train::presets::DEFAULT_PRESET;
 use boldcast_train::tune::{self, Axis, Candidate, Mode, Search, TrialResult, TuneObserver, TuneReport};
@@ -78,13 +78,4 @@ pub fn tune_command<M: DataParallel<f32>>(
         )));
     }
     Ok(report)
-}
-
-/// The results table as printed: `results.tsv`, and the winner.
-pub fn table(report: &TuneReport, search: &Search) -> String {
-    let mut text = tune::results_tsv(report);
-    if let (Some(i), Some(f)) = (report.best, &report.best_config) {
-        text += &format!("best: {}, configuration in {}\n", tune::trial_dir_name(i), search.out.join(f).display());
-    }
-    text
 }
