@@ -1,7 +1,6 @@
 //! The command line: `bc-cli <command> [flags]`, defined with clap's derive API.
 
 use boldcast::core::Temporal;
-use boldcast::fixtures::RhoSpec;
 use boldcast_train::infer::{ContextLen, Pool};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -207,74 +206,8 @@ pub struct GoldenArgs {
     pub backend: Backend,
 }
 
-/// File format of `synth`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// NumPy `.npy`, shape (trs, parcels), of --dtype.
-    Npy,
-    /// Tab-separated text with a header row of parcel names.
-    Tsv,
-}
-
-/// Flags of `bc-cli synth`.
-#[derive(Debug, Args)]
-pub struct SynthArgs {
-    /// Output directory (must not exist, or be empty).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Subjects.
-    #[arg(long, default_value_t = 4)]
-    pub subjects: usize,
-    /// Runs per subject.
-    #[arg(long, default_value_t = 1)]
-    pub runs: usize,
-    /// TRs per run.
-    #[arg(long, default_value_t = 400)]
-    pub trs: usize,
-    /// Parcels.
-    #[arg(long, default_value_t = 8)]
-    pub parcels: usize,
-    /// AR(1) coefficient per parcel: one value (0.9), a range spread evenly over the parcels
-    /// (0.5:0.95) or one value per parcel (0.9,0.8,0.7).
-    #[arg(long, default_value = "0.9", allow_hyphen_values = true)]
-    pub rho: RhoSpec,
-    /// Correlate each AR(1) innovation with its ring neighbours' white noise with this weight
-    /// (0: independent parcels). The floor is unchanged.
-    #[arg(long, default_value_t = 0.0)]
-    pub mix: f64,
-    /// Neighbours per parcel (self included) of the ring used by --mix and --var1.
-    #[arg(long, default_value_t = 3)]
-    pub k: usize,
-    /// Generate a VAR(1) `x' = A x + e` coupled through the ring instead of AR(1) parcels.
-    #[arg(long)]
-    pub var1: bool,
-    /// VAR(1): diagonal of A.
-    #[arg(long, default_value_t = 0.6, allow_hyphen_values = true)]
-    pub self_coef: f64,
-    /// VAR(1): total weight of the neighbours in each row of A (|self| + |neighbour| < 1).
-    #[arg(long, default_value_t = 0.3, allow_hyphen_values = true)]
-    pub neighbor_coef: f64,
-    /// Seed of the generator.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// File format of the runs.
-    #[arg(long, value_enum, default_value_t = Format::Npy)]
-    pub format: Format,
-    /// Precision of the values: f32 rounds each generated value to float32 (`<f4` `.npy`,
-    /// half the disk; in .tsv a decimal that reads back to the float32), f64 keeps the
-    /// generator's float64.
-    #[arg(long, value_enum, default_value_t = SynthDtype::F32)]
-    pub dtype: SynthDtype,
-}
-
-/// Precision of `synth`'s values.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SynthDtype {
-    /// float32.
-    F32,
-    /// float64.
-    F64,
-}
+/// Flags of `bc-cli synth`: the library's request, whose fields are the flags.
+pub type SynthArgs = boldcast::data::synth::SynthRequest;
 
 /// Flags of `bc-cli floor`.
 #[derive(Debug, Args)]
@@ -393,33 +326,9 @@ pub struct TuneArgs {
 /// Flags of `bc-cli eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
-    /// best.safetensors, else its newest checkpoint).
-    #[arg(long)]
-    pub checkpoint: PathBuf,
-    /// Dataset directory (default: the configuration's, else its synthetic fixture).
-    #[arg(long)]
-    pub data: Option<PathBuf>,
-    /// How the runs of --data are picked (default: the configuration's picks).
+    /// What to evaluate, and on which data.
     #[command(flatten)]
-    pub picks: DataArgs,
-    /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Score these subjects (`24,25` or `@FILE`) instead of the run's held-out ones, which
-    /// chose its best step: a test set kept out of training and validation. The run must
-    /// list its training subjects (--subjects-train); the baselines are fitted on those.
-    #[arg(long, value_name = "LIST|@FILE")]
-    pub test_subjects: Option<String>,
-    /// Keep related subjects (the same value in this column of participants.tsv, e.g.
-    /// `family_id`) on one side of the split: a test or held-out subject whose relative was
-    /// trained on is an error naming them (default: the run's data.group_column).
-    #[arg(long, value_name = "COL")]
-    pub group_column: Option<String>,
-    /// Evaluate on data other than the training data (other parcel names, or training runs
-    /// that differ from those the weights recorded), with a warning, instead of refusing.
-    #[arg(long)]
-    pub allow_other_data: bool,
+    pub req: boldcast_train::eval::request::EvalRequest,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
@@ -449,20 +358,13 @@ pub struct Overwrite {
 /// The flags `forecast`, `embed` and `fingerprint` share: the model and the runs it sees.
 #[derive(Debug, Args)]
 pub struct ModelDataArgs {
-    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
-    /// best.safetensors, else its newest checkpoint); the configuration and adjacency stored
-    /// in it are used.
-    #[arg(long)]
-    pub checkpoint: PathBuf,
-    /// Dataset directory, in any format the loader reads (default: the configuration's, else
-    /// its synthetic fixture). Other subjects than the training ones are fine; other parcel
-    /// names are refused unless --allow-other-data.
-    #[arg(long)]
-    pub data: Option<PathBuf>,
+    /// The weights and the data.
+    #[command(flatten)]
+    pub open: boldcast_train::infer::OpenRequest,
     /// Only the runs of these subjects: `01,02,sub-03` or `@FILE` (default: every run). On
     /// the training data each run is labelled train or heldout (printed and in the JSON).
-    #[arg(long)]
-    pub subjects: Option<String>,
+    #[arg(long, value_name = "LIST|@FILE")]
+    pub subjects: Option<boldcast::data::SubjectList>,
     /// Tokens each output sees: K (the last K tokens up to it, fewer at the run's start) or
     /// `full` (the whole run as one causal sequence). Default: the training window,
     /// window.window / d_in tokens, computed exactly (one window per token, batches of
@@ -471,13 +373,6 @@ pub struct ModelDataArgs {
     /// layers (nothing mixes time) the default is `full`, which gives the same outputs.
     #[arg(long, value_parser = parse_context)]
     pub context: Option<ContextLen>,
-    /// Run on data with other parcel names than the weights were trained on (a warning).
-    #[arg(long)]
-    pub allow_other_data: bool,
-    /// How the runs of --data are picked and read (default: the training configuration's
-    /// picks; those given replace them).
-    #[command(flatten)]
-    pub picks: DataArgs,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,

@@ -116,16 +116,7 @@ fn eval(a: bc_cli::args::EvalArgs) -> Result<ExitCode, CliError> {
     if let Some(png) = &a.figure {
         boldcast_plot::check_figure_path(png, a.replace.overwrite)?;
     }
-    let req = bc_cli::eval::EvalRequest {
-        checkpoint: a.checkpoint,
-        data: a.data,
-        config: a.config,
-        allow_other_data: a.allow_other_data,
-        picks: a.picks.clone(),
-        test_subjects: a.test_subjects.as_deref().map(boldcast::data::parse_subject_list).transpose()?,
-        group_column: a.group_column,
-    };
-    let rep = dispatch(a.backend, Eval(&req))?;
+    let rep = dispatch(a.backend, Eval(&a.req))?;
     if let Some(png) = &a.figure {
         let svg = boldcast_plot::eval::eval_figure(png, &rep, a.replace.overwrite)?;
         bc_cli::errln!("figure: {} (and {})", png.display(), svg.display());

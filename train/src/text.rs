@@ -12,6 +12,9 @@ use crate::eval::cv::FoldUnit;
 use crate::eval::var::VarChoice;
 use crate::eval::{BaselineChoices, EvalReport};
 use crate::fingerprint::{Accuracy, FingerprintReport, Interval};
+use crate::infer::embed::EmbedEntry;
+use crate::infer::forecast::{ForecastReport, RunEntry, Total};
+use crate::infer::Side;
 use crate::tune::{self, Search, TuneReport};
 use crate::{Dist, StopReason, TrainReport, ValRecord};
 use boldcast_core::ModelConfig;
@@ -399,6 +402,67 @@ pub fn preamble_lines(cfg: &RunConfig, data: &TrainData, model: &ModelConfig, di
         decays.join(", ")
     ));
     lines
+}
+
+/// A run's side of the training split in a line: `train`, `heldout`, `unused` or `-`.
+pub fn side_word(s: Option<Side>) -> &'static str {
+    match s {
+        Some(Side::Train) => "train",
+        Some(Side::Heldout) => "heldout",
+        Some(Side::Unused) => "unused",
+        None => "-",
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.6}"))
+}
+
+/// The header of `forecast`'s per-run lines.
+pub fn forecast_header(horizons: &[usize]) -> String {
+    let mut s = format!("{:<28}{:<9}{:>7}{:>8}{:>12}", "run", "side", "TRs", "tokens", "MSE");
+    horizons.iter().for_each(|h| s += &format!("{:>12}", format!("h{h}")));
+    s
+}
+
+/// A run's line of `forecast`: its side, length and MSE overall and per horizon.
+pub fn forecast_line(e: &RunEntry) -> String {
+    let mut s = format!("{:<28}{:<9}{:>7}{:>8}{:>12}", e.id, side_word(e.side), e.n_tr, e.tokens, num(e.mse.mse));
+    e.mse.per_horizon.iter().for_each(|v| s += &format!("{:>12}", num(*v)));
+    s
+}
+
+/// The pooled lines of `forecast`: all runs, and each side.
+pub fn forecast_totals(r: &ForecastReport) -> Vec<String> {
+    let line = |t: &Total| {
+        let mut s = format!("{:<52}{:>12}", format!("{} ({} runs)", t.runs, t.n_runs), num(t.mse.mse));
+        t.mse.per_horizon.iter().for_each(|v| s += &format!("{:>12}", num(*v)));
+        s
+    };
+    r.totals.iter().map(line).collect()
+}
+
+/// A run's line of `embed`: its side, length, what was written and its shape.
+pub fn embed_line(e: &EmbedEntry) -> String {
+    format!("{:<28}{:<9}{:>7} TRs  {} {:?}", e.id, side_word(e.side), e.n_tr, e.embedding, e.shape)
+}
+
+/// A trial's line of `tune`: its directory and values, then its best validation loss (or its
+/// error) and its time; `n` trials in all.
+pub fn trial_line(keys: &[String], n: usize, r: &tune::TrialResult) -> String {
+    let values: Vec<String> = keys.iter().zip(&r.values).map(|(k, v)| format!("{k}={v}")).collect();
+    let what = match (&r.error, r.best_val_loss) {
+        (Some(e), _) => format!("failed: {e}"),
+        (None, l) => format!(
+            "best val_mse {} at step {}, {} steps{}",
+            l.map_or("-".into(), |l| format!("{l:.6}")),
+            r.best_step.map_or("-".into(), |s| s.to_string()),
+            r.steps.map_or("-".into(), |s| s.to_string()),
+            if r.reused { " (finished before: kept)" } else { "" }
+        ),
+    };
+    let wall = r.wall_s.map_or(String::new(), |s| format!(" ({s:.1} s)"));
+    format!("trial {}/{n} {} {}: {what}{wall}", r.trial + 1, r.dir, values.join(" "))
 }
 
 #[cfg(test)]

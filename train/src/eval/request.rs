@@ -21,25 +21,40 @@ use crate::data::load_data;
 use crate::error::TrainError;
 use crate::presets::{resolve, Overrides, Purpose, DEFAULT_PRESET};
 use boldcast_core::{Adjacency, Model, ModelConfig};
+use boldcast_data::SubjectList;
 use std::path::PathBuf;
 
-/// What to evaluate, and on which data.
+/// What to evaluate, and on which data (with the feature `clap`, `bc-cli eval`'s flags).
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct EvalRequest {
-    /// A weights file, a checkpoint directory or a run directory ([`super::weights_path`]).
+    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
+    /// best.safetensors, else its newest checkpoint).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub checkpoint: PathBuf,
-    /// Replaces `data.dir`.
+    /// Dataset directory (default: the configuration's, else its synthetic fixture).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub data: Option<PathBuf>,
-    /// A configuration file, for weights without a stored configuration.
-    pub config: Option<PathBuf>,
-    /// Evaluate on data other than the training data, with a warning, instead of refusing.
-    pub allow_other_data: bool,
-    /// Which runs of the data are picked (task, space, seg, format, TR).
+    /// How the runs of --data are picked (default: the configuration's picks).
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub picks: boldcast_data::Selection,
-    /// Score these subjects instead of the configuration's held-out subjects.
-    pub test_subjects: Option<Vec<String>>,
-    /// Replaces `data.group_column`.
+    /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub config: Option<PathBuf>,
+    /// Score these subjects (`24,25` or `@FILE`) instead of the run's held-out ones, which
+    /// chose its best step: a test set kept out of training and validation. The run must
+    /// list its training subjects (--subjects-train); the baselines are fitted on those.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "LIST|@FILE"))]
+    pub test_subjects: Option<SubjectList>,
+    /// Keep related subjects (the same value in this column of participants.tsv, e.g.
+    /// `family_id`) on one side of the split: a test or held-out subject whose relative was
+    /// trained on is an error naming them (default: the run's data.group_column).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "COL"))]
     pub group_column: Option<String>,
+    /// Evaluate on data other than the training data (other parcel names, or training runs
+    /// that differ from those the weights recorded), with a warning, instead of refusing.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub allow_other_data: bool,
 }
 
 impl EvalRequest {
@@ -86,7 +101,7 @@ where
     let loaded = load_data(&cfg)?;
     loaded.notes.iter().for_each(|n| note(n));
     let data = match &req.test_subjects {
-        Some(t) => EvalData::with_test_subjects(loaded, &cfg, t)?,
+        Some(t) => EvalData::with_test_subjects(loaded, &cfg, &t.0)?,
         None => EvalData::new(loaded, &cfg)?,
     };
     let report = evaluate_weights(&weights, &cfg, &data, build)?;
