@@ -123,7 +123,7 @@ pub enum Command {
     /// split) and pooled over all runs and each side, the standardized MSE overall, per
     /// horizon and per parcel over the targets inside the run. Prints per-run and pooled MSE,
     /// or with --json the whole of forecast.json. One run in memory at a time.
-    Forecast(ForecastArgs),
+    Forecast(InferArgs),
     /// Write a checkpoint's final-norm embeddings of whole runs as .npy files.
     ///
     /// Per run (or those of --subjects), `<run>_embed.npy`, float32 (n_tokens, P, d_model):
@@ -429,14 +429,6 @@ pub struct FingerprintArgs {
     pub json: bool,
 }
 
-/// Flags of `bc-cli forecast`.
-#[derive(Debug, Args)]
-pub struct ForecastArgs {
-    /// The shared flags.
-    #[command(flatten)]
-    pub infer: InferArgs,
-}
-
 /// Flags of `bc-cli embed`.
 #[derive(Debug, Args)]
 pub struct EmbedArgs {
@@ -447,30 +439,8 @@ pub struct EmbedArgs {
     /// run's tokens (P, d_model); `corr`: the correlation of every two parcels' embeddings
     /// over the run's tokens (P, P), each parcel's d_model-vector centred per feature, as
     /// fingerprint uses it.
-    #[arg(long, value_enum, default_value_t = PoolArg::None)]
-    pub pool: PoolArg,
-}
-
-/// `embed --pool`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PoolArg {
-    /// Per token.
-    None,
-    /// The mean over tokens.
-    Mean,
-    /// The parcel-by-parcel correlation over tokens.
-    Corr,
-}
-
-impl PoolArg {
-    /// The library's pooling.
-    pub fn pool(self) -> Pool {
-        match self {
-            PoolArg::None => Pool::None,
-            PoolArg::Mean => Pool::Mean,
-            PoolArg::Corr => Pool::Corr,
-        }
-    }
+    #[arg(long, value_enum, default_value_t = Pool::None)]
+    pub pool: Pool,
 }
 
 /// `fingerprint --pool`: one sample per run.

@@ -2,10 +2,11 @@
 //! around the library's [`boldcast_train::infer`] (which documents the files, the layouts and
 //! the context rule). `--json` prints the report that is also written to `--out`.
 
-use crate::args::{InferArgs, ModelDataArgs, PoolArg};
+use crate::args::{InferArgs, ModelDataArgs};
 use crate::error::CliError;
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig};
+use boldcast_train::infer::Pool;
 use boldcast_train::infer::{embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, Predictor};
 use boldcast_train::linear_path::LinearPathModel;
 use boldcast_train::text;
@@ -91,14 +92,13 @@ where
 
 /// `bc-cli embed`: writes the files, prints a line per run as it is done (or, with `--json`,
 /// the report).
-pub fn embed_command<M, F>(a: &InferArgs, pool: PoolArg, build: F) -> Result<EmbedReport, CliError>
+pub fn embed_command<M, F>(a: &InferArgs, pool: Pool, build: F) -> Result<EmbedReport, CliError>
 where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let (p, runs, context, context_rule) = open(&a.model, build)?;
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
-    let pool = pool.pool();
     let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
     let mut line = |e: &boldcast_train::infer::embed::EmbedEntry| {
         if !a.json {

@@ -16,15 +16,6 @@ macro_rules! outln {
     }};
 }
 
-/// `print!` that never panics (see [`outln!`]).
-#[macro_export]
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
-    }};
-}
-
 /// `eprintln!` that never panics (see [`outln!`]).
 #[macro_export]
 macro_rules! errln {

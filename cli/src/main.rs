@@ -24,7 +24,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Eval(a) => eval(a),
         Command::Forecast(a) => {
             boldcast::data::fsutil::remove_stages_on_signals();
-            dispatch(a.infer.model.backend, Forecast(&a.infer))?;
+            dispatch(a.model.backend, Forecast(&a))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Embed(a) => {
@@ -139,8 +139,8 @@ struct Train(boldcast_train::launch::Launch);
 impl Job for Train {
     type Output = bc_cli::train::TrainReport;
     type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::train::train_launched(self.0, name, build)
+    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::train::train_launched(self.0, build)
     }
 }
 
@@ -184,7 +184,7 @@ impl Job for Forecast<'_> {
     }
 }
 
-struct Embed<'a>(&'a bc_cli::args::InferArgs, bc_cli::args::PoolArg);
+struct Embed<'a>(&'a bc_cli::args::InferArgs, boldcast_train::infer::Pool);
 
 impl Job for Embed<'_> {
     type Output = boldcast_train::infer::EmbedReport;

@@ -91,17 +91,7 @@ pub fn launch(cfg: Option<RunConfig>, req: &TrainRequest) -> Result<Launch, CliE
     };
     if req.dist.is_root() {
         launch.notes.iter().for_each(|n| crate::errln!("{n}"));
-        let dir = launch.out.display();
-        match &launch.start {
-            Start::Restart => crate::outln!(
-                "resuming {dir}: no checkpoint yet, so the run starts again from step 0 with its {}",
-                boldcast_train::run_dir::RESOLVED
-            ),
-            Start::Checkpoint(l) => {
-                crate::outln!("resuming from {} (step {} of {})", l.dir.display(), l.state.step, l.state.max_steps)
-            }
-            Start::Fresh | Start::Finished { .. } => {}
-        }
+        launch.start_line().iter().for_each(|l| crate::outln!("{l}"));
     }
     Ok(launch.stop_after(req.stop_after))
 }
@@ -123,22 +113,15 @@ pub fn completed(launch: &Launch) -> Result<Option<String>, CliError> {
     Ok(Some(text))
 }
 
-/// The lines printed before the first step.
-/// Builds the model of a launched run with `build` on `backend` (which must be the run's
-/// `train.backend`), loads the data and trains, with the stdout lines, the progress bar and
+/// Builds the model of a launched run with `build` (the run's `train.backend`'s, which
+/// `main` dispatches on), loads the data and trains, with the stdout lines, the progress bar and
 /// the figure ([`boldcast_plot::RunFigure`]).
-pub fn train_launched<M, F>(launch: Launch, backend: &str, build: F) -> Result<TrainReport, CliError>
+pub fn train_launched<M, F>(launch: Launch, build: F) -> Result<TrainReport, CliError>
 where
     M: DataParallel<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let cfg = &launch.cfg;
-    if cfg.train.backend != backend {
-        return Err(CliError::Msg(format!(
-            "train.backend = {}, but the model would be built on the {backend} backend",
-            cfg.train.backend
-        )));
-    }
     let data = launch.load_data()?;
     let root = launch.dist.is_root();
     for n in data.notes.iter().filter(|_| root) {

@@ -267,6 +267,11 @@ pub fn tune_table(report: &TuneReport, search: &Search) -> String {
     text
 }
 
+/// The line of a training step (1-based): its loss, learning rate and gradient norm.
+pub fn step_line(rec: &crate::StepRecord) -> String {
+    format!("step {:>6}  loss {:.6}  lr {:.3e}  grad_norm {:.4}", rec.step + 1, rec.loss, rec.lr, rec.grad_norm)
+}
+
 /// The line of a validation: its loss beside the floor (on the synthetic fixture) or the
 /// single-lag AR reference (on other data; `floor_kind` says which), per horizon, the
 /// val/train ratio, the best so far and the patience used.
