@@ -14,3 +14,5 @@ pub use boldcast_fixtures as fixtures;
 
 pub use boldcast_data as data;
 pub use boldcast_train as train;
+
+pub mod backend;

@@ -1,10 +1,11 @@
 //! The command line: `bc-cli <command> [flags]`, defined with clap's derive API.
 
 use boldcast::core::Temporal;
-use boldcast::fixtures::RhoSpec;
 use boldcast_train::infer::{ContextLen, Pool};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+
+pub use boldcast::backend::{Backend, Precision};
 
 /// Train and check Mamba forecasters of fMRI BOLD data.
 ///
@@ -122,7 +123,7 @@ pub enum Command {
     /// split) and pooled over all runs and each side, the standardized MSE overall, per
     /// horizon and per parcel over the targets inside the run. Prints per-run and pooled MSE,
     /// or with --json the whole of forecast.json. One run in memory at a time.
-    Forecast(ForecastArgs),
+    Forecast(InferArgs),
     /// Write a checkpoint's final-norm embeddings of whole runs as .npy files.
     ///
     /// Per run (or those of --subjects), `<run>_embed.npy`, float32 (n_tokens, P, d_model):
@@ -195,29 +196,6 @@ pub struct BenchArgs {
     pub temporal: Option<Temporal>,
 }
 
-/// The precision of the matrix products (`train.precision`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Precision {
-    /// Everything in f32.
-    F32,
-    /// bf16 autocast: bf16 operands with f32 accumulation, everything else f32 (cuda only).
-    Bf16,
-}
-
-/// The backend that runs the model.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// The pure-Rust CPU backend with hand-written gradients.
-    Cpu,
-    /// The dfdx backend on the CPU (tape-based autodiff; both temporal mixers).
-    DfdxCpu,
-    /// The dfdx backend on an NVIDIA GPU: needs a build with `--features cuda`.
-    DfdxCuda,
-    /// The native CUDA backend (hand-written kernels, NVRTC, cuBLAS) on GPU 0: needs a build
-    /// with `--features cuda` (scripts/gpu-check.sh build makes one) and a GPU.
-    Cuda,
-}
-
 /// Flags of `bc-cli golden`.
 #[derive(Debug, Args)]
 pub struct GoldenArgs {
@@ -228,74 +206,8 @@ pub struct GoldenArgs {
     pub backend: Backend,
 }
 
-/// File format of `synth`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// NumPy `.npy`, shape (trs, parcels), of --dtype.
-    Npy,
-    /// Tab-separated text with a header row of parcel names.
-    Tsv,
-}
-
-/// Flags of `bc-cli synth`.
-#[derive(Debug, Args)]
-pub struct SynthArgs {
-    /// Output directory (must not exist, or be empty).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Subjects.
-    #[arg(long, default_value_t = 4)]
-    pub subjects: usize,
-    /// Runs per subject.
-    #[arg(long, default_value_t = 1)]
-    pub runs: usize,
-    /// TRs per run.
-    #[arg(long, default_value_t = 400)]
-    pub trs: usize,
-    /// Parcels.
-    #[arg(long, default_value_t = 8)]
-    pub parcels: usize,
-    /// AR(1) coefficient per parcel: one value (0.9), a range spread evenly over the parcels
-    /// (0.5:0.95) or one value per parcel (0.9,0.8,0.7).
-    #[arg(long, default_value = "0.9", allow_hyphen_values = true)]
-    pub rho: RhoSpec,
-    /// Correlate each AR(1) innovation with its ring neighbours' white noise with this weight
-    /// (0: independent parcels). The floor is unchanged.
-    #[arg(long, default_value_t = 0.0)]
-    pub mix: f64,
-    /// Neighbours per parcel (self included) of the ring used by --mix and --var1.
-    #[arg(long, default_value_t = 3)]
-    pub k: usize,
-    /// Generate a VAR(1) `x' = A x + e` coupled through the ring instead of AR(1) parcels.
-    #[arg(long)]
-    pub var1: bool,
-    /// VAR(1): diagonal of A.
-    #[arg(long, default_value_t = 0.6, allow_hyphen_values = true)]
-    pub self_coef: f64,
-    /// VAR(1): total weight of the neighbours in each row of A (|self| + |neighbour| < 1).
-    #[arg(long, default_value_t = 0.3, allow_hyphen_values = true)]
-    pub neighbor_coef: f64,
-    /// Seed of the generator.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// File format of the runs.
-    #[arg(long, value_enum, default_value_t = Format::Npy)]
-    pub format: Format,
-    /// Precision of the values: f32 rounds each generated value to float32 (`<f4` `.npy`,
-    /// half the disk; in .tsv a decimal that reads back to the float32), f64 keeps the
-    /// generator's float64.
-    #[arg(long, value_enum, default_value_t = SynthDtype::F32)]
-    pub dtype: SynthDtype,
-}
-
-/// Precision of `synth`'s values.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SynthDtype {
-    /// float32.
-    F32,
-    /// float64.
-    F64,
-}
+/// Flags of `bc-cli synth`: the library's request, whose fields are the flags.
+pub type SynthArgs = boldcast::data::synth::SynthRequest;
 
 /// Flags of `bc-cli floor`.
 #[derive(Debug, Args)]
@@ -321,100 +233,12 @@ pub struct FloorArgs {
     pub json: bool,
 }
 
-/// How the runs of `--data` are picked (a BIDS derivatives tree may hold several tasks,
-/// spaces, parcellations or formats) and their TR: the `[data]` settings of the same names.
-#[derive(Clone, Debug, Default, Args)]
-pub struct DataArgs {
-    /// Load the runs of this task (`task-<label>`) when the tree holds several.
-    #[arg(long, value_name = "LABEL")]
-    pub task: Option<String>,
-    /// Load the runs in this space (`space-<label>`, e.g. fsLR).
-    #[arg(long, value_name = "LABEL")]
-    pub space: Option<String>,
-    /// Load the runs of this parcellation (`seg-<label>`, or XCP-D's older `atlas-<label>`).
-    #[arg(long, visible_alias = "atlas", value_name = "LABEL")]
-    pub seg: Option<String>,
-    /// Load this format when a run comes in several (npy, tsv, csv, ptseries.nii, dtseries.nii);
-    /// an error when no run file has it.
-    #[arg(long, value_name = "EXT")]
-    pub format: Option<String>,
-    /// The `.dlabel.nii` whose labels average dense series (`.dtseries.nii`) into parcels.
-    #[arg(long, value_name = "FILE")]
-    pub parcellation: Option<PathBuf>,
-    /// The TR in seconds of runs whose files and sidecars record none (1 ms to 1 h; outside
-    /// 0.1-10 s with a warning).
-    #[arg(long, value_name = "SECONDS")]
-    pub tr: Option<f64>,
-    /// Allow runs with different TRs in one dataset.
-    #[arg(long)]
-    pub allow_mixed_tr: bool,
-    /// Convert runs that cannot stay on disk as they are (.tsv, .csv, CIFTI) once into .npy
-    /// files in this directory and read them from there, so that a dataset larger than memory
-    /// trains in any format (the same numbers; reused while the sources are unchanged).
-    #[arg(long, value_name = "DIR")]
-    pub cache: Option<PathBuf>,
-}
+/// How the runs of `--data` are picked: the library's selection, whose fields are the flags.
+pub type DataArgs = boldcast::data::Selection;
 
-impl DataArgs {
-    /// The picks given, as the loader ([`boldcast::data::Selection`]) and the configuration
-    /// layers take them.
-    pub fn selection(&self) -> boldcast::data::Selection {
-        boldcast::data::Selection {
-            task: self.task.clone(),
-            space: self.space.clone(),
-            seg: self.seg.clone(),
-            format: self.format.clone(),
-            parcellation: self.parcellation.clone(),
-            tr: self.tr,
-            allow_mixed_tr: self.allow_mixed_tr,
-            cache: self.cache.clone(),
-        }
-    }
-
-    /// Whether any pick is given.
-    pub fn any(&self) -> bool {
-        self.selection() != boldcast::data::Selection::default()
-    }
-}
-
-/// Flags shared by the commands that resolve a run configuration (`overfit`, `train`).
-#[derive(Debug, Default, Args)]
-pub struct RunArgs {
-    /// Start from this preset: quick, laptop (the default), cpu-demo, boldcast-demo or fmri (real data: the linear path).
-    #[arg(long)]
-    pub preset: Option<String>,
-    /// A TOML configuration overriding the preset (see configs/demo.toml).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Learning rate (`[overfit]` for overfit, `[train]` otherwise).
-    #[arg(long, allow_hyphen_values = true)]
-    pub lr: Option<f64>,
-    /// Optimizer steps (`[overfit]` for overfit, `[train]` otherwise).
-    #[arg(long)]
-    pub max_steps: Option<u64>,
-    /// Dataset directory (default: the synthetic AR(1) fixture).
-    #[arg(long)]
-    pub data: Option<PathBuf>,
-    /// Output directory.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Backend: cpu, dfdx-cpu, dfdx-cuda or cuda (the GPU ones: a build with `--features cuda` on a machine with a GPU).
-    #[arg(long)]
-    pub backend: Option<String>,
-    /// Precision of the matrix products: f32 (the default) or bf16 (autocast: bf16 operands,
-    /// f32 accumulation; --backend cuda only).
-    #[arg(long)]
-    pub precision: Option<String>,
-    /// Seed of the model's initialization.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Temporal mixer: mamba or mamba2.
-    #[arg(long, value_parser = parse_temporal)]
-    pub temporal: Option<Temporal>,
-    /// How the runs of --data are picked.
-    #[command(flatten)]
-    pub picks: DataArgs,
-}
+/// Flags shared by the commands that resolve a run configuration (`overfit`, `train`): the
+/// library's command-line layer, whose fields are the flags.
+pub type RunArgs = boldcast_train::presets::Overrides;
 
 /// A count that must be at least 1 (clap names the flag in its error).
 fn parse_at_least_one(s: &str) -> Result<usize, String> {
@@ -430,25 +254,6 @@ fn parse_temporal(s: &str) -> Result<Temporal, String> {
         "mamba" => Ok(Temporal::Mamba),
         "mamba2" => Ok(Temporal::Mamba2),
         _ => Err(format!("`{s}` is not a temporal mixer (mamba or mamba2)")),
-    }
-}
-
-impl RunArgs {
-    /// The command-line layer of the configuration.
-    pub fn overrides(&self) -> boldcast_train::presets::Overrides {
-        boldcast_train::presets::Overrides {
-            preset: self.preset.clone(),
-            config: self.config.clone(),
-            lr: self.lr,
-            max_steps: self.max_steps,
-            data: self.data.clone(),
-            out: self.out.clone(),
-            backend: self.backend.clone(),
-            precision: self.precision.clone(),
-            seed: self.seed,
-            temporal: self.temporal,
-            picks: self.picks.selection(),
-        }
     }
 }
 
@@ -486,64 +291,15 @@ pub struct TrainArgs {
     /// would); the schedule still follows max_steps. Continue with --resume.
     #[arg(long, value_name = "N")]
     pub stop_after: Option<u64>,
-    /// Subjects to train on: `01,02,sub-03` or `@FILE` (labels separated by whitespace, commas
-    /// or newlines). Sets data.subjects_train.
-    #[arg(long, value_name = "LIST|@FILE")]
-    pub subjects_train: Option<String>,
-    /// Subjects held out for validation: `04,05` or `@FILE`. Sets data.subjects_heldout.
-    #[arg(long, value_name = "LIST|@FILE")]
-    pub subjects_heldout: Option<String>,
-    /// Hold out this fraction of the subjects, drawn with train.seed (without explicit lists).
-    #[arg(long)]
-    pub heldout_fraction: Option<f64>,
-    /// Keep related subjects together: subjects with the same value in this column of the
-    /// data directory's participants.tsv (e.g. `family_id`, HCP's twins) never straddle
-    /// training and held out. Explicit lists that split a group are an error naming it; a
-    /// drawn split holds out each picked subject's whole group. Sets data.group_column.
-    #[arg(long, value_name = "COL")]
-    pub group_column: Option<String>,
-    /// Validate every N steps (train.val_every).
-    #[arg(long, value_name = "N")]
-    pub val_every: Option<u64>,
-    /// Checkpoint every N steps (train.ckpt_every).
-    #[arg(long, value_name = "N")]
-    pub ckpt_every: Option<u64>,
-    /// Early-stopping patience in validations; 0 disables (train.patience).
-    #[arg(long, value_name = "N")]
-    pub patience: Option<u64>,
-    /// Smallest improvement of the validation loss that resets the patience (train.min_delta).
-    #[arg(long)]
-    pub min_delta: Option<f64>,
-    /// Windows per optimizer step (train.batch_size); under mpirun/srun the global batch,
-    /// split evenly over the ranks (it must be divisible by their number).
-    #[arg(long, value_name = "N")]
-    pub batch_size: Option<usize>,
+    /// The subject split and the loop.
+    #[command(flatten)]
+    pub split: boldcast_train::presets::TrainOverrides,
 }
 
 impl TrainArgs {
     /// Whether any flag that changes the configuration is given (not allowed with --resume).
     pub fn changes_config(&self) -> bool {
-        let r = &self.run;
-        r.preset.is_some()
-            || r.config.is_some()
-            || r.lr.is_some()
-            || r.max_steps.is_some()
-            || r.data.is_some()
-            || r.out.is_some()
-            || r.backend.is_some()
-            || r.precision.is_some()
-            || r.seed.is_some()
-            || r.temporal.is_some()
-            || r.picks.any()
-            || self.subjects_train.is_some()
-            || self.subjects_heldout.is_some()
-            || self.heldout_fraction.is_some()
-            || self.group_column.is_some()
-            || self.val_every.is_some()
-            || self.ckpt_every.is_some()
-            || self.patience.is_some()
-            || self.min_delta.is_some()
-            || self.batch_size.is_some()
+        self.run.any() || self.split.any()
     }
 }
 
@@ -570,33 +326,9 @@ pub struct TuneArgs {
 /// Flags of `bc-cli eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
-    /// best.safetensors, else its newest checkpoint).
-    #[arg(long)]
-    pub checkpoint: PathBuf,
-    /// Dataset directory (default: the configuration's, else its synthetic fixture).
-    #[arg(long)]
-    pub data: Option<PathBuf>,
-    /// How the runs of --data are picked (default: the configuration's picks).
+    /// What to evaluate, and on which data.
     #[command(flatten)]
-    pub picks: DataArgs,
-    /// A run configuration, for weights without one in their metadata (e.g. from PyTorch).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Score these subjects (`24,25` or `@FILE`) instead of the run's held-out ones, which
-    /// chose its best step: a test set kept out of training and validation. The run must
-    /// list its training subjects (--subjects-train); the baselines are fitted on those.
-    #[arg(long, value_name = "LIST|@FILE")]
-    pub test_subjects: Option<String>,
-    /// Keep related subjects (the same value in this column of participants.tsv, e.g.
-    /// `family_id`) on one side of the split: a test or held-out subject whose relative was
-    /// trained on is an error naming them (default: the run's data.group_column).
-    #[arg(long, value_name = "COL")]
-    pub group_column: Option<String>,
-    /// Evaluate on data other than the training data (other parcel names, or training runs
-    /// that differ from those the weights recorded), with a warning, instead of refusing.
-    #[arg(long)]
-    pub allow_other_data: bool,
+    pub req: boldcast_train::eval::request::EvalRequest,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
@@ -626,20 +358,13 @@ pub struct Overwrite {
 /// The flags `forecast`, `embed` and `fingerprint` share: the model and the runs it sees.
 #[derive(Debug, Args)]
 pub struct ModelDataArgs {
-    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
-    /// best.safetensors, else its newest checkpoint); the configuration and adjacency stored
-    /// in it are used.
-    #[arg(long)]
-    pub checkpoint: PathBuf,
-    /// Dataset directory, in any format the loader reads (default: the configuration's, else
-    /// its synthetic fixture). Other subjects than the training ones are fine; other parcel
-    /// names are refused unless --allow-other-data.
-    #[arg(long)]
-    pub data: Option<PathBuf>,
+    /// The weights and the data.
+    #[command(flatten)]
+    pub open: boldcast_train::infer::OpenRequest,
     /// Only the runs of these subjects: `01,02,sub-03` or `@FILE` (default: every run). On
     /// the training data each run is labelled train or heldout (printed and in the JSON).
-    #[arg(long)]
-    pub subjects: Option<String>,
+    #[arg(long, value_name = "LIST|@FILE")]
+    pub subjects: Option<boldcast::data::SubjectList>,
     /// Tokens each output sees: K (the last K tokens up to it, fewer at the run's start) or
     /// `full` (the whole run as one causal sequence). Default: the training window,
     /// window.window / d_in tokens, computed exactly (one window per token, batches of
@@ -648,13 +373,6 @@ pub struct ModelDataArgs {
     /// layers (nothing mixes time) the default is `full`, which gives the same outputs.
     #[arg(long, value_parser = parse_context)]
     pub context: Option<ContextLen>,
-    /// Run on data with other parcel names than the weights were trained on (a warning).
-    #[arg(long)]
-    pub allow_other_data: bool,
-    /// How the runs of --data are picked and read (default: the training configuration's
-    /// picks; those given replace them).
-    #[command(flatten)]
-    pub picks: DataArgs,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
@@ -711,14 +429,6 @@ pub struct FingerprintArgs {
     pub json: bool,
 }
 
-/// Flags of `bc-cli forecast`.
-#[derive(Debug, Args)]
-pub struct ForecastArgs {
-    /// The shared flags.
-    #[command(flatten)]
-    pub infer: InferArgs,
-}
-
 /// Flags of `bc-cli embed`.
 #[derive(Debug, Args)]
 pub struct EmbedArgs {
@@ -729,30 +439,8 @@ pub struct EmbedArgs {
     /// run's tokens (P, d_model); `corr`: the correlation of every two parcels' embeddings
     /// over the run's tokens (P, P), each parcel's d_model-vector centred per feature, as
     /// fingerprint uses it.
-    #[arg(long, value_enum, default_value_t = PoolArg::None)]
-    pub pool: PoolArg,
-}
-
-/// `embed --pool`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PoolArg {
-    /// Per token.
-    None,
-    /// The mean over tokens.
-    Mean,
-    /// The parcel-by-parcel correlation over tokens.
-    Corr,
-}
-
-impl PoolArg {
-    /// The library's pooling.
-    pub fn pool(self) -> Pool {
-        match self {
-            PoolArg::None => Pool::None,
-            PoolArg::Mean => Pool::Mean,
-            PoolArg::Corr => Pool::Corr,
-        }
-    }
+    #[arg(long, value_enum, default_value_t = Pool::None)]
+    pub pool: Pool,
 }
 
 /// `fingerprint --pool`: one sample per run.

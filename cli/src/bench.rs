@@ -36,7 +36,7 @@ pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
     }
     // The report's precision is the configuration's; dispatch_in refuses bf16 off cuda.
     cfg.train.precision = if args.precision == crate::args::Precision::Bf16 { "bf16" } else { "f32" }.into();
-    let mut rep = crate::backend::dispatch_in(args.backend, args.precision, Bench(&cfg, args, dist))?;
+    let mut rep = boldcast::backend::dispatch_in(args.backend, args.precision, Bench(&cfg, args, dist))?;
     // Rank 0 reports; the other ranks leave the cores to it. The best of 10 products: on a
     // shared machine a few of them run while other work holds a core, and the peak is what the
     // machine can do, not what it did once (BENCHMARKS.md, CPU backend, "Peak", has how far a
@@ -49,9 +49,14 @@ pub fn run(args: &BenchArgs, dist: &Dist) -> Result<BenchReport, CliError> {
 
 struct Bench<'a>(&'a RunConfig, &'a BenchArgs, &'a Dist);
 
-impl crate::backend::Job for Bench<'_> {
+impl boldcast::backend::Job for Bench<'_> {
     type Output = BenchReport;
-    fn run<M: DataParallel<f32>>(self, name: &str, build: crate::backend::Builder<M>) -> Result<BenchReport, CliError> {
+    type Error = CliError;
+    fn run<M: DataParallel<f32>>(
+        self,
+        name: &str,
+        build: boldcast::backend::Builder<M>,
+    ) -> Result<BenchReport, CliError> {
         let opts = BenchOptions {
             backend: name.to_string(),
             preset: self.1.preset.clone(),

@@ -2,9 +2,8 @@
 //! is [`boldcast_testkit::golden::check_case_dir`]; this module only picks the backend.
 
 use crate::args::GoldenArgs;
-use crate::backend::{dispatch, Builder, Job};
 use crate::CliError;
-use boldcast::core::Model;
+use boldcast::backend::{dispatch, Builder, Job};
 use boldcast_testkit::golden::{check_case_dir, Report};
 use std::path::Path;
 
@@ -12,7 +11,8 @@ struct Golden<'a>(&'a Path);
 
 impl Job for Golden<'_> {
     type Output = Report;
-    fn run<M: Model<f32>>(self, _: &str, build: Builder<M>) -> Result<Report, CliError> {
+    type Error = CliError;
+    fn run<M: boldcast::core::DataParallel<f32>>(self, _: &str, build: Builder<M>) -> Result<Report, CliError> {
         // The seed is irrelevant: the case's weights replace the initialization.
         Ok(check_case_dir(self.0, |cfg, adj| build(cfg, adj, 0))?)
     }

@@ -2,14 +2,14 @@
 //! around the library's [`boldcast_train::infer`] (which documents the files, the layouts and
 //! the context rule). `--json` prints the report that is also written to `--out`.
 
-use crate::args::{InferArgs, ModelDataArgs, PoolArg};
+use crate::args::{InferArgs, ModelDataArgs};
 use crate::error::CliError;
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig};
-use boldcast_train::infer::{
-    embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, OpenRequest, Predictor, Side,
-};
+use boldcast_train::infer::Pool;
+use boldcast_train::infer::{embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, Predictor};
 use boldcast_train::linear_path::LinearPathModel;
+use boldcast_train::text;
 use boldcast_train::TrainError;
 use std::io::IsTerminal;
 
@@ -23,14 +23,7 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let subjects = a.subjects.as_deref().map(boldcast::data::parse_subject_list).transpose()?;
-    let req = OpenRequest {
-        checkpoint: a.checkpoint.clone(),
-        data: a.data.clone(),
-        allow_other_data: a.allow_other_data,
-        picks: a.picks.selection(),
-    };
-    let p = Predictor::open(&req, build).map_err(|e| match e {
+    let p = Predictor::open(&a.open, build).map_err(|e| match e {
         e @ TrainError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
         e @ TrainError::OtherData { .. } => {
             CliError::Msg(format!("{e}; give --allow-other-data to run on these data anyway"))
@@ -40,7 +33,7 @@ where
     for n in &p.notes {
         crate::errln!("{n}");
     }
-    let runs = p.select(subjects.as_deref()).map_err(|e| match e {
+    let runs = p.select(a.subjects.as_ref().map(|s| s.0.as_slice())).map_err(|e| match e {
         TrainError::Split(boldcast::data::SplitError::UnknownSubject { subject, subjects, .. }) => {
             boldcast::data::SplitError::UnknownSubject { field: "--subjects", subject, subjects }.into()
         }
@@ -67,19 +60,6 @@ fn selection<M: Model<f32>>(p: &Predictor<M>, runs: &[usize]) -> String {
     format!("runs: {} of subjects {} ({held})", runs.len(), subjects.join(", "))
 }
 
-fn side(s: Option<Side>) -> &'static str {
-    match s {
-        Some(Side::Train) => "train",
-        Some(Side::Heldout) => "heldout",
-        Some(Side::Unused) => "unused",
-        None => "-",
-    }
-}
-
-fn num(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.6}"))
-}
-
 /// `bc-cli forecast`: writes the files, prints a line per run as it is done (or, with
 /// `--json`, the report) and the pooled MSE.
 pub fn forecast_command<M, F>(a: &InferArgs, build: F) -> Result<ForecastReport, CliError>
@@ -91,19 +71,11 @@ where
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
     let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
     if !a.json {
-        let mut head = format!("{:<28}{:<9}{:>7}{:>8}{:>12}", "run", "side", "TRs", "tokens", "MSE");
-        for h in &p.cfg.model.horizons {
-            head += &format!("{:>12}", format!("h{h}"));
-        }
-        bar.println(&head);
+        bar.println(&text::forecast_header(&p.cfg.model.horizons));
     }
     let mut line = |e: &boldcast_train::infer::forecast::RunEntry| {
         if !a.json {
-            let mut s = format!("{:<28}{:<9}{:>7}{:>8}{:>12}", e.id, side(e.side), e.n_tr, e.tokens, num(e.mse.mse));
-            for v in &e.mse.per_horizon {
-                s += &format!("{:>12}", num(*v));
-            }
-            bar.println(&s);
+            bar.println(&text::forecast_line(e));
         }
         bar.inc();
     };
@@ -113,31 +85,24 @@ where
         crate::write_result(&(serde_json::to_string_pretty(&report).expect("JSON serializes") + "\n"))?;
         return Ok(report);
     }
-    for t in &report.totals {
-        let mut s = format!("{:<52}{:>12}", format!("{} ({} runs)", t.runs, t.n_runs), num(t.mse.mse));
-        for v in &t.mse.per_horizon {
-            s += &format!("{:>12}", num(*v));
-        }
-        crate::outln!("{s}");
-    }
+    text::forecast_totals(&report).iter().for_each(|l| crate::outln!("{l}"));
     crate::outln!("wrote {} (standardized MSE; per parcel in forecast.json)", a.out.display());
     Ok(report)
 }
 
 /// `bc-cli embed`: writes the files, prints a line per run as it is done (or, with `--json`,
 /// the report).
-pub fn embed_command<M, F>(a: &InferArgs, pool: PoolArg, build: F) -> Result<EmbedReport, CliError>
+pub fn embed_command<M, F>(a: &InferArgs, pool: Pool, build: F) -> Result<EmbedReport, CliError>
 where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let (p, runs, context, context_rule) = open(&a.model, build)?;
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
-    let pool = pool.pool();
     let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
     let mut line = |e: &boldcast_train::infer::embed::EmbedEntry| {
         if !a.json {
-            bar.println(&format!("{:<28}{:<9}{:>7} TRs  {} {:?}", e.id, side(e.side), e.n_tr, e.embedding, e.shape));
+            bar.println(&text::embed_line(e));
         }
         bar.inc();
     };

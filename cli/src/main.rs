@@ -1,101 +1,30 @@
 //! `bc-cli`: the command-line tool of boldcast. See `bc-cli --help`.
 
-use bc_cli::args::{Backend, Cli, Command, OverfitArgs, Precision};
-use bc_cli::backend::{dispatch, dispatch_in, Builder, Job};
+use bc_cli::args::{Backend, Cli, Command, OverfitArgs};
 use bc_cli::distributed::{abort_on_error, from_env, Transport};
 use bc_cli::overfit::{overfit_command, OverfitReport};
 use bc_cli::CliError;
-use boldcast::core::{DataParallel, Model};
+use boldcast::backend::{dispatch, dispatch_named, Builder, Job};
+use boldcast::core::DataParallel;
 use boldcast_train::presets::{resolve, Purpose, DEFAULT_PRESET};
 use clap::Parser;
 use std::process::ExitCode;
 
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
-        Command::Synth(a) => {
-            let out = bc_cli::synth::run(&a)?;
-            bc_cli::outln!(
-                "wrote {} runs, parcels.tsv and synth.json to {} (exact floor, horizons 1,5, d_in 1: {:.6})",
-                out.files.len(),
-                out.dir.display(),
-                out.floor.overall
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Floor(a) => {
-            let r = bc_cli::floor::run(&a)?;
-            for n in &r.notes {
-                bc_cli::errln!("{n}");
-            }
-            if a.json {
-                bc_cli::write_result(&(serde_json::to_string_pretty(&r.json).expect("JSON serializes") + "\n"))?;
-            } else {
-                bc_cli::write_result(&r.text)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Synth(a) => synth(&a),
+        Command::Floor(a) => floor(&a),
         Command::Overfit(a) => {
-            let cfg = resolve(&a.run.overrides(), DEFAULT_PRESET, Purpose::Overfit)?;
-            let (backend, precision) =
-                (Backend::from_name(&cfg.train.backend)?, Precision::from_name(&cfg.train.precision)?);
-            let rep = dispatch_in(backend, precision, Overfit(&a))?;
-            Ok(if rep.verdict.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            let cfg = resolve(&a.run, DEFAULT_PRESET, Purpose::Overfit)?;
+            let rep = dispatch_named(&cfg.train.backend, &cfg.train.precision, Overfit(&a))?;
+            Ok(verdict(rep.verdict.passed))
         }
-        Command::Train(a) => {
-            let (cfg, mut req) = bc_cli::train::resolve_train_args(&a)?;
-            // NCCL for a fresh run on the CUDA backend; MPI otherwise (a resumed CUDA run too:
-            // its gradients then travel through host buffers).
-            let cuda = cfg.as_ref().is_some_and(|c| Backend::from_name(&c.train.backend).is_ok_and(Backend::on_gpu));
-            req.dist = from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
-            // With --resume the backend is the one stored in the checkpoint's configuration.
-            let launch = abort_on_error(&req.dist, bc_cli::train::launch(cfg, &req))?;
-            if let Some(done) = bc_cli::train::completed(&launch)? {
-                bc_cli::outln!("{done}");
-                return Ok(ExitCode::SUCCESS);
-            }
-            let backend = Backend::from_name(&launch.cfg.train.backend)?;
-            let precision = Precision::from_name(&launch.cfg.train.precision)?;
-            let dist = launch.dist.clone();
-            let rep = abort_on_error(&dist, dispatch_in(backend, precision, Train(launch)))?;
-            Ok(if rep.verdict.is_none_or(|v| v.passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
-        }
-        Command::Bench(a) => {
-            let transport = if a.backend.on_gpu() { Transport::Nccl } else { Transport::Mpi };
-            let dist = from_env(transport)?;
-            let rep = abort_on_error(&dist, bc_cli::bench::run(&a, &dist))?;
-            if dist.is_root() {
-                bc_cli::write_result(&(serde_json::to_string(&rep).expect("JSON serializes") + "\n"))?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Eval(a) => {
-            if let Some(png) = &a.figure {
-                boldcast_plot::check_figure_path(png, a.replace.overwrite)?;
-            }
-            let req = bc_cli::eval::EvalRequest {
-                checkpoint: a.checkpoint,
-                data: a.data,
-                config: a.config,
-                allow_other_data: a.allow_other_data,
-                picks: a.picks.selection(),
-                test_subjects: a.test_subjects.as_deref().map(boldcast::data::parse_subject_list).transpose()?,
-                group_column: a.group_column,
-            };
-            let rep = dispatch(a.backend, Eval(&req))?;
-            if let Some(png) = &a.figure {
-                let svg = boldcast_plot::eval::eval_figure(png, &rep, a.replace.overwrite)?;
-                bc_cli::errln!("figure: {} (and {})", png.display(), svg.display());
-            }
-            if a.json {
-                bc_cli::write_result(&(serde_json::to_string_pretty(&rep).expect("JSON serializes") + "\n"))?;
-            } else {
-                bc_cli::write_result(&bc_cli::eval::table(&rep))?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Train(a) => train(&a),
+        Command::Bench(a) => bench(&a),
+        Command::Eval(a) => eval(a),
         Command::Forecast(a) => {
             boldcast::data::fsutil::remove_stages_on_signals();
-            dispatch(a.infer.model.backend, Forecast(&a.infer))?;
+            dispatch(a.model.backend, Forecast(&a))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Embed(a) => {
@@ -105,38 +34,102 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Fingerprint(a) => {
             let rep = dispatch(a.model.backend, Fingerprint(&a))?;
-            if a.json {
-                bc_cli::write_result(&(serde_json::to_string_pretty(&rep).expect("JSON serializes") + "\n"))?;
-            } else {
-                bc_cli::write_result(&bc_cli::fingerprint::table(&rep))?;
-            }
-            Ok(ExitCode::SUCCESS)
+            result(a.json, &rep, || boldcast_train::text::fingerprint_table(&rep))
         }
         Command::Tune(a) => {
             let search = bc_cli::tune::resolve_tune_args(&a)?;
-            let backend = Backend::from_name(&search.base.train.backend)?;
-            let precision = Precision::from_name(&search.base.train.precision)?;
-            let rep = dispatch_in(backend, precision, Tune(&search))?;
-            if a.json {
-                bc_cli::write_result(&(serde_json::to_string_pretty(&rep).expect("JSON serializes") + "\n"))?;
-            } else {
-                bc_cli::write_result(&bc_cli::tune::table(&rep, &search))?;
-            }
-            Ok(ExitCode::SUCCESS)
+            let rep = dispatch_named(&search.base.train.backend, &search.base.train.precision, Tune(&search))?;
+            result(a.json, &rep, || boldcast_train::text::tune_table(&rep, &search))
         }
         Command::Golden(a) => {
             let report = bc_cli::golden::run(&a)?;
             bc_cli::write_result(&format!("{report}\n"))?;
-            Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(verdict(report.passed()))
         }
     }
+}
+
+/// Exit status 0 when a verdict passed, 1 when it failed.
+fn verdict(passed: bool) -> ExitCode {
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Writes a command's result: its JSON with `json`, else its text.
+fn result<T: serde::Serialize>(json: bool, rep: &T, text: impl FnOnce() -> String) -> Result<ExitCode, CliError> {
+    if json {
+        bc_cli::write_result(&(serde_json::to_string_pretty(rep).expect("JSON serializes") + "\n"))?;
+    } else {
+        bc_cli::write_result(&text())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn synth(a: &bc_cli::args::SynthArgs) -> Result<ExitCode, CliError> {
+    let out = bc_cli::synth::run(a)?;
+    bc_cli::outln!(
+        "wrote {} runs, parcels.tsv and synth.json to {} (exact floor, horizons 1,5, d_in 1: {:.6})",
+        out.files.len(),
+        out.dir.display(),
+        out.floor.overall
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn floor(a: &bc_cli::args::FloorArgs) -> Result<ExitCode, CliError> {
+    let r = bc_cli::floor::run(a)?;
+    r.notes.iter().for_each(|n| bc_cli::errln!("{n}"));
+    result(a.json, &r.json, || r.text.clone())
+}
+
+fn train(a: &bc_cli::args::TrainArgs) -> Result<ExitCode, CliError> {
+    let (cfg, mut req) = bc_cli::train::resolve_train_args(a)?;
+    // NCCL for a fresh run on the CUDA backend; MPI otherwise (a resumed CUDA run too: its
+    // gradients then travel through host buffers).
+    let cuda = cfg.as_ref().is_some_and(|c| Backend::from_name(&c.train.backend).is_ok_and(Backend::on_gpu));
+    req.dist = from_env(if cuda { Transport::Nccl } else { Transport::Mpi })?;
+    // With --resume the backend is the one stored in the checkpoint's configuration.
+    let launch = abort_on_error(&req.dist, bc_cli::train::launch(cfg, &req))?;
+    if let Some(done) = bc_cli::train::completed(&launch)? {
+        bc_cli::outln!("{done}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (backend, precision) = (launch.cfg.train.backend.clone(), launch.cfg.train.precision.clone());
+    let dist = launch.dist.clone();
+    let rep = abort_on_error(&dist, dispatch_named(&backend, &precision, Train(launch)))?;
+    Ok(verdict(rep.verdict.is_none_or(|v| v.passed)))
+}
+
+fn bench(a: &bc_cli::args::BenchArgs) -> Result<ExitCode, CliError> {
+    let dist = from_env(if a.backend.on_gpu() { Transport::Nccl } else { Transport::Mpi })?;
+    let rep = abort_on_error(&dist, bc_cli::bench::run(a, &dist))?;
+    if dist.is_root() {
+        bc_cli::write_result(&(serde_json::to_string(&rep).expect("JSON serializes") + "\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn eval(a: bc_cli::args::EvalArgs) -> Result<ExitCode, CliError> {
+    if let Some(png) = &a.figure {
+        boldcast_plot::check_figure_path(png, a.replace.overwrite)?;
+    }
+    let rep = dispatch(a.backend, Eval(&a.req))?;
+    if let Some(png) = &a.figure {
+        let svg = boldcast_plot::eval::eval_figure(png, &rep, a.replace.overwrite)?;
+        bc_cli::errln!("figure: {} (and {})", png.display(), svg.display());
+    }
+    result(a.json, &rep, || boldcast_train::text::eval_table(&rep))
 }
 
 struct Overfit<'a>(&'a OverfitArgs);
 
 impl Job for Overfit<'_> {
     type Output = OverfitReport;
-    fn run<M: Model<f32>>(self, name: &str, build: Builder<M>) -> Result<OverfitReport, CliError> {
+    type Error = CliError;
+    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<OverfitReport, CliError> {
         overfit_command(self.0, name, build)
     }
 }
@@ -145,8 +138,9 @@ struct Train(boldcast_train::launch::Launch);
 
 impl Job for Train {
     type Output = bc_cli::train::TrainReport;
-    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::train::train_launched(self.0, name, build)
+    type Error = CliError;
+    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+        bc_cli::train::train_launched(self.0, build)
     }
 }
 
@@ -154,6 +148,7 @@ struct Tune<'a>(&'a boldcast_train::tune::Search);
 
 impl Job for Tune<'_> {
     type Output = boldcast_train::tune::TuneReport;
+    type Error = CliError;
     fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::tune::tune_command(self.0, name, build)
     }
@@ -163,7 +158,8 @@ struct Fingerprint<'a>(&'a bc_cli::args::FingerprintArgs);
 
 impl Job for Fingerprint<'_> {
     type Output = boldcast_train::fingerprint::FingerprintReport;
-    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+    type Error = CliError;
+    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::fingerprint::fingerprint_command(self.0, build)
     }
 }
@@ -172,7 +168,8 @@ struct Eval<'a>(&'a bc_cli::eval::EvalRequest);
 
 impl Job for Eval<'_> {
     type Output = bc_cli::eval::EvalReport;
-    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+    type Error = CliError;
+    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::eval::eval_command(self.0, build)
     }
 }
@@ -181,16 +178,18 @@ struct Forecast<'a>(&'a bc_cli::args::InferArgs);
 
 impl Job for Forecast<'_> {
     type Output = boldcast_train::infer::ForecastReport;
-    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+    type Error = CliError;
+    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::infer::forecast_command(self.0, build)
     }
 }
 
-struct Embed<'a>(&'a bc_cli::args::InferArgs, bc_cli::args::PoolArg);
+struct Embed<'a>(&'a bc_cli::args::InferArgs, boldcast_train::infer::Pool);
 
 impl Job for Embed<'_> {
     type Output = boldcast_train::infer::EmbedReport;
-    fn run<M: Model<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
+    type Error = CliError;
+    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
         bc_cli::infer::embed_command(self.0, self.1, build)
     }
 }

@@ -13,14 +13,7 @@ pub struct Progress {
 impl Progress {
     /// A bar of `len` steps when `show`, else printing only.
     pub fn new(show: bool, len: u64) -> Self {
-        let bar = show.then(|| {
-            let pb = ProgressBar::new(len);
-            if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} steps  {elapsed} (eta {eta})") {
-                pb.set_style(style);
-            }
-            pb
-        });
-        Self { bar }
+        Self::counting(show, len, "steps")
     }
 
     /// A bar of `len` `unit` (runs, files) when `show`, else printing only.
@@ -62,13 +55,7 @@ impl Progress {
     /// bar one further.
     pub fn step(&self, rec: &StepRecord, log_every: u64) {
         if rec.step == 0 || (rec.step + 1).is_multiple_of(log_every.max(1)) {
-            self.println(&format!(
-                "step {:>6}  loss {:.6}  lr {:.3e}  grad_norm {:.4}",
-                rec.step + 1,
-                rec.loss,
-                rec.lr,
-                rec.grad_norm
-            ));
+            self.println(&boldcast_train::text::step_line(rec));
         }
         if let Some(b) = &self.bar {
             b.inc(1);

@@ -3,8 +3,8 @@
 //! files and how a killed search continues).
 
 use crate::args::TuneArgs;
-use crate::backend::Builder;
 use crate::error::CliError;
+use boldcast::backend::Builder;
 use boldcast::core::DataParallel;
 use boldcast_train::presets::DEFAULT_PRESET;
 use boldcast_train::tune::{self, Axis, Candidate, Mode, Search, TrialResult, TuneObserver, TuneReport};
@@ -40,19 +40,7 @@ impl TuneObserver for Lines {
     }
 
     fn on_trial_end(&mut self, r: &TrialResult) {
-        let values: Vec<String> = self.keys.iter().zip(&r.values).map(|(k, v)| format!("{k}={v}")).collect();
-        let what = match (&r.error, r.best_val_loss) {
-            (Some(e), _) => format!("failed: {e}"),
-            (None, l) => format!(
-                "best val_mse {} at step {}, {} steps{}",
-                l.map_or("-".into(), |l| format!("{l:.6}")),
-                r.best_step.map_or("-".into(), |s| s.to_string()),
-                r.steps.map_or("-".into(), |s| s.to_string()),
-                if r.reused { " (finished before: kept)".to_string() } else { String::new() }
-            ),
-        };
-        let wall = r.wall_s.map_or(String::new(), |s| format!(" ({s:.1} s)"));
-        crate::outln!("trial {}/{} {} {}: {what}{wall}", r.trial + 1, self.n, r.dir, values.join(" "));
+        crate::outln!("{}", boldcast_train::text::trial_line(&self.keys, self.n, r));
     }
 }
 
@@ -78,13 +66,4 @@ pub fn tune_command<M: DataParallel<f32>>(
         )));
     }
     Ok(report)
-}
-
-/// The results table as printed: `results.tsv`, and the winner.
-pub fn table(report: &TuneReport, search: &Search) -> String {
-    let mut text = tune::results_tsv(report);
-    if let (Some(i), Some(f)) = (report.best, &report.best_config) {
-        text += &format!("best: {}, configuration in {}\n", tune::trial_dir_name(i), search.out.join(f).display());
-    }
-    text
 }

@@ -16,7 +16,7 @@ use boldcast_train::presets::{preset, resolve, DEFAULT_PRESET};
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{log_lines, run};
+use common::{log_lines, quick, run};
 
 struct Scale {
     cfg: ModelConfig,
@@ -267,7 +267,7 @@ fn overfit_on_a_dataset_needs_exactly_four_windows() {
 fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = run(&["overfit", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "150"]);
+    let o = quick("overfit", &out, &["--max-steps", "150"]);
     let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{so}\n{se}");
     assert!(so.contains("verdict: PASS  mean(last 50) = "), "{so}");

@@ -35,23 +35,7 @@ fn read_npy(path: &Path) -> (Vec<u64>, Vec<f64>, u64) {
 fn synth_npy_writes_runs_parcels_and_exact_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = run(&[
-        "synth",
-        "--out",
-        out.to_str().unwrap(),
-        "--subjects",
-        "3",
-        "--runs",
-        "2",
-        "--trs",
-        "40",
-        "--parcels",
-        "5",
-        "--rho",
-        "0.5:0.9",
-        "--seed",
-        "7",
-    ]);
+    let o = synth(&out, "--subjects 3 --runs 2 --trs 40 --parcels 5 --rho 0.5:0.9 --seed 7");
     assert!(o.status.success(), "{}", text(&o).1);
     assert_eq!(
         ls(&out),
@@ -98,23 +82,7 @@ fn synth_npy_writes_runs_parcels_and_exact_floor() {
     assert_eq!(row, [0, 1, 4]);
     // The same seed gives the same bytes.
     let out2 = d.path().join("ds2");
-    let o = run(&[
-        "synth",
-        "--out",
-        out2.to_str().unwrap(),
-        "--subjects",
-        "3",
-        "--runs",
-        "2",
-        "--trs",
-        "40",
-        "--parcels",
-        "5",
-        "--rho",
-        "0.5:0.9",
-        "--seed",
-        "7",
-    ]);
+    let o = synth(&out2, "--subjects 3 --runs 2 --trs 40 --parcels 5 --rho 0.5:0.9 --seed 7");
     assert!(o.status.success());
     for f in ls(&out) {
         assert_eq!(std::fs::read(out.join(&f)).unwrap(), std::fs::read(out2.join(&f)).unwrap(), "{f}");
@@ -141,24 +109,7 @@ fn synth_tsv_has_a_header_of_parcel_names() {
 fn synth_var1_records_its_lyapunov_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = run(&[
-        "synth",
-        "--out",
-        out.to_str().unwrap(),
-        "--var1",
-        "--parcels",
-        "6",
-        "--k",
-        "3",
-        "--self-coef",
-        "0.5",
-        "--neighbor-coef",
-        "0.4",
-        "--trs",
-        "20",
-        "--dtype",
-        "f64",
-    ]);
+    let o = synth(&out, "--var1 --parcels 6 --k 3 --self-coef 0.5 --neighbor-coef 0.4 --trs 20 --dtype f64");
     assert!(o.status.success(), "{}", text(&o).1);
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();

@@ -92,7 +92,7 @@ fn a_bad_key_or_no_validation_subjects_is_exit_2_before_anything_runs() {
     assert_eq!(o.status.code(), Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("error: tune key `model.d_modl` = 8"), "{stderr}");
     assert!(!out.exists());
-    let o = run(&["tune", "--preset", "quick", "--out", out.to_str().unwrap(), "--grid", "train.lr=1e-3"]);
+    let o = quick("tune", &out, &["--grid", "train.lr=1e-3"]);
     let (stdout, stderr) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("no validation subjects (data.subjects_heldout is empty)"), "{stderr}");

@@ -42,7 +42,7 @@ fn ar1_fit_recovers_rho() {
 fn eval_json_and_table_of_a_short_run() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");
-    let o = run(&["train", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "20"]);
+    let o = quick("train", &out, &["--max-steps", "20"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
     // A run directory: best.safetensors.
     let o = run(&["eval", "--checkpoint", out.to_str().unwrap(), "--json"]);

@@ -99,7 +99,7 @@ fn svg_rects(path: &Path, color: (u8, u8, u8), y_max: f64) -> Vec<(f64, f64)> {
 fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");
-    let o = common::run(&["train", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "20"]);
+    let o = common::quick("train", &out, &["--max-steps", "20"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", common::text(&o));
     let png = d.path().join("figs/eval.png");
     let o = common::run(&["eval", "--checkpoint", out.to_str().unwrap(), "--json", "--figure", png.to_str().unwrap()]);
@@ -177,7 +177,7 @@ fn a_figure_replaces_only_regular_files_and_only_with_overwrite_and_its_twin_fol
     use std::os::unix::fs::FileTypeExt;
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");
-    let o = common::run(&["train", "--preset", "quick", "--out", out.to_str().unwrap(), "--max-steps", "20"]);
+    let o = common::quick("train", &out, &["--max-steps", "20"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", common::text(&o));
     for command in ["eval", "fingerprint"] {
         let dir = d.path().join(command);

@@ -35,19 +35,14 @@ fn train(data: &Path, out: &Path, backend: &str) {
     assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
 }
 
+/// Runs `bc-cli fingerprint` of `run_dir` on `data` with `extra` flags.
+fn fingerprint_run(run_dir: &Path, data: &Path, backend: &str, extra: &[&str]) -> std::process::Output {
+    let (r, d) = (run_dir.to_str().unwrap(), data.to_str().unwrap());
+    run(&[&["fingerprint", "--checkpoint", r, "--data", d, "--backend", backend][..], extra].concat())
+}
+
 fn fingerprint(run_dir: &Path, data: &Path, backend: &str, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec![
-        "fingerprint",
-        "--checkpoint",
-        run_dir.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-        "--backend",
-        backend,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    let o = run(&args);
+    let o = fingerprint_run(run_dir, data, backend, &[&["--json"][..], extra].concat());
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap()
 }
@@ -93,15 +88,7 @@ fn planted_identities_are_found_and_identical_subjects_give_chance() {
         assert_eq!(cells, 20);
         assert!(fig.is_file() && fig.with_extension("svg").is_file());
         // The text table says the same.
-        let o = run(&[
-            "fingerprint",
-            "--checkpoint",
-            out.to_str().unwrap(),
-            "--data",
-            planted.to_str().unwrap(),
-            "--backend",
-            backend,
-        ]);
+        let o = fingerprint_run(&out, &planted, backend, &[]);
         assert!(o.status.success(), "{}", stderr(&o));
         let text = stdout(&o);
         assert!(text.contains("leave-one-run-out") && text.contains("McNemar (top-1, embedding vs fc)"), "{text}");

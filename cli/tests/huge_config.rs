@@ -67,6 +67,19 @@ fn refused(what: &str, o: Option<Output>, field: &str, out: &Path) -> Result<Str
 }
 
 /// Panics listing every failure of `results`.
+/// Trains each `(name, toml, field)` case in `dir` and checks it is refused naming `field`.
+fn all_refused<T: AsRef<str>>(dir: &Path, cases: &[(&str, T, &str)]) -> Vec<String> {
+    all_ok(
+        cases
+            .iter()
+            .map(|(name, toml, field)| {
+                let (o, out) = train(dir, name, toml.as_ref());
+                refused(name, o, field, &out)
+            })
+            .collect(),
+    )
+}
+
 fn all_ok(results: Vec<Result<String, String>>) -> Vec<String> {
     let bad: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     assert!(
@@ -118,15 +131,7 @@ fn huge_sizes_in_a_train_configuration_are_refused_naming_the_field() {
         ("batch_size", format!("[train]\nbatch_size = {HUGE}\n"), "train.batch_size"),
         ("mamba2", "[model]\ntemporal = \"mamba2\"\nd_model = 2305843009213693952\n".into(), "model.d_model"),
     ];
-    all_ok(
-        cases
-            .iter()
-            .map(|(name, toml, field)| {
-                let (o, out) = train(d.path(), name, toml);
-                refused(name, o, field, &out)
-            })
-            .collect(),
-    );
+    all_refused(d.path(), cases);
 }
 
 /// Sizes that fit in a 64-bit count but not in this machine: the error adds up what the run
@@ -146,15 +151,7 @@ fn a_configuration_larger_than_the_machine_says_what_it_would_need() {
         ),
         ("batch", "[train]\nbatch_size = 1000000\n", "train.batch_size"),
     ];
-    let errors = all_ok(
-        cases
-            .iter()
-            .map(|(name, toml, field)| {
-                let (o, out) = train(d.path(), name, toml);
-                refused(name, o, field, &out)
-            })
-            .collect(),
-    );
+    let errors = all_refused(d.path(), cases);
     for (e, (name, _, _)) in errors.iter().zip(cases) {
         assert!(e.contains("the configuration would need about") && e.contains("this machine has"), "{name}: {e}");
         for part in ["data ", "parameters and optimizer ", "activations "] {

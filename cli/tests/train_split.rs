@@ -75,17 +75,7 @@ fn subject_lists_from_flags_and_files() {
 fn the_binary_rejects_a_subject_in_both_lists_and_uses_a_list_file() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("r");
-    let o = run(&[
-        "train",
-        "--preset",
-        "quick",
-        "--out",
-        out.to_str().unwrap(),
-        "--subjects-train",
-        "01,02,03",
-        "--subjects-heldout",
-        "sub-03",
-    ]);
+    let o = quick("train", &out, &["--subjects-train", "01,02,03", "--subjects-heldout", "sub-03"]);
     assert_eq!(o.status.code(), Some(2));
     let e = text(&o).1;
     assert!(
@@ -95,19 +85,11 @@ fn the_binary_rejects_a_subject_in_both_lists_and_uses_a_list_file() {
     assert!(!out.exists(), "nothing written on a configuration error");
     let f = d.path().join("train.txt");
     std::fs::write(&f, "sub-01\nsub-03\n").unwrap();
-    let o = run(&[
+    let o = quick(
         "train",
-        "--preset",
-        "quick",
-        "--out",
-        out.to_str().unwrap(),
-        "--subjects-train",
-        &format!("@{}", f.display()),
-        "--subjects-heldout",
-        "02",
-        "--max-steps",
-        "4",
-    ]);
+        &out,
+        &["--subjects-train", &format!("@{}", f.display()), "--subjects-heldout", "02", "--max-steps", "4"],
+    );
     let (stdout, stderr) = text(&o);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{stdout}{stderr}");
     assert!(stdout.contains("train [\"01\", \"03\"]") && stdout.contains("held out [\"02\"]"), "{stdout}");

@@ -8,21 +8,7 @@ fn a_diverging_run_stops_naming_the_step_and_keeps_the_last_good_checkpoint() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("nan");
     // lr 100 with decoupled weight decay 0.05 multiplies the weights by about -4 per step.
-    let o = run(&[
-        "train",
-        "--preset",
-        "quick",
-        "--out",
-        out.to_str().unwrap(),
-        "--lr",
-        "100",
-        "--max-steps",
-        "100",
-        "--val-every",
-        "100",
-        "--ckpt-every",
-        "4",
-    ]);
+    let o = quick("train", &out, &["--lr", "100", "--max-steps", "100", "--val-every", "100", "--ckpt-every", "4"]);
     let (stdout, stderr) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{stdout}{stderr}");
     let log = log_lines(&out.join("loss_log.jsonl"));
@@ -52,25 +38,24 @@ fn early_stopping_ends_the_run_and_best_holds_the_best_validation_weights() {
     let out = d.path().join("early");
     // A learning rate too small to move the validation loss by min_delta: the loss stops
     // improving, and after 2 validations without improvement the run ends.
-    let o = run(&[
+    let o = quick(
         "train",
-        "--preset",
-        "quick",
-        "--out",
-        out.to_str().unwrap(),
-        "--lr",
-        "1e-9",
-        "--max-steps",
-        "100",
-        "--val-every",
-        "5",
-        "--ckpt-every",
-        "50",
-        "--patience",
-        "2",
-        "--min-delta",
-        "1e-3",
-    ]);
+        &out,
+        &[
+            "--lr",
+            "1e-9",
+            "--max-steps",
+            "100",
+            "--val-every",
+            "5",
+            "--ckpt-every",
+            "50",
+            "--patience",
+            "2",
+            "--min-delta",
+            "1e-3",
+        ],
+    );
     let (stdout, stderr) = text(&o);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{stdout}{stderr}");
     assert!(stdout.contains("finished (early_stopping) at step 10"), "{stdout}");

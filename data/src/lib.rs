@@ -106,7 +106,7 @@ pub use error::{DataError, SplitError};
 pub use names::{parse_bids_name, parse_run_name, parse_sidecar_name, BidsName, RunId};
 pub use read::cifti;
 pub use select::Selection;
-pub use split::{parse_subject_list, shuffle_indices, split, Split};
+pub use split::{parse_subject_list, shuffle_indices, split, Split, SubjectList};
 pub use standardize::{constant_parcels, parcel_stats, parcel_stats_rows, standardize, NonFinite, ParcelStats};
 pub use store::{DiskElem, DiskRun};
 pub use window::{horizon_seconds, horizon_seconds_text, seconds_span_text, seconds_text, WindowRef, WindowSpec};

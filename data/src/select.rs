@@ -25,27 +25,47 @@ use std::path::{Path, PathBuf};
 /// Sidecars larger than this are refused (a BIDS sidecar is a few KB).
 const MAX_SIDECAR_BYTES: u64 = 1 << 20;
 
-/// How the runs of a directory or tree are picked (the `[data]` settings of the same names).
+/// How the runs of a directory or tree are picked (a BIDS derivatives tree may hold several
+/// tasks, spaces, parcellations or formats) and their TR: the `[data]` settings of the same
+/// names, and `bc-cli`'s flags (feature `clap`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Selection {
-    /// `task-` label to load (required when the runs have several).
+    /// Load the runs of this task (`task-<label>`) when the tree holds several.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "LABEL"))]
     pub task: Option<String>,
-    /// `space-` label to load.
+    /// Load the runs in this space (`space-<label>`, e.g. fsLR).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "LABEL"))]
     pub space: Option<String>,
-    /// `seg-` (or `atlas-`) label to load: the parcellation.
+    /// Load the runs of this parcellation (`seg-<label>`, or XCP-D's older `atlas-<label>`).
+    #[cfg_attr(feature = "clap", arg(long, visible_alias = "atlas", value_name = "LABEL"))]
     pub seg: Option<String>,
-    /// File format to load (`npy`, `tsv`, `csv`, `ptseries.nii`, `dtseries.nii`) when a run
-    /// comes in several.
+    /// Load this format when a run comes in several (npy, tsv, csv, ptseries.nii, dtseries.nii);
+    /// an error when no run file has it.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "EXT"))]
     pub format: Option<String>,
-    /// The `.dlabel.nii` that averages dense series (`.dtseries.nii`) into parcels.
+    /// The `.dlabel.nii` whose labels average dense series (`.dtseries.nii`) into parcels.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE"))]
     pub parcellation: Option<PathBuf>,
-    /// The TR in seconds of runs whose files do not record one.
+    /// The TR in seconds of runs whose files and sidecars record none (1 ms to 1 h; outside
+    /// 0.1-10 s with a warning).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "SECONDS"))]
     pub tr: Option<f64>,
     /// Allow runs with different TRs in one dataset.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub allow_mixed_tr: bool,
-    /// The conversion cache: runs that cannot stay on disk as they are (text, CIFTI) are
-    /// converted once into `.npy` files here and read from there (`crate::cache`).
+    /// Convert runs that cannot stay on disk as they are (.tsv, .csv, CIFTI) once into .npy
+    /// files in this directory and read them from there, so that a dataset larger than memory
+    /// trains in any format (the same numbers; reused while the sources are unchanged).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub cache: Option<PathBuf>,
+}
+
+impl Selection {
+    /// Whether any pick is made.
+    pub fn any(&self) -> bool {
+        *self != Selection::default()
+    }
 }
 
 /// One axis a pick can be made on.

@@ -73,6 +73,18 @@ pub fn parse_subject_list(arg: &str) -> Result<Vec<String>, SplitError> {
     Ok(out)
 }
 
+/// Subject labels as a flag or a library caller gives them: `01,02,sub-03` or `@FILE`
+/// ([`parse_subject_list`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubjectList(pub Vec<String>);
+
+impl std::str::FromStr for SubjectList {
+    type Err = SplitError;
+    fn from_str(s: &str) -> Result<Self, SplitError> {
+        parse_subject_list(s).map(SubjectList)
+    }
+}
+
 /// A shuffle of `0..n` by Fisher-Yates from the back, drawing `j` in `0..=i` as
 /// `(next_u64 * (i + 1)) >> 64`: defined here, not by a library's version, so orders stay the
 /// same across upgrades.

@@ -27,6 +27,7 @@ pub const CIRCLE_RADIUS: f64 = 50.0;
 
 /// The precision of the values written.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Dtype {
     /// Each value rounded to float32 (relative change below 6e-8); `.npy` runs are `<f4`.
     F32,
@@ -195,6 +196,95 @@ pub fn synth_memory(g: &Generator, format: RunFormat) -> Result<MemoryNeed, Data
         ],
     );
     Ok(MemoryNeed { what: "the dataset".into(), parts, cause })
+}
+
+/// The file format of a synthetic dataset's runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum SynthFormat {
+    /// NumPy `.npy`, shape (trs, parcels), of the dtype asked for.
+    Npy,
+    /// Tab-separated text with a header row of parcel names.
+    Tsv,
+}
+
+/// A synthetic dataset as `bc-cli synth` asks for it (its flags, with the feature `clap`).
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct SynthRequest {
+    /// Output directory (must not exist, or be empty).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub out: std::path::PathBuf,
+    /// Subjects.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 4))]
+    pub subjects: usize,
+    /// Runs per subject.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub runs: usize,
+    /// TRs per run.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 400))]
+    pub trs: usize,
+    /// Parcels.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 8))]
+    pub parcels: usize,
+    /// AR(1) coefficient per parcel: one value (0.9), a range spread evenly over the parcels
+    /// (0.5:0.95) or one value per parcel (0.9,0.8,0.7).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "0.9", allow_hyphen_values = true))]
+    pub rho: boldcast_fixtures::RhoSpec,
+    /// Correlate each AR(1) innovation with its ring neighbours' white noise with this weight
+    /// (0: independent parcels). The floor is unchanged.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.0))]
+    pub mix: f64,
+    /// Neighbours per parcel (self included) of the ring used by --mix and --var1.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3))]
+    pub k: usize,
+    /// Generate a VAR(1) `x' = A x + e` coupled through the ring instead of AR(1) parcels.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub var1: bool,
+    /// VAR(1): diagonal of A.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.6, allow_hyphen_values = true))]
+    pub self_coef: f64,
+    /// VAR(1): total weight of the neighbours in each row of A (|self| + |neighbour| < 1).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.3, allow_hyphen_values = true))]
+    pub neighbor_coef: f64,
+    /// Seed of the generator.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0))]
+    pub seed: u64,
+    /// File format of the runs.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = SynthFormat::Npy))]
+    pub format: SynthFormat,
+    /// Precision of the values: f32 rounds each generated value to float32 (`<f4` `.npy`,
+    /// half the disk; in .tsv a decimal that reads back to the float32), f64 keeps the
+    /// generator's float64.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Dtype::F32))]
+    pub dtype: Dtype,
+}
+
+impl SynthRequest {
+    /// The generator asked for.
+    pub fn generator(&self) -> Generator {
+        let layout =
+            Layout { subjects: self.subjects, runs: self.runs, trs: self.trs, parcels: self.parcels, seed: self.seed };
+        if self.var1 {
+            Generator::Var1(Var1Spec {
+                layout,
+                self_coef: self.self_coef,
+                neighbor_coef: self.neighbor_coef,
+                k: self.k,
+            })
+        } else {
+            Generator::Ar1(Ar1Spec { layout, rho: self.rho.clone(), innovation_mix: self.mix, mix_k: self.k })
+        }
+    }
+
+    /// Writes the dataset ([`write_synthetic`]); `progress(done, total)` after each run.
+    pub fn write(&self, progress: impl FnMut(usize, usize)) -> Result<SynthOutput, DataError> {
+        let format = match self.format {
+            SynthFormat::Npy => RunFormat::Npy,
+            SynthFormat::Tsv => RunFormat::Tsv,
+        };
+        write_synthetic(&self.generator(), format, self.dtype, &self.out, progress)
+    }
 }
 
 /// Generates the dataset of `g` and writes it into `out` (new, or an empty directory) in

@@ -375,28 +375,10 @@ fn files_with_the_intent_unset_are_read_by_their_maps() {
 }
 
 /// The fixture label file with `extra` labels (keys 1000.., named `L<key>`) that no
-/// grayordinate holds added to its table: the XML extension rebuilt, `vox_offset` moved.
+/// grayordinate holds added to its table (the test kit's builder).
 fn dlabel_with_labels(extra: usize) -> Vec<u8> {
-    let b = std::fs::read(fixture("atlas.dlabel.nii")).unwrap();
-    let vox = i64::from_le_bytes(b[168..176].try_into().unwrap()) as usize;
-    let esize = i32::from_le_bytes(b[544..548].try_into().unwrap()) as usize;
-    assert_eq!(544 + esize, vox, "one extension");
-    let xml = String::from_utf8(b[552..vox].to_vec()).unwrap();
-    let xml = xml.trim_end_matches('\0');
-    let labels: String = (1000..1000 + extra)
-        .map(|k| format!("<Label Key=\"{k}\" Red=\"0\" Green=\"0\" Blue=\"0\" Alpha=\"1\">L{k}</Label>"))
-        .collect();
-    let mut content = xml.replacen("</LabelTable>", &format!("{labels}</LabelTable>"), 1).into_bytes();
-    while (content.len() + 8) % 16 != 0 {
-        content.push(0);
-    }
-    let mut out = b[..544].to_vec();
-    out[168..176].copy_from_slice(&((552 + content.len()) as i64).to_le_bytes());
-    out.extend_from_slice(&((content.len() + 8) as i32).to_le_bytes());
-    out.extend_from_slice(&32i32.to_le_bytes());
-    out.extend_from_slice(&content);
-    out.extend_from_slice(&b[vox..]);
-    out
+    let labels: Vec<(i64, String)> = (1000..1000 + extra as i64).map(|k| (k, format!("L{k}"))).collect();
+    boldcast_testkit::fuzz::reader_targets::dlabel_with_labels(&labels)
 }
 
 /// A label table of 100,000 labels that no grayordinate holds is read in linear time, and the

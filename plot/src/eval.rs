@@ -8,6 +8,8 @@
 
 use crate::{draw_twin, Figure, PlotError};
 use boldcast_train::eval::{EvalReport, ForecastExample, Row};
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -110,17 +112,12 @@ fn bars<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, rows: &[&Row], horizo
         Some(h) if (v - v.round()).abs() < 1e-6 => format!("h = {h}"),
         _ => String::new(),
     };
-    chart
-        .configure_mesh()
+    grid_style(&mut chart.configure_mesh())
         .disable_x_mesh()
         .x_labels(nh.max(1))
         .x_label_formatter(&labels)
         .x_desc(HORIZON_AXIS)
         .y_desc(MSE_AXIS)
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 17))
-        .bold_line_style(RGBColor(215, 215, 215))
-        .light_line_style(RGBColor(240, 240, 240))
         .draw()
         .map_err(e)?;
     let width = 0.8 / rows.len().max(1) as f64;
@@ -135,6 +132,19 @@ fn bars<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, rows: &[&Row], horizo
     let entries: Vec<(String, RGBColor)> =
         rows.iter().enumerate().map(|(k, r)| (r.name.clone(), row_color(&r.name, k))).collect();
     legend(&legend_area, &entries)
+}
+
+/// The labels and grid lines of both panels.
+fn grid_style<'a, 'b, 'm, X, Y, DB>(m: &'m mut MeshStyle<'a, 'b, X, Y, DB>) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    DB: DrawingBackend,
+{
+    m.label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .light_line_style(RGBColor(240, 240, 240))
 }
 
 /// The forecast example: the true series (black, dots) and a line per horizon.
@@ -159,15 +169,10 @@ fn example<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, ex: &ForecastExamp
         .y_label_area_size(80)
         .build_cartesian_2d(0.0..n, lo - pad..hi + pad)
         .map_err(e)?;
-    chart
-        .configure_mesh()
+    grid_style(&mut chart.configure_mesh())
         .x_desc(TR_AXIS)
         .y_desc(BOLD_AXIS)
         .x_label_formatter(&|v| format!("{v:.0}"))
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 17))
-        .bold_line_style(RGBColor(215, 215, 215))
-        .light_line_style(RGBColor(240, 240, 240))
         .draw()
         .map_err(e)?;
     let truth: Vec<(f64, f64)> = ex.truth.iter().enumerate().map(|(u, &v)| (u as f64, v)).collect();

@@ -117,6 +117,21 @@ impl Launch {
         Ok(Self::new(point.cfg, out, start, point.notes, dist))
     }
 
+    /// The line that says where a resumed run starts (`None` for a fresh or finished one).
+    pub fn start_line(&self) -> Option<String> {
+        let dir = self.out.display();
+        match &self.start {
+            Start::Restart => Some(format!(
+                "resuming {dir}: no checkpoint yet, so the run starts again from step 0 with its {}",
+                crate::run_dir::RESOLVED
+            )),
+            Start::Checkpoint(l) => {
+                Some(format!("resuming from {} (step {} of {})", l.dir.display(), l.state.step, l.state.max_steps))
+            }
+            Start::Fresh | Start::Finished { .. } => None,
+        }
+    }
+
     /// Stops cleanly after `steps` steps of this invocation (the run can be resumed).
     pub fn stop_after(mut self, steps: Option<u64>) -> Self {
         self.stop_after = steps;

@@ -49,6 +49,7 @@ pub mod error;
 pub mod eval;
 pub mod fingerprint;
 pub mod flags;
+pub mod floor;
 pub mod infer;
 pub mod launch;
 pub mod linear_path;
@@ -62,6 +63,7 @@ pub mod provenance;
 pub mod run;
 pub mod run_dir;
 pub mod summary;
+pub mod text;
 pub mod tune;
 pub mod validate;
 

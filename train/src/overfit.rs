@@ -233,3 +233,87 @@ pub fn run_overfit<M: Model<f32>>(
     report.write_summary(&opts.extra)?;
     Ok(report)
 }
+
+/// An overfit check ready to run, settled from a resolved configuration before anything is
+/// written: the output directory (`train.out`, else `runs/overfit-<preset>`; new, empty or an
+/// earlier overfit run's, [`crate::run_dir::check_start`]), the batch ([`overfit_data`]) and
+/// the options, whose `extra` a caller may extend before [`OverfitPlan::run`].
+pub struct OverfitPlan {
+    /// The configuration.
+    pub cfg: RunConfig,
+    /// The preset's name (empty without one).
+    pub preset: String,
+    /// The batch, its floor and adjacency.
+    pub data: OverfitData,
+    /// How the loop runs and what `summary.json` gets (preset and data source already).
+    pub opts: OverfitOptions,
+}
+
+impl OverfitPlan {
+    /// Plans the check of `cfg`.
+    pub fn new(cfg: RunConfig) -> Result<Self, TrainError> {
+        let preset = cfg.preset.clone().unwrap_or_default();
+        let out = cfg.train.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/overfit-{preset}")));
+        crate::run_dir::check_start(&out, crate::run_dir::RunKind::Overfit)?;
+        let data = overfit_data(&cfg)?;
+        let mut opts = OverfitOptions::from_config(&cfg, out, Some(data.floor.clone()));
+        opts.extra.insert("preset".into(), json!(preset));
+        opts.extra.insert("data".into(), json!(data.source));
+        Ok(Self { cfg, preset, data, opts })
+    }
+
+    /// The two lines before the first step: the model and the batch, the loop.
+    pub fn preamble_lines(&self, model: &boldcast_core::ModelConfig) -> [String; 2] {
+        let s = self.data.batch.shape();
+        let (cfg, o) = (&self.cfg, &self.opts);
+        [
+            format!(
+                "overfit: preset {}, {} parameters, batch (B {}, T {}, P {}, D {}) from {}",
+                self.preset,
+                model.n_params(),
+                s.batch,
+                s.time,
+                s.parcels,
+                s.d_in,
+                self.data.source
+            ),
+            format!(
+                "overfit: {} steps, constant lr {}, weight decay 0 (no tensor decays), clip {}, log {}",
+                cfg.overfit.max_steps,
+                cfg.overfit.lr,
+                cfg.max_norm().map_or("off".to_string(), |m| m.to_string()),
+                o.out.join("loss_log.jsonl").display()
+            ),
+        ]
+    }
+
+    /// Takes the output directory (locked while the check runs, with `config.resolved.toml`,
+    /// [`crate::run_dir::start`]) and runs the whole check ([`run_overfit`]).
+    pub fn run<M: Model<f32>>(
+        self,
+        model: M,
+        observers: &mut [&mut dyn Observer],
+    ) -> Result<OverfitReport, TrainError> {
+        let _lock = crate::run_dir::start(&self.opts.out, crate::run_dir::RunKind::Overfit, &self.cfg)?;
+        run_overfit(model, &self.data.batch, &self.opts, observers)
+    }
+}
+
+impl OverfitReport {
+    /// The final loss beside the floor, and the verdict line.
+    pub fn outcome_lines(&self) -> [String; 2] {
+        let (final_loss, v) = (self.final_loss(), &self.verdict);
+        let floor = self.floor.as_ref().map_or(String::new(), |f| format!("   {} {:.6}", f.kind, f.value));
+        [
+            format!("final loss {final_loss:.6}{floor}"),
+            format!(
+                "verdict: {}  mean(last 50) = {:.6} {} 0.7 * mean(first 50) = 0.7 * {:.6} = {:.6}",
+                if v.passed { "PASS" } else { "FAIL" },
+                v.last,
+                if v.passed { "<=" } else { ">" },
+                v.first,
+                self.threshold()
+            ),
+        ]
+    }
+}

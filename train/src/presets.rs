@@ -45,32 +45,137 @@ pub enum Purpose {
     Overfit,
 }
 
-/// The command-line layer of the resolution.
+/// The command-line layer of the resolution (and, with the feature `clap`, the flags of
+/// `bc-cli overfit` and `train` that set it).
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Overrides {
-    /// `--preset`.
+    /// Start from this preset: quick, laptop (the default), cpu-demo, boldcast-demo or fmri (real data: the linear path).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub preset: Option<String>,
-    /// `--config FILE`.
+    /// A TOML configuration overriding the preset (see configs/demo.toml).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub config: Option<PathBuf>,
-    /// `--lr`.
+    /// Learning rate (`[overfit]` for overfit, `[train]` otherwise).
+    #[cfg_attr(feature = "clap", arg(long, allow_hyphen_values = true))]
     pub lr: Option<f64>,
-    /// `--max-steps`.
+    /// Optimizer steps (`[overfit]` for overfit, `[train]` otherwise).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub max_steps: Option<u64>,
-    /// `--data DIR`.
+    /// Dataset directory (default: the synthetic AR(1) fixture).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub data: Option<PathBuf>,
-    /// `--out DIR`.
+    /// Output directory.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub out: Option<PathBuf>,
-    /// `--backend`.
+    /// Backend: cpu, dfdx-cpu, dfdx-cuda or cuda (the GPU ones: a build with `--features cuda` on a machine with a GPU).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub backend: Option<String>,
-    /// `--precision`.
+    /// Precision of the matrix products: f32 (the default) or bf16 (autocast: bf16 operands,
+    /// f32 accumulation; --backend cuda only).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub precision: Option<String>,
-    /// `--seed`.
+    /// Seed of the model's initialization.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub seed: Option<u64>,
-    /// `--temporal`.
+    /// Temporal mixer: mamba or mamba2.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_temporal))]
     pub temporal: Option<Temporal>,
-    /// `--task --space --seg --format --parcellation --tr --allow-mixed-tr --cache`: the picks
-    /// given.
+    /// How the runs of --data are picked.
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub picks: Selection,
+}
+
+#[cfg(feature = "clap")]
+fn parse_temporal(s: &str) -> Result<Temporal, String> {
+    match s {
+        "mamba" => Ok(Temporal::Mamba),
+        "mamba2" => Ok(Temporal::Mamba2),
+        _ => Err(format!("`{s}` is not a temporal mixer (mamba or mamba2)")),
+    }
+}
+
+impl Overrides {
+    /// Whether any value is given.
+    pub fn any(&self) -> bool {
+        *self != Overrides::default()
+    }
+}
+
+/// The training run's own settings beyond [`Overrides`]: the subject split and the loop (with
+/// the feature `clap`, the flags of `bc-cli train` that set them). Applied after the layers,
+/// before the configuration is validated ([`resolve_train`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct TrainOverrides {
+    /// Subjects to train on: `01,02,sub-03` or `@FILE` (labels separated by whitespace, commas
+    /// or newlines). Sets data.subjects_train.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "LIST|@FILE"))]
+    pub subjects_train: Option<String>,
+    /// Subjects held out for validation: `04,05` or `@FILE`. Sets data.subjects_heldout.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "LIST|@FILE"))]
+    pub subjects_heldout: Option<String>,
+    /// Hold out this fraction of the subjects, drawn with train.seed (without explicit lists).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub heldout_fraction: Option<f64>,
+    /// Keep related subjects together: subjects with the same value in this column of the
+    /// data directory's participants.tsv (e.g. `family_id`, HCP's twins) never straddle
+    /// training and held out. Explicit lists that split a group are an error naming it; a
+    /// drawn split holds out each picked subject's whole group. Sets data.group_column.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "COL"))]
+    pub group_column: Option<String>,
+    /// Validate every N steps (train.val_every).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub val_every: Option<u64>,
+    /// Checkpoint every N steps (train.ckpt_every).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub ckpt_every: Option<u64>,
+    /// Early-stopping patience in validations; 0 disables (train.patience).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub patience: Option<u64>,
+    /// Smallest improvement of the validation loss that resets the patience (train.min_delta).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub min_delta: Option<f64>,
+    /// Windows per optimizer step (train.batch_size); under mpirun/srun the global batch,
+    /// split evenly over the ranks (it must be divisible by their number).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub batch_size: Option<usize>,
+}
+
+impl TrainOverrides {
+    /// Whether any value is given.
+    pub fn any(&self) -> bool {
+        *self != TrainOverrides::default()
+    }
+
+    /// Sets the values given into `cfg` (subject lists read as [`boldcast_data::parse_subject_list`]).
+    pub fn apply(&self, cfg: &mut RunConfig) -> Result<(), crate::TrainError> {
+        let list = |s: &Option<String>| s.as_deref().map(boldcast_data::parse_subject_list).transpose();
+        if let Some(l) = list(&self.subjects_train)? {
+            cfg.data.subjects_train = l;
+        }
+        if let Some(l) = list(&self.subjects_heldout)? {
+            cfg.data.subjects_heldout = l;
+        }
+        let (d, t) = (&mut cfg.data, &mut cfg.train);
+        d.heldout_fraction = self.heldout_fraction.unwrap_or(d.heldout_fraction);
+        d.group_column = self.group_column.clone().or(d.group_column.take());
+        t.val_every = self.val_every.unwrap_or(t.val_every);
+        t.ckpt_every = self.ckpt_every.unwrap_or(t.ckpt_every);
+        t.patience = self.patience.unwrap_or(t.patience);
+        t.min_delta = self.min_delta.unwrap_or(t.min_delta);
+        t.batch_size = self.batch_size.unwrap_or(t.batch_size);
+        Ok(())
+    }
+}
+
+/// The configuration of a training run: the layers of `o` over `default_preset`, then the
+/// split and loop values of `t`, validated.
+pub fn resolve_train(o: &Overrides, t: &TrainOverrides, default_preset: &str) -> Result<RunConfig, crate::TrainError> {
+    let mut cfg = resolve(o, default_preset, Purpose::Train)?;
+    t.apply(&mut cfg)?;
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 /// Sets the picks `sel` gives (`--task --space --seg --format --parcellation --tr

@@ -72,3 +72,15 @@ pub fn state(dir: &Path) -> serde_json::Value {
 
 #[allow(unused_imports)]
 pub use boldcast_plot::inspect::{dark_pixels, png_pixels, svg_texts};
+
+/// Runs `bc-cli CMD --preset quick --out OUT EXTRA...`.
+pub fn quick(cmd: &str, out: &Path, extra: &[&str]) -> Output {
+    let out = out.to_str().expect("a UTF-8 path");
+    run(&[&[cmd, "--preset", "quick", "--out", out][..], extra].concat())
+}
+
+/// Runs `bc-cli synth --out OUT FLAGS...` (`flags` split at white space).
+pub fn synth(out: &Path, flags: &str) -> Output {
+    let out = out.to_str().expect("a UTF-8 path");
+    run(&[&["synth", "--out", out][..], &flags.split_whitespace().collect::<Vec<_>>()].concat())
+}

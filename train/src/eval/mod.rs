@@ -59,6 +59,7 @@ pub mod linear;
 pub mod moments;
 pub mod pca;
 pub mod report;
+pub mod request;
 pub mod ridge;
 pub mod rsquared;
 pub mod score;

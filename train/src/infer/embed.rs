@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 /// Per token, or pooled over the run.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Pool {
     /// Every token's embedding, `(n_tokens, P, M)`.
     None,

@@ -57,18 +57,24 @@ use std::path::PathBuf;
 
 /// What to open: the weights and, optionally, other data.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct OpenRequest {
-    /// A weights file, a checkpoint directory or a run directory ([`Weights::open`]).
+    /// A weights file (`.safetensors`), a checkpoint directory, or a run directory (its
+    /// best.safetensors, else its newest checkpoint); the configuration and adjacency stored
+    /// in it are used.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub checkpoint: PathBuf,
-    /// A dataset directory replacing the configuration's `data.dir` (default: the stored
-    /// configuration's data, its synthetic fixture when it has no directory).
+    /// Dataset directory, in any format the loader reads (default: the configuration's, else
+    /// its synthetic fixture). Other subjects than the training ones are fine; other parcel
+    /// names are refused unless --allow-other-data.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub data: Option<PathBuf>,
-    /// Accept data whose parcel names differ from those the weights were trained on (a
-    /// warning in [`Predictor::notes`]).
+    /// Run on data with other parcel names than the weights were trained on (with a warning).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub allow_other_data: bool,
-    /// How the runs are picked and read, over the stored configuration's `[data]` picks (its
-    /// `Some` values replace them: a tree's `seg`, a dense series' `parcellation`, the
-    /// conversion `cache`; see [`boldcast_data::config::DataConfig::pick`]).
+    /// How the runs of --data are picked and read (default: the training configuration's
+    /// picks; those given replace them).
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub picks: boldcast_data::Selection,
 }
 
