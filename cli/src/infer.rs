@@ -60,6 +60,40 @@ fn selection<M: Model<f32>>(p: &Predictor<M>, runs: &[usize]) -> String {
     format!("runs: {} of subjects {} ({held})", runs.len(), subjects.join(", "))
 }
 
+/// Opens the model and the runs of `a`, then runs `work` on them with a callback that prints
+/// each run's `line` (after the header `head` makes, without `--json`) and moves the progress
+/// bar; with `--json` the report is printed here.
+fn run_job<M, F, E, R>(
+    a: &InferArgs,
+    build: F,
+    (head, line): (fn(&[usize]) -> Option<String>, fn(&E) -> String),
+    work: impl FnOnce(&Predictor<LinearPathModel<M>>, &Job, &mut dyn FnMut(&E)) -> Result<R, TrainError>,
+) -> Result<R, CliError>
+where
+    M: Model<f32>,
+    F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
+    R: serde::Serialize,
+{
+    let (p, runs, context, context_rule) = open(&a.model, build)?;
+    let job = Job { runs: &runs, context, context_rule, out: &a.out };
+    let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
+    if let (false, Some(h)) = (a.json, head(&p.cfg.model.horizons)) {
+        bar.println(&h);
+    }
+    let mut on_run = |e: &E| {
+        if !a.json {
+            bar.println(&line(e));
+        }
+        bar.inc();
+    };
+    let report = work(&p, &job, &mut on_run)?;
+    bar.finish();
+    if a.json {
+        crate::write_result(&(serde_json::to_string_pretty(&report).expect("JSON serializes") + "\n"))?;
+    }
+    Ok(report)
+}
+
 /// `bc-cli forecast`: writes the files, prints a line per run as it is done (or, with
 /// `--json`, the report) and the pooled MSE.
 pub fn forecast_command<M, F>(a: &InferArgs, build: F) -> Result<ForecastReport, CliError>
@@ -67,26 +101,12 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let (p, runs, context, context_rule) = open(&a.model, build)?;
-    let job = Job { runs: &runs, context, context_rule, out: &a.out };
-    let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
+    let text = (|h: &[usize]| Some(text::forecast_header(h)), text::forecast_line);
+    let report = run_job(a, build, (text.0, text.1), forecast_runs)?;
     if !a.json {
-        bar.println(&text::forecast_header(&p.cfg.model.horizons));
+        text::forecast_totals(&report).iter().for_each(|l| crate::outln!("{l}"));
+        crate::outln!("wrote {} (standardized MSE; per parcel in forecast.json)", a.out.display());
     }
-    let mut line = |e: &boldcast_train::infer::forecast::RunEntry| {
-        if !a.json {
-            bar.println(&text::forecast_line(e));
-        }
-        bar.inc();
-    };
-    let report = forecast_runs(&p, &job, &mut line)?;
-    bar.finish();
-    if a.json {
-        crate::write_result(&(serde_json::to_string_pretty(&report).expect("JSON serializes") + "\n"))?;
-        return Ok(report);
-    }
-    text::forecast_totals(&report).iter().for_each(|l| crate::outln!("{l}"));
-    crate::outln!("wrote {} (standardized MSE; per parcel in forecast.json)", a.out.display());
     Ok(report)
 }
 
@@ -97,20 +117,8 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let (p, runs, context, context_rule) = open(&a.model, build)?;
-    let job = Job { runs: &runs, context, context_rule, out: &a.out };
-    let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
-    let mut line = |e: &boldcast_train::infer::embed::EmbedEntry| {
-        if !a.json {
-            bar.println(&text::embed_line(e));
-        }
-        bar.inc();
-    };
-    let report = embed_runs(&p, &job, pool, &mut line)?;
-    bar.finish();
-    if a.json {
-        crate::write_result(&(serde_json::to_string_pretty(&report).expect("JSON serializes") + "\n"))?;
-    } else {
+    let report = run_job(a, build, (|_| None, text::embed_line), |p, j, l| embed_runs(p, j, pool, l))?;
+    if !a.json {
         crate::outln!("wrote {} (embed.json lists the files)", a.out.display());
     }
     Ok(report)

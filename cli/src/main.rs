@@ -1,12 +1,18 @@
 //! `bc-cli`: the command-line tool of boldcast. See `bc-cli --help`.
 
-use bc_cli::args::{Backend, Cli, Command, OverfitArgs};
+use bc_cli::args::{Backend, Cli, Command, FingerprintArgs, InferArgs, OverfitArgs};
 use bc_cli::distributed::{abort_on_error, from_env, Transport};
+use bc_cli::eval::{EvalReport, EvalRequest};
 use bc_cli::overfit::{overfit_command, OverfitReport};
 use bc_cli::CliError;
 use boldcast::backend::{dispatch, dispatch_named, Builder, Job};
 use boldcast::core::DataParallel;
+use boldcast_train::fingerprint::FingerprintReport;
+use boldcast_train::infer::{EmbedReport, ForecastReport, Pool};
+use boldcast_train::launch::Launch;
 use boldcast_train::presets::{resolve, Purpose, DEFAULT_PRESET};
+use boldcast_train::tune::{Search, TuneReport};
+use boldcast_train::TrainReport;
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -124,75 +130,32 @@ fn eval(a: bc_cli::args::EvalArgs) -> Result<ExitCode, CliError> {
     result(a.json, &rep, || boldcast_train::text::eval_table(&rep))
 }
 
-struct Overfit<'a>(&'a OverfitArgs);
+/// A command as a [`Job`]: a struct of what it runs on, and the call that runs it with a
+/// backend's constructor.
+macro_rules! job {
+    ($job:ident $(<$lt:lifetime>)? ($($arg:ty),*) -> $out:ty, |$s:ident, $name:pat, $build:ident| $body:expr) => {
+        struct $job$(<$lt>)?($($arg),*);
 
-impl Job for Overfit<'_> {
-    type Output = OverfitReport;
-    type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<OverfitReport, CliError> {
-        overfit_command(self.0, name, build)
-    }
+        impl$(<$lt>)? Job for $job$(<$lt>)? {
+            type Output = $out;
+            type Error = CliError;
+            fn run<M: DataParallel<f32>>(self, $name: &str, $build: Builder<M>) -> Result<$out, CliError> {
+                let $s = self;
+                $body
+            }
+        }
+    };
 }
 
-struct Train(boldcast_train::launch::Launch);
-
-impl Job for Train {
-    type Output = bc_cli::train::TrainReport;
-    type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::train::train_launched(self.0, build)
-    }
-}
-
-struct Tune<'a>(&'a boldcast_train::tune::Search);
-
-impl Job for Tune<'_> {
-    type Output = boldcast_train::tune::TuneReport;
-    type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::tune::tune_command(self.0, name, build)
-    }
-}
-
-struct Fingerprint<'a>(&'a bc_cli::args::FingerprintArgs);
-
-impl Job for Fingerprint<'_> {
-    type Output = boldcast_train::fingerprint::FingerprintReport;
-    type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::fingerprint::fingerprint_command(self.0, build)
-    }
-}
-
-struct Eval<'a>(&'a bc_cli::eval::EvalRequest);
-
-impl Job for Eval<'_> {
-    type Output = bc_cli::eval::EvalReport;
-    type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::eval::eval_command(self.0, build)
-    }
-}
-
-struct Forecast<'a>(&'a bc_cli::args::InferArgs);
-
-impl Job for Forecast<'_> {
-    type Output = boldcast_train::infer::ForecastReport;
-    type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::infer::forecast_command(self.0, build)
-    }
-}
-
-struct Embed<'a>(&'a bc_cli::args::InferArgs, boldcast_train::infer::Pool);
-
-impl Job for Embed<'_> {
-    type Output = boldcast_train::infer::EmbedReport;
-    type Error = CliError;
-    fn run<M: DataParallel<f32>>(self, _name: &str, build: Builder<M>) -> Result<Self::Output, CliError> {
-        bc_cli::infer::embed_command(self.0, self.1, build)
-    }
-}
+job!(Overfit<'a>(&'a OverfitArgs) -> OverfitReport, |s, name, build| overfit_command(s.0, name, build));
+job!(Train(Launch) -> TrainReport, |s, _, build| bc_cli::train::train_launched(s.0, build));
+job!(Tune<'a>(&'a Search) -> TuneReport, |s, name, build| bc_cli::tune::tune_command(s.0, name, build));
+job!(Fingerprint<'a>(&'a FingerprintArgs) -> FingerprintReport, |s, _, build| {
+    bc_cli::fingerprint::fingerprint_command(s.0, build)
+});
+job!(Eval<'a>(&'a EvalRequest) -> EvalReport, |s, _, build| bc_cli::eval::eval_command(s.0, build));
+job!(Forecast<'a>(&'a InferArgs) -> ForecastReport, |s, _, build| bc_cli::infer::forecast_command(s.0, build));
+job!(Embed<'a>(&'a InferArgs, Pool) -> EmbedReport, |s, _, build| bc_cli::infer::embed_command(s.0, s.1, build));
 
 /// Every buffer of 64 bytes or more on a cache-line boundary, so the CPU backend's 16-lane
 /// loads never straddle two lines (`boldcast::cpu::alloc::CacheAligned` says why that matters).
