@@ -117,10 +117,11 @@ fn eval_json_and_table_of_a_short_run() {
 /// The fitted baselines' choices: 3 training subjects, 3 folds; AR(1) data.
 fn check_choices(b: &serde_json::Value) {
     assert_eq!((b["cv_unit"].as_str(), b["cv_folds"].as_u64()), (Some("subject"), Some(3)), "{b}");
-    assert_eq!(b["ar_p"]["p_max"], 8);
-    assert_eq!(b["ar_p"]["cv_mse"].as_array().unwrap().len(), 8);
+    // Every order up to the window's 32 TRs (runs of 200 TRs would allow 98).
+    assert_eq!((b["ar_p"]["p_max"].as_u64(), b["ar_p"]["p_max_limit"].as_str()), (Some(32), Some("window")), "{b}");
+    assert_eq!(b["ar_p"]["cv_mse"].as_array().unwrap().len(), 32);
     let p = b["ar_p"]["p"].as_u64().unwrap();
-    assert!((1..=8).contains(&p), "{b}");
+    assert!((1..=32).contains(&p), "{b}");
     assert_eq!((b["var1"]["status"].as_str(), b["var1"]["p"].as_u64()), (Some("fitted"), Some(1)), "{b}");
     let grid = [1e2, 1e1, 1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8];
     assert!(grid.contains(&b["var1"]["lambda"].as_f64().unwrap()), "{b}");
@@ -133,7 +134,7 @@ fn check_choices(b: &serde_json::Value) {
     assert_eq!((pca["status"].as_str(), pca["p_max"].as_u64()), (Some("fitted"), Some(8)), "{b}");
     assert!([1, 2].contains(&pca["rank"].as_u64().unwrap()), "{b}");
     assert_eq!(pca["cv"].as_array().unwrap().len(), 2 * 8 * 11);
-    assert!(b["ar_p"]["p_lowest_cv"].as_u64().is_some_and(|p| (1..=8).contains(&p)), "{b}");
+    assert!(b["ar_p"]["p_lowest_cv"].as_u64().is_some_and(|p| (1..=32).contains(&p)), "{b}");
 }
 
 /// `r_squared`: a row per row of `rows`; against the same targets, `1 - R^2` is the SSE over
@@ -231,7 +232,7 @@ fn check_table(table: &str, e: &serde_json::Value) {
     let model_r2 = table.lines().filter(|l| l.starts_with("model ")).nth(1).unwrap_or(l);
     assert!(model_r2.contains(&format!("{:.4}", r2["pooled"].as_f64().unwrap())), "{table}");
     let b = &e["baselines"];
-    assert!(table.contains(&format!("  ar_p: p = {} (of 1..=8)", b["ar_p"]["p"])), "{table}");
+    assert!(table.contains(&format!("  ar_p: p = {} (of 1..=32)", b["ar_p"]["p"])), "{table}");
     for name in ["var1", "var_p", "var_pca"] {
         let v = &b[name];
         let rank = v["rank"].as_u64().map_or(String::new(), |r| format!(", rank {r} principal components"));

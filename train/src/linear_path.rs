@@ -38,7 +38,7 @@ use boldcast_core::forecast::{build_forecast_targets, forecasting_loss};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Error, ForecastShape, Forecasts, LinearPath, Model, ModelConfig, Optimizer, TokenShape, Tokens};
-use boldcast_data::Dataset;
+use boldcast_data::{Dataset, WindowSpec};
 use nalgebra::DMatrix;
 use serde::Serialize;
 
@@ -95,14 +95,16 @@ impl<M> LinearPathModel<M> {
     }
 }
 
-/// Fits the path `kind` on `train_runs` of `ds` for the horizons and `d_in` of `cfg`.
+/// Fits the path `kind` on `train_runs` of `ds` for the horizons of `cfg` and the windows of
+/// `spec` (whose length bounds the order, as in `eval`).
 pub fn fit_path(
     kind: LinearPath,
     ds: &Dataset,
     train_runs: &[usize],
     cfg: &ModelConfig,
+    spec: &WindowSpec,
 ) -> Result<(LinearFit, LinearPathChoice), TrainError> {
-    let b = fit_baselines(ds, train_runs, &cfg.horizons, cfg.d_in)?;
+    let b = fit_baselines(ds, train_runs, &cfg.horizons, spec)?;
     let ar_cv = b.ar_choice.cv_mse.get(b.ar_choice.p.wrapping_sub(1)).copied();
     let ar = LinearPathChoice { kind: "ar", p: b.ar_choice.p, lambda: None, cv_mse: ar_cv, other_cv_mse: None };
     let var = match (&b.var_p.fit, &b.var_p.choice) {

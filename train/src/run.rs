@@ -104,8 +104,8 @@ impl Run<'_> {
         if !kind.is_on() || from_checkpoint {
             return Ok(LinearPathModel::unfitted(model, kind));
         }
-        let (fit, choice) =
-            crate::linear_path::fit_path(kind, &self.data.ds, &self.data.split.train_runs, &self.cfg.model)?;
+        let d = self.data;
+        let (fit, choice) = crate::linear_path::fit_path(kind, &d.ds, &d.split.train_runs, &self.cfg.model, &d.spec)?;
         let mut m = LinearPathModel::with_fit(model, kind, fit);
         m.zero_head()?;
         self.summary_extra.insert("linear_path".into(), serde_json::to_value(&choice).unwrap_or_default());

@@ -36,9 +36,9 @@ fn backend(c: &ModelConfig) -> CpuModel<f32> {
 /// A model of `kind` fitted on the first 4 subjects, and 8 held-out windows of 32 TRs.
 fn fitted(kind: LinearPath) -> (LinearPathModel<CpuModel<f32>>, Tokens<f32>, Tokens<f64>) {
     let (ds, c) = (data(), cfg(kind));
-    let (fit, choice) = fit_path(kind, &ds, &[0, 1, 2, 3], &c).unwrap();
-    assert_eq!(choice.kind, if kind == LinearPath::Ar { "ar" } else { "var" }, "{choice:?}");
     let spec = WindowSpec { window: 32, stride: 32, d_in: 1 };
+    let (fit, choice) = fit_path(kind, &ds, &[0, 1, 2, 3], &c, &spec).unwrap();
+    assert_eq!(choice.kind, if kind == LinearPath::Ar { "ar" } else { "var" }, "{choice:?}");
     let windows = &ds.windows_of(&spec, &[4, 5]).unwrap()[..8];
     let (t32, t64) = (ds.tokens::<f32>(windows, &spec).unwrap(), ds.tokens::<f64>(windows, &spec).unwrap());
     (LinearPathModel::with_fit(backend(&c), kind, fit), t32, t64)

@@ -10,7 +10,7 @@ use super::linear::{leads, LinearFit};
 use super::var::{fit_var, VarBaseline, VarChoice};
 use crate::error::TrainError;
 use boldcast_core::{ForecastShape, Forecasts, Tokens};
-use boldcast_data::Dataset;
+use boldcast_data::{Dataset, WindowSpec};
 use serde::Serialize;
 
 /// Per-parcel AR(1) coefficients by least squares over `runs`: `sum x_t x_(t+1) / sum x_t^2`.
@@ -112,17 +112,18 @@ pub struct Baselines {
     pub var_pca: VarBaseline,
 }
 
-/// Fits every baseline on `train_runs` of `ds` for `horizons` and tokens of `d_in` TRs.
+/// Fits every baseline on `train_runs` of `ds` for `horizons` and the windows of `spec` (their
+/// length bounds the orders, [`super::linear::order_bound`]; the stride is not used).
 pub fn fit_baselines(
     ds: &Dataset,
     train_runs: &[usize],
     horizons: &[usize],
-    d_in: usize,
+    spec: &WindowSpec,
 ) -> Result<Baselines, TrainError> {
     let folds = folds(ds, train_runs);
-    let leads = leads(horizons, d_in);
-    let (ar_p, ar_choice) = fit_ar_p(ds, &folds, &leads)?;
-    let vars = fit_var(ds, &folds, &leads)?;
+    let leads = leads(horizons, spec.d_in);
+    let (ar_p, ar_choice) = fit_ar_p(ds, &folds, &leads, spec.window)?;
+    let vars = fit_var(ds, &folds, &leads, spec.window)?;
     Ok(Baselines {
         horizons: horizons.to_vec(),
         ar1_phi: fit_ar1(ds, train_runs)?,

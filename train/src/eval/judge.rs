@@ -45,7 +45,7 @@ fn compare(model: f64, name: &str, mse: f64) -> String {
 pub fn judge(val_loss: f64, data: &TrainData, cfg: &RunConfig) -> Result<Judgement, TrainError> {
     let h = &cfg.model.horizons;
     let (ds, spec, windows) = (&data.ds, &data.spec, &data.val_windows);
-    let rows = match fit_baselines(ds, &data.split.train_runs, h, spec.d_in) {
+    let rows = match fit_baselines(ds, &data.split.train_runs, h, spec) {
         Ok(b) => Ok(score_baselines(&b, ds, spec, windows, cfg.train.batch_size)?),
         Err(TrainError::Baseline { name, reason }) => Err(format!("{name}: {reason}")),
         Err(e) => return Err(e),

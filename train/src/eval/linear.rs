@@ -6,10 +6,19 @@
 //!
 //! The leads of a forecast `(h, j)` are `L = (h - 1) D + j + 1` TRs after the last TR seen
 //! (`boldcast_core::floor::lag`), in the order of [`leads`]: horizon-major, then element.
+//!
+//! The highest order a fit may consider ([`order_bound`]) is the least of the fit's own
+//! ceiling, the window (no forecast sees more TRs than the window holds, so a longer order is
+//! never used) and what the shortest training run allows: every order is fitted on the
+//! samples with `p_max` TRs of history, so `p_max` must leave that run at least half the
+//! samples order 1 would have (`n - p_max - L + 1 >= (n - L) / 2` for a run of `n` TRs and
+//! the farthest lead `L`). Short runs get a low bound instead of no fit.
 
 use boldcast_core::floor::lag;
 use boldcast_core::{ForecastShape, Forecasts, Tokens};
+use boldcast_data::Dataset;
 use nalgebra::DMatrix;
+use serde::Serialize;
 use std::ops::Range;
 
 /// The leads, in TRs, of every `(horizon, element)`: index `i D + j`.
@@ -20,6 +29,46 @@ pub fn leads(horizons: &[usize], d_in: usize) -> Vec<usize> {
 /// The order the window allows at token `t`: `min(order, (t + 1) D)`.
 pub fn order_at(t: usize, d_in: usize, order: usize) -> usize {
     order.min((t + 1) * d_in)
+}
+
+/// What sets the highest order a fit considers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderLimit {
+    /// The fit's own ceiling (a cost bound).
+    Ceiling,
+    /// The window's length in TRs.
+    Window,
+    /// Half the samples of the shortest training run.
+    ShortestRun,
+}
+
+impl OrderLimit {
+    /// What the limit is, in words, for a bound of `p_max` TRs.
+    pub fn words(&self, p_max: usize) -> String {
+        match self {
+            OrderLimit::Ceiling => format!("{p_max} TRs, the most this fit tries"),
+            OrderLimit::Window => format!("{p_max} TRs, the window's length: no forecast sees more"),
+            OrderLimit::ShortestRun => format!("{p_max} TRs, the most the shortest training run allows"),
+        }
+    }
+}
+
+/// The highest order a fit of `leads` on `train_runs` of `ds` may consider, at most `ceiling`,
+/// for windows of `window` TRs, and what sets it (see the module documentation).
+pub fn order_bound(
+    ds: &Dataset,
+    train_runs: &[usize],
+    window: usize,
+    leads: &[usize],
+    ceiling: usize,
+) -> (usize, OrderLimit) {
+    let lead = leads.iter().copied().max().unwrap_or(1);
+    let shortest = train_runs.iter().map(|&r| ds.runs[r].n_tr).min().unwrap_or(0);
+    let by_run = shortest.saturating_sub(lead) / 2 + 1;
+    let limits = [(ceiling, OrderLimit::Ceiling), (window, OrderLimit::Window), (by_run, OrderLimit::ShortestRun)];
+    let (p, limit) = limits.into_iter().min_by_key(|&(p, _)| p).unwrap_or((1, OrderLimit::Ceiling));
+    (p.max(1), limit)
 }
 
 /// How the parcels enter a forecast.
@@ -112,6 +161,26 @@ mod tests {
         assert_eq!(leads(&[1, 3], 2), [1, 2, 5, 6]);
         // D = 2, order 3: token 0 sees 2 TRs, token 1 and later 4.
         assert_eq!((order_at(0, 2, 3), order_at(1, 2, 3), order_at(5, 2, 3)), (2, 3, 3));
+    }
+
+    #[test]
+    fn the_bound_is_the_least_of_the_ceiling_the_window_and_the_shortest_run() {
+        use boldcast_fixtures::{Ar1Spec, Layout};
+        let ds = |trs| {
+            let fx = Ar1Spec::new(Layout { subjects: 2, runs: 1, trs, parcels: 1, seed: 1 }, 0.5);
+            Dataset::from_synth(&fx.generate().unwrap(), None).unwrap()
+        };
+        // 191 TRs, farthest lead 5: 186 samples at order 1; order 94 leaves 93, half.
+        let d = ds(191);
+        assert_eq!(order_bound(&d, &[0, 1], 128, &[1, 5], 128), (94, OrderLimit::ShortestRun));
+        assert_eq!(191 - 94 - 5 + 1, 186 / 2);
+        assert_eq!(order_bound(&d, &[0, 1], 32, &[1, 5], 128), (32, OrderLimit::Window));
+        assert_eq!(order_bound(&d, &[0], 128, &[1, 5], 8), (8, OrderLimit::Ceiling));
+        // A run of 10 TRs allows order 3 (3 samples of 6 at order 1); one too short for the
+        // farthest lead, order 1.
+        assert_eq!(order_bound(&ds(10), &[0, 1], 128, &[1, 5], 128), (3, OrderLimit::ShortestRun));
+        assert_eq!(order_bound(&ds(4), &[0, 1], 128, &[1, 5], 128), (1, OrderLimit::ShortestRun));
+        assert_eq!(OrderLimit::Window.words(32), "32 TRs, the window's length: no forecast sees more");
     }
 
     #[test]

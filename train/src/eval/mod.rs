@@ -24,7 +24,9 @@
 //!   (`sum x_t x_(t+1) / sum x_t^2`, pooled over the training runs) and `L = (h - 1) D + j + 1`
 //!   TRs past the last TR seen: a one-step fit iterated (the `ar1` of earlier versions);
 //! - `ar_p` ([`ar`]): per parcel, a direct regression of `x(n + L)` on its last `p` TRs for
-//!   every lead `L`, `p <= AR_P_MAX = 8` chosen by cross-validation over the training subjects;
+//!   every lead `L`, `p` chosen by cross-validation over the training subjects among every
+//!   order up to the window's length, what the shortest training run allows and
+//!   `AR_P_MAX = 128` ([`linear::order_bound`]);
 //! - `var1`, `var_p` ([`var`]): every parcel from every parcel's last 1 (or `p`) TRs, direct
 //!   ridge regressions for every lead, the penalty (and `p`) chosen by cross-validation;
 //!   `var_p` where its moments fit (else left out, the reason in the report);
@@ -316,7 +318,7 @@ where
     let reason = |e: boldcast_core::Error| TrainError::Checkpoint { path: weights.path.clone(), reason: e.to_string() };
     model.load_state(&params).map_err(reason)?;
     let (ds, split, spec) = (&data.loaded.ds, &data.split, &data.spec);
-    let baselines = fit_baselines(ds, &split.train_runs, &cfg.model.horizons, spec.d_in)?;
+    let baselines = fit_baselines(ds, &split.train_runs, &cfg.model.horizons, spec)?;
     let scored = evaluate(&model, ds, spec, &data.windows, &baselines, cfg.train.batch_size)?;
     let rows = scored.rows;
     for r in &rows {

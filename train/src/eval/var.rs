@@ -6,9 +6,11 @@
 //! - `var_p`: the order (in `1..=p_max`) and the penalty chosen together; `p_max` is the
 //!   highest order up to [`VAR_P_MAX`] whose `P p` lag features number at most
 //!   [`VAR_FEATURE_MAX`] (each fold and penalty costs a Cholesky factor and its inverse,
-//!   `(P p)^3 / 3` flops each, and products of `(P p)^2 x P x leads`) and whose moments fit in
-//!   the machine's memory ([`var_memory`]); with `p_max < 2` it is skipped, and the reason is
-//!   recorded (so is `var1`'s, were its own moments too large);
+//!   `(P p)^3 / 3` flops each, and products of `(P p)^2 x P x leads`), whose moments fit in
+//!   the machine's memory ([`var_memory`]) and which the window and the shortest training run
+//!   allow ([`super::linear::order_bound`], as for `ar_p`); with `p_max < 2` it is skipped,
+//!   and the reason is recorded (so is `var1`'s, were its own moments too large). The
+//!   features, not the data, bound it on real parcellations (122 parcels: order 8);
 //! - `var_pca` ([`super::pca`]): from the first principal components of the parcels, its
 //!   rank, order and penalty chosen together, from the same moments.
 //!
@@ -23,7 +25,7 @@
 //! orders of `var_p` (used where the window is short) take its chosen penalty.
 
 use super::cv::{choose, cv_mse, FoldError, Folds};
-use super::linear::{Coupling, LinearFit};
+use super::linear::{order_bound, Coupling, LinearFit};
 use super::moments::{fold_moments, total, Design, Moments, CHUNK_ROWS};
 use super::ridge::{sse, RidgeFactor};
 use crate::error::TrainError;
@@ -156,15 +158,23 @@ pub struct VarFits {
     pub var_pca: VarBaseline,
 }
 
-/// Fits `var1`, `var_p` and `var_pca` on the training runs of `folds` for `leads` (see the
-/// module documentation); `memory` is the machine's ([`machine_memory`] in [`fit_var`]).
-pub fn fit_var_with(ds: &Dataset, folds: &Folds, leads: &[usize], memory: Option<u64>) -> Result<VarFits, TrainError> {
+/// Fits `var1`, `var_p` and `var_pca` on the training runs of `folds` for `leads` and windows
+/// of `window` TRs (see the module documentation); `memory` is the machine's
+/// ([`machine_memory`] in [`fit_var`]).
+pub fn fit_var_with(
+    ds: &Dataset,
+    folds: &Folds,
+    leads: &[usize],
+    window: usize,
+    memory: Option<u64>,
+) -> Result<VarFits, TrainError> {
     let (np, nl, k) = (ds.parcels, leads.len(), folds.runs.len());
     if let Some(why) = too_big(np, 1, nl, k, memory) {
         let skipped = || VarBaseline::skipped(why.clone());
         return Ok(VarFits { var1: skipped(), var_p: skipped(), var_pca: skipped() });
     }
-    let p_max = var_p_max(np, nl, k, memory);
+    let (by_data, limit) = order_bound(ds, &folds.runs.concat(), window, leads, VAR_P_MAX);
+    let p_max = var_p_max(np, nl, k, memory).min(by_data);
     let design = Design { order: p_max, leads: leads.to_vec(), parcel: None, parcels: np };
     let fm = fold_moments(&design, &ds.runs, &folds.runs)?;
     let all = total(&fm, &design);
@@ -182,7 +192,8 @@ pub fn fit_var_with(ds: &Dataset, folds: &Folds, leads: &[usize], memory: Option
     let var_p = if p_max >= 2 {
         chosen(&all, &cands, &errors, p_max, np)?
     } else {
-        VarBaseline::skipped(too_big(np, 2, nl, k, memory).unwrap_or_default())
+        let data = || format!("the highest order is {}", limit.words(by_data));
+        VarBaseline::skipped(too_big(np, 2, nl, k, memory).unwrap_or_else(data))
     };
     let var_pca = super::pca::fit_var_pca(&fm, &all, (p_max, np, nl))?;
     Ok(VarFits { var1, var_p, var_pca })
@@ -194,8 +205,8 @@ pub fn var_p_max(parcels: usize, n_leads: usize, folds: usize, memory: Option<u6
 }
 
 /// [`fit_var_with`] against this machine's memory.
-pub fn fit_var(ds: &Dataset, folds: &Folds, leads: &[usize]) -> Result<VarFits, TrainError> {
-    fit_var_with(ds, folds, leads, machine_memory())
+pub fn fit_var(ds: &Dataset, folds: &Folds, leads: &[usize], window: usize) -> Result<VarFits, TrainError> {
+    fit_var_with(ds, folds, leads, window, machine_memory())
 }
 
 fn singular(q: usize, lambda: f64) -> TrainError {
@@ -288,7 +299,7 @@ mod tests {
         // White noise: the coefficients are zero, so the largest penalty predicts best.
         let fx = Ar1Spec::new(Layout { subjects: 4, runs: 1, trs: 400, parcels: 3, seed: 3 }, 0.0);
         let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
-        let v = fit_var_with(&ds, &folds(&ds, &[0, 1, 2, 3]), &[1], None).unwrap();
+        let v = fit_var_with(&ds, &folds(&ds, &[0, 1, 2, 3]), &[1], 32, None).unwrap();
         let VarChoice::Fitted { lambda, .. } = v.var1.choice else { panic!("{:?}", v.var1.choice) };
         assert_eq!(lambda, RIDGE_GRID[0]);
         let w = v.var1.choice.edge_warning("var1").unwrap();
@@ -300,7 +311,7 @@ mod tests {
         // Strongly autocorrelated data: a penalty inside the grid, no warning.
         let fx = Ar1Spec::new(Layout { subjects: 4, runs: 1, trs: 2000, parcels: 3, seed: 3 }, 0.9);
         let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
-        let v = fit_var_with(&ds, &folds(&ds, &[0, 1, 2, 3]), &[1], None).unwrap();
+        let v = fit_var_with(&ds, &folds(&ds, &[0, 1, 2, 3]), &[1], 32, None).unwrap();
         assert_eq!(v.var1.choice.edge_warning("var1"), None, "{:?}", v.var1.choice);
         // A skipped fit, or one without cross-validation, warns of nothing.
         assert_eq!(VarBaseline::skipped("x".into()).choice.edge_warning("var_p"), None);
