@@ -60,13 +60,16 @@ fn selection<M: Model<f32>>(p: &Predictor<M>, runs: &[usize]) -> String {
     format!("runs: {} of subjects {} ({held})", runs.len(), subjects.join(", "))
 }
 
+/// The text of a job: the header before its runs (from the horizons), and a run's line.
+type Text<E> = (fn(&[usize]) -> Option<String>, fn(&E) -> String);
+
 /// Opens the model and the runs of `a`, then runs `work` on them with a callback that prints
 /// each run's `line` (after the header `head` makes, without `--json`) and moves the progress
 /// bar; with `--json` the report is printed here.
 fn run_job<M, F, E, R>(
     a: &InferArgs,
     build: F,
-    (head, line): (fn(&[usize]) -> Option<String>, fn(&E) -> String),
+    (head, line): Text<E>,
     work: impl FnOnce(&Predictor<LinearPathModel<M>>, &Job, &mut dyn FnMut(&E)) -> Result<R, TrainError>,
 ) -> Result<R, CliError>
 where
