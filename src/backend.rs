@@ -109,7 +109,10 @@ pub fn dispatch_in<J: Job>(backend: Backend, precision: Precision, job: J) -> Re
         (b, Precision::Bf16) => Err(Error::config(
             "train.precision",
             "bf16",
-            format!("bf16 autocast runs on the cuda backend only; the {} backend computes in f32", b.name()),
+            format!(
+                "bf16 autocast (--precision bf16) runs on the cuda backend only; the {} backend computes in f32",
+                b.name()
+            ),
         )
         .into()),
     }
@@ -182,5 +185,6 @@ fn unbuilt(backend: &str, feature: &str) -> Error {
     } else {
         "build with the feature `dfdx` (on by default)"
     };
-    Error::config("train.backend", backend, format!("this build has no `{feature}` feature; {how}"))
+    let why = format!("this build has no `{feature}` feature, which --backend {backend} needs; {how}");
+    Error::config("train.backend", backend, why)
 }

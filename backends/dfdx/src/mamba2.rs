@@ -191,12 +191,23 @@ fn ssd<E: Dtype + Elem, D: Device<E>, T: Tape<E, D>>(
         y
     };
 
-    // Back to the row layout, without the padding.
+    unchunk(y, g, nc, q)
+}
+
+/// The chunk-major `y (SC, H, Q, Pd)` back in the row layout `(T * S, Di)`, without the
+/// padding of the last chunk.
+fn unchunk<E: Dtype + Elem, D: Device<E>, T: Tape<E, D>>(
+    y: Quad<E, D, T>,
+    g: Geometry,
+    nc: usize,
+    q: usize,
+) -> Mat<E, D, T> {
+    let Geometry { seqs: s, time, heads: hh, headdim: pd, .. } = g;
     let y = y
         .reshape_like(&(s, nc, hh, q, pd))
         .permute::<(usize, usize, usize, usize, usize), Axes5<1, 3, 0, 2, 4>>()
-        .reshape_like(&(nc * q * s, di));
-    if pad > 0 {
+        .reshape_like(&(nc * q * s, hh * pd));
+    if nc * q > time {
         take_rows(y, 0, time * s)
     } else {
         y
