@@ -192,7 +192,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
     /// Temporal mixer, mamba or mamba2 (default: the preset's).
-    #[arg(long, value_parser = parse_temporal)]
+    #[arg(long, value_parser = boldcast_train::presets::parse_temporal)]
     pub temporal: Option<Temporal>,
 }
 
@@ -246,14 +246,6 @@ fn parse_at_least_one(s: &str) -> Result<usize, String> {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-fn parse_temporal(s: &str) -> Result<Temporal, String> {
-    match s {
-        "mamba" => Ok(Temporal::Mamba),
-        "mamba2" => Ok(Temporal::Mamba2),
-        _ => Err(format!("`{s}` is not a temporal mixer (mamba or mamba2)")),
     }
 }
 

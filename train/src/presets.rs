@@ -86,8 +86,8 @@ pub struct Overrides {
     pub picks: Selection,
 }
 
-#[cfg(feature = "clap")]
-fn parse_temporal(s: &str) -> Result<Temporal, String> {
+/// A temporal mixer by its name (`mamba`, `mamba2`), as a flag gives it.
+pub fn parse_temporal(s: &str) -> Result<Temporal, String> {
     match s {
         "mamba" => Ok(Temporal::Mamba),
         "mamba2" => Ok(Temporal::Mamba2),
