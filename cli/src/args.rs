@@ -1,7 +1,7 @@
 //! The command line: `bc-cli <command> [flags]`, defined with clap's derive API.
 
 use boldcast::core::Temporal;
-use boldcast_train::infer::{ContextLen, Pool};
+use boldcast_analysis::infer::{ContextLen, Pool};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -320,7 +320,7 @@ pub struct TuneArgs {
 pub struct EvalArgs {
     /// What to evaluate, and on which data.
     #[command(flatten)]
-    pub req: boldcast_train::eval::request::EvalRequest,
+    pub req: boldcast_analysis::eval::request::EvalRequest,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
@@ -352,7 +352,7 @@ pub struct Overwrite {
 pub struct ModelDataArgs {
     /// The weights and the data.
     #[command(flatten)]
-    pub open: boldcast_train::infer::OpenRequest,
+    pub open: boldcast_analysis::infer::OpenRequest,
     /// Only the runs of these subjects: `01,02,sub-03` or `@FILE` (default: every run). On
     /// the training data each run is labelled train or heldout (printed and in the JSON).
     #[arg(long, value_name = "LIST|@FILE")]

@@ -18,6 +18,9 @@ pub enum CliError {
     /// A training run failed.
     #[error(transparent)]
     Train(#[from] boldcast_train::TrainError),
+    /// An analysis (eval, forecast, embed, fingerprint, floor) failed.
+    #[error(transparent)]
+    Analysis(#[from] boldcast_analysis::AnalysisError),
     /// A fixture parameter is invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast::fixtures::FixtureError),

@@ -1,14 +1,14 @@
-//! `bc-cli eval`: the library's evaluation ([`boldcast_train::eval::request`]) with the flags'
-//! names in its errors; `main` prints the table ([`boldcast_train::text::eval_table`]) or
+//! `bc-cli eval`: the library's evaluation ([`boldcast_analysis::eval::request`]) with the flags'
+//! names in its errors; `main` prints the table ([`boldcast_analysis::text::eval_table`]) or
 //! the JSON and draws `--figure` ([`boldcast_plot::eval`]).
 
 use crate::error::CliError;
 use boldcast::core::{Adjacency, Model, ModelConfig};
-use boldcast_train::eval::request::evaluate_request;
-use boldcast_train::TrainError;
+use boldcast_analysis::eval::request::evaluate_request;
+use boldcast_analysis::AnalysisError;
 
-pub use boldcast_train::eval::request::EvalRequest;
-pub use boldcast_train::eval::{EvalReport, Row};
+pub use boldcast_analysis::eval::request::EvalRequest;
+pub use boldcast_analysis::eval::{EvalReport, Row};
 
 /// `bc-cli eval`: [`evaluate_request`], its notes and warnings on stderr.
 pub fn eval_command<M, F>(req: &EvalRequest, build: F) -> Result<EvalReport, CliError>
@@ -17,8 +17,8 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     evaluate_request(req, build, &mut |n| crate::errln!("{n}")).map_err(|e| match e {
-        e @ TrainError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
-        e @ TrainError::OtherData { .. } => {
+        e @ AnalysisError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
+        e @ AnalysisError::OtherData { .. } => {
             CliError::Msg(format!("{e}; give --allow-other-data to evaluate on these data anyway"))
         }
         e => e.into(),

@@ -1,12 +1,12 @@
 //! `bc-cli fingerprint`: the table, the JSON and the figure of a subject-fingerprinting report
-//! around the library's [`boldcast_train::fingerprint::model::fingerprint_model`] (which says
-//! what is compared and how; [`boldcast_train::fingerprint`] documents the statistics).
+//! around the library's [`boldcast_analysis::fingerprint::model::fingerprint_model`] (which says
+//! what is compared and how; [`boldcast_analysis::fingerprint`] documents the statistics).
 
 use crate::args::FingerprintArgs;
 use crate::error::CliError;
 use boldcast::core::{Adjacency, Model, ModelConfig};
-use boldcast_train::fingerprint::model::fingerprint_model;
-use boldcast_train::fingerprint::FingerprintReport;
+use boldcast_analysis::fingerprint::model::fingerprint_model;
+use boldcast_analysis::fingerprint::FingerprintReport;
 
 /// `bc-cli fingerprint`: opens the checkpoint and the data, embeds every selected run (or half
 /// run) and identifies subjects by its embeddings and by functional connectivity; draws the

@@ -1,8 +1,8 @@
-//! `bc-cli floor`: the flags as the library's [`boldcast_train::floor::FloorRequest`].
+//! `bc-cli floor`: the flags as the library's [`boldcast_analysis::floor::FloorRequest`].
 
 use crate::args::FloorArgs;
 use crate::error::CliError;
-use boldcast_train::floor::{floor_report, FloorReport, FloorRequest, FloorSource};
+use boldcast_analysis::floor::{floor_report, FloorReport, FloorRequest, FloorSource};
 
 /// Computes the floor `args` asks for.
 pub fn run(args: &FloorArgs) -> Result<FloorReport, CliError> {

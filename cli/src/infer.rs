@@ -1,16 +1,16 @@
 //! `bc-cli forecast` and `bc-cli embed`: the flags, the lines printed and the progress bar
-//! around the library's [`boldcast_train::infer`] (which documents the files, the layouts and
+//! around the library's [`boldcast_analysis::infer`] (which documents the files, the layouts and
 //! the context rule). `--json` prints the report that is also written to `--out`.
 
 use crate::args::{InferArgs, ModelDataArgs};
 use crate::error::CliError;
 use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig};
-use boldcast_train::infer::Pool;
-use boldcast_train::infer::{embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, Predictor};
+use boldcast_analysis::infer::Pool;
+use boldcast_analysis::infer::{embed_runs, forecast_runs, Context, EmbedReport, ForecastReport, Job, Predictor};
+use boldcast_analysis::text;
+use boldcast_analysis::AnalysisError;
 use boldcast_train::linear_path::LinearPathModel;
-use boldcast_train::text;
-use boldcast_train::TrainError;
 use std::io::IsTerminal;
 
 /// What [`open`] gives: the predictor, the runs, the context and its rule in words.
@@ -24,8 +24,8 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let p = Predictor::open(&a.open, build).map_err(|e| match e {
-        e @ TrainError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
-        e @ TrainError::OtherData { .. } => {
+        e @ AnalysisError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
+        e @ AnalysisError::OtherData { .. } => {
             CliError::Msg(format!("{e}; give --allow-other-data to run on these data anyway"))
         }
         e => e.into(),
@@ -33,15 +33,7 @@ where
     for n in &p.notes {
         crate::errln!("{n}");
     }
-    let runs = p.select(a.subjects.as_ref().map(|s| s.0.as_slice())).map_err(|e| match e {
-        TrainError::Split(boldcast::data::SplitError::UnknownSubject { subject, subjects, .. }) => {
-            boldcast::data::SplitError::UnknownSubject { field: "--subjects", subject, subjects }.into()
-        }
-        TrainError::Split(boldcast::data::SplitError::ListedTwice { subject, .. }) => {
-            boldcast::data::SplitError::ListedTwice { field: "--subjects", subject }.into()
-        }
-        e => CliError::from(e),
-    })?;
+    let runs = p.select(a.subjects.as_ref().map(|s| s.0.as_slice()), "--subjects")?;
     let (context, context_rule) = p.context(a.context);
     crate::errln!("{}", selection(&p, &runs));
     crate::errln!("context: {context_rule}");
@@ -70,7 +62,7 @@ fn run_job<M, F, E, R>(
     a: &InferArgs,
     build: F,
     (head, line): Text<E>,
-    work: impl FnOnce(&Predictor<LinearPathModel<M>>, &Job, &mut dyn FnMut(&E)) -> Result<R, TrainError>,
+    work: impl FnOnce(&Predictor<LinearPathModel<M>>, &Job, &mut dyn FnMut(&E)) -> Result<R, AnalysisError>,
 ) -> Result<R, CliError>
 where
     M: Model<f32>,

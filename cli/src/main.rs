@@ -7,8 +7,8 @@ use bc_cli::overfit::{overfit_command, OverfitReport};
 use bc_cli::CliError;
 use boldcast::backend::{dispatch, dispatch_named, Builder, Job};
 use boldcast::core::DataParallel;
-use boldcast_train::fingerprint::FingerprintReport;
-use boldcast_train::infer::{EmbedReport, ForecastReport, Pool};
+use boldcast_analysis::fingerprint::FingerprintReport;
+use boldcast_analysis::infer::{EmbedReport, ForecastReport, Pool};
 use boldcast_train::launch::Launch;
 use boldcast_train::presets::{resolve, Purpose, DEFAULT_PRESET};
 use boldcast_train::tune::{Search, TuneReport};
@@ -40,7 +40,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Fingerprint(a) => {
             let rep = dispatch(a.model.backend, Fingerprint(&a))?;
-            result(a.json, &rep, || boldcast_train::text::fingerprint_table(&rep))
+            result(a.json, &rep, || boldcast_analysis::text::fingerprint_table(&rep))
         }
         Command::Tune(a) => {
             let search = bc_cli::tune::resolve_tune_args(&a)?;
@@ -127,7 +127,7 @@ fn eval(a: bc_cli::args::EvalArgs) -> Result<ExitCode, CliError> {
         let svg = boldcast_plot::eval::eval_figure(png, &rep, a.replace.overwrite)?;
         bc_cli::errln!("figure: {} (and {})", png.display(), svg.display());
     }
-    result(a.json, &rep, || boldcast_train::text::eval_table(&rep))
+    result(a.json, &rep, || boldcast_analysis::text::eval_table(&rep))
 }
 
 /// A command as a [`Job`]: a struct of what it runs on, and the call that runs it with a

@@ -4,11 +4,11 @@
 //! from.
 
 mod common;
+use boldcast::baselines::{baseline_forecasts, fit_ar1};
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
 use boldcast::core::{TokenShape, Tokens};
 use boldcast::data::Dataset;
 use boldcast::fixtures::{Ar1Spec, Layout};
-use boldcast_train::eval::{baseline_forecasts, fit_ar1};
 use common::*;
 
 #[test]

@@ -9,7 +9,7 @@ mod common;
 use boldcast::core::Model;
 use boldcast::cpu::CpuModel;
 use boldcast::data::{Dataset, WindowRef, WindowSpec};
-use boldcast_train::eval::Weights;
+use boldcast_analysis::eval::Weights;
 use boldcast_train::linear_path::LinearPathModel;
 use common::*;
 use std::path::Path;

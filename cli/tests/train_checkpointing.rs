@@ -3,7 +3,7 @@
 
 use boldcast::core::model::NamedTensor;
 use boldcast::core::optim::Moments;
-use boldcast::core::{Adjacency, ModelConfig, Temporal};
+use boldcast::core::{Adjacency, ModelConfig};
 use boldcast_train::checkpoint::{
     config_hash, latest_checkpoint, load_checkpoint, write_checkpoint, CheckpointData, RngState, TrainState, ValState,
     STATE_FORMAT,
@@ -11,20 +11,7 @@ use boldcast_train::checkpoint::{
 use boldcast_train::data::DataIdentity;
 
 fn cfg() -> ModelConfig {
-    ModelConfig::builder()
-        .temporal(Temporal::Mamba)
-        .d_in(1)
-        .d_model(2)
-        .n_layers(0)
-        .d_state(1)
-        .expand(1)
-        .d_conv(1)
-        .headdim(1)
-        .chunk_size(1)
-        .k_neighbors(0)
-        .horizons(&[1, 5])
-        .build()
-        .unwrap()
+    ModelConfig::smallest(&[1, 5]).unwrap()
 }
 
 fn state(step: u64) -> TrainState {

@@ -351,6 +351,19 @@ impl ModelConfig {
         ModelConfigBuilder { cfg: Self::boldcast_demo() }
     }
 
+    /// The smallest valid Mamba-1 configuration (no layers, `d_model` 2, one state, no
+    /// attention) forecasting `horizons`: for tests of files that need a configuration's
+    /// tensor names but no model to speak of.
+    ///
+    /// ```
+    /// let c = boldcast_core::ModelConfig::smallest(&[1, 5]).unwrap();
+    /// assert_eq!((c.n_layers, c.d_model, c.horizons.len()), (0, 2, 2));
+    /// ```
+    pub fn smallest(horizons: &[usize]) -> Result<Self> {
+        let b = Self::builder().temporal(Temporal::Mamba).d_in(1).d_model(2).n_layers(0).d_state(1);
+        b.expand(1).d_conv(1).headdim(1).chunk_size(1).k_neighbors(0).horizons(horizons).build()
+    }
+
     /// A builder starting from this configuration (to derive a variant of it).
     pub fn into_builder(self) -> ModelConfigBuilder {
         ModelConfigBuilder { cfg: self }

@@ -645,20 +645,7 @@ mod tests {
 
     #[test]
     fn spec_order_reorders_and_checks() {
-        let cfg = boldcast_core::ModelConfig::builder()
-            .temporal(boldcast_core::Temporal::Mamba)
-            .d_in(1)
-            .d_model(2)
-            .n_layers(0)
-            .d_state(1)
-            .expand(1)
-            .d_conv(1)
-            .headdim(1)
-            .chunk_size(1)
-            .k_neighbors(0)
-            .horizons(&[1])
-            .build()
-            .unwrap();
+        let cfg = boldcast_core::ModelConfig::smallest(&[1]).unwrap();
         let specs = cfg.param_specs();
         let mut ts: Vec<NamedTensor<f32>> = specs
             .iter()

@@ -7,7 +7,7 @@
 //! [`EvalReport`]: the library computes, this file only draws.
 
 use crate::{draw_twin, Figure, PlotError};
-use boldcast_train::eval::{EvalReport, ForecastExample, Row};
+use boldcast_analysis::eval::{EvalReport, ForecastExample, Row};
 use plotters::chart::MeshStyle;
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::Shift;

@@ -6,7 +6,7 @@
 //! [`crate`].
 
 use crate::{draw_twin, Figure, PlotError};
-use boldcast_train::fingerprint::{Accuracy, FingerprintReport, MethodReport};
+use boldcast_analysis::fingerprint::{Accuracy, FingerprintReport, MethodReport};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

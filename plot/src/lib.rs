@@ -2,8 +2,8 @@
 //! plotters. Each figure is a PNG and its SVG twin ([`twin_paths`]), written atomically, with a
 //! title, labelled axes with tick values and a legend. The library computes every number;
 //! this crate only draws: [`loss_curves`] and [`overfit_curve`] (runs), [`eval::eval_figure`]
-//! ([`boldcast_train::eval::EvalReport`]) and [`fingerprint::draw_fingerprint`]
-//! ([`boldcast_train::fingerprint::FingerprintReport`]).
+//! ([`boldcast_analysis::eval::EvalReport`]) and [`fingerprint::draw_fingerprint`]
+//! ([`boldcast_analysis::fingerprint::FingerprintReport`]).
 //!
 //! ```no_run
 //! use boldcast_plot::{loss_curves, RunCurves};

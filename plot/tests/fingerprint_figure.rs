@@ -1,11 +1,11 @@
 //! The fingerprint figure: the similarity heatmaps with subject labels and colour bars, and
 //! the accuracy panel with its intervals, chance and legend, in the PNG and its SVG twin.
 
+use boldcast_analysis::fingerprint::{self, FcEdges, FingerprintReport, Method, Segment, Similarity};
 use boldcast_data::Dataset;
 use boldcast_fixtures::{IdentitySpec, Layout};
 use boldcast_plot::fingerprint::{draw_fingerprint, size, HEATMAP_WIDTH, HEIGHT, TITLE};
 use boldcast_plot::inspect::{dark_pixels, png_pixels, svg_texts};
-use boldcast_train::fingerprint::{self, FcEdges, FingerprintReport, Method, Segment, Similarity};
 
 /// FC of whole runs against FC of their first 30 TRs, on 6 planted subjects of 2 runs.
 fn report() -> FingerprintReport {

@@ -126,43 +126,56 @@ pub fn compare_with_cpu<M: DataParallel<f32>>(
     build: &impl Build<M>,
     seed: u64,
 ) -> Result<Vec<Check>> {
-    let tol = Tolerance::FORWARD;
     let mut reference = CpuModel::<f32>::new(case.model.clone(), case.adjacency.clone(), seed)?;
     let mut candidate = build(case.model.clone(), case.adjacency.clone())?;
     candidate.load_state(&reference.state())?;
     let tokens: Tokens<f32> = boldcast_fixtures::ar1_tokens(case.tokens, case.rho, seed.wrapping_add(1));
+    let mut checks = compare_passes(&mut candidate, &mut reference, &tokens, seed)?;
+    let gb = reference.grads();
+    checks.extend(compare_flat(&mut candidate)?);
+    checks.extend(compare_adam_step(&mut candidate, &mut reference, &gb)?);
+    let again = || build(case.model.clone(), case.adjacency.clone());
+    checks.extend(compare_training_and_resume(candidate, reference, again, &tokens)?);
+    Ok(checks)
+}
+
+/// Two tensors of any shape, by name, within `tol`.
+fn compare_tensors(group: &str, name: &str, a: (&[usize], &[f64]), b: (&[usize], &[f64]), tol: Tolerance) -> Check {
+    compare_values(group, name, a.0, a.1, b.0, b.1, tol)
+}
+
+/// A yes-or-no property, which must hold.
+fn compare_flag(group: &str, name: &str, holds: bool) -> Check {
+    compare_values(group, name, &[1], &[f64::from(u8::from(holds))], &[1], &[1.0], Tolerance::FORWARD)
+}
+
+/// The forward, the embedding, the offset path, the loss and the gradients of one backward.
+fn compare_passes<M: DataParallel<f32>>(
+    candidate: &mut M,
+    reference: &mut CpuModel<f32>,
+    tokens: &Tokens<f32>,
+    seed: u64,
+) -> Result<Vec<Check>> {
+    let tol = Tolerance::FORWARD;
     let mut checks = Vec::new();
-
-    let (a, b) = (candidate.forward(&tokens)?, reference.forward(&tokens)?);
-    checks.push(compare_values(
-        "pred",
-        "pred",
-        &a.shape().dims(),
-        &widen(a.data()),
-        &b.shape().dims(),
-        &widen(b.data()),
-        tol,
-    ));
-    let (a, b) = (candidate.embed(&tokens)?, reference.embed(&tokens)?);
-    checks.push(compare_values(
-        "embed",
-        "embed",
-        &a.shape().dims(),
-        &widen(a.data()),
-        &b.shape().dims(),
-        &widen(b.data()),
-        tol,
-    ));
-    // Before the plain backward, whose gradients the checks below use.
-    checks.extend(compare_offset(&mut candidate, &mut reference, &tokens, seed.wrapping_add(2))?);
-    let (la, lb) = (candidate.loss_and_grads(&tokens)?, reference.loss_and_grads(&tokens)?);
+    let (a, b) = (candidate.forward(tokens)?, reference.forward(tokens)?);
+    let (da, db) = (a.shape().dims(), b.shape().dims());
+    checks.push(compare_tensors("pred", "pred", (&da, &widen(a.data())), (&db, &widen(b.data())), tol));
+    let (a, b) = (candidate.embed(tokens)?, reference.embed(tokens)?);
+    let (da, db) = (a.shape().dims(), b.shape().dims());
+    checks.push(compare_tensors("embed", "embed", (&da, &widen(a.data())), (&db, &widen(b.data())), tol));
+    // Before the plain backward, whose gradients the later checks use.
+    checks.extend(compare_offset(candidate, reference, tokens, seed.wrapping_add(2))?);
+    let (la, lb) = (candidate.loss_and_grads(tokens)?, reference.loss_and_grads(tokens)?);
     checks.push(compare_values("loss", "loss", &[1], &[la], &[1], &[lb], tol));
-    let (ga, gb) = (candidate.grads(), reference.grads());
-    checks.extend(compare_grads("grad", &ga, &gb));
+    checks.extend(compare_grads("grad", &candidate.grads(), &reference.grads()));
+    Ok(checks)
+}
 
-    // The flat gradient buffer of data-parallel training: halved through grads_from_flat it
-    // reads back halved, a buffer of the wrong length is refused, and the original restores
-    // the gradients bit for bit.
+/// The flat gradient buffer of data-parallel training: halved through `grads_from_flat` it
+/// reads back halved, a buffer of the wrong length is refused, and the original restores the
+/// gradients bit for bit.
+fn compare_flat<M: DataParallel<f32>>(candidate: &mut M) -> Result<Vec<Check>> {
     let mut flat = Vec::new();
     candidate.grads_to_flat(&mut flat);
     let half: Vec<f32> = flat.iter().map(|g| g * 0.5).collect();
@@ -170,88 +183,74 @@ pub fn compare_with_cpu<M: DataParallel<f32>>(
     let mut back = Vec::new();
     candidate.grads_to_flat(&mut back);
     let (want, got) = (widen(&half), widen(&back));
-    checks.push(compare_values("flat", "grads_from_flat", &[want.len()], &got, &[want.len()], &want, tol));
+    let n = [want.len()];
+    let mut checks = vec![compare_tensors("flat", "grads_from_flat", (&n, &got), (&n, &want), Tolerance::FORWARD)];
     let refused = candidate.grads_from_flat(&flat[1..]).is_err();
-    checks.push(compare_values(
-        "flat",
-        "grads_from_flat(wrong length) refused",
-        &[1],
-        &[f64::from(u8::from(refused))],
-        &[1],
-        &[1.0],
-        tol,
-    ));
+    checks.push(compare_flag("flat", "grads_from_flat(wrong length) refused", refused));
     candidate.grads_from_flat(&flat)?;
     candidate.grads_to_flat(&mut back);
     let same = back.iter().zip(&flat).all(|(a, b)| a.to_bits() == b.to_bits()) && back.len() == flat.len();
-    checks.push(compare_values(
-        "flat",
-        "grads restored bit for bit",
-        &[1],
-        &[f64::from(u8::from(same))],
-        &[1],
-        &[1.0],
-        tol,
-    ));
+    checks.push(compare_flag("flat", "grads restored bit for bit", same));
+    Ok(checks)
+}
 
-    // One AdamW step with decay: where the gradient is clearly non-zero, Adam's first update
-    // is lr * g / (|g| + eps), insensitive to the gradients' f32 differences, so the new
-    // parameters must agree to the optimizer tolerance plus 1e-3 of the step. Entries whose
-    // gradient is within a few gradient tolerances of zero are left out: there the sign of
-    // a rounding-level gradient decides the direction of a full step.
+/// One AdamW step with decay: where the gradient is clearly non-zero, Adam's first update is
+/// lr * g / (|g| + eps), insensitive to the gradients' f32 differences, so the new parameters
+/// must agree to the optimizer tolerance plus 1e-3 of the step. Entries whose gradient `gb`
+/// is within a few gradient tolerances of zero are left out: there the sign of a
+/// rounding-level gradient decides the direction of a full step.
+fn compare_adam_step<M: DataParallel<f32>>(
+    candidate: &mut M,
+    reference: &mut CpuModel<f32>,
+    gb: &[NamedTensor<f32>],
+) -> Result<Vec<Check>> {
     let (lr, cfg) = (1e-2, OptimConfig::adamw(0.1, (0.9, 0.95)));
     candidate.apply_optimizer(&mut Adam::new(cfg.clone())?, lr)?;
     reference.apply_optimizer(&mut Adam::new(cfg)?, lr)?;
     let (sa, sb) = (candidate.state(), reference.state());
     let step_tol = Tolerance { abs: Tolerance::OPTIMIZER.abs + 1e-3 * lr, rel: Tolerance::OPTIMIZER.rel };
-    for (t, g) in sb.iter().zip(&gb) {
+    let mut checks = Vec::new();
+    for (t, g) in sb.iter().zip(gb) {
+        let name = format!("opt.{}", t.name);
         let Some(x) = sa.iter().find(|x| x.name == t.name) else {
-            checks.push(compare_values(
-                "opt",
-                &format!("opt.{}", t.name),
-                &[0],
-                &[],
-                &t.shape,
-                &widen(&t.data),
-                step_tol,
-            ));
+            checks.push(compare_tensors("opt", &name, (&[0], &[]), (&t.shape, &widen(&t.data)), step_tol));
             continue;
         };
         let keep: Vec<usize> = (0..t.data.len()).filter(|&i| g.data[i].abs() > 1e-3).collect();
         let pick = |d: &[f32]| keep.iter().map(|&i| d[i] as f64).collect::<Vec<_>>();
-        let n = keep.len();
-        checks.push(compare_values(
-            "opt",
-            &format!("opt.{}", t.name),
-            &[n],
-            &pick(&x.data),
-            &[n],
-            &pick(&t.data),
-            step_tol,
-        ));
+        let n = [keep.len()];
+        checks.push(compare_tensors("opt", &name, (&n, &pick(&x.data)), (&n, &pick(&t.data)), step_tol));
     }
+    Ok(checks)
+}
 
-    // Three real training steps from the stepped weights, through the core's trainer.
+/// Three real training steps from the stepped weights, through the core's trainer; then
+/// resuming: a fresh candidate (from `build`) given the trained weights and the optimizer
+/// state (from the backend when it holds its own moments, else from the host Adam, as a
+/// checkpoint takes them) must take the same next step as the candidate that never stopped.
+fn compare_training_and_resume<M: DataParallel<f32>>(
+    candidate: M,
+    reference: CpuModel<f32>,
+    build: impl Fn() -> Result<M>,
+    tokens: &Tokens<f32>,
+) -> Result<Vec<Check>> {
     let series = |m: &mut dyn FnMut(&Tokens<f32>) -> Result<StepRecord>| -> Result<Vec<StepRecord>> {
-        (0..3).map(|_| m(&tokens)).collect()
+        (0..3).map(|_| m(tokens)).collect()
     };
     let sched = boldcast_core::ScheduleConfig::Constant { lr: 1e-3 };
     let opt = || Adam::<f32>::new(OptimConfig::adam_l2(0.01, (0.9, 0.999)));
     let mut ta = Trainer::new(candidate, opt()?, sched.clone(), (), Some(0.5));
-    let mut tb = Trainer::new(reference, opt()?, sched, (), Some(0.5));
+    let mut tb = Trainer::new(reference, opt()?, sched.clone(), (), Some(0.5));
     let ra = series(&mut |t| ta.step(t))?;
     let rb = series(&mut |t| tb.step(t))?;
+    let mut checks = Vec::new();
     for (name, f) in
         [("train.loss", (|r: &StepRecord| r.loss) as fn(&StepRecord) -> f64), ("train.grad_norm", |r| r.grad_norm)]
     {
         let (xa, xb): (Vec<f64>, Vec<f64>) = (ra.iter().map(f).collect(), rb.iter().map(f).collect());
-        checks.push(compare_values(name, name, &[xa.len()], &xa, &[xb.len()], &xb, tol));
+        checks.push(compare_values(name, name, &[xa.len()], &xa, &[xb.len()], &xb, Tolerance::FORWARD));
     }
-
-    // Resuming: a fresh candidate given the trained weights and the optimizer state (from the
-    // backend when it holds its own moments, else from the host Adam, as a checkpoint takes
-    // them) must take the same next step as the candidate that never stopped.
-    let mut resumed = build(case.model.clone(), case.adjacency.clone())?;
+    let mut resumed = build()?;
     resumed.load_state(&ta.model.state())?;
     let (t, moments) = match ta.model.optimizer_state() {
         Some(held) => held,
@@ -260,20 +259,13 @@ pub fn compare_with_cpu<M: DataParallel<f32>>(
     resumed.restore_optimizer_state(t, &moments)?;
     let mut host = opt()?;
     host.restore(t, moments);
-    let mut tr = Trainer::new(resumed, host, boldcast_core::ScheduleConfig::Constant { lr: 1e-3 }, (), Some(0.5));
-    ta.step(&tokens)?;
-    tr.step(&tokens)?;
+    let mut tr = Trainer::new(resumed, host, sched, (), Some(0.5));
+    ta.step(tokens)?;
+    tr.step(tokens)?;
     for (x, y) in tr.model.state().iter().zip(ta.model.state().iter()) {
         let name = format!("resume.{}", x.name);
-        checks.push(compare_values(
-            "resume",
-            &name,
-            &x.shape,
-            &widen(&x.data),
-            &y.shape,
-            &widen(&y.data),
-            Tolerance::OPTIMIZER,
-        ));
+        let (a, b) = (widen(&x.data), widen(&y.data));
+        checks.push(compare_tensors("resume", &name, (&x.shape, &a), (&y.shape, &b), Tolerance::OPTIMIZER));
     }
     Ok(checks)
 }

@@ -143,14 +143,6 @@ pub enum TrainError {
         /// The reason.
         reason: String,
     },
-    /// No weights at the path given for evaluation.
-    #[error("{}: {reason}", path.display())]
-    Weights {
-        /// The path given.
-        path: PathBuf,
-        /// Why, in words.
-        reason: String,
-    },
     /// The data of the overfit check does not give exactly its 4 windows.
     #[error(
         "overfit needs exactly {} windows (4 subjects x 1 run x 1 window of {window} TRs), but {data} gives {windows} \
@@ -252,28 +244,9 @@ pub enum TrainError {
         /// Its value.
         value: f64,
     },
-    /// A linear baseline of the evaluation cannot be fitted (too few training samples).
-    #[error("baseline `{name}`: {reason}")]
-    Baseline {
-        /// The baseline's row name.
-        name: String,
-        /// Why, in words.
-        reason: String,
-    },
-    /// Weights are given data other than the data they were trained on.
-    #[error("{}: {reason}", path.display())]
-    OtherData {
-        /// The weights file.
-        path: PathBuf,
-        /// What differs, in words.
-        reason: String,
-    },
-    /// Subject fingerprinting cannot run on these features or runs.
-    #[error("fingerprint: {reason}")]
-    Fingerprint {
-        /// Why, in words (naming the sample or run at fault).
-        reason: String,
-    },
+    /// A linear baseline cannot be fitted or scored.
+    #[error(transparent)]
+    Baselines(#[from] boldcast_baselines::BaselineError),
 }
 
 impl TrainError {

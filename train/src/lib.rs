@@ -31,12 +31,12 @@
 //! directories and `state.json`), [`run_dir`] (the lock, fresh and existing run directories), [`observer`], [`flags`] (red flags), [`summary`]
 //! (the report and `summary.json`), [`run`] (the loop) (files are written through
 //! `boldcast_data::fsutil`),
-//! [`error`]; and the other commands of `bc-cli`, generic over the model: [`overfit`] (the
-//! single-batch overfit check), [`eval`] (a checkpoint's per-horizon MSE beside baselines and
-//! the floor), [`fingerprint`] (identification of subjects from per-run features, against the
-//! functional-connectivity fingerprint), [`infer`] (a checkpoint's forecasts and embeddings of
-//! whole runs, `forecast` and `embed`), [`bench`](mod@bench) (timed training steps) and [`tune`] (a grid or
-//! random search over configuration keys on a validation split, `bc-cli tune`).
+//! [`error`], [`judge`] (a finished run's validation loss against predicting zero and the best
+//! baseline); and the other training jobs of `bc-cli`, generic over the model: [`overfit`]
+//! (the single-batch overfit check), [`bench`](mod@bench) (timed training steps) and [`tune`]
+//! (a grid or random search over configuration keys on a validation split, `bc-cli tune`).
+//! What a trained model says about data (eval, forecasts, embeddings, fingerprints) is
+//! `boldcast-analysis`'s; the baselines are `boldcast-baselines`'.
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -46,11 +46,8 @@ pub mod data;
 pub mod dist;
 pub mod early_stopping;
 pub mod error;
-pub mod eval;
-pub mod fingerprint;
 pub mod flags;
-pub mod floor;
-pub mod infer;
+pub mod judge;
 pub mod launch;
 pub mod linear_path;
 pub mod log;

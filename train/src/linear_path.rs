@@ -4,7 +4,7 @@
 //! can at least match it: with the head zeroed at the start ([`LinearPathModel::zero_head`]),
 //! step 0 forecasts exactly what the fit does, and validation keeps only what improves on it.
 //!
-//! The fit is the eval baselines' own ([`crate::eval::fit_baselines`]): per-parcel AR(p) or
+//! The fit is the eval baselines' own ([`boldcast_baselines::fit_baselines`]): per-parcel AR(p) or
 //! ridge VAR(p), orders and penalty chosen by cross-validation over the training subjects,
 //! every lead fitted directly, a lower order at the tokens whose window holds fewer TRs
 //! ([`LinearFit::forecasts`]). It is frozen: the network learns with the path's forecasts as
@@ -30,9 +30,10 @@
 //! ```
 
 use crate::error::TrainError;
-use crate::eval::fit_baselines;
-use crate::eval::linear::{Coupling, LinearFit};
-use crate::eval::var::VarChoice;
+use boldcast_baselines::fit_baselines;
+use boldcast_baselines::linear::{Coupling, LinearFit};
+use boldcast_baselines::var::VarChoice;
+use boldcast_baselines::BaselineError;
 use boldcast_core::collective::DataParallel;
 use boldcast_core::forecast::{build_forecast_targets, forecasting_loss};
 use boldcast_core::model::NamedTensor;
@@ -122,11 +123,13 @@ pub fn fit_path(
         VarChoice::Fitted { .. } => "no fit".into(),
     };
     match kind {
-        LinearPath::Off => Err(TrainError::Baseline { name: "linear_path".into(), reason: "the path is off".into() }),
+        LinearPath::Off => {
+            Err(BaselineError::Fit { name: "linear_path".into(), reason: "the path is off".into() }.into())
+        }
         LinearPath::Ar => Ok((b.ar_p, ar)),
-        LinearPath::Var => var.ok_or_else(|| TrainError::Baseline {
-            name: "linear_path = \"var\"".into(),
-            reason: format!("the VAR(p) fit was skipped: {}", skipped()),
+        LinearPath::Var => var.ok_or_else(|| {
+            let reason = format!("the VAR(p) fit was skipped: {}", skipped());
+            BaselineError::Fit { name: "linear_path = \"var\"".into(), reason }.into()
         }),
         LinearPath::Auto => Ok(match var {
             // The lower cross-validated MSE wins; without cross-validation, the richer VAR.

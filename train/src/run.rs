@@ -14,7 +14,7 @@
 //!   log line `{"event":"stopped","reason":"non_finite",...}`; the last checkpoint stays.
 //! - The end: `{"event":"finished"|"stopped","reason","step"}`, the red flags
 //!   ([`crate::flags`]), and for a finished run the held-out verdict (the validation loss
-//!   fell, and it beats predicting zero: [`crate::eval::judge`]) and `summary.json`.
+//!   fell, and it beats predicting zero: [`crate::judge`]) and `summary.json`.
 
 use crate::checkpoint::{self as ck, CheckpointData, Loaded, RngState, TrainState, ValState};
 use crate::config::RunConfig;
@@ -609,7 +609,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         }
         let vals: Vec<f64> = self.val.history.iter().map(|(_, v)| *v).collect();
         let judgement = match (&self.last_val, finished) {
-            (Some((loss, _)), true) => Some(crate::eval::judge::judge(*loss, self.run.data, self.run.cfg)?),
+            (Some((loss, _)), true) => Some(crate::judge::judge(*loss, self.run.data, self.run.cfg)?),
             _ => None,
         };
         let beats_zero = judgement.as_ref().is_none_or(|j| j.beats_zero);

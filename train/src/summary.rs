@@ -54,7 +54,7 @@ pub struct TrainReport {
     /// The best validation `(step, loss)`.
     pub best: Option<(u64, f64)>,
     /// The held-out verdict (when the run finished): `passed` when the validation loss fell
-    /// by the rule and beats predicting zero ([`crate::eval::judge`]).
+    /// by the rule and beats predicting zero ([`crate::judge`]).
     pub verdict: Option<Verdict>,
     /// Whether `verdict.passed` is the baseline rule: a run with the linear path starts at the
     /// linear fit, so it is judged by its last validation loss against the best baseline's
@@ -62,7 +62,7 @@ pub struct TrainReport {
     pub against_baseline: bool,
     /// The last validation loss against predicting zero and the best baseline (when the run
     /// finished).
-    pub judgement: Option<crate::eval::judge::Judgement>,
+    pub judgement: Option<crate::judge::Judgement>,
     /// The last validation `(loss, per horizon)`.
     pub last_val: Option<(f64, Vec<f64>)>,
     /// The floor.

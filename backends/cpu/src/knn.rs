@@ -408,16 +408,8 @@ pub fn backward<E: CpuElem>(
                     Some((&mut s.g_h[..rows * m], false)),
                 );
                 let gx = &mut gxb[(g0 - r.start) * g..][..ng * g];
-                layernorm::backward_rows(
-                    xs,
-                    rows,
-                    m,
-                    &prm.norm_w,
-                    &s.g_h[..rows * m],
-                    gx,
-                    &mut pg.norm_w,
-                    &mut pg.norm_b,
-                );
+                let lg = layernorm::Grads { x: gx, w: &mut pg.norm_w, b: &mut pg.norm_b };
+                layernorm::backward_rows(xs, rows, m, &prm.norm_w, &s.g_h[..rows * m], lg);
             })
         });
         for (dst, src) in [&mut pg.q_w, &mut pg.k_w, &mut pg.v_w].into_iter().zip(g_wqkv.chunks_exact(m * m)) {

@@ -129,6 +129,14 @@ pub(crate) fn decay_rates<E: CpuElem>(a_log: &[E]) -> Vec<E> {
     a_log.iter().map(|&v| -v.exp()).collect()
 }
 
+/// Copies every tensor of `src` into the same-named one of `dst`, converting each value.
+pub(crate) fn convert<E: CpuElem, F: CpuElem, const N: usize>(src: [(&str, &[E]); N], dst: [(&str, &mut [F]); N]) {
+    for ((a, s), (b, d)) in src.into_iter().zip(dst) {
+        assert_eq!((a, s.len()), (b, d.len()), "convert: the tensors differ");
+        d.iter_mut().zip(s).for_each(|(d, s)| *d = F::of(s.f64()));
+    }
+}
+
 /// Pairs the core's tensor names with a mixer's tensors, in state-dict order.
 pub(crate) fn named<T, const N: usize>(names: [&'static str; N], tensors: [T; N]) -> [(&'static str, T); N] {
     let mut names = names.into_iter();

@@ -529,7 +529,8 @@ impl<E: CpuElem> CpuModel<E> {
         pool.give(g_pred);
         // layernorm::backward adds to its input gradient.
         let mut g = pool.zeroed(rows * m);
-        layernorm::backward(&x_last, rows, m, &prm.final_w, &g_e, &mut g, &mut grd.final_w, &mut grd.final_b);
+        let lg = layernorm::Grads { x: &mut g, w: &mut grd.final_w, b: &mut grd.final_b };
+        layernorm::backward(&x_last, rows, m, &prm.final_w, &g_e, lg);
         pool.give(x_last);
         pool.give(g_e);
 
@@ -554,7 +555,8 @@ impl<E: CpuElem> CpuModel<E> {
             if let Some(ck) = ck {
                 pool.give(ck.into_buffer());
             }
-            layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, &mut g, &mut lg.norm_w, &mut lg.norm_b);
+            let ng = layernorm::Grads { x: &mut g, w: &mut lg.norm_w, b: &mut lg.norm_b };
+            layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, ng);
             pool.give(x_in);
         }
         let embed = Weight { w: &prm.embed_w, inp: d, out: m };

@@ -281,27 +281,12 @@ fn results_are_deterministic_and_independent_of_the_thread_count() {
     assert!(a.2.tensors().iter().all(|(_, t)| t.iter().any(|v| v.abs() > 1e-6)));
 
     // The f32 path too.
-    let p32 = to_f32(&p);
+    let p32 = p.cast::<f32>(c.dims);
     let (u32, g32): (Vec<f32>, Vec<f32>) =
         (u.iter().map(|&v| v as f32).collect(), g.iter().map(|&v| v as f32).collect());
     let a = one.install(|| run_all(&c, &p32, &u32, &g32));
     let b = two.install(|| run_all(&c, &p32, &u32, &g32));
     assert!(a == b, "f32: 1 and 2 threads differ");
-}
-
-fn to_f32(p: &Mamba1Params<f64>) -> Mamba1Params<f32> {
-    let dims_free = |v: &Vec<f64>| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-    Mamba1Params {
-        in_proj: dims_free(&p.in_proj),
-        conv_w: dims_free(&p.conv_w),
-        conv_b: dims_free(&p.conv_b),
-        x_proj: dims_free(&p.x_proj),
-        dt_proj_w: dims_free(&p.dt_proj_w),
-        dt_proj_b: dims_free(&p.dt_proj_b),
-        a_log: dims_free(&p.a_log),
-        d: dims_free(&p.d),
-        out_proj: dims_free(&p.out_proj),
-    }
 }
 
 /// f32 gives the f64 results to f32 rounding (the golden files are f32).
@@ -310,7 +295,7 @@ fn f32_agrees_with_f64() {
     let dims = Mamba1Dims { d_model: 16, d_inner: 32, d_state: 8, dt_rank: 1, d_conv: 4 };
     let c = Case { dims, batch: 2, time: 64, parcels: 3, big_dt: false, seed: 13 };
     let (p, u, g) = random_problem(&c);
-    let p32 = to_f32(&p);
+    let p32 = p.cast::<f32>(c.dims);
     let (u32, g32): (Vec<f32>, Vec<f32>) =
         (u.iter().map(|&v| v as f32).collect(), g.iter().map(|&v| v as f32).collect());
     let (y, g_u, grads) = run_all(&c, &p, &u, &g);

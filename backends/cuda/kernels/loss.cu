@@ -7,17 +7,36 @@
 // elements, per block strided partials then a shared tree; then the chunks' sums likewise in
 // one block): no atomics.
 
+// Element e of a (b, steps, p, h, d) array as its coordinates.
+struct LossAt {
+    long long b, tt, pp, j;
+    int h;
+};
+
+__device__ inline LossAt loss_at(long long e, int steps, int p, int nh, int d) {
+    LossAt a;
+    a.j = e % d;
+    long long r = e / d;
+    a.h = (int)(r % nh);
+    r /= nh;
+    a.pp = r % p;
+    r /= p;
+    a.tt = r % steps;
+    a.b = r / steps;
+    return a;
+}
+
+// The index in tokens of the target of prediction `a` (horizon hz[a.h]).
+__device__ inline long long loss_target(LossAt a, int t, int p, int d, const int* __restrict__ hz) {
+    return ((a.b * t + a.tt + hz[a.h]) * p + a.pp) * d + a.j;
+}
+
 // The valid element e (in (b, t < T_valid, p, h, d) order) as (pred index, tokens index).
 __device__ void loss_index(long long e, int t, int tv, int p, int nh, int d, const int* __restrict__ hz,
                            long long* pi, long long* ti) {
-    long long j = e % d, r = e / d;
-    int h = (int)(r % nh);
-    r /= nh;
-    long long pp = r % p;
-    r /= p;
-    long long tt = r % tv, b = r / tv;
-    *pi = ((b * t + tt) * p + pp) * nh * d + h * d + j;
-    *ti = ((b * t + tt + hz[h]) * p + pp) * d + j;
+    LossAt a = loss_at(e, tv, p, nh, d);
+    *pi = ((a.b * t + a.tt) * p + a.pp) * nh * d + a.h * d + a.j;
+    *ti = loss_target(a, t, p, d, hz);
 }
 
 // First stage: `partial[c]` = the sum of squared differences over the valid elements
@@ -61,19 +80,13 @@ extern "C" __global__ void loss_mse_final(const double* __restrict__ partial, do
 extern "C" __global__ void loss_mse_bwd(const float* __restrict__ pred, const float* __restrict__ tokens,
                                         const int* __restrict__ hz, float* __restrict__ g, long long total, int t,
                                         int tv, int p, int nh, int d, float scale) {
-    for (long long i = first_index(); i < total;
-         i += grid_stride()) {
-        long long j = i % d, r = i / d;
-        int h = (int)(r % nh);
-        r /= nh;
-        long long pp = r % p;
-        r /= p;
-        long long tt = r % t, b = r / t;
-        if (tt >= tv) {
+    for (long long i = first_index(); i < total; i += grid_stride()) {
+        LossAt a = loss_at(i, t, p, nh, d);
+        if (a.tt >= tv) {
             g[i] = 0.0f;
             continue;
         }
-        long long ti = ((b * t + tt + hz[h]) * p + pp) * d + j;
+        long long ti = loss_target(a, t, p, d, hz);
         g[i] = scale * (pred[i] - tokens[ti]);
     }
 }

@@ -280,7 +280,8 @@ fn layer_backward(
     let (mut g_sw, mut g_sb, mut g_h) = (vec![0.0f32; 3 * m * m], vec![0.0f32; 3 * m], vec![0.0f32; rows * m]);
     linear::backward(&l.h, rows, m, &sw, 3 * m, &g_qkv, &mut g_sw, Some(&mut g_sb), Some((&mut g_h, false)));
     let mut g_x = vec![0.0f32; rows * m];
-    layernorm::backward_rows(x, rows, m, &prm.norm_w, &g_h, &mut g_x, &mut g.norm_w, &mut g.norm_b);
+    let lg = layernorm::Grads { x: &mut g_x, w: &mut g.norm_w, b: &mut g.norm_b };
+    layernorm::backward_rows(x, rows, m, &prm.norm_w, &g_h, lg);
     for (dst, src) in [&mut g.q_w, &mut g.k_w, &mut g.v_w].into_iter().zip(g_sw.chunks_exact(m * m)) {
         dst.copy_from_slice(src);
     }

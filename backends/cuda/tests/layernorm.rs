@@ -117,7 +117,7 @@ fn backward_matches_the_cpu_backend_within_the_reduction_bound() {
         )
         .unwrap();
         let (mut cx, mut cw, mut cb) = (gx0, gw0, gb0);
-        cpu::backward(&x, rows, m, &w, &g_y, &mut cx, &mut cw, &mut cb);
+        cpu::backward(&x, rows, m, &w, &g_y, cpu::Grads { x: &mut cx, w: &mut cw, b: &mut cb });
         let block = row_launch(rows, m).block.x as usize;
         let (mut bw, mut bb) = (vec![0.0f64; m], vec![0.0f64; m]);
         let depth_rows = 2.0 * (rows + 2) as f64;

@@ -19,34 +19,7 @@ mod common;
 use boldcast_cuda::mamba1::{self, ScanGradients};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::shim::{ConvDims, Scan};
-use common::{check_reference_gradients, uniform, Reference, U32 as U};
-
-fn sig(v: f64) -> f64 {
-    1.0 / (1.0 + (-v).exp())
-}
-
-fn f64s(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|&x| x as f64).collect()
-}
-
-fn check(what: &str, got: &[f32], want: &[f64], bound: &[f64]) -> f64 {
-    let mut worst = 0.0f64;
-    for i in 0..got.len() {
-        let err = (got[i] as f64 - want[i]).abs();
-        assert!(
-            err <= bound[i],
-            "{what}[{i}]: kernel {:e}, reference {:e}, |diff| {err:e} > bound {:e}",
-            got[i],
-            want[i],
-            bound[i]
-        );
-        if bound[i] > 0.0 {
-            worst = worst.max(err / bound[i]);
-        }
-    }
-    println!("{what}: worst |diff| / bound = {worst:.3}");
-    worst
-}
+use common::{check, check_central, check_reference_gradients, f64s, sig, uniform, Reference, U32 as U};
 
 /// The scan's inputs in f64, `(seqs, time, di)` etc. as [`Scan`]'s.
 impl Reference for In {
@@ -188,11 +161,6 @@ impl In {
 /// The kernel's gradients in [`NAMES`] order.
 fn kernel_grads(g: &ScanGradients) -> [&[f32]; 7] {
     [&g.x, &g.dt, &g.a, &g.b, &g.c, &g.d, &g.z]
-}
-
-/// A few coordinates of each input: the first, the last and one in the middle.
-fn coords(len: usize) -> [usize; 3] {
-    [0, len / 2 + 1, len - 1]
 }
 
 const SEQS: usize = 2;
@@ -416,25 +384,14 @@ fn conv_backward_matches_the_reference() {
 fn conv_reference_gradients_match_finite_differences() {
     let dims = CONV[1];
     let [x, w, b, g] = conv_data(dims);
-    let mut v = [f64s(&x), f64s(&w), f64s(&b)];
+    let v = [f64s(&x), f64s(&w), f64s(&b)];
     let g64 = f64s(&g);
-    let loss = |v: &[Vec<f64>; 3]| -> f64 {
+    let loss = |v: &[Vec<f64>]| -> f64 {
         conv_ref(dims, &v[0], &v[1], &v[2], false).iter().zip(&g64).map(|(c, g)| c * sig(*c) * g).sum()
     };
     let c = conv_ref(dims, &v[0], &v[1], &v[2], false);
     let an = conv_bwd_ref(dims, &v[0], &c, &v[1], &g64, false);
-    for k in 0..3 {
-        for i in coords(v[k].len()) {
-            let h = 1e-5 * v[k][i].abs().max(1.0);
-            v[k][i] += h;
-            let up = loss(&v);
-            v[k][i] -= 2.0 * h;
-            let down = loss(&v);
-            v[k][i] += h;
-            let fd = (up - down) / (2.0 * h);
-            assert!((fd - an[k][i]).abs() <= 1e-6 * (1.0 + an[k][i].abs()), "conv {k}[{i}]: {:e} vs {fd:e}", an[k][i]);
-        }
-    }
+    check_central(&["conv x", "conv w", "conv b"], &v, &an, loss);
 }
 
 /// The convolution's backward sums have a fixed order too: two runs, the same bits.

@@ -8,8 +8,7 @@ mod common;
 use boldcast_cuda::mamba1::layer::{backward, forward, LayerDims, Mamba1Params};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::trunk::BackwardIn;
-use common::layer::{check_f32_differences, check_forward, check_gradients, Case};
-use common::uniform;
+use common::{silu, softplus, uniform};
 
 const DIMS: LayerDims = LayerDims { m: 6, di: 12, n: 4, k: 3, r: 2, time: 11, q: 4, group: 2 };
 const SEQS: usize = 3;
@@ -28,18 +27,6 @@ fn params(z: &LayerDims, seed: u64) -> Mamba1Params {
     p.d.iter_mut().for_each(|d| *d += 1.0);
     p.dt_b.iter_mut().for_each(|b| *b -= 3.0);
     p
-}
-
-fn silu(v: f64) -> f64 {
-    v / (1.0 + (-v).exp())
-}
-
-fn softplus(v: f64) -> f64 {
-    if v > 20.0 {
-        v
-    } else {
-        v.exp().ln_1p()
-    }
 }
 
 /// MODEL.md's layer `u + Mamba1(LayerNorm(u))` in f64, for `u` `(seqs, T, M)`; `p` in
@@ -96,31 +83,11 @@ fn reference(z: &LayerDims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
     out
 }
 
-layer_under_test!(Mamba1Layer, Mamba1Params);
-
-fn case() -> Case<Mamba1Params> {
-    let rows = SEQS * DIMS.time;
-    Case { p: params(&DIMS, 10), u: uniform(1, rows * DIMS.m, -1.5, 1.5), g_out: uniform(2, rows * DIMS.m, -1.0, 1.0) }
-}
-
-#[test]
-fn forward_matches_the_f64_reference() {
-    check_forward::<Mamba1Layer>(&case());
-}
-
-#[test]
-fn every_gradient_matches_the_f64_reference() {
-    check_gradients::<Mamba1Layer>(
-        &case(),
-        &["norm_w", "norm_b", "conv_w", "conv_b", "in_proj", "x_proj", "dt_w", "dt_b", "a_log", "d", "out_proj"],
-    );
-}
-
-#[test]
-fn gradients_match_central_differences_of_the_f32_layer() {
-    // (tensor, index): one coordinate of the conv, x_proj's Bc rows, dt_proj, A_log, D, out_proj.
-    check_f32_differences::<Mamba1Layer>(
-        &case(),
-        &[(2, 5), (5, 2 * 12 + 3), (6, 7), (8, 9), (9, 4), (10, 13), (4, 100)],
-    );
-}
+// (tensor, index): one coordinate of the conv, x_proj's Bc rows, dt_proj, A_log, D, out_proj.
+layer_tests!(
+    Mamba1Layer,
+    Mamba1Params,
+    seeds: (10, 1, 2),
+    names: ["norm_w", "norm_b", "conv_w", "conv_b", "in_proj", "x_proj", "dt_w", "dt_b", "a_log", "d", "out_proj"],
+    coords: [(2, 5), (5, 2 * 12 + 3), (6, 7), (8, 9), (9, 4), (10, 13), (4, 100)]
+);

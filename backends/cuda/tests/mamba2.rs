@@ -19,34 +19,7 @@ mod common;
 
 use boldcast_cuda::mamba2::{self, Scan2Gradients};
 use boldcast_cuda::shim::{GnormBwd, Scan2};
-use common::{check_reference_gradients, uniform, Reference, U32 as U};
-
-fn sig(v: f64) -> f64 {
-    1.0 / (1.0 + (-v).exp())
-}
-
-fn f64s(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|&x| x as f64).collect()
-}
-
-fn check(what: &str, got: &[f32], want: &[f64], bound: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let mut worst = 0.0f64;
-    for i in 0..got.len() {
-        let err = (got[i] as f64 - want[i]).abs();
-        assert!(
-            err <= bound[i],
-            "{what}[{i}]: kernel {:e}, reference {:e}, |diff| {err:e} > bound {:e}",
-            got[i],
-            want[i],
-            bound[i]
-        );
-        if bound[i] > 0.0 {
-            worst = worst.max(err / bound[i]);
-        }
-    }
-    println!("{what}: worst |diff| / bound = {worst:.3}");
-}
+use common::{check, check_central, check_reference_gradients, f64s, sig, uniform, Reference, U32 as U};
 
 const SEQS: usize = 2;
 const TIME: usize = 13;
@@ -253,11 +226,6 @@ fn scan_backward_matches_the_reference() {
     }
 }
 
-/// A few coordinates of each input: the first, the last and one in the middle.
-fn coords(len: usize) -> [usize; 3] {
-    [0, len / 2 + 1, len - 1]
-}
-
 /// The reference's analytic gradients against central differences of its loss, on three
 /// coordinates of each input, in f64: step `h = 1e-5 max(1, |v|)`, so the truncation error
 /// (h^2 times third derivatives of order one, times at most the Di T terms a shared input
@@ -388,24 +356,13 @@ fn gated_norm_backward_matches_the_reference() {
 fn gated_norm_reference_gradients_match_finite_differences() {
     let (rows, m) = NORM[0];
     let [y, z, w, g] = norm_data(rows, m);
-    let mut v = [f64s(&y), f64s(&z), f64s(&w)];
+    let v = [f64s(&y), f64s(&z), f64s(&w)];
     let g64 = f64s(&g);
-    let loss = |v: &[Vec<f64>; 3]| -> f64 {
+    let loss = |v: &[Vec<f64>]| -> f64 {
         norm_ref(&v[0], &v[1], &v[2], m, false).0.iter().zip(&g64).map(|(o, g)| o * g).sum()
     };
     let an = norm_bwd_ref(&v[0], &v[1], &v[2], &g64, m, false);
-    for k in 0..3 {
-        for i in coords(v[k].len()) {
-            let h = 1e-5 * v[k][i].abs().max(1.0);
-            v[k][i] += h;
-            let up = loss(&v);
-            v[k][i] -= 2.0 * h;
-            let down = loss(&v);
-            v[k][i] += h;
-            let fd = (up - down) / (2.0 * h);
-            assert!((fd - an[k][i]).abs() <= 1e-6 * (1.0 + an[k][i].abs()), "norm {k}[{i}]: {:e} vs {fd:e}", an[k][i]);
-        }
-    }
+    check_central(&["norm y", "norm z", "norm w"], &v, &an, loss);
 }
 
 /// The norm's sums have a fixed order: two runs of forward and backward, the same bits.

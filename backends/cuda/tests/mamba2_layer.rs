@@ -8,8 +8,7 @@ mod common;
 use boldcast_cuda::mamba2::layer::{backward, forward, Layer2Dims, Mamba2Params};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::trunk::BackwardIn;
-use common::layer::{check_f32_differences, check_forward, check_gradients, Case, Layer};
-use common::uniform;
+use common::{silu, softplus, uniform};
 
 const DIMS: Layer2Dims = Layer2Dims { m: 6, di: 12, n: 4, k: 3, nh: 3, time: 11, q: 4, group: 2 };
 const SEQS: usize = 3;
@@ -28,18 +27,6 @@ fn params(z: &Layer2Dims, seed: u64) -> Mamba2Params {
     p.d.iter_mut().for_each(|d| *d += 1.0);
     p.dt_bias.iter_mut().for_each(|b| *b -= 3.0);
     p
-}
-
-fn silu(v: f64) -> f64 {
-    v / (1.0 + (-v).exp())
-}
-
-fn softplus(v: f64) -> f64 {
-    if v > 20.0 {
-        v
-    } else {
-        v.exp().ln_1p()
-    }
 }
 
 /// MODEL.md's layer `u + Mamba2(LayerNorm(u))` in f64, for `u` `(seqs, T, M)`; `p` in
@@ -96,40 +83,12 @@ fn reference(z: &Layer2Dims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
     out
 }
 
-layer_under_test!(Mamba2Layer, Mamba2Params);
-
-fn case() -> Case<Mamba2Params> {
-    let rows = SEQS * DIMS.time;
-    Case { p: params(&DIMS, 20), u: uniform(3, rows * DIMS.m, -1.5, 1.5), g_out: uniform(4, rows * DIMS.m, -1.0, 1.0) }
-}
-
-#[test]
-fn forward_matches_the_f64_reference() {
-    check_forward::<Mamba2Layer>(&case());
-}
-
-#[test]
-fn every_gradient_matches_the_f64_reference() {
-    check_gradients::<Mamba2Layer>(
-        &case(),
-        &["norm_w", "norm_b", "dt_bias", "conv_w", "conv_b", "in_proj", "a_log", "d", "gnorm_w", "out_proj"],
-    );
-}
-
-#[test]
-fn gradients_match_central_differences_of_the_f32_layer() {
-    // (tensor, index): dt_bias, the conv over a Bc channel, in_proj's xBC and dtr rows, A_log,
-    // D, the gated norm's weight, out_proj.
-    check_f32_differences::<Mamba2Layer>(
-        &case(),
-        &[(2, 1), (3, 13 * 3 + 2), (5, 20 * 6 + 1), (5, 33 * 6 + 4), (6, 2), (7, 0), (8, 5), (9, 13)],
-    );
-}
-
-#[test]
-fn the_layer_returns_every_buffer_to_the_pool() {
-    let c = case();
-    let pool = Pool::new();
-    drop(Mamba2Layer::run(&c.p, &c.u, &c.g_out, &pool));
-    assert_eq!(pool.in_use(), 0);
-}
+// (tensor, index): dt_bias, the conv over a Bc channel, in_proj's xBC and dtr rows, A_log,
+// D, the gated norm's weight, out_proj.
+layer_tests!(
+    Mamba2Layer,
+    Mamba2Params,
+    seeds: (20, 3, 4),
+    names: ["norm_w", "norm_b", "dt_bias", "conv_w", "conv_b", "in_proj", "a_log", "d", "gnorm_w", "out_proj"],
+    coords: [(2, 1), (3, 13 * 3 + 2), (5, 20 * 6 + 1), (5, 33 * 6 + 4), (6, 2), (7, 0), (8, 5), (9, 13)]
+);

@@ -5,12 +5,13 @@
 //! checkpoint); then the run is evaluated beside the baselines and its figures are drawn.
 //! `OUT_DIR` (default `runs/example-library`) must be new or empty.
 
+use boldcast_analysis::eval::request::{evaluate_request, EvalRequest};
+use boldcast_analysis::text;
 use boldcast_cpu::CpuModel;
 use boldcast_example_library::training::{quick_config, Printer};
 use boldcast_example_library::Timed;
-use boldcast_train::eval::request::{evaluate_request, EvalRequest};
 use boldcast_train::launch::Launch;
-use boldcast_train::{text, Dist, StopReason};
+use boldcast_train::{Dist, StopReason};
 use std::error::Error;
 use std::path::PathBuf;
 

@@ -104,6 +104,13 @@ impl<E: CpuElem> Mamba1Params<E> {
         )
     }
 
+    /// The same parameters in another element type (f64 test parameters in f32, say).
+    pub fn cast<F: CpuElem>(&self, dims: Mamba1Dims) -> Mamba1Params<F> {
+        let mut out = Mamba1Params::zeros(dims);
+        mixer::convert(self.tensors(), out.tensors_mut());
+        out
+    }
+
     /// The mutable counterpart of [`Mamba1Params::tensors`], same names and order.
     pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 9] {
         let Self { in_proj, conv_w, conv_b, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj } = self;

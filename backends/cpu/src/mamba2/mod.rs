@@ -130,6 +130,13 @@ impl<E: CpuElem> Mamba2Params<E> {
         mixer::named(MAMBA2_PARAMS, [dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj].map(|v| &v[..]))
     }
 
+    /// The same parameters in another element type (f64 test parameters in f32, say).
+    pub fn cast<F: CpuElem>(&self, dims: Mamba2Dims) -> Mamba2Params<F> {
+        let mut out = Mamba2Params::zeros(dims);
+        mixer::convert(self.tensors(), out.tensors_mut());
+        out
+    }
+
     /// The mutable counterpart of [`Mamba2Params::tensors`], same names and order.
     pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 8] {
         let Self { dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj } = self;

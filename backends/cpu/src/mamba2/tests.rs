@@ -43,20 +43,6 @@ fn params(dims: Mamba2Dims, seed: u64, a_log_hi: f64) -> Mamba2Params<f64> {
     p
 }
 
-fn to_f32(p: &Mamba2Params<f64>) -> Mamba2Params<f32> {
-    let c = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-    Mamba2Params {
-        dt_bias: c(&p.dt_bias),
-        conv_w: c(&p.conv_w),
-        conv_b: c(&p.conv_b),
-        in_proj: c(&p.in_proj),
-        a_log: c(&p.a_log),
-        d: c(&p.d),
-        norm_w: c(&p.norm_w),
-        out_proj: c(&p.out_proj),
-    }
-}
-
 /// `max |a - b| / max |b|`.
 fn rel_err<A: CpuElem, B: CpuElem>(a: &[A], b: &[B]) -> f64 {
     assert_eq!(a.len(), b.len());
@@ -91,7 +77,7 @@ fn chunked_matches_sequential_in_f64_and_f32() {
             assert!(e64 < 1e-12, "{d:?} T {t}: f64 chunked vs sequential {e64:e}");
             worst64 = worst64.max(e64);
 
-            let (p32, u32) = (to_f32(&pr), u.iter().map(|&v| v as f32).collect::<Vec<_>>());
+            let (p32, u32) = (pr.cast::<f32>(d), u.iter().map(|&v| v as f32).collect::<Vec<_>>());
             let (mut yc32, mut ys32) = (vec![f32::NAN; u.len()], vec![f32::NAN; u.len()]);
             forward(d, &p32, &u32, Seqs::new(b, t, p), &mut yc32);
             forward_sequential(d, &p32, &u32, Seqs::new(b, t, p), &mut ys32);
@@ -118,7 +104,7 @@ fn decays_that_underflow_stay_finite_and_match() {
     forward_sequential(d, &pr, &u, Seqs::new(b, t, p), &mut ys);
     assert!(yc.iter().all(|v| v.is_finite()));
     assert!(rel_err(&yc, &ys) < 1e-12);
-    let p32 = to_f32(&pr);
+    let p32 = pr.cast::<f32>(d);
     let u32: Vec<f32> = u.iter().map(|&v| v as f32).collect();
     let mut y32 = vec![0.0f32; u.len()];
     forward(d, &p32, &u32, Seqs::new(b, t, p), &mut y32);
@@ -131,7 +117,7 @@ fn decays_that_underflow_stay_finite_and_match() {
 #[test]
 fn one_and_two_threads_agree_bit_for_bit_and_runs_repeat() {
     let d = dims(8, 2, 4, 4, 4, 6);
-    let pr = to_f32(&params(d, 3, 1.0));
+    let pr = params(d, 3, 1.0).cast::<f32>(d);
     let (b, t, p) = (3, 19, 5);
     let mut g = Rng(4);
     let u: Vec<f32> = g.vec(b * t * p * d.d_model, -2.0, 2.0).iter().map(|&v| v as f32).collect();

@@ -46,22 +46,23 @@ multiversion! {
     }
 }
 
-/// Backward of [`forward_rows`], serially: `g_x += ...`, `g_w += ...`, `g_b += ...`
+/// The gradients a backward adds to: of the input `x` and of the affine `w` and `b`.
+#[derive(Debug)]
+pub struct Grads<'a, E> {
+    /// `(rows, m)`, like the input.
+    pub x: &'a mut [E],
+    /// `(m)`.
+    pub w: &'a mut [E],
+    /// `(m)`.
+    pub b: &'a mut [E],
+}
+
+/// Backward of [`forward_rows`], serially: `g.x += ...`, `g.w += ...`, `g.b += ...`
 /// (all three accumulate, so residual gradients and per-block partials add up in place).
-#[allow(clippy::too_many_arguments)]
-pub fn backward_rows<E: CpuElem>(
-    x: &[E],
-    rows: usize,
-    m: usize,
-    w: &[E],
-    g_y: &[E],
-    g_x: &mut [E],
-    g_w: &mut [E],
-    g_b: &mut [E],
-) {
-    assert!(x.len() == rows * m && g_y.len() == rows * m && g_x.len() == rows * m, "layernorm: not {rows}x{m}");
-    assert!(w.len() == m && g_w.len() == m && g_b.len() == m, "layernorm: parameters are not of width {m}");
-    backward_kernel(x, m, w, g_y, g_x, g_w, g_b);
+pub fn backward_rows<E: CpuElem>(x: &[E], rows: usize, m: usize, w: &[E], g_y: &[E], g: Grads<'_, E>) {
+    assert!(x.len() == rows * m && g_y.len() == rows * m && g.x.len() == rows * m, "layernorm: not {rows}x{m}");
+    assert!(w.len() == m && g.w.len() == m && g.b.len() == m, "layernorm: parameters are not of width {m}");
+    backward_kernel(x, m, w, g_y, g.x, g.w, g.b);
 }
 
 multiversion! {
@@ -94,25 +95,16 @@ pub fn forward<E: CpuElem>(x: &[E], rows: usize, m: usize, w: &[E], b: &[E], y: 
     par::map_blocks(rows, MIN_ROWS, y, m, |r, yb| forward_rows(&x[r.start * m..r.end * m], r.len(), m, w, b, yb));
 }
 
-/// Backward of [`forward`], rows in parallel: `g_x += ...` per row; `g_w`, `g_b` accumulate
+/// Backward of [`forward`], rows in parallel: `g.x += ...` per row; `g.w`, `g.b` accumulate
 /// per-block partials reduced in block order (deterministic for any thread count).
-#[allow(clippy::too_many_arguments)]
-pub fn backward<E: CpuElem>(
-    x: &[E],
-    rows: usize,
-    m: usize,
-    w: &[E],
-    g_y: &[E],
-    g_x: &mut [E],
-    g_w: &mut [E],
-    g_b: &mut [E],
-) {
+pub fn backward<E: CpuElem>(x: &[E], rows: usize, m: usize, w: &[E], g_y: &[E], g: Grads<'_, E>) {
     assert!(x.len() == rows * m && g_y.len() == rows * m, "layernorm: buffers are not {rows}x{m}");
+    let Grads { x: g_x, w: g_w, b: g_b } = g;
     let parts = par::map_blocks(rows, MIN_ROWS, g_x, m, |r, gx| {
         let mut p = vec![E::zero(); 2 * m];
         let (pw, pb) = p.split_at_mut(m);
         let s = r.start * m..r.end * m;
-        backward_rows(&x[s.clone()], r.len(), m, w, &g_y[s], gx, pw, pb);
+        backward_rows(&x[s.clone()], r.len(), m, w, &g_y[s], Grads { x: gx, w: pw, b: pb });
         p
     });
     let mut acc = vec![E::zero(); 2 * m];
@@ -169,7 +161,7 @@ mod tests {
         let b = lcg(4, m);
         let c = lcg(5, rows * m);
         let (mut gx, mut gw, mut gb) = (vec![0.0; rows * m], vec![0.0; m], vec![0.0; m]);
-        backward(&x, rows, m, &w, &c, &mut gx, &mut gw, &mut gb);
+        backward(&x, rows, m, &w, &c, Grads { x: &mut gx, w: &mut gw, b: &mut gb });
         let h = 1e-6;
         let check = |analytic: f64, num: f64, what: &str| {
             assert!((analytic - num).abs() <= 1e-6 + 1e-6 * num.abs(), "{what}: {analytic} vs {num}");

@@ -151,3 +151,44 @@ macro_rules! layer_under_test {
         }
     };
 }
+
+/// [`layer_under_test`], `case()` (parameters from `params(&DIMS, $p)`, input and output gradient uniform from the
+/// seeds `$u` and `$g`) and the layer tests: the forward and every gradient against the f64 reference
+/// (`$names`, the tensors in state-dict order), central differences of the f32 layer at
+/// `$coords` (tensor, index), and every buffer back in the pool.
+#[macro_export]
+macro_rules! layer_tests {
+    ($name:ident, $params:ty, seeds: ($p:expr, $u:expr, $g:expr), names: $names:expr, coords: $coords:expr) => {
+        $crate::layer_under_test!($name, $params);
+
+        fn case() -> $crate::common::layer::Case<$params> {
+            let rows = SEQS * DIMS.time;
+            let u = $crate::common::uniform($u, rows * DIMS.m, -1.5, 1.5);
+            let g_out = $crate::common::uniform($g, rows * DIMS.m, -1.0, 1.0);
+            $crate::common::layer::Case { p: params(&DIMS, $p), u, g_out }
+        }
+
+        #[test]
+        fn forward_matches_the_f64_reference() {
+            $crate::common::layer::check_forward::<$name>(&case());
+        }
+
+        #[test]
+        fn every_gradient_matches_the_f64_reference() {
+            $crate::common::layer::check_gradients::<$name>(&case(), &$names);
+        }
+
+        #[test]
+        fn gradients_match_central_differences_of_the_f32_layer() {
+            $crate::common::layer::check_f32_differences::<$name>(&case(), &$coords);
+        }
+
+        #[test]
+        fn the_layer_returns_every_buffer_to_the_pool() {
+            let c = case();
+            let pool = Pool::new();
+            drop(<$name as $crate::common::layer::Layer>::run(&c.p, &c.u, &c.g_out, &pool));
+            assert_eq!(pool.in_use(), 0);
+        }
+    };
+}

@@ -12,6 +12,50 @@ pub fn uniform(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(lo..hi)).collect()
 }
 
+/// The logistic function, in f64.
+pub fn sig(v: f64) -> f64 {
+    1.0 / (1.0 + (-v).exp())
+}
+
+/// `v sigmoid(v)`, in f64.
+pub fn silu(v: f64) -> f64 {
+    v / (1.0 + (-v).exp())
+}
+
+/// `ln(1 + e^v)` with PyTorch's threshold 20, in f64.
+pub fn softplus(v: f64) -> f64 {
+    if v > 20.0 {
+        v
+    } else {
+        v.exp().ln_1p()
+    }
+}
+
+/// The values widened to f64.
+pub fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
+}
+
+/// Every `|got[i] - want[i]|` within `bound[i]`; prints the worst ratio of the two.
+pub fn check(what: &str, got: &[f32], want: &[f64], bound: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let mut worst = 0.0f64;
+    for i in 0..got.len() {
+        let err = (got[i] as f64 - want[i]).abs();
+        assert!(
+            err <= bound[i],
+            "{what}[{i}]: kernel {:e}, reference {:e}, |diff| {err:e} > bound {:e}",
+            got[i],
+            want[i],
+            bound[i]
+        );
+        if bound[i] > 0.0 {
+            worst = worst.max(err / bound[i]);
+        }
+    }
+    println!("{what}: worst |diff| / bound = {worst:.3}");
+}
+
 /// The f32 unit roundoff, 2^-24.
 pub const U32: f64 = 1.0 / 16_777_216.0;
 
@@ -26,22 +70,40 @@ pub trait Reference: Clone {
     fn loss_of(&self, g: &[f64]) -> f64;
 }
 
-/// The reference's analytic gradients `an` against central differences of its loss, on three
-/// coordinates of each input (the first, one past the middle, the last), in f64: step
-/// `h = 1e-5 max(1, |v|)`, tolerance 1e-6 (1 + |gradient|).
-pub fn check_reference_gradients<R: Reference>(p: &R, g: &[f64], an: &[Vec<f64>], names: &[&str]) {
-    let mut p = p.clone();
+/// A few coordinates of each input: the first, one past the middle, the last.
+pub fn coords(len: usize) -> [usize; 3] {
+    [0, len / 2 + 1, len - 1]
+}
+
+/// The analytic gradients `an[k]` against central differences of `loss` on [`coords`] of each
+/// input `v[k]`, in f64: step `h = 1e-5 max(1, |v|)`, tolerance 1e-6 (1 + |gradient|).
+/// `names[k]` names input `k` in a failure.
+pub fn check_central(names: &[&str], v: &[Vec<f64>], an: &[Vec<f64>], loss: impl Fn(&[Vec<f64>]) -> f64) {
+    let mut v = v.to_vec();
     for (k, name) in names.iter().enumerate() {
-        let len = p.inputs_mut()[k].len();
-        for i in [0, len / 2 + 1, len - 1] {
-            let v = p.inputs_mut()[k][i];
-            let h = 1e-5 * v.abs().max(1.0);
-            let (mut hi, mut lo) = (p.clone(), p.clone());
-            hi.inputs_mut()[k][i] += h;
-            lo.inputs_mut()[k][i] -= h;
-            let fd = (hi.loss_of(g) - lo.loss_of(g)) / (2.0 * h);
+        for i in coords(v[k].len()) {
+            let h = 1e-5 * v[k][i].abs().max(1.0);
+            v[k][i] += h;
+            let up = loss(&v);
+            v[k][i] -= 2.0 * h;
+            let down = loss(&v);
+            v[k][i] += h;
+            let fd = (up - down) / (2.0 * h);
             let tol = 1e-6 * (1.0 + an[k][i].abs());
             assert!((fd - an[k][i]).abs() <= tol, "g_{name}[{i}]: analytic {:e}, central difference {fd:e}", an[k][i]);
         }
     }
+}
+
+/// [`check_central`] for a scan reference: its first `names.len()` inputs, its loss `<g, out>`.
+pub fn check_reference_gradients<R: Reference>(p: &R, g: &[f64], an: &[Vec<f64>], names: &[&str]) {
+    let mut p = p.clone();
+    let v = p.inputs_mut()[..names.len()].to_vec();
+    check_central(names, &v, an, |v| {
+        let mut q = p.clone();
+        for (dst, src) in q.inputs_mut().iter_mut().zip(v) {
+            dst.clone_from(src);
+        }
+        q.loss_of(g)
+    });
 }

@@ -1,0 +1,110 @@
+//! A forecast example for the eval figure ([`forecast_example`]): one parcel's true series in
+//! one held-out window and the model's forecasts of it at each horizon, as numbers (the
+//! CLI only draws them).
+
+use crate::AnalysisError;
+use boldcast_core::Model;
+use boldcast_data::{Dataset, WindowRef, WindowSpec};
+use serde::Serialize;
+
+/// The model's forecasts at one horizon, of the TRs of the window they target.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HorizonForecast {
+    /// The horizon, in tokens.
+    pub horizon: usize,
+    /// The TR (within the window, from 0) each forecast targets: element `j` of the forecast
+    /// at token `t` targets TR `(t + h) D + j`; only those inside the window.
+    pub tr: Vec<usize>,
+    /// The forecasts (standardized BOLD).
+    pub value: Vec<f64>,
+}
+
+/// One parcel of one held-out window: its values and the model's forecasts of them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ForecastExample {
+    /// The run (its entities, e.g. `sub-04_run-1`).
+    pub run: String,
+    /// The window's first TR in the run.
+    pub start: usize,
+    /// The parcel's name.
+    pub parcel: String,
+    /// The parcel's standardized values at the window's TRs.
+    pub truth: Vec<f64>,
+    /// The forecasts at each horizon.
+    pub forecasts: Vec<HorizonForecast>,
+}
+
+/// The example of `window`, parcel `parcel`: the model's forward pass over that window alone.
+pub fn forecast_example<M: Model<f32>>(
+    model: &M,
+    ds: &Dataset,
+    spec: &WindowSpec,
+    window: WindowRef,
+    parcel: usize,
+) -> Result<ForecastExample, AnalysisError> {
+    let tokens = ds.tokens::<f32>(&[window], spec)?;
+    let pred = model.forward(&tokens)?;
+    let (nt, nd) = (spec.tokens(), spec.d_in);
+    let run = &ds.runs[window.run];
+    let np = ds.parcels;
+    let rows = run.rows(window.start, window.start + spec.window)?;
+    let truth = (0..spec.window).map(|u| rows[u * np + parcel]).collect();
+    let forecasts = model
+        .config()
+        .horizons
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| {
+            let pts: Vec<(usize, f64)> = (0..nt.saturating_sub(h))
+                .flat_map(|t| (0..nd).map(move |j| (t, j)))
+                .map(|(t, j)| ((t + h) * nd + j, f64::from(pred.at(0, t, parcel, i, j))))
+                .collect();
+            HorizonForecast {
+                horizon: h,
+                tr: pts.iter().map(|p| p.0).collect(),
+                value: pts.iter().map(|p| p.1).collect(),
+            }
+        })
+        .collect();
+    Ok(ForecastExample {
+        run: run.id.to_string(),
+        start: window.start,
+        parcel: ds.parcel_names[parcel].clone(),
+        truth,
+        forecasts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use boldcast_core::ModelConfig;
+    use boldcast_fixtures::{Ar1Spec, Layout};
+
+    #[test]
+    fn the_example_is_the_models_forecast_of_the_tr_it_targets() {
+        let fx = Ar1Spec::new(Layout { subjects: 1, runs: 2, trs: 40, parcels: 3, seed: 2 }, 0.8);
+        let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
+        let cfg =
+            ModelConfig::builder().d_in(2).d_model(8).n_layers(1).k_neighbors(0).horizons(&[1, 3]).build().unwrap();
+        let model = boldcast_cpu::CpuModel::<f32>::new(cfg, None, 3).unwrap();
+        let spec = WindowSpec { window: 12, stride: 4, d_in: 2 };
+        let w = WindowRef { run: 1, start: 8 };
+        let ex = forecast_example(&model, &ds, &spec, w, 2).unwrap();
+        assert_eq!((ex.run.as_str(), ex.start, ex.parcel.as_str()), ("sub-01_run-2", 8, "parcel-002"));
+        let rows = ds.runs[1].rows(0, 40).unwrap();
+        assert_eq!(ex.truth, (8..20).map(|t| rows[t * 3 + 2]).collect::<Vec<_>>());
+        // The same window in a batch of two: token t, horizon index i, element j targets
+        // TR (t + h) D + j of the window.
+        let pred = model.forward(&ds.tokens::<f32>(&[WindowRef { run: 0, start: 0 }, w], &spec).unwrap()).unwrap();
+        for (i, (f, h)) in ex.forecasts.iter().zip([1, 3]).enumerate() {
+            assert_eq!(f.horizon, h);
+            assert_eq!(f.tr, (2 * h..12).collect::<Vec<_>>(), "6 tokens: t = 0 ..= 5 - h");
+            for (k, (&tr, &v)) in f.tr.iter().zip(&f.value).enumerate() {
+                let (t, j) = (k / 2, k % 2);
+                assert_eq!(tr, (t + h) * 2 + j);
+                assert!((v - f64::from(pred.at(1, t, 2, i, j))).abs() < 1e-6, "{v}");
+            }
+        }
+    }
+}
