@@ -17,7 +17,7 @@
 //!   reader must stay linear) and the `--format` pick ([`reader_targets::reader_targets`]).
 //!
 //! The harnesses are `testkit/tests/fuzz` (these targets and those of the training crate:
-//! run TOML, `state.json`, checkpoints) and `cli/tests/fuzz_config.rs` (the `--config` layers);
+//! run TOML, `state.json`, checkpoints) and `cli/tests/fuzz_config/` (the `--config` layers);
 //! `fuzz/` runs the same target functions under `cargo fuzz` (README, "Fuzzing").
 
 mod alloc;

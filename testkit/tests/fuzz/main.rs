@@ -11,7 +11,7 @@
 //! `state.json`, the configuration stored in it, `model.safetensors`,
 //! `optimizer.safetensors`, the `latest` pointer, a run directory's `.lock`) in
 //! `train_targets.rs`. The `--config`
-//! layers of the command line are `cli/tests/fuzz_config.rs`.
+//! layers of the command line are `cli/tests/fuzz_config/`.
 //!
 //! `BOLDCAST_FUZZ_ONLY=<target>` runs one target, `BOLDCAST_FUZZ_CASE=<n>` one case of it.
 

@@ -1,7 +1,7 @@
 //! `bc-cli tune` end to end on the synthetic fixture: a 2x1 grid, its files, the winner in
 //! `best.toml`, a second invocation that keeps the finished trials, and bad input.
 
-mod common;
+use crate::common;
 use boldcast_train::config::RunConfig;
 use common::*;
 

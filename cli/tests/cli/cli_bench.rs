@@ -1,7 +1,7 @@
 //! `bc-cli bench` through the binary: one JSON line with the documented keys, whose numbers
 //! agree with each other, for either temporal mixer.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -1,7 +1,7 @@
 //! `bc-cli synth` through the binary: file names, shapes, contents, the floor in synth.json,
 //! and nothing left behind on error.
 
-mod common;
+use crate::common;
 use boldcast::core::floor::ar1_floor_parcels;
 use boldcast::data::Dataset;
 use boldcast::fixtures::{Layout, Var1Spec};

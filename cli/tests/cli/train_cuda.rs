@@ -5,7 +5,7 @@
 
 #![cfg(not(feature = "cuda"))]
 
-mod common;
+use crate::common;
 use common::*;
 
 fn says_how_to_get_it(stderr: &str) {

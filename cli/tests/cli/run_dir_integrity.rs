@@ -3,7 +3,7 @@
 //! the identity of a checkpoint's three files, non-finite weights, and the lock that keeps a
 //! second process out.
 
-mod common;
+use crate::common;
 
 use common::{bc, run, text};
 use std::io::{BufRead, BufReader};

@@ -3,7 +3,7 @@
 //! correlation-pooled embeddings beside the functional-connectivity fingerprint (both must
 //! find the subjects), the figure, chance on identical subjects, and the mean pooling.
 
-mod common;
+use crate::common;
 
 use boldcast::data::write::{write_run, RunFormat};
 use boldcast::fixtures::{parcel_names, IdentitySpec, Layout};

@@ -1,7 +1,7 @@
 //! The subject-level split: explicit lists (flags, @files, config), a seeded fraction, the
 //! `val_subjects` fallback, and the errors; the per-epoch order.
 
-mod common;
+use crate::common;
 use boldcast::data::{parse_subject_list, split, Dataset};
 use boldcast::fixtures::{Ar1Spec, Layout};
 use boldcast_train::order::epoch_order;

@@ -2,7 +2,7 @@
 //! quick --stop-after 20` with one rayon thread, the format `boldcast-train-state-v1`) still
 //! resumes, and to the same numbers as that version's own resume.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! How a run stops: a diverging learning rate (non-finite loss) and early stopping.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

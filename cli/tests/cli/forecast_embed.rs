@@ -5,7 +5,7 @@
 //! recomputation, `--pool mean` against the per-token mean, `--pool corr` against the
 //! per-token correlation of the parcels; and bad inputs.
 
-mod common;
+use crate::common;
 use boldcast::core::Model;
 use boldcast::cpu::CpuModel;
 use boldcast::data::{Dataset, WindowRef, WindowSpec};

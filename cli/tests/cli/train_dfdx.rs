@@ -2,7 +2,7 @@
 //! step, its checkpoints carry the device-held Adam moments, `--resume` continues it exactly,
 //! and weights trained on one backend evaluate identically on the other.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! bootstrap, the single-lag AR reference, the forecast example), and where the weights come
 //! from.
 
-mod common;
+use crate::common;
 use boldcast::baselines::{baseline_forecasts, fit_ar1};
 use boldcast::core::forecast::{build_forecast_targets, per_horizon_losses};
 use boldcast::core::{TokenShape, Tokens};

@@ -6,7 +6,7 @@
 //! at once instead of pressing the shared machine) and is killed after a time limit (so that a
 //! missing check shows as a failed test, not a hung one).
 
-mod common;
+use crate::common;
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@ use boldcast_train::overfit::overfit_data;
 use boldcast_train::presets::{preset, resolve, DEFAULT_PRESET};
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 use common::{log_lines, quick, run};
 
 struct Scale {

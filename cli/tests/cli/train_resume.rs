@@ -1,7 +1,7 @@
 //! Resume gives the run that was never interrupted, bit for bit (CPU backend, two threads):
 //! after a clean `--stop-after`, and after a SIGKILL in the middle of a checkpoint write.
 
-mod common;
+use crate::common;
 use common::*;
 use std::io::{BufRead, BufReader};
 use std::path::Path;

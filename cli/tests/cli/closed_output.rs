@@ -1,7 +1,7 @@
 //! A closed stdout or stderr never kills a run (`bc-cli train ... | head -1`): printing stops,
 //! the run goes on, writes its files and exits with the status of its verdict.
 
-mod common;
+use crate::common;
 
 use common::bc;
 use std::process::Stdio;

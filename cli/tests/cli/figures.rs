@@ -1,7 +1,7 @@
 //! The figures have text (issue 19): a title, axis labels, tick values and a legend, in the
 //! PNG (drawn with the embedded font, so on any machine) and in its SVG twin.
 
-mod common;
+use crate::common;
 
 use common::{dark_pixels, png_pixels, svg_texts};
 

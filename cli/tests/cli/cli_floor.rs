@@ -2,7 +2,7 @@
 //! the empirical floor of a long AR(1) dataset is near the exact one, and every bad dataset is
 //! an `error:` line naming the file, line and column, with exit status 2 and no panic.
 
-mod common;
+use crate::common;
 use boldcast::core::floor::{ar1_floor, ar1_floor_per_horizon};
 use common::*;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! dead processes; and the smaller points (a subject listed twice, one subject to fingerprint,
 //! two forecasts into one new directory, data paths stored absolute).
 
-mod common;
+use crate::common;
 use boldcast::data::tensorfile::{save_safetensors_hashed, SafetensorsFile};
 use common::*;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! loss is the eval's `ar_p` row), never ends worse than it, resumes bit for bit with the path
 //! in its checkpoints, and eval reads the path back from the weights.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! small model trained by `bc-cli train` ends within 10 % of the exact floor, below every
 //! baseline of `bc-cli eval` except the fitted AR(1), and within 5 % of that one.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// The quick model on 6 subjects x 400 TRs (2 held out), lr 3e-3, 400 steps: small enough

@@ -7,7 +7,7 @@ use boldcast::data::tensorfile::{load_safetensors, save_safetensors};
 use boldcast_testkit::cases::{repo_case, CaseSet};
 use std::path::PathBuf;
 
-mod common;
+use crate::common;
 use common::bc;
 
 fn cases() -> Vec<PathBuf> {

@@ -3,7 +3,7 @@
 //! TR in sidecars) give the same floor and the same training loss series, and a run records
 //! what it trained on.
 
-mod common;
+use crate::common;
 
 use boldcast::data::write::{write_run, RunFormat};
 use boldcast::fixtures::{parcel_names, Ar1Spec, Layout, SynthRun};
