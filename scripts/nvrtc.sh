@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NVRTC for the kernel compile check (backends/cuda/tests/nvrtc.rs): installs the PyPI wheel
+# NVRTC for the kernel compile check (backends/cuda/tests/cuda/nvrtc.rs): installs the PyPI wheel
 # nvidia-cuda-nvrtc-cu12 (about 90 MB; no GPU, driver or toolkit needed) into target/nvrtc
 # unless it is there already, and prints the path of libnvrtc.so.* for BOLDCAST_NVRTC:
 #

@@ -1,6 +1,6 @@
 //! The kernel sources, embedded in the crate: each `kernels/*.cu` file, after the helpers of
 //! `kernels/common.cuh`, with the names of the `extern "C" __global__` functions it defines.
-//! The device path (`device`) and the NVRTC check (`tests/nvrtc.rs`) compile every file listed
+//! The device path (`device`) and the NVRTC check (`tests/cuda/nvrtc.rs`) compile every file listed
 //! here, one program each; the shim includes the same header before each file.
 
 /// One kernel file: a single NVRTC program.
@@ -16,7 +16,7 @@ pub struct KernelFile {
 }
 
 /// NVRTC's options besides the architecture, the same for the run-time compile of the
-/// device path (`device`) and CI's compile check (`tests/nvrtc.rs`): no contraction into
+/// device path (`device`) and CI's compile check (`tests/cuda/nvrtc.rs`): no contraction into
 /// fused multiply-adds, as the shim's `-ffp-contract=off`, so that the device rounds each
 /// operation as the shim and the CPU backend do.
 pub const NVRTC_OPTIONS: &[&str] = &["--fmad=false"];

@@ -65,7 +65,7 @@
 //! count them: the model is of the code as written. The buffers the pool lends above their
 //! request (best fit up to twice the size) are not counted: over one layer they add 0 to 6 %
 //! of the workspace, and the two highs' buffers sharing some requests takes about as much off
-//! (tests/memory.rs). A last group under half the others' size cannot reuse theirs and
+//! (tests/cuda/memory.rs). A last group under half the others' size cannot reuse theirs and
 //! allocates its own (up to its own share more); a step of `B P` a multiple of S has none.
 //!
 //! In bf16, `kept`, `grads` and the activation part of `workspace` halve (e = 2); parameters,

@@ -15,7 +15,7 @@
 //! one rounding per term. Each comparison states its c below; the worst observed
 //! `|diff| / bound` is printed.
 
-mod common;
+use crate::common;
 
 use boldcast_cuda::mamba2::{self, Scan2Gradients};
 use boldcast_cuda::shim::{GnormBwd, Scan2};

@@ -3,7 +3,7 @@
 //! reference's own central differences in f64 (accurate to about 1e-8, far below the f32
 //! layer's rounding); then central differences of the f32 layer itself on a few coordinates.
 
-mod common;
+use crate::common;
 
 use boldcast_cuda::mamba1::layer::{backward, forward, LayerDims, Mamba1Params};
 use boldcast_cuda::pool::Pool;
@@ -84,7 +84,7 @@ fn reference(z: &LayerDims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
 }
 
 // (tensor, index): one coordinate of the conv, x_proj's Bc rows, dt_proj, A_log, D, out_proj.
-layer_tests!(
+crate::layer_tests!(
     Mamba1Layer,
     Mamba1Params,
     seeds: (10, 1, 2),

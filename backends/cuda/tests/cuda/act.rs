@@ -4,7 +4,7 @@
 //! `ln_1p` call, with contraction into fused multiply-adds off (build.rs), so any difference
 //! is a bug, not rounding.
 
-mod common;
+use crate::common;
 
 use boldcast_cpu::ops::act as cpu;
 use boldcast_cuda::launch::{elementwise, Dim3, Launch};

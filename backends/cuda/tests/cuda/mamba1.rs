@@ -14,7 +14,7 @@
 //! one rounding per term. Each comparison states its c below; the worst observed
 //! `|diff| / bound` is printed.
 
-mod common;
+use crate::common;
 
 use boldcast_cuda::mamba1::{self, ScanGradients};
 use boldcast_cuda::pool::Pool;

@@ -1,8 +1,6 @@
 //! The shim itself: its barrier and shared memory behave as a GPU's, and it refuses what a
 //! GPU refuses. Exact comparisons throughout (integers held exactly in f32).
 
-mod common;
-
 use boldcast_cuda::launch::{Dim3, Launch};
 use boldcast_cuda::shim::{self, raw};
 use std::os::unix::process::ExitStatusExt;
@@ -46,12 +44,13 @@ fn a_block_tree_sum_is_exact() {
 
 const CHILD: &str = "BOLDCAST_SHIM_CHILD";
 
-/// Runs the ignored test `name` of this binary in a child process; returns its signal and
+/// Runs the ignored test `name` of this module in a child process; returns its signal and
 /// standard error. The children abort, which a test in this process could not survive.
 fn child(name: &str) -> (Option<i32>, String) {
     let exe = std::env::current_exe().expect("test binary");
+    let path = format!("{}::{name}", module_path!().split_once("::").map_or("", |(_, m)| m));
     let out = Command::new(exe)
-        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads", "1"])
+        .args(["--exact", path.as_str(), "--ignored", "--nocapture", "--test-threads", "1"])
         .env(CHILD, "1")
         .output()
         .expect("run the test binary");

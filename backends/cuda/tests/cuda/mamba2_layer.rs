@@ -3,7 +3,7 @@
 //! reference's own central differences in f64; then central differences of the f32 layer
 //! itself on a few coordinates. Two groups (the second partial) and a partial last chunk.
 
-mod common;
+use crate::common;
 
 use boldcast_cuda::mamba2::layer::{backward, forward, Layer2Dims, Mamba2Params};
 use boldcast_cuda::pool::Pool;
@@ -85,7 +85,7 @@ fn reference(z: &Layer2Dims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
 
 // (tensor, index): dt_bias, the conv over a Bc channel, in_proj's xBC and dtr rows, A_log,
 // D, the gated norm's weight, out_proj.
-layer_tests!(
+crate::layer_tests!(
     Mamba2Layer,
     Mamba2Params,
     seeds: (20, 3, 4),

@@ -19,7 +19,7 @@
 //! backward are compared bit for bit. For k > 1 the backward is checked bit for bit against
 //! the kernel-order reference only.
 
-mod common;
+use crate::common;
 
 use boldcast_core::Adjacency;
 use boldcast_cpu::knn::{self as cpu, KnnParams};

@@ -2,7 +2,7 @@
 //! `opt.*`): the core's Adam/AdamW, weight-decay groups, clipping and schedule against
 //! PyTorch's own optimizers run in f64. No model is involved.
 
-mod common;
+use crate::common;
 
 use boldcast::core::optim::OptimizerKind;
 use boldcast::core::ScheduleConfig;

@@ -11,7 +11,7 @@
 //! rounding of the per-element arithmetic counted once per side), with exact row statistics
 //! from f64; each element must lie within its bound (times 1.1 for second-order terms).
 
-mod common;
+use crate::common;
 
 use boldcast_cpu::ops::layernorm as cpu;
 use boldcast_cuda::launch::{rows as row_launch, ROWS_PER_CHUNK};

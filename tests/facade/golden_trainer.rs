@@ -5,7 +5,7 @@
 //! `../shared/golden` when present); when the repository's are missing the tests fail, never
 //! skip.
 
-mod common;
+use crate::common;
 
 use boldcast::core::Model;
 use boldcast::cpu::CpuModel;

@@ -11,7 +11,7 @@
 //! non-negative terms), and the divisions by n add one rounding each: `|diff| <= (D_ref +
 //! D_ker) u64 S / n + 2 u64 loss`. The gradient's arithmetic is the reference's, bit for bit.
 
-mod common;
+use crate::common;
 
 use boldcast_cuda::launch::{NORM_BLOCK, NORM_CHUNK};
 use boldcast_cuda::loss::{mse, mse_backward};

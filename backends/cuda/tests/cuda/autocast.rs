@@ -5,7 +5,7 @@
 //! and against the f32 product itself, and the scope guard (nesting, the closure form on a
 //! panic, other threads).
 
-mod common;
+use crate::common;
 
 use boldcast_cuda::autocast::{self, Precision};
 use boldcast_cuda::gemm::{gemm, Op, Shape};

@@ -53,7 +53,7 @@ fn the_pool_peak_of_one_layer_matches_the_model() {
 #[test]
 fn boldcast_demo_fits_8_gb_in_f32_and_5_gb_in_bf16() {
     let cfg = ModelConfig::boldcast_demo();
-    let preset = include_str!("../../../configs/presets/boldcast-demo.toml");
+    let preset = include_str!("../../../../configs/presets/boldcast-demo.toml");
     // The preset's model is the one ModelConfig::boldcast_demo builds.
     for (key, v) in [("d_model", cfg.d_model), ("n_layers", cfg.n_layers), ("d_state", cfg.d_state)] {
         assert!(preset.contains(&format!("\n{key} = {v}\n")), "{key}");

@@ -7,7 +7,7 @@
 //! - the clipping factor **bit for bit** against `clip_factor` (the same f64 operations) and
 //!   the scaling bit for bit against the CPU backend's `scale_grads` (`g *= factor as f32`).
 
-mod common;
+use crate::common;
 
 use boldcast_core::optim::{clip_factor, global_norm, Adam, OptimConfig, Optimizer, ParamMut};
 use boldcast_cuda::optim;
