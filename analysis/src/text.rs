@@ -52,7 +52,26 @@ pub fn eval_table(r: &EvalReport) -> String {
     }
     s += "  (single-lag AR reference: 1 - acf(L)^2 of the held-out runs, a per-parcel forecast from the last TR \
           alone; not a floor)\n";
-    s + &r_squared(r) + &improvement(r) + &choices(&r.baselines)
+    s + &r_squared(r) + &improvement(r) + &choices(&r.baselines) + &motion(r)
+}
+
+/// The held-out runs' head motion in a line, when the data carry motion tables.
+fn motion(r: &EvalReport) -> String {
+    let m = &r.motion;
+    if m.is_empty() {
+        return String::new();
+    }
+    let mean = m.iter().map(|x| x.mean_fd).sum::<f64>() / m.len() as f64;
+    let worst = m.iter().max_by(|a, b| a.mean_fd.total_cmp(&b.mean_fd)).expect("not empty");
+    let high: usize = m.iter().map(|x| x.high_trs).sum();
+    format!(
+        "head motion of {} held-out runs: mean framewise displacement {mean:.3} mm (highest {} at {:.3} mm); \
+         {high} TRs above {} mm\n",
+        m.len(),
+        worst.run,
+        worst.mean_fd,
+        boldcast_data::motion::FD_HIGH_MM
+    )
 }
 
 /// A line of the table: `label`, then `values` (and `last`) with `digits` decimals.

@@ -1,6 +1,6 @@
 //! The squared errors of every row kept per held-out subject, horizon and parcel
 //! ([`ErrorSums`]), beside the targets' sums, from which come the coefficient of
-//! determination ([`RSquared`]) and the paired bootstrap over subjects ([`super::bootstrap`]).
+//! determination ([`RSquared`]) and the paired bootstrap over subjects (`boldcast_analysis::eval::bootstrap`).
 //!
 //! `R^2 = 1 - SSE / SST`, with `SST` the sum of squares of the targets about their mean: per
 //! parcel and horizon over every held-out target of it (all windows, tokens and elements);

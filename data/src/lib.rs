@@ -85,6 +85,7 @@ pub mod fsutil;
 pub mod groups;
 pub mod hash;
 pub mod memory;
+pub mod motion;
 mod names;
 mod parcels;
 mod read;

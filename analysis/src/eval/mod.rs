@@ -11,7 +11,7 @@
 //! windows are those of the configuration's subject split ([`boldcast_data::split()`]) at
 //! `window.stride` ([`EvalData`]).
 //!
-//! Rows ([`baselines`], scored by [`score`]), each a mean squared error per horizon and
+//! Rows ([`baselines`](boldcast_baselines::fit), scored by [`score`](boldcast_baselines::score)), each a mean squared error per horizon and
 //! their mean (the loss); every baseline is fitted on the training subjects only and scored
 //! on exactly the held-out windows the model is scored on, seeing only what the model sees
 //! (the window's tokens up to `t`):
@@ -23,24 +23,24 @@
 //! - `ar1_iterated`: per parcel, `phi_p^L * x_last` with `phi_p` fitted by least squares
 //!   (`sum x_t x_(t+1) / sum x_t^2`, pooled over the training runs) and `L = (h - 1) D + j + 1`
 //!   TRs past the last TR seen: a one-step fit iterated (the `ar1` of earlier versions);
-//! - `ar_p` ([`ar`]): per parcel, a direct regression of `x(n + L)` on its last `p` TRs for
+//! - `ar_p` ([`ar`](boldcast_baselines::ar)): per parcel, a direct regression of `x(n + L)` on its last `p` TRs for
 //!   every lead `L`, `p` chosen by cross-validation over the training subjects among every
 //!   order up to the window's length, what the shortest training run allows and
-//!   `AR_P_MAX = 128` ([`linear::order_bound`]);
-//! - `var1`, `var_p` ([`var`]): every parcel from every parcel's last 1 (or `p`) TRs, direct
+//!   `AR_P_MAX = 128` ([`linear::order_bound`](boldcast_baselines::linear::order_bound));
+//! - `var1`, `var_p` ([`var`](boldcast_baselines::var)): every parcel from every parcel's last 1 (or `p`) TRs, direct
 //!   ridge regressions for every lead, the penalty (and `p`) chosen by cross-validation;
 //!   `var_p` where its moments fit (else left out, the reason in the report);
-//! - `var_pca` ([`pca`]): every parcel from the last `p` TRs of the first `r` principal
+//! - `var_pca` ([`pca`](boldcast_baselines::pca)): every parcel from the last `p` TRs of the first `r` principal
 //!   components of the parcels, rank, order and penalty chosen by cross-validation.
 //!
-//! The linear fits stream over the training runs accumulating moments per fold ([`moments`]:
+//! The linear fits stream over the training runs accumulating moments per fold ([`moments`](boldcast_baselines::moments):
 //! `X'X`, `X'Y`), so cross-validation refits from `total - fold` without revisiting data
-//! ([`cv`]: the folds and the choice rule, the simplest candidate within one paired standard
+//! ([`cv`](boldcast_baselines::cv): the folds and the choice rule, the simplest candidate within one paired standard
 //! error or 0.1 % of the lowest cross-validated MSE, which is why `ar_p` may keep p = 3 where
-//! p = 4 scored slightly lower; [`ridge`]: the solve); at a token whose window holds fewer
-//! than `p` TRs a fit uses the highest order that fits ([`linear`]).
+//! p = 4 scored slightly lower; [`ridge`](boldcast_baselines::ridge): the solve); at a token whose window holds fewer
+//! than `p` TRs a fit uses the highest order that fits ([`linear`](boldcast_baselines::linear)).
 //!
-//! Beside the rows: `R^2 = 1 - SSE / SST` of every row per horizon and parcel ([`rsquared`]);
+//! Beside the rows: `R^2 = 1 - SSE / SST` of every row per horizon and parcel ([`rsquared`](boldcast_baselines::rsquared));
 //! the single-lag AR reference `1 - acf(L)^2` on the held-out runs (a reference, not a
 //! floor: fits with more lags or parcels beat it on real data; the JSON keeps it also as
 //! `floors[floor_empirical]`) and, for the synthetic fixture, the exact floor `1 -
@@ -346,6 +346,7 @@ where
         bootstrap,
         forecast_example,
         warnings,
+        motion: boldcast_data::motion::run_motion(ds, &split.heldout_runs)?,
         input_spectrum: data.loaded.spectrum.clone(),
     })
 }

@@ -90,6 +90,9 @@ pub struct EvalReport {
     pub forecast_example: Option<ForecastExample>,
     /// What the user should be warned of (data other than the training data, when allowed).
     pub warnings: Vec<String>,
+    /// The head motion of each held-out run that has a motion table beside it (fMRIPrep's
+    /// confounds or XCP-D's `*_motion.tsv`): mean and largest framewise displacement, mm.
+    pub motion: Vec<boldcast_data::motion::RunMotion>,
     /// The filtered-input check of the data ([`boldcast_data::spectrum`]).
     #[serde(default)]
     pub input_spectrum: boldcast_data::spectrum::InputSpectrum,

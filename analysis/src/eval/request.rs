@@ -7,7 +7,7 @@
 //! fixture.
 //!
 //! ```no_run
-//! # fn main() -> Result<(), crate::AnalysisError> {
+//! # fn main() -> Result<(), boldcast_analysis::AnalysisError> {
 //! use boldcast_analysis::eval::request::{evaluate_request, EvalRequest};
 //! let req = EvalRequest { checkpoint: "runs/train".into(), ..EvalRequest::default() };
 //! let report = evaluate_request(&req, boldcast_cpu::CpuModel::<f32>::new, &mut |n| eprintln!("{n}"))?;

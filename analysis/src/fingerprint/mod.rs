@@ -18,7 +18,7 @@
 //! moving (differential identifiability, the same-vs-other margin).
 //!
 //! ```
-//! # fn main() -> Result<(), crate::AnalysisError> {
+//! # fn main() -> Result<(), boldcast_analysis::AnalysisError> {
 //! use boldcast_fixtures::{IdentitySpec, Layout};
 //! use boldcast_analysis::fingerprint::{self, FcEdges, Method, Similarity};
 //! let layout = Layout { subjects: 4, runs: 2, trs: 200, parcels: 8, seed: 1 };

@@ -7,7 +7,7 @@
 //! loads the data ([`load_data`]), splits it as training did when these are the training data
 //! (the training runs' fingerprint is the one the weights recorded), to label each run
 //! `train` or `heldout` (other data are not labelled), and builds the model.
-//! Weights trained on other parcel names are refused ([`AnalysisError::OtherData`]) unless
+//! Weights trained on other parcel names are refused ([`crate::AnalysisError::OtherData`]) unless
 //! allowed; other subjects are the point (forecasting new data), so the training-data
 //! fingerprint is not checked. [`Predictor::select`] picks runs by subject;
 //! [`Predictor::runs`] walks them one at a time, and the writers keep one run's results in
@@ -15,7 +15,7 @@
 //! much of a run each output sees.
 //!
 //! ```no_run
-//! # fn main() -> Result<(), crate::AnalysisError> {
+//! # fn main() -> Result<(), boldcast_analysis::AnalysisError> {
 //! use boldcast_analysis::infer::{forecast_runs, pooled_embedding, Job, OpenRequest, Predictor};
 //! let req = OpenRequest { checkpoint: "runs/train".into(), data: Some("data/new".into()), ..Default::default() };
 //! let p = Predictor::open(&req, boldcast_cpu::CpuModel::<f32>::new)?;

@@ -378,3 +378,27 @@ fn bad_inputs_are_named_and_write_nothing() {
     left.sort();
     assert_eq!(left, ["new", "newfc", "one", "out", "run"], "no temporary directory left");
 }
+
+/// `eval` reports the held-out runs' head motion from the tables beside them (XCP-D's
+/// `*_motion.tsv` here), in its table and its JSON; without tables it says nothing of motion.
+#[test]
+fn eval_reports_head_motion_from_the_tables_beside_the_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let (data, run_dir) = trained(d.path(), false);
+    let r = run_dir.to_str().unwrap();
+    assert!(!ok(&["eval", "--checkpoint", r]).contains("head motion"));
+    for s in ["01", "02", "03"] {
+        let table = "framewise_displacement\trmsd\n0.1\t0\n0.7\t0\n0.1\t0\n0.3\t0\n";
+        std::fs::write(data.join(format!("sub-{s}_run-1_motion.tsv")), table).unwrap();
+    }
+    let table = ok(&["eval", "--checkpoint", r]);
+    assert!(table.contains("mean framewise displacement 0.300 mm"), "{table}");
+    assert!(table.contains("TRs above 0.5 mm"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["eval", "--checkpoint", r, "--json"])).unwrap();
+    let motion = json["motion"].as_array().unwrap();
+    assert!(!motion.is_empty(), "{json}");
+    for m in motion {
+        assert_eq!((m["trs"].as_u64(), m["high_trs"].as_u64(), m["max_fd"].as_f64()), (Some(4), Some(1), Some(0.7)));
+        assert!((m["mean_fd"].as_f64().unwrap() - 0.3).abs() < 1e-12, "{m}");
+    }
+}
