@@ -164,14 +164,9 @@ impl Weights {
         }
     }
 
-    /// The model's adjacency: the stored one, else `k_neighbors` rebuilt from `data`'s
-    /// training runs; it must have the data's parcels.
-    fn adjacency(&self, cfg: &RunConfig, data: &EvalData) -> Result<Option<Adjacency>, AnalysisError> {
-        self.adjacency_for(cfg, &data.loaded.ds, Some(&data.split.train_runs))
-    }
-
-    /// The adjacency of [`Weights::adjacency`] for `ds`, rebuilt from its runs `train_runs`
-    /// when needed; `None` (a caller without the training split) makes that an error.
+    /// The model's adjacency for `ds`: the stored one, else `k_neighbors` rebuilt from its runs
+    /// `train_runs` (`None`, a caller without the training split, makes that an error); it
+    /// must have the data's parcels.
     fn adjacency_for(
         &self,
         cfg: &RunConfig,
@@ -213,9 +208,10 @@ impl Weights {
     }
 
     /// Builds the model of `cfg` with `build` for the data `ds` (with its linear path,
-    /// [`LinearPathModel`]) and loads these weights into it, refusing non-finite values (what `forecast` and `embed` run). The adjacency is the
-    /// stored one, else rebuilt from `ds`'s runs `train_runs` (`None`: the caller has no
-    /// training split of `ds`, and weights without a stored adjacency are an error).
+    /// [`LinearPathModel`]) and loads these weights into it, refusing non-finite values (what
+    /// `eval`, `forecast` and `embed` run). The adjacency is the stored one, else rebuilt from
+    /// `ds`'s runs `train_runs` (`None`: the caller has no training split of `ds`, and weights
+    /// without a stored adjacency are an error).
     pub fn build_model<M, F>(
         &self,
         cfg: &RunConfig,
@@ -297,14 +293,7 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
 {
     let mut warnings = weights.check_data(data)?;
-    let adjacency = weights.adjacency(cfg, data)?;
-    let built = build(cfg.model_config(), adjacency, cfg.train.seed)?;
-    let mut model = LinearPathModel::unfitted(built, cfg.model.linear_path);
-    let params = weights.file.all::<f32>()?;
-    boldcast_train::checkpoint::verify::check_finite(&weights.path, &params)?;
-    let reason =
-        |e: boldcast_core::Error| AnalysisError::Checkpoint { path: weights.path.clone(), reason: e.to_string() };
-    model.load_state(&params).map_err(reason)?;
+    let model = weights.build_model(cfg, &data.loaded.ds, Some(&data.split.train_runs), build)?;
     let (ds, split, spec) = (&data.loaded.ds, &data.split, &data.spec);
     let baselines = fit_baselines(ds, &split.train_runs, &cfg.model.horizons, spec)?;
     let scored = evaluate(&model, ds, spec, &data.windows, &baselines, cfg.train.batch_size)?;
