@@ -31,6 +31,10 @@ pub struct DataConfig {
     /// the same value never straddle training and held out ([`crate::groups`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_column: Option<String>,
+    /// Leave out every window with a TR whose framewise displacement (mm) exceeds this, where
+    /// the run has a motion table beside it ([`crate::motion`]); unset: every window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd_max: Option<f64>,
     /// The synthetic dataset used without `dir`.
     pub synthetic: SyntheticConfig,
     /// `task-` label to load from a tree with several (`--task`).
@@ -72,6 +76,7 @@ impl DataConfig {
             subjects_heldout: Vec::new(),
             heldout_fraction: 0.0,
             group_column: None,
+            fd_max: None,
             synthetic,
             task: None,
             space: None,

@@ -17,7 +17,7 @@
 
 use crate::error::{io_err, DataError};
 use crate::names::parse_bids_name;
-use crate::Dataset;
+use crate::{Dataset, WindowRef, WindowSpec};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -54,21 +54,11 @@ pub struct RunMotion {
 /// missing or holds a value that is not a non-negative number is an error naming the file and
 /// cell.
 pub fn run_motion(ds: &Dataset, runs: &[usize]) -> Result<Vec<RunMotion>, DataError> {
-    let tables: Vec<(PathBuf, crate::RunId)> = ds
-        .tables
-        .iter()
-        .filter_map(|t| {
-            let name = parse_bids_name(&t.file_name()?.to_string_lossy())?;
-            let motion = name.suffix.as_deref() == Some("motion")
-                || name.get("desc").is_some_and(|d| d.starts_with("confounds"));
-            motion.then(|| (t.clone(), name.run_id().normalized()))
-        })
-        .collect();
+    let tables = motion_tables(ds);
     let mut out = Vec::new();
     for &i in runs {
         let run = &ds.runs[i];
-        let id = run.id.normalized();
-        let Some((table, _)) = tables.iter().find(|(_, t)| *t == id) else { continue };
+        let Some(table) = table_of(&tables, run) else { continue };
         let fd: Vec<f64> = read_fd(table)?.into_iter().flatten().collect();
         let n = fd.len();
         out.push(RunMotion {
@@ -81,6 +71,66 @@ pub fn run_motion(ds: &Dataset, runs: &[usize]) -> Result<Vec<RunMotion>, DataEr
         });
     }
     Ok(out)
+}
+
+/// The motion tables among `ds.tables`, each with the run it belongs to.
+fn motion_tables(ds: &Dataset) -> Vec<(PathBuf, crate::RunId)> {
+    let motion = |t: &PathBuf| {
+        let name = parse_bids_name(&t.file_name()?.to_string_lossy())?;
+        let is =
+            name.suffix.as_deref() == Some("motion") || name.get("desc").is_some_and(|d| d.starts_with("confounds"));
+        is.then(|| (t.clone(), name.run_id().normalized()))
+    };
+    ds.tables.iter().filter_map(motion).collect()
+}
+
+/// The motion table of `run`, if it has one.
+fn table_of<'a>(tables: &'a [(PathBuf, crate::RunId)], run: &crate::Run) -> Option<&'a PathBuf> {
+    let id = run.id.normalized();
+    tables.iter().find(|(_, t)| *t == id).map(|(p, _)| p)
+}
+
+/// The windows of `windows` (of `spec`) none of whose TRs moves more than `fd_max` mm, and
+/// how many were left out. A window of a run without a motion table is kept (an `n/a` FD
+/// counts as still); a table whose rows are not the run's TRs is an error naming both.
+pub fn low_motion_windows(
+    ds: &Dataset,
+    windows: &[WindowRef],
+    spec: &WindowSpec,
+    fd_max: f64,
+) -> Result<(Vec<WindowRef>, usize), DataError> {
+    let tables = motion_tables(ds);
+    let mut high: Vec<Option<Vec<bool>>> = vec![None; ds.runs.len()];
+    let mut kept = Vec::with_capacity(windows.len());
+    for w in windows {
+        if high[w.run].is_none() {
+            let run = &ds.runs[w.run];
+            let flags = match table_of(&tables, run) {
+                Some(t) => {
+                    let fd = read_fd(t)?;
+                    if fd.len() != run.n_tr {
+                        let reason = format!(
+                            "{} rows of framewise displacement, but {} has {} TRs",
+                            fd.len(),
+                            run.path.display(),
+                            run.n_tr
+                        );
+                        return Err(DataError::Empty { path: t.clone(), reason });
+                    }
+                    fd.iter().map(|v| v.is_some_and(|x| x > fd_max)).collect()
+                }
+                None => vec![false; run.n_tr],
+            };
+            high[w.run] = Some(flags);
+        }
+        let flags = high[w.run].as_deref().unwrap_or(&[]);
+        let span = flags.get(w.start..(w.start + spec.window).min(flags.len())).unwrap_or(&[]);
+        if !span.iter().any(|&h| h) {
+            kept.push(*w);
+        }
+    }
+    let dropped = windows.len() - kept.len();
+    Ok((kept, dropped))
 }
 
 /// The FD column of the table at `path`.
@@ -150,6 +200,43 @@ mod tests {
         assert!(m[1].table.ends_with("sub-02_task-rest_run-1_motion.tsv"));
         // Only the runs asked for.
         assert_eq!(run_motion(&ds, &[1]).unwrap().len(), 1);
+    }
+
+    /// A spike of 0.9 mm at TR 10 of subject 01 leaves out exactly the windows that hold TR
+    /// 10; subject 02 has no table and keeps all; a table of another length is refused.
+    #[test]
+    fn windows_over_a_high_motion_tr_are_left_out() {
+        let d = tempfile::tempdir().unwrap();
+        for s in ["01", "02"] {
+            write(d.path(), &format!("sub-{s}_task-rest_run-1_bold.tsv"), &tsv_run(20, 3));
+        }
+        let rows: Vec<&str> = (0..20)
+            .map(|t| {
+                if t == 0 {
+                    "n/a"
+                } else if t == 10 {
+                    "0.9"
+                } else {
+                    "0.1"
+                }
+            })
+            .collect();
+        let table = format!("framewise_displacement\n{}\n", rows.join("\n"));
+        write(d.path(), "sub-01_task-rest_run-1_desc-confounds_timeseries.tsv", &table);
+        let ds = Dataset::load(d.path()).unwrap();
+        let spec = WindowSpec { window: 8, stride: 2, d_in: 1 };
+        let all = ds.windows_of(&spec, &[0, 1]).unwrap();
+        let (kept, dropped) = low_motion_windows(&ds, &all, &spec, 0.5).unwrap();
+        let spans_10 = |w: &WindowRef| w.run == 0 && (w.start..w.start + 8).contains(&10);
+        assert!(all.iter().filter(|w| spans_10(w)).count() >= 2);
+        assert_eq!(dropped, all.iter().filter(|w| spans_10(w)).count());
+        assert!(kept.iter().all(|w| !spans_10(w)) && kept.len() + dropped == all.len());
+        assert!(kept.iter().any(|w| w.run == 0), "the still windows of subject 01 stay");
+        // Above the spike, nothing is left out.
+        assert_eq!(low_motion_windows(&ds, &all, &spec, 1.0).unwrap().1, 0);
+        write(d.path(), "sub-01_task-rest_run-1_desc-confounds_timeseries.tsv", "framewise_displacement\n0.1\n");
+        let e = low_motion_windows(&ds, &all, &spec, 0.5).unwrap_err().to_string();
+        assert!(e.contains("1 rows of framewise displacement") && e.contains("has 20 TRs"), "{e}");
     }
 
     #[test]

@@ -299,6 +299,9 @@ impl RunConfig {
         if !(d.heldout_fraction.is_finite() && (0.0..1.0).contains(&d.heldout_fraction)) {
             return Err(invalid("data.heldout_fraction", d.heldout_fraction, "must be in [0, 1)"));
         }
+        if let Some(fd) = d.fd_max.filter(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(invalid("data.fd_max", fd, "must be a positive number of millimetres"));
+        }
         for (field, list) in
             [("data.subjects_train", &d.subjects_train), ("data.subjects_heldout", &d.subjects_heldout)]
         {

@@ -129,6 +129,27 @@ pub fn empirical_floor(ds: &Dataset, runs: &[usize], horizons: &[usize], d_in: u
     Ok(FloorInfo { overall, per_horizon: per, kind: "single-lag AR reference (held-out runs)".into() })
 }
 
+/// The windows of `runs` (`what`: which, for the note), less those with a TR of framewise
+/// displacement above `fd_max` mm where it is set ([`boldcast_data::motion::low_motion_windows`]);
+/// what was left out goes to `notes`.
+pub fn windows_of_runs(
+    ds: &Dataset,
+    spec: &WindowSpec,
+    runs: &[usize],
+    fd_max: Option<f64>,
+    (what, notes): (&str, &mut Vec<String>),
+) -> Result<Vec<WindowRef>, TrainError> {
+    let all = ds.windows_of(spec, runs)?;
+    let Some(fd_max) = fd_max else { return Ok(all) };
+    let (kept, dropped) = boldcast_data::motion::low_motion_windows(ds, &all, spec, fd_max)?;
+    notes.push(format!(
+        "data.fd_max = {fd_max} mm: left out {dropped} of {} {what} windows with a TR of framewise displacement \
+         above it",
+        all.len()
+    ));
+    Ok(kept)
+}
+
 /// Everything a training run needs from the data.
 pub struct TrainData {
     /// The dataset.
@@ -169,11 +190,12 @@ impl TrainData {
     /// [`RunConfig::check_memory_of`] the dataset: a run that would not fit in the machine's
     /// memory is refused before the windows, the adjacency or the model are made.
     pub fn new(loaded: LoadedData, split: Split, cfg: &RunConfig) -> Result<TrainData, TrainError> {
-        let LoadedData { ds, fixture, source, notes, spectrum } = loaded;
+        let LoadedData { ds, fixture, source, mut notes, spectrum } = loaded;
         cfg.check_memory_of(&ds, fixture.is_none().then_some(&split.heldout_runs[..]))?;
         let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
-        let train_windows = ds.windows_of(&spec, &split.train_runs)?;
-        let val_windows = ds.windows_of(&spec, &split.heldout_runs)?;
+        let fd = cfg.data.fd_max;
+        let train_windows = windows_of_runs(&ds, &spec, &split.train_runs, fd, ("training", &mut notes))?;
+        let val_windows = windows_of_runs(&ds, &spec, &split.heldout_runs, fd, ("validation", &mut notes))?;
         let h = &cfg.model.horizons;
         let floor = match &fixture {
             Some(fx) => {

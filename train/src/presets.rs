@@ -124,6 +124,10 @@ pub struct TrainOverrides {
     /// drawn split holds out each picked subject's whole group. Sets data.group_column.
     #[cfg_attr(feature = "clap", arg(long, value_name = "COL"))]
     pub group_column: Option<String>,
+    /// Leave out windows with a TR of framewise displacement above MM (from the fMRIPrep or
+    /// XCP-D motion table beside each run). Sets data.fd_max.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "MM"))]
+    pub fd_max: Option<f64>,
     /// Validate every N steps (train.val_every).
     #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub val_every: Option<u64>,
@@ -160,6 +164,7 @@ impl TrainOverrides {
         let (d, t) = (&mut cfg.data, &mut cfg.train);
         d.heldout_fraction = self.heldout_fraction.unwrap_or(d.heldout_fraction);
         d.group_column = self.group_column.clone().or(d.group_column.take());
+        d.fd_max = self.fd_max.or(d.fd_max);
         t.val_every = self.val_every.unwrap_or(t.val_every);
         t.ckpt_every = self.ckpt_every.unwrap_or(t.ckpt_every);
         t.patience = self.patience.unwrap_or(t.patience);

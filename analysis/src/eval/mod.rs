@@ -66,7 +66,7 @@ use boldcast_data::tensorfile::SafetensorsFile;
 use boldcast_data::{WindowRef, WindowSpec};
 use boldcast_train::checkpoint as ck;
 use boldcast_train::config::RunConfig;
-use boldcast_train::data::{empirical_floor, load_data, LoadedData, Split};
+use boldcast_train::data::{empirical_floor, load_data, windows_of_runs, LoadedData, Split};
 use boldcast_train::linear_path::LinearPathModel;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -249,10 +249,11 @@ pub struct EvalData {
 
 impl EvalData {
     /// Splits `loaded` as `cfg` says and takes the held-out windows.
-    pub fn new(loaded: LoadedData, cfg: &RunConfig) -> Result<EvalData, AnalysisError> {
+    pub fn new(mut loaded: LoadedData, cfg: &RunConfig) -> Result<EvalData, AnalysisError> {
         let split = boldcast_data::split(&loaded.ds, &cfg.data, cfg.train.seed)?;
         let spec = WindowSpec { window: cfg.window.window, stride: cfg.window.stride, d_in: cfg.model.d_in };
-        let windows = loaded.ds.windows_of(&spec, &split.heldout_runs)?;
+        let notes = ("held-out", &mut loaded.notes);
+        let windows = windows_of_runs(&loaded.ds, &spec, &split.heldout_runs, cfg.data.fd_max, notes)?;
         Ok(EvalData { loaded, split, spec, windows })
     }
 

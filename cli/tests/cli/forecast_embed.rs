@@ -402,3 +402,34 @@ fn eval_reports_head_motion_from_the_tables_beside_the_runs() {
         assert!((m["mean_fd"].as_f64().unwrap() - 0.3).abs() < 1e-12, "{m}");
     }
 }
+
+/// `train --fd-max` leaves out the windows over a high-motion TR (a spike in the held-out
+/// subject's XCP-D table) and says how many; a value that is not a positive number of
+/// millimetres is refused, naming the key.
+#[test]
+fn train_leaves_out_high_motion_windows() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    let s = data.to_str().unwrap();
+    ok(&["synth", "--out", s, "--subjects", "3", "--trs", "71", "--parcels", "4", "--format", "npy"]);
+    for sub in ["01", "02", "03"] {
+        let fd: Vec<&str> = (0..71).map(|t| if sub == "03" && t == 40 { "1.2" } else { "0.1" }).collect();
+        std::fs::write(
+            data.join(format!("sub-{sub}_run-1_motion.tsv")),
+            format!("framewise_displacement\n{}\n", fd.join("\n")),
+        )
+        .unwrap();
+    }
+    let out = d.path().join("run");
+    let args = ["train", "--preset", "quick", "--data", s, "--out", out.to_str().unwrap(), "--max-steps", "2"];
+    let o = run(&[&args[..], &["--fd-max", "0.5"]].concat());
+    let se = stderr(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{se}");
+    assert!(se.contains("data.fd_max = 0.5 mm: left out 0 of"), "{se}");
+    let val = se.lines().find(|l| l.contains("validation windows")).unwrap_or_else(|| panic!("{se}"));
+    assert!(!val.contains("left out 0 of"), "{val}");
+    let bad = d.path().join("bad");
+    let o = run(&["train", "--preset", "quick", "--data", s, "--out", bad.to_str().unwrap(), "--fd-max=-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("data.fd_max") && !bad.exists(), "{}", stderr(&o));
+}
