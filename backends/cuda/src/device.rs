@@ -20,7 +20,7 @@
 //! says so; it never panics.
 
 use crate::exec::Arg;
-use crate::gemm::{Op, Shape};
+use crate::gemm::{Op, Operands, Shape};
 use crate::kernels::FILES;
 use crate::launch::Launch;
 use crate::shim::{LaunchError, Result};
@@ -355,14 +355,8 @@ impl Gpu {
 
     /// `C = op(A) op(B) + beta C` in row-major layout through `cublasSgemm` (lengths checked
     /// by the caller): row-major `C` is column-major `C^T = op(B)^T op(A)^T`.
-    pub(crate) fn gemm(
-        &self,
-        s: Shape,
-        (a, ta): (&[f32], Op),
-        (b, tb): (&[f32], Op),
-        beta: f32,
-        c: &mut [f32],
-    ) -> Result<()> {
+    pub(crate) fn gemm(&self, o: Operands<'_>, c: &mut [f32]) -> Result<()> {
+        let Operands { s, a: (a, ta), b: (b, tb), beta } = o;
         let k = "gemm";
         let mut args = [Arg::F32s(a), Arg::F32s(b), Arg::F32sMut(c)];
         let (slots, staged) = self.stage(k, &args)?;
@@ -398,14 +392,8 @@ impl Gpu {
     /// The bf16 autocast product: `A` and `B` packed to bf16 by the autocast kernel into
     /// managed temporaries, then `cublasGemmEx` (CUDA_R_16BF inputs, f32 output,
     /// CUBLAS_COMPUTE_32F), the row-major layout as in [`Gpu::gemm`].
-    pub(crate) fn gemm_bf16(
-        &self,
-        s: Shape,
-        (a, ta): (&[f32], Op),
-        (b, tb): (&[f32], Op),
-        beta: f32,
-        c: &mut [f32],
-    ) -> Result<()> {
+    pub(crate) fn gemm_bf16(&self, o: Operands<'_>, c: &mut [f32]) -> Result<()> {
+        let Operands { s, a: (a, ta), b: (b, tb), beta } = o;
         let k = "gemm_bf16";
         let fail = |e: DeviceError| LaunchError { kernel: k, why: e.to_string() };
         let pa = self.alloc_managed(a.len() * 2).map_err(fail)?;

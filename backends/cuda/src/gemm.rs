@@ -33,6 +33,21 @@ pub struct Shape {
     pub k: usize,
 }
 
+/// The operands of a product `C = op(A) op(B) + beta C` beside `C`: the shape, `A` and `B`
+/// with their ops, and `beta`.
+#[cfg(feature = "cuda")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Operands<'a> {
+    /// The shape.
+    pub s: Shape,
+    /// `A` and whether it is transposed.
+    pub a: (&'a [f32], Op),
+    /// `B` and whether it is transposed.
+    pub b: (&'a [f32], Op),
+    /// The factor of `C`'s old values.
+    pub beta: f32,
+}
+
 /// `C = op(A) op(B) + beta C`, all row-major; `A` is stored `(m, k)` (or `(k, m)` under
 /// [`Op::T`]), `B` `(k, n)` (or `(n, k)`). `beta = 0` overwrites `C` (its old values unread,
 /// as cuBLAS). Refuses buffers of the wrong length. Under a bf16 autocast scope the operands
@@ -64,7 +79,7 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
 fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     #[cfg(feature = "cuda")]
     if let Some(gpu) = crate::device::current() {
-        return gpu.gemm_bf16(s, (a, ta), (b, tb), beta, c);
+        return gpu.gemm_bf16(Operands { s, a: (a, ta), b: (b, tb), beta }, c);
     }
     let (mut a16, mut b16) = (vec![0.0f32; a.len()], vec![0.0f32; b.len()]);
     autocast::round_bf16(a, &mut a16)?;
@@ -77,7 +92,7 @@ fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut 
 fn product(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     #[cfg(feature = "cuda")]
     if let Some(gpu) = crate::device::current() {
-        return gpu.gemm(s, (a, ta), (b, tb), beta, c);
+        return gpu.gemm(Operands { s, a: (a, ta), b: (b, tb), beta }, c);
     }
     sgemm_shim(s, a, ta, b, tb, beta, c);
     Ok(())

@@ -595,94 +595,16 @@ impl<'a> Ctx<'a> {
 
     fn npy_ops(&self, rng: &mut ChaCha8Rng) -> Vec<Op> {
         let Some(dict) = &self.npy_dict else { return Vec::new() };
+        let mut ops = npy_field_ops(dict);
+        ops.extend(self.npy_header_ops(dict));
+        ops.extend(self.npy_data_ops(dict, rng));
+        ops
+    }
+
+    /// The header's structure, version and length field.
+    fn npy_header_ops(&self, dict: &str) -> Vec<Op> {
         let mut ops = Vec::new();
         let npy = |dict: String, how: String| Op::Npy { version: 1, dict, len_field: None, how };
-        let fields = [
-            (
-                "descr",
-                &[
-                    "'<f8'",
-                    "'<f4'",
-                    "'>f8'",
-                    "'>f4'",
-                    "'=f8'",
-                    "'|f8'",
-                    "'<f2'",
-                    "'<f16'",
-                    "'<i4'",
-                    "'<i8'",
-                    "'|u1'",
-                    "'|b1'",
-                    "'<c16'",
-                    "'|O'",
-                    "'<U4'",
-                    "'|S0'",
-                    "''",
-                    "'<f99999999999999999999'",
-                    "'<f18446744073709551616'",
-                    "[('a', '<f8')]",
-                    "<f8",
-                    "'<f8",
-                    "None",
-                ][..],
-            ),
-            ("fortran_order", &["True", "False", "1", "0", "None", "'True'", "tru", "[]"][..]),
-            ("shape", &[][..]),
-        ];
-        let (n, p) = npy_shape(dict).unwrap_or((1, 1));
-        let shapes: Vec<String> = [
-            "()".into(),
-            "(0,)".into(),
-            format!("({n},)"),
-            format!("({p}, {n})"),
-            format!("(0, {p})"),
-            format!("({n}, 0)"),
-            "(0, 0)".into(),
-            format!("({n}, {p}, 1)"),
-            format!("(1, {n}, {p})"),
-            format!("({},)", n * p),
-            format!("({}, {p})", n + 1),
-            format!("({}, {p})", n.saturating_sub(1)),
-            format!("({n}, {})", p + 1),
-            format!("(18446744073709551615, {p})"),
-            "(18446744073709551616, 1)".into(),
-            "(9223372036854775808, 2)".into(),
-            "(4294967296, 4294967296)".into(),
-            "(3221225472, 4)".into(),
-            format!("(-1, {p})"),
-            format!("({n}, -1)"),
-            format!("(1e3, {p})"),
-            format!("({n}.0, {p})"),
-            format!("[{n}, {p}]"),
-            format!("({n} {p})"),
-            "(".into(),
-            "(,)".into(),
-            format!("({n},, {p})"),
-            format!("(0x10, {p})"),
-            format!("({n}, {p}"),
-        ]
-        .into();
-        for (field, alts) in fields {
-            let Some(range) = dict_value(dict, field) else { continue };
-            let alts: Vec<String> =
-                if field == "shape" { shapes.clone() } else { alts.iter().map(|s| s.to_string()).collect() };
-            for a in alts {
-                let mut d = dict.clone();
-                d.replace_range(range.clone(), &a);
-                ops.push(npy(d, format!("'{field}': {a}")));
-            }
-            // The field removed, and given twice.
-            let key_at = dict.find(&format!("'{field}'")).unwrap_or(0);
-            let mut end = range.end;
-            if dict[end..].starts_with(',') {
-                end += 1;
-            }
-            let mut d = dict.clone();
-            d.replace_range(key_at..end, "");
-            ops.push(npy(d, format!("'{field}' removed")));
-            let d = dict.replacen('{', &format!("{{{}, ", &dict[key_at..range.end]), 1);
-            ops.push(npy(d, format!("'{field}' twice")));
-        }
         for (d, how) in [
             // Nesting: npyz's header parser backtracks exponentially on it.
             (dict.replacen("'descr': ", &format!("'descr': {}", "{".repeat(30)), 1), "30 unclosed braces"),
@@ -696,17 +618,24 @@ impl<'a> Ctx<'a> {
             ops.push(npy(d, how.into()));
         }
         for version in [0u8, 2, 3, 4, 255] {
-            ops.push(Op::Npy { version, dict: dict.clone(), len_field: None, how: format!("version {version}") });
+            ops.push(Op::Npy { version, dict: dict.to_string(), len_field: None, how: format!("version {version}") });
         }
         let hl = (self.hot_end - 10) as u32;
         for len_field in [0, 1, hl - 1, hl + 1, hl + 64, u16::MAX as u32] {
             ops.push(Op::Npy {
                 version: 1,
-                dict: dict.clone(),
+                dict: dict.to_string(),
                 len_field: Some(len_field),
                 how: format!("header length {len_field}"),
             });
         }
+        ops
+    }
+
+    /// Special values in the data, and bytes past its end.
+    fn npy_data_ops(&self, dict: &str, rng: &mut ChaCha8Rng) -> Vec<Op> {
+        let mut ops = Vec::new();
+        let (_, p) = npy_shape(dict).unwrap_or((1, 1));
         let data_at = self.hot_end;
         let tail = self.tail.len();
         let elem = if dict.contains("f4") { 4 } else { 8 };
@@ -859,6 +788,103 @@ impl Format {
 }
 
 /// FNV-1a 64 (the per-seed stream of random choices).
+/// The `descr` values of the `.npy` header's edits.
+const NPY_DESCRS: &[&str] = &[
+    "'<f8'",
+    "'<f4'",
+    "'>f8'",
+    "'>f4'",
+    "'=f8'",
+    "'|f8'",
+    "'<f2'",
+    "'<f16'",
+    "'<i4'",
+    "'<i8'",
+    "'|u1'",
+    "'|b1'",
+    "'<c16'",
+    "'|O'",
+    "'<U4'",
+    "'|S0'",
+    "''",
+    "'<f99999999999999999999'",
+    "'<f18446744073709551616'",
+    "[('a', '<f8')]",
+    "<f8",
+    "'<f8",
+    "None",
+];
+
+/// The `fortran_order` values of the `.npy` header's edits.
+const NPY_ORDERS: &[&str] = &["True", "False", "1", "0", "None", "'True'", "tru", "[]"];
+
+/// The `shape` values of the `.npy` header's edits, around the seed's `(n, p)`.
+fn npy_shapes(n: usize, p: usize) -> Vec<String> {
+    [
+        "()".into(),
+        "(0,)".into(),
+        format!("({n},)"),
+        format!("({p}, {n})"),
+        format!("(0, {p})"),
+        format!("({n}, 0)"),
+        "(0, 0)".into(),
+        format!("({n}, {p}, 1)"),
+        format!("(1, {n}, {p})"),
+        format!("({},)", n * p),
+        format!("({}, {p})", n + 1),
+        format!("({}, {p})", n.saturating_sub(1)),
+        format!("({n}, {})", p + 1),
+        format!("(18446744073709551615, {p})"),
+        "(18446744073709551616, 1)".into(),
+        "(9223372036854775808, 2)".into(),
+        "(4294967296, 4294967296)".into(),
+        "(3221225472, 4)".into(),
+        format!("(-1, {p})"),
+        format!("({n}, -1)"),
+        format!("(1e3, {p})"),
+        format!("({n}.0, {p})"),
+        format!("[{n}, {p}]"),
+        format!("({n} {p})"),
+        "(".into(),
+        "(,)".into(),
+        format!("({n},, {p})"),
+        format!("(0x10, {p})"),
+        format!("({n}, {p}"),
+    ]
+    .into()
+}
+
+/// Each header field's value replaced by the alternatives, the field removed, and given twice.
+fn npy_field_ops(dict: &str) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let npy = |dict: String, how: String| Op::Npy { version: 1, dict, len_field: None, how };
+    let fields: [(&str, &[&str]); 3] = [("descr", NPY_DESCRS), ("fortran_order", NPY_ORDERS), ("shape", &[])];
+    let (n, p) = npy_shape(dict).unwrap_or((1, 1));
+    let shapes = npy_shapes(n, p);
+    for (field, alts) in fields {
+        let Some(range) = dict_value(dict, field) else { continue };
+        let alts: Vec<String> =
+            if field == "shape" { shapes.clone() } else { alts.iter().map(|s| s.to_string()).collect() };
+        for a in alts {
+            let mut d = dict.to_string();
+            d.replace_range(range.clone(), &a);
+            ops.push(npy(d, format!("'{field}': {a}")));
+        }
+        // The field removed, and given twice.
+        let key_at = dict.find(&format!("'{field}'")).unwrap_or(0);
+        let mut end = range.end;
+        if dict[end..].starts_with(',') {
+            end += 1;
+        }
+        let mut d = dict.to_string();
+        d.replace_range(key_at..end, "");
+        ops.push(npy(d, format!("'{field}' removed")));
+        let d = dict.replacen('{', &format!("{{{}, ", &dict[key_at..range.end]), 1);
+        ops.push(npy(d, format!("'{field}' twice")));
+    }
+    ops
+}
+
 fn fnv(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| (h ^ u64::from(c)).wrapping_mul(0x0000_0100_0000_01b3))
 }

@@ -384,8 +384,15 @@ fn cifti_seeds(names: &[&str]) -> Vec<Seed> {
     names.iter().map(|n| Seed::new(*n, Format::Nifti, read(n))).collect()
 }
 
-/// Every data and golden target with its seeds and plan, as the harness runs them.
+/// Every data and golden target with its seeds and plan, as the harness runs them. Case
+/// counts are fixed, sized so that every target of both harnesses takes about 40 s in all on
+/// two cores (the debug test profile, opt-level 2).
 pub fn data_targets() -> Vec<Target> {
+    [file_targets(), golden_targets(), cifti_and_name_targets()].into_iter().flatten().collect()
+}
+
+/// The targets of the run files, `parcels.tsv` and safetensors files.
+fn file_targets() -> Vec<Target> {
     let npy_dict =
         |descr: &str, fortran: &str| format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': (6, 3), }}");
     let f4: Vec<u8> = (0..18).flat_map(|i| (i as f32 * 0.5 - 2.0).to_le_bytes()).collect();
@@ -403,42 +410,11 @@ pub fn data_targets() -> Vec<Target> {
             Seed::new(format!("bom.{}", format.extension()), Format::Delimited(sep), bom),
         ]
     };
-    let parcels_seed = {
-        let d = scratch("seed-parcels");
-        let xyz: Vec<[f64; 3]> = (0..PARCELS).map(|q| [q as f64, -1.5 * q as f64, 2e-3]).collect();
-        write_parcels(&d.join("parcels.tsv"), &names(PARCELS), &xyz).expect("the parcels seed is written");
-        std::fs::read(d.join("parcels.tsv")).expect("the parcels seed is read back")
-    };
-    let st_seed = {
-        use boldcast_core::model::NamedTensor;
-        let d = scratch("seed-safetensors");
-        let p = d.join("w.safetensors");
-        let ts = vec![
-            NamedTensor { name: "a.weight".into(), shape: vec![2, 3], data: vec![0.5f64, -1.0, 2.0, 3.5, 1e-3, 7.0] },
-            NamedTensor { name: "b".into(), shape: vec![1], data: vec![4.0] },
-        ];
-        let meta = [("config".to_string(), "{\"x\": 1}".to_string()), ("step".to_string(), "3".to_string())].into();
-        save_safetensors(&p, &ts, Some(meta)).expect("the safetensors seed is written");
-        std::fs::read(&p).expect("the safetensors seed is read back")
-    };
-    let golden = crate::cases::repo_case(GOLDEN_CASE);
-    let golden_inputs_seed = std::fs::read(golden.join("inputs.safetensors")).expect("the golden inputs");
-    let config_seeds: Vec<Seed> = crate::golden::case_dirs(crate::cases::repo_cases_dir())
-        .expect("the repository's golden cases")
-        .into_iter()
-        .map(|d| {
-            let name = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            Seed::new(
-                format!("{name}/config.json"),
-                Format::Json,
-                std::fs::read(d.join("config.json")).expect("a golden config"),
-            )
-        })
-        .collect();
-    // Case counts: fixed, sized so that every target of both harnesses takes about 40 s in
-    // all on two cores (the debug test profile, opt-level 2).
+    let parcels_seed = parcels_seed();
+    let st_seed = safetensors_seed();
+    let golden_inputs_seed =
+        std::fs::read(crate::cases::repo_case(GOLDEN_CASE).join("inputs.safetensors")).expect("the golden inputs");
     let text_plan = Plan { random: 4000, max_structured: 2000, max_numbers: 1500, ..Plan::default() };
-    let cifti_plan = Plan { random: 6000, ..Plan::default() };
     vec![
         Target {
             name: "npy",
@@ -483,6 +459,26 @@ pub fn data_targets() -> Vec<Target> {
             must_name: &["fuzz.safetensors"],
             run: Box::new(safetensors),
         },
+    ]
+}
+
+/// The targets of the golden cases' files.
+fn golden_targets() -> Vec<Target> {
+    let golden_inputs_seed =
+        std::fs::read(crate::cases::repo_case(GOLDEN_CASE).join("inputs.safetensors")).expect("the golden inputs");
+    let config_seeds: Vec<Seed> = crate::golden::case_dirs(crate::cases::repo_cases_dir())
+        .expect("the repository's golden cases")
+        .into_iter()
+        .map(|d| {
+            let name = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            Seed::new(
+                format!("{name}/config.json"),
+                Format::Json,
+                std::fs::read(d.join("config.json")).expect("a golden config"),
+            )
+        })
+        .collect();
+    vec![
         Target {
             name: "golden_config",
             seeds: config_seeds,
@@ -503,6 +499,13 @@ pub fn data_targets() -> Vec<Target> {
             must_name: &[GOLDEN_DIR],
             run: Box::new(golden_inputs),
         },
+    ]
+}
+
+/// The targets of the CIFTI files, the sidecars, the cache's entries and BIDS names.
+fn cifti_and_name_targets() -> Vec<Target> {
+    let cifti_plan = Plan { random: 6000, ..Plan::default() };
+    vec![
         Target {
             name: "ptseries",
             seeds: cifti_seeds(&["f32.ptseries.nii", "be.ptseries.nii", "i16.ptseries.nii"]),
@@ -568,4 +571,26 @@ pub fn data_targets() -> Vec<Target> {
             run: Box::new(dlabel),
         },
     ]
+}
+
+/// The seed of `parcels.tsv`: the file the data crate writes.
+fn parcels_seed() -> Vec<u8> {
+    let d = scratch("seed-parcels");
+    let xyz: Vec<[f64; 3]> = (0..PARCELS).map(|q| [q as f64, -1.5 * q as f64, 2e-3]).collect();
+    write_parcels(&d.join("parcels.tsv"), &names(PARCELS), &xyz).expect("the parcels seed is written");
+    std::fs::read(d.join("parcels.tsv")).expect("the parcels seed is read back")
+}
+
+/// The seed of the safetensors target: a file the data crate writes, with metadata.
+fn safetensors_seed() -> Vec<u8> {
+    use boldcast_core::model::NamedTensor;
+    let d = scratch("seed-safetensors");
+    let p = d.join("w.safetensors");
+    let ts = vec![
+        NamedTensor { name: "a.weight".into(), shape: vec![2, 3], data: vec![0.5f64, -1.0, 2.0, 3.5, 1e-3, 7.0] },
+        NamedTensor { name: "b".into(), shape: vec![1], data: vec![4.0] },
+    ];
+    let meta = [("config".to_string(), "{\"x\": 1}".to_string()), ("step".to_string(), "3".to_string())].into();
+    save_safetensors(&p, &ts, Some(meta)).expect("the safetensors seed is written");
+    std::fs::read(&p).expect("the safetensors seed is read back")
 }
