@@ -101,6 +101,15 @@ pub enum DataError {
         /// What is missing.
         reason: String,
     },
+    /// A motion table beside the runs cannot be used (no displacement column, too large, or
+    /// not as long as its run).
+    #[error("{}: {reason}", path.display())]
+    MotionTable {
+        /// The table.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
     /// A header names a parcel with an empty or repeated name.
     #[error("{}, line 1, column {column}: {reason}", path.display())]
     Header {

@@ -115,7 +115,7 @@ pub fn low_motion_windows(
                             run.path.display(),
                             run.n_tr
                         );
-                        return Err(DataError::Empty { path: t.clone(), reason });
+                        return Err(DataError::MotionTable { path: t.clone(), reason });
                     }
                     fd.iter().map(|v| v.is_some_and(|x| x > fd_max)).collect()
                 }
@@ -138,7 +138,7 @@ pub fn read_fd(path: &Path) -> Result<Vec<Option<f64>>, DataError> {
     let size = std::fs::metadata(path).map_err(io_err(path))?.len();
     if size > MAX_TABLE_BYTES {
         let reason = format!("{size} bytes, more than a motion table's limit of {MAX_TABLE_BYTES}");
-        return Err(DataError::Empty { path: path.to_path_buf(), reason });
+        return Err(DataError::MotionTable { path: path.to_path_buf(), reason });
     }
     let text = std::fs::read_to_string(path).map_err(io_err(path))?;
     fd_column(path, &text)
@@ -151,7 +151,7 @@ pub fn fd_column(path: &Path, text: &str) -> Result<Vec<Option<f64>>, DataError>
     let header = lines.next().unwrap_or("");
     let Some(col) = header.split('\t').position(|h| h.trim() == FD_COLUMN) else {
         let reason = format!("no `{FD_COLUMN}` column in the header");
-        return Err(DataError::Empty { path: path.to_path_buf(), reason });
+        return Err(DataError::MotionTable { path: path.to_path_buf(), reason });
     };
     let mut fd = Vec::new();
     for (k, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {

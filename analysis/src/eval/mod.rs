@@ -11,10 +11,11 @@
 //! windows are those of the configuration's subject split ([`boldcast_data::split()`]) at
 //! `window.stride` ([`EvalData`]).
 //!
-//! Rows ([`baselines`](boldcast_baselines::fit), scored by [`score`](boldcast_baselines::score)), each a mean squared error per horizon and
-//! their mean (the loss); every baseline is fitted on the training subjects only and scored
-//! on exactly the held-out windows the model is scored on, seeing only what the model sees
-//! (the window's tokens up to `t`):
+//! Rows ([`baselines`](boldcast_baselines::fit), scored by
+//! [`score`](boldcast_baselines::score)), each a mean squared error per horizon and their mean
+//! (the loss); every baseline is fitted on the training subjects only and scored on exactly
+//! the held-out windows the model is scored on, seeing only what the model sees (the window's
+//! tokens up to `t`):
 //!
 //! - `model`: the checkpoint;
 //! - `zero`: predict 0 (the standardized mean): the MSE is the targets' mean square, about 1;
@@ -23,31 +24,27 @@
 //! - `ar1_iterated`: per parcel, `phi_p^L * x_last` with `phi_p` fitted by least squares
 //!   (`sum x_t x_(t+1) / sum x_t^2`, pooled over the training runs) and `L = (h - 1) D + j + 1`
 //!   TRs past the last TR seen: a one-step fit iterated (the `ar1` of earlier versions);
-//! - `ar_p` ([`ar`](boldcast_baselines::ar)): per parcel, a direct regression of `x(n + L)` on its last `p` TRs for
-//!   every lead `L`, `p` chosen by cross-validation over the training subjects among every
-//!   order up to the window's length, what the shortest training run allows and
-//!   `AR_P_MAX = 128` ([`linear::order_bound`](boldcast_baselines::linear::order_bound));
-//! - `var1`, `var_p` ([`var`](boldcast_baselines::var)): every parcel from every parcel's last 1 (or `p`) TRs, direct
-//!   ridge regressions for every lead, the penalty (and `p`) chosen by cross-validation;
-//!   `var_p` where its moments fit (else left out, the reason in the report);
-//! - `var_pca` ([`pca`](boldcast_baselines::pca)): every parcel from the last `p` TRs of the first `r` principal
-//!   components of the parcels, rank, order and penalty chosen by cross-validation.
+//! - `ar_p` ([`ar`](boldcast_baselines::ar)): per parcel, a direct regression of `x(n + L)` on
+//!   its last `p` TRs for every lead `L`, `p` chosen by cross-validation over the training
+//!   subjects among every order up to the window's length, what the shortest training run
+//!   allows and `AR_P_MAX = 128` ([`order_bound`](boldcast_baselines::linear::order_bound));
+//! - `var1`, `var_p` ([`var`](boldcast_baselines::var)): every parcel from every parcel's last
+//!   1 (or `p`) TRs, direct ridge regressions for every lead, the penalty (and `p`) chosen by
+//!   cross-validation; `var_p` where its moments fit (else left out, the reason in the report);
+//! - `var_pca` ([`pca`](boldcast_baselines::pca)): every parcel from the last `p` TRs of the
+//!   first `r` principal components of the parcels, rank, order and penalty chosen by
+//!   cross-validation.
 //!
-//! The linear fits stream over the training runs accumulating moments per fold ([`moments`](boldcast_baselines::moments):
-//! `X'X`, `X'Y`), so cross-validation refits from `total - fold` without revisiting data
-//! ([`cv`](boldcast_baselines::cv): the folds and the choice rule, the simplest candidate within one paired standard
-//! error or 0.1 % of the lowest cross-validated MSE, which is why `ar_p` may keep p = 3 where
-//! p = 4 scored slightly lower; [`ridge`](boldcast_baselines::ridge): the solve); at a token whose window holds fewer
-//! than `p` TRs a fit uses the highest order that fits ([`linear`](boldcast_baselines::linear)).
-//!
-//! Beside the rows: `R^2 = 1 - SSE / SST` of every row per horizon and parcel ([`rsquared`](boldcast_baselines::rsquared));
-//! the single-lag AR reference `1 - acf(L)^2` on the held-out runs (a reference, not a
-//! floor: fits with more lags or parcels beat it on real data; the JSON keeps it also as
-//! `floors[floor_empirical]`) and, for the synthetic fixture, the exact floor `1 -
-//! rho^(2L)`; the model against the best baseline at each horizon ([`Improvement`], in
-//! words) with a paired bootstrap over the held-out subjects ([`bootstrap`]); the
-//! baselines' choices, and a warning for a ridge penalty at an end of its grid; and a
-//! forecast example ([`example`]). [`evaluate_weights`] puts them into an [`EvalReport`]
+//! The linear fits, the choice rule of their cross-validation and their forecasts are
+//! [`boldcast_baselines`]'s. Beside the rows: `R^2 = 1 - SSE / SST` of every row per horizon
+//! and parcel ([`rsquared`](boldcast_baselines::rsquared)); the single-lag AR reference
+//! `1 - acf(L)^2` on the held-out runs (a reference, not a floor: fits with more lags or
+//! parcels beat it on real data; the JSON keeps it also as `floors[floor_empirical]`) and, for
+//! the synthetic fixture, the exact floor `1 - rho^(2L)`; the model against the best baseline
+//! at each horizon ([`Improvement`], in words) with a paired bootstrap over the held-out
+//! subjects ([`bootstrap`]); the baselines' choices, and a warning for a ridge penalty at an
+//! end of its grid; a forecast example ([`example`]); the held-out runs' head motion
+//! ([`boldcast_data::motion`]). [`evaluate_weights`] puts them into an [`EvalReport`]
 //! ([`report`]); [`eval_checkpoint`] does everything from a path.
 
 pub mod bootstrap;
@@ -120,11 +117,12 @@ impl Weights {
     /// The run configuration stored in the metadata (`None` for a file without one).
     pub fn stored_config(&self) -> Result<Option<RunConfig>, AnalysisError> {
         let Some(text) = self.meta.get("config") else { return Ok(None) };
-        let bad = |e: toml::de::Error| AnalysisError::Checkpoint {
-            path: self.path.clone(),
-            reason: format!("metadata `config`: {e}"),
-        };
-        toml::from_str(text).map(Some).map_err(bad)
+        toml::from_str(text).map(Some).map_err(|e| self.bad(format!("metadata `config`: {e}")))
+    }
+
+    /// The stored run configuration; a file without one is an error.
+    pub fn config(&self) -> Result<RunConfig, AnalysisError> {
+        self.stored_config()?.ok_or_else(|| self.bad("no configuration in the file's metadata"))
     }
 
     /// Ignores the adjacency stored in the metadata: the model's is rebuilt from the training
@@ -145,15 +143,7 @@ impl Weights {
     /// (`parcels`, `data_fingerprint`; files without them are not checked): an error when not,
     /// or with [`Weights::allow_other_data`] a warning.
     fn check_data(&self, data: &EvalData) -> Result<Vec<String>, AnalysisError> {
-        let (Some(names), Some(fingerprint)) = (self.meta.get("parcels"), self.meta.get("data_fingerprint")) else {
-            return Ok(Vec::new());
-        };
-        let parcels: Vec<String> = serde_json::from_str(names).map_err(|e| AnalysisError::Checkpoint {
-            path: self.path.clone(),
-            reason: format!("metadata `parcels`: {e}"),
-        })?;
-        let trained =
-            boldcast_train::data::DataIdentity { parcels, fingerprint: fingerprint.clone(), provenance: None };
+        let Some(trained) = self.trained_identity()? else { return Ok(Vec::new()) };
         let now = boldcast_train::data::DataIdentity::of(&data.loaded.ds, &data.split.train_runs)?;
         match trained.differs_from(&now) {
             None => Ok(Vec::new()),
@@ -177,33 +167,31 @@ impl Weights {
             (Some(t), _) if self.stored_adjacency => ck::adjacency_from_json(&self.path, t)?,
             (_, Some(train_runs)) => ds.adjacency(cfg.model.k_neighbors, train_runs)?,
             (_, None) => {
-                return Err(AnalysisError::Checkpoint {
-                    path: self.path.clone(),
-                    reason: "no stored adjacency, and no training split of these data to rebuild it from".into(),
-                })
+                return Err(self.bad("no stored adjacency, and no training split of these data to rebuild it from"))
             }
         };
         match &adjacency {
-            Some(a) if a.parcels() != ds.parcels => Err(AnalysisError::Checkpoint {
-                path: self.path.clone(),
-                reason: format!("the model's adjacency has {} parcels, the data {}", a.parcels(), ds.parcels),
-            }),
+            Some(a) if a.parcels() != ds.parcels => {
+                Err(self.bad(format!("the model's adjacency has {} parcels, the data {}", a.parcels(), ds.parcels)))
+            }
             _ => Ok(adjacency),
         }
     }
 }
 
 impl Weights {
+    /// A weights file that is not what a run wrote, and why.
+    fn bad(&self, reason: impl Into<String>) -> AnalysisError {
+        AnalysisError::Checkpoint { path: self.path.clone(), reason: reason.into() }
+    }
+
     /// What the weights record of their training data (metadata `parcels` and
     /// `data_fingerprint`; `None` for a file without them).
     pub fn trained_identity(&self) -> Result<Option<boldcast_train::data::DataIdentity>, AnalysisError> {
         let (Some(names), Some(fingerprint)) = (self.meta.get("parcels"), self.meta.get("data_fingerprint")) else {
             return Ok(None);
         };
-        let parcels = serde_json::from_str(names).map_err(|e| AnalysisError::Checkpoint {
-            path: self.path.clone(),
-            reason: format!("metadata `parcels`: {e}"),
-        })?;
+        let parcels = serde_json::from_str(names).map_err(|e| self.bad(format!("metadata `parcels`: {e}")))?;
         Ok(Some(boldcast_train::data::DataIdentity { parcels, fingerprint: fingerprint.clone(), provenance: None }))
     }
 
@@ -228,9 +216,7 @@ impl Weights {
         let mut model = LinearPathModel::unfitted(built, cfg.model.linear_path);
         let params = self.file.all::<f32>()?;
         boldcast_train::checkpoint::verify::check_finite(&self.path, &params)?;
-        let reason =
-            |e: boldcast_core::Error| AnalysisError::Checkpoint { path: self.path.clone(), reason: e.to_string() };
-        model.load_state(&params).map_err(reason)?;
+        model.load_state(&params).map_err(|e| self.bad(e.to_string()))?;
         Ok(model)
     }
 }
@@ -349,10 +335,7 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast_core::Error>,
 {
     let weights = Weights::open(path)?;
-    let mut cfg = weights.stored_config()?.ok_or_else(|| AnalysisError::Checkpoint {
-        path: weights.path.clone(),
-        reason: "no configuration in the file's metadata".into(),
-    })?;
+    let mut cfg = weights.config()?;
     if let Some(d) = data {
         cfg.data.dir = Some(d);
     }

@@ -115,10 +115,7 @@ impl<B: Model<f32>> Predictor<LinearPathModel<B>> {
         F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<B, boldcast_core::Error>,
     {
         let weights = Weights::open(&req.checkpoint)?;
-        let mut cfg = weights.stored_config()?.ok_or_else(|| AnalysisError::Checkpoint {
-            path: weights.path().to_path_buf(),
-            reason: "no configuration in the file's metadata".into(),
-        })?;
+        let mut cfg = weights.config()?;
         if let Some(d) = &req.data {
             cfg.data.dir = Some(d.clone());
         }
