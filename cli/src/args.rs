@@ -409,6 +409,14 @@ pub struct FingerprintArgs {
     /// runs. The JSON's `segment_trs` says N.
     #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
     pub segment: Option<usize>,
+    /// A column of the data's participants.tsv (e.g. `family_id`, HCP's twins) whose groups
+    /// are related subjects: a run is never compared with the runs of its relatives (not in
+    /// its gallery, its margin's impostors or I_diff's other-subject pairs), since shared
+    /// biology is neither a hit nor a fair miss. Default: the run's data.group_column, if
+    /// it was trained with one. The JSON's `group_column` and `related_pairs` say what was
+    /// left out.
+    #[arg(long, value_name = "COLUMN")]
+    pub group_column: Option<String>,
     /// Draw the similarity matrices and accuracies to this PNG (and its .svg twin; for
     /// `x.svg`, the PNG is `x.png`).
     #[arg(long, value_name = "PATH.png")]

@@ -20,7 +20,8 @@ where
         boldcast_plot::check_figure_path(path, a.replace.overwrite)?;
     }
     let (p, runs, context, _) = crate::infer::open(&a.model, build)?;
-    let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, (&context, a.pool.pool()), a.segment)?;
+    let kin = p.relatives(a.group_column.as_deref(), &runs)?;
+    let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, (&context, a.pool.pool()), a.segment, &kin)?;
     if let Some(path) = &a.figure {
         let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, path, a.replace.overwrite)?;
         crate::errln!("figure: {} (and {})", path.display(), svg.display());

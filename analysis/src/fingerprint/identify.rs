@@ -18,8 +18,13 @@
 //! (`m = 1`, `G` subjects) it is `1 / G` for top-1 and `min(5, G) / G` for top-5; with 10
 //! subjects of 2 runs each it is `1/19` and `5/19`, not `1/10`, because the query's gallery
 //! holds 19 runs of which one is its subject's.
+//!
+//! # Relatives
+//!
+//! [`identify_among`] leaves the samples of a query's relatives ([`Relatives`]) out of its
+//! gallery, so `G` counts only its own subject's samples and strangers'.
 
-use super::Sample;
+use super::{Relatives, Sample};
 use crate::AnalysisError;
 use serde::Serialize;
 
@@ -105,6 +110,8 @@ pub struct Identification {
     pub labels: Vec<String>,
     /// Each sample's subject, in input order.
     pub subjects: Vec<String>,
+    /// The related subjects whose samples were not compared.
+    pub relatives: Relatives,
     /// `matrix[i][j]`: the similarity of samples `i` and `j` (the diagonal is each sample
     /// with itself, 1).
     pub matrix: Vec<Vec<f64>>,
@@ -156,11 +163,13 @@ fn matrix(samples: &[Sample], sim: Similarity) -> Vec<Vec<f64>> {
     m
 }
 
-/// Query `q` against the gallery of every other sample, ordered as the module documents.
-fn score(q: usize, samples: &[Sample], m: &[Vec<f64>]) -> Query {
+/// Query `q` against the gallery of every other sample but its relatives', ordered as the
+/// module documents.
+fn score(q: usize, samples: &[Sample], m: &[Vec<f64>], kin: &Relatives) -> Query {
     let own = &samples[q].subject;
     let same = |j: usize| samples[j].subject == *own;
-    let mut gallery: Vec<usize> = (0..samples.len()).filter(|&j| j != q).collect();
+    let mut gallery: Vec<usize> =
+        (0..samples.len()).filter(|&j| j != q && !kin.related(own, &samples[j].subject)).collect();
     gallery.sort_by(|&a, &b| m[q][b].total_cmp(&m[q][a]).then(same(a).cmp(&same(b))).then(a.cmp(&b)));
     let rank = gallery.iter().position(|&j| same(j)).map_or(usize::MAX, |i| i + 1);
     let m_same = gallery.iter().filter(|&&j| same(j)).count();
@@ -172,7 +181,11 @@ fn score(q: usize, samples: &[Sample], m: &[Vec<f64>]) -> Query {
         best_match: gallery[0],
         top1: rank == 1,
         top5: rank <= TOP_K,
-        margin: super::separation::margin(&m[q], &samples.iter().map(|s| s.subject.clone()).collect::<Vec<_>>(), q),
+        margin: super::separation::margin(
+            &m[q],
+            (&samples.iter().map(|s| s.subject.clone()).collect::<Vec<_>>(), kin),
+            q,
+        ),
         chance_top1: chance_within(1, gallery.len(), m_same),
         chance_top5: chance_within(TOP_K, gallery.len(), m_same),
     }
@@ -184,6 +197,12 @@ fn score(q: usize, samples: &[Sample], m: &[Vec<f64>]) -> Query {
 /// samples of one subject only, features of different lengths, non-finite or of zero norm, or
 /// no scorable query.
 pub fn identify(samples: &[Sample], sim: Similarity) -> Result<Identification, AnalysisError> {
+    identify_among(samples, sim, &Relatives::none())
+}
+
+/// [`identify`], each query's gallery without the samples of its relatives (the module
+/// documentation).
+pub fn identify_among(samples: &[Sample], sim: Similarity, kin: &Relatives) -> Result<Identification, AnalysisError> {
     check(samples, sim)?;
     if let Some(first) = samples.first().filter(|f| samples.iter().all(|s| s.subject == f.subject)) {
         let reason = format!(
@@ -200,7 +219,7 @@ pub fn identify(samples: &[Sample], sim: Similarity) -> Result<Identification, A
         if count(&s.subject) < 2 {
             unscored.push(s.label.clone());
         } else {
-            queries.push(score(q, samples, &m));
+            queries.push(score(q, samples, &m, kin));
         }
     }
     if queries.is_empty() {
@@ -211,6 +230,7 @@ pub fn identify(samples: &[Sample], sim: Similarity) -> Result<Identification, A
         similarity: sim,
         labels: samples.iter().map(|s| s.label.clone()).collect(),
         subjects: samples.iter().map(|s| s.subject.clone()).collect(),
+        relatives: kin.clone(),
         matrix: m,
         queries,
         unscored,
@@ -256,6 +276,27 @@ mod tests {
         assert!(id.queries.iter().all(|q| q.top5), "a gallery of 4 holds every run in its top 5");
         assert!((id.matrix[0][2]).abs() < 1e-15 && id.matrix[2][0] == id.matrix[0][2]);
         assert!((id.queries[0].chance_top1 - 0.25).abs() < 1e-15 && id.queries[0].chance_top5 == 1.0);
+    }
+
+    #[test]
+    fn relatives_leave_the_gallery() {
+        // The case above with A and B one family: b2's gallery is b1 and c1, so b2 is found;
+        // a1's is a2 and c1 (chance 1/2).
+        let samples = [
+            s("A", "a1", &[1.0, 0.0]),
+            s("A", "a2", &[0.9, 0.1]),
+            s("B", "b1", &[0.0, 1.0]),
+            s("B", "b2", &[1.0, 0.6]),
+            s("C", "c1", &[-1.0, -1.0]),
+        ];
+        let groups = [("A", "F"), ("B", "F"), ("C", "G")].map(|(s, g)| (s.to_string(), g.to_string()));
+        let kin = Relatives::from_groups("family", groups.into_iter().collect());
+        let id = identify_among(&samples, Similarity::Cosine, &kin).unwrap();
+        let ranks: Vec<(&str, usize, usize)> =
+            id.queries.iter().map(|q| (q.label.as_str(), q.rank, q.best_match)).collect();
+        assert_eq!(ranks, [("a1", 1, 1), ("a2", 1, 0), ("b1", 1, 3), ("b2", 1, 2)]);
+        assert!((id.queries[0].chance_top1 - 0.5).abs() < 1e-15);
+        assert_eq!(id.relatives, kin);
     }
 
     #[test]

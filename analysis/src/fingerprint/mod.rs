@@ -15,7 +15,8 @@
 //! other runs' segments, so identification is always across runs, never within one (the
 //! other segments of the query's own run would share its session, not only its subject).
 //! Top-1 saturates when every subject is found; [`separation`] adds measures that keep
-//! moving (differential identifiability, the same-vs-other margin).
+//! moving (differential identifiability, the same-vs-other margin). Related subjects
+//! (twins, siblings) are compared with no one of their family ([`relatives`]).
 //!
 //! ```
 //! # fn main() -> Result<(), boldcast_analysis::AnalysisError> {
@@ -35,12 +36,14 @@
 pub mod fc;
 pub mod identify;
 pub mod model;
+pub mod relatives;
 pub mod report;
 pub mod separation;
 
 pub use boldcast_baselines::stats::Interval;
 pub use fc::{fc_features, fc_samples, first_trs, fisher_z, halves, needs_halves, whole_runs, FcEdges, Segment};
-pub use identify::{identify, Identification, Query, Similarity, TOP_K};
+pub use identify::{identify, identify_among, Identification, Query, Similarity, TOP_K};
+pub use relatives::Relatives;
 pub use report::{method_report, Accuracy, FingerprintReport, McNemar, MethodReport};
 pub use separation::Separation;
 
@@ -153,15 +156,16 @@ pub fn cut_segments(ds: &Dataset, runs: &[usize], first: Option<usize>) -> Resul
 /// two when there are two (they must score the same queries). `halves` says whether the
 /// samples are halves of runs ([`segments`]).
 pub fn fingerprint(methods: &[Method<'_>], halves: bool) -> Result<FingerprintReport, AnalysisError> {
-    fingerprint_cut(methods, if halves { Cut::Halves } else { Cut::Whole })
+    fingerprint_cut(methods, if halves { Cut::Halves } else { Cut::Whole }, &Relatives::none())
 }
 
-/// [`fingerprint`] of samples cut from the runs as `cut` says ([`cut_segments`]).
-pub fn fingerprint_cut(methods: &[Method<'_>], cut: Cut) -> Result<FingerprintReport, AnalysisError> {
+/// [`fingerprint`] of samples cut from the runs as `cut` says ([`cut_segments`]), samples of
+/// related subjects (`kin`) never compared.
+pub fn fingerprint_cut(methods: &[Method<'_>], cut: Cut, kin: &Relatives) -> Result<FingerprintReport, AnalysisError> {
     let reports = methods
         .iter()
         .map(|m| {
-            let id = identify(m.samples, m.similarity)?;
+            let id = identify_among(m.samples, m.similarity, kin)?;
             Ok(MethodReport { pooling: m.pooling, features: m.features.into(), ..method_report(m.name, &id) })
         })
         .collect::<Result<Vec<_>, AnalysisError>>()?;
@@ -169,11 +173,12 @@ pub fn fingerprint_cut(methods: &[Method<'_>], cut: Cut) -> Result<FingerprintRe
         [a, b, ..] => {
             let test = report::mcnemar(a, b)?;
             let queries: Vec<usize> = a.queries.iter().map(|q| q.sample).collect();
-            let d = separation::difference((&a.name, &a.matrix), (&b.name, &b.matrix), &a.subjects, &queries);
+            let d = separation::difference((&a.name, &a.matrix), (&b.name, &b.matrix), (&a.subjects, kin), &queries);
             (Some(test), Some(d))
         }
         _ => (None, None),
     };
+    let related = reports.first().map_or(0, |m| kin.related_pairs(&m.subjects));
     Ok(FingerprintReport {
         halves: cut == Cut::Halves,
         segment_trs: match cut {
@@ -181,7 +186,14 @@ pub fn fingerprint_cut(methods: &[Method<'_>], cut: Cut) -> Result<FingerprintRe
             Cut::Whole | Cut::Halves => None,
         },
         samples: cut.words(),
-        note: cut.note(),
+        note: match kin.column() {
+            Some(c) => {
+                format!("{}; samples of related subjects (one {c}) are not compared: {related} pairs", cut.note())
+            }
+            None => cut.note(),
+        },
+        group_column: kin.column().map(str::to_string),
+        related_pairs: related,
         level: report::LEVEL,
         bootstrap_resamples: report::BOOTSTRAP_RESAMPLES,
         bootstrap_seed: report::BOOTSTRAP_SEED,

@@ -39,8 +39,8 @@
 //! view adds to FC or loses from it.
 
 use super::{
-    cut_segments, fc_samples, fingerprint_cut, fisher_z, Cut, FcEdges, FingerprintReport, Method, Sample, Segment,
-    Similarity,
+    cut_segments, fc_samples, fingerprint_cut, fisher_z, Cut, FcEdges, FingerprintReport, Method, Relatives, Sample,
+    Segment, Similarity,
 };
 use crate::infer::{pool_corr, pool_mean, run_embeddings, Context, Pool};
 use crate::AnalysisError;
@@ -142,13 +142,14 @@ pub fn embedding_samples<M: Model<f32>>(
 /// correlation of Fisher-z edges, Finn et al. 2015), with the paired McNemar test of the two.
 /// With `segment = Some(n)` each run's first `n` TRs (refused below [`min_segment_trs`] or
 /// above the shortest run), else whole runs when some subject has two of them, else halves
-/// of runs ([`cut_segments`]).
+/// of runs ([`cut_segments`]). Runs of related subjects (`kin`) are never compared.
 pub fn fingerprint_model<M: Model<f32>>(
     model: &M,
     ds: &Dataset,
     runs: &[usize],
     (ctx, pool): (&Context, Pool),
     segment: Option<usize>,
+    kin: &Relatives,
 ) -> Result<FingerprintReport, AnalysisError> {
     let (similarity, words) = embedding_method(pool)?;
     let min = min_segment_trs(model.config());
@@ -170,5 +171,6 @@ pub fn fingerprint_model<M: Model<f32>>(
             Method::new(FC, &fc, Similarity::Pearson).described(FC_FEATURES, None),
         ],
         cut,
+        kin,
     )
 }

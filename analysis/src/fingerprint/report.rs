@@ -98,6 +98,11 @@ pub struct FingerprintReport {
     pub samples: String,
     /// What the samples are, in words (halves or whole runs).
     pub note: String,
+    /// The `participants.tsv` column whose groups (families) are related subjects, never
+    /// compared with each other (`null`: none; [`super::Relatives`]).
+    pub group_column: Option<String>,
+    /// Pairs of samples of related subjects left out of every comparison.
+    pub related_pairs: usize,
     /// The confidence level of every interval.
     pub level: f64,
     /// The bootstrap's resamples.
@@ -155,7 +160,11 @@ pub fn method_report(name: &str, id: &Identification) -> MethodReport {
         n_subjects: subjects.len(),
         top1,
         top5,
-        separation: separation(&id.matrix, &id.subjects, &id.queries.iter().map(|q| q.sample).collect::<Vec<_>>()),
+        separation: separation(
+            &id.matrix,
+            (&id.subjects, &id.relatives),
+            &id.queries.iter().map(|q| q.sample).collect::<Vec<_>>(),
+        ),
         labels: id.labels.clone(),
         subjects: id.subjects.clone(),
         matrix: id.matrix.clone(),

@@ -10,12 +10,13 @@
 //! is the mean similarity over every pair of *different* samples of one subject and
 //! `I_others` over every pair of samples of different subjects (each pair counted once; a
 //! sample is never paired with itself). Each sample is a different run, except in the halves
-//! of a one-run data set, where a subject's pair is the two halves of its run.
+//! of a one-run data set, where a subject's pair is the two halves of its run. Pairs of
+//! related subjects ([`super::Relatives`]) are in neither mean.
 //!
 //! # The margin
 //!
 //! A query's margin is the mean of its similarities to the other samples of its subject minus
-//! its highest similarity to a sample of another subject ([`margin`]). It is positive when the
+//! its highest similarity to a sample of another, unrelated subject ([`margin`]). It is positive when the
 //! subject's samples on average beat the best impostor, so the fraction of positive margins is
 //! at most the top-1 accuracy (with two samples per subject it is top-1, ties aside), and its
 //! mean keeps moving where top-1 is already 1.
@@ -30,6 +31,7 @@
 //! the mean over the resampled subjects' queries.
 
 use super::report::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, LEVEL};
+use super::Relatives;
 use boldcast_baselines::stats::{bootstrap_groups, Interval};
 use serde::Serialize;
 
@@ -58,13 +60,17 @@ pub struct Separation {
     pub margin_positive_bootstrap: Interval,
 }
 
+/// Whose each sample is: the samples' subjects, and which subjects are related.
+pub type Owners<'a> = (&'a [String], &'a Relatives);
+
 /// The margin of sample `q` whose similarities to every sample are `row`: the mean similarity
-/// to the other samples of its subject minus the highest to a sample of another subject (the
-/// module documentation). NaN when it has no same-subject or no other-subject sample.
-pub fn margin(row: &[f64], subjects: &[String], q: usize) -> f64 {
+/// to the other samples of its subject minus the highest to a sample of another, unrelated
+/// subject (the module documentation). NaN when it has no same-subject or no other-subject
+/// sample.
+pub fn margin(row: &[f64], (subjects, kin): Owners<'_>, q: usize) -> f64 {
     let (mut same, mut n, mut best) = (0.0, 0usize, f64::NEG_INFINITY);
     for (j, (&s, subject)) in row.iter().zip(subjects).enumerate() {
-        if j == q {
+        if j == q || kin.kin(subjects, q, j) {
             continue;
         }
         if *subject == subjects[q] {
@@ -117,13 +123,14 @@ fn subject_index(subjects: &[String]) -> (Vec<&str>, Vec<usize>) {
     (names, index)
 }
 
-/// The pair sums of each subject of `matrix` (rows and columns in the order of `subjects`).
-fn pair_sums(matrix: &[Vec<f64>], subjects: &[String]) -> Vec<PairSums> {
+/// The pair sums of each subject of `matrix` (rows and columns in the order of the owners'
+/// subjects), related subjects' pairs left out.
+fn pair_sums(matrix: &[Vec<f64>], (subjects, kin): Owners<'_>) -> Vec<PairSums> {
     let (names, index) = subject_index(subjects);
     let mut out = vec![PairSums::default(); names.len()];
     for (i, row) in matrix.iter().enumerate() {
         let g = &mut out[index[i]];
-        for (j, &s) in row.iter().enumerate().filter(|&(j, _)| j != i) {
+        for (j, &s) in row.iter().enumerate().filter(|&(j, _)| j != i && !kin.kin(subjects, i, j)) {
             if index[j] == index[i] {
                 (g.same, g.n_same) = (g.same + s, g.n_same + 1);
             } else {
@@ -141,15 +148,16 @@ fn mean_of(margins: &[Vec<f64>], draw: &[usize], f: fn(f64) -> f64) -> Option<f6
 }
 
 /// The differential identifiability and margins of a similarity `matrix` whose samples belong
-/// to `subjects`; `queries` are the scored samples (the margins' rows). See the module
+/// to `owners`; `queries` are the scored samples (the margins' rows). See the module
 /// documentation.
-pub fn separation(matrix: &[Vec<f64>], subjects: &[String], queries: &[usize]) -> Separation {
-    let groups = pair_sums(matrix, subjects);
+pub fn separation(matrix: &[Vec<f64>], owners: Owners<'_>, queries: &[usize]) -> Separation {
+    let subjects = owners.0;
+    let groups = pair_sums(matrix, owners);
     let all = groups.iter().fold((0usize, 0usize), |(a, b), g| (a + g.n_same, b + g.n_other));
     let (names, index) = subject_index(subjects);
     let mut margins: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for &q in queries {
-        margins[index[q]].push(margin(&matrix[q], subjects, q));
+        margins[index[q]].push(margin(&matrix[q], owners, q));
     }
     let with_queries: Vec<usize> = (0..names.len()).filter(|&g| !margins[g].is_empty()).collect();
     let config = (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, LEVEL);
@@ -200,13 +208,14 @@ pub struct SeparationDifference {
 pub type Named<'a> = (&'a str, &'a [Vec<f64>]);
 
 /// The paired difference of `a` and `b`, two similarity matrices of the same samples (of
-/// `subjects`; `queries` the scored ones): see [`SeparationDifference`].
-pub fn difference(a: Named<'_>, b: Named<'_>, subjects: &[String], queries: &[usize]) -> SeparationDifference {
-    let (ga, gb) = (pair_sums(a.1, subjects), pair_sums(b.1, subjects));
+/// `owners`; `queries` the scored ones): see [`SeparationDifference`].
+pub fn difference(a: Named<'_>, b: Named<'_>, owners: Owners<'_>, queries: &[usize]) -> SeparationDifference {
+    let subjects = owners.0;
+    let (ga, gb) = (pair_sums(a.1, owners), pair_sums(b.1, owners));
     let (names, index) = subject_index(subjects);
     let mut margins: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for &q in queries {
-        margins[index[q]].push(margin(&a.1[q], subjects, q) - margin(&b.1[q], subjects, q));
+        margins[index[q]].push(margin(&a.1[q], owners, q) - margin(&b.1[q], owners, q));
     }
     let with_queries: Vec<usize> = (0..names.len()).filter(|&g| !margins[g].is_empty()).collect();
     let config = (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, LEVEL);
@@ -226,6 +235,10 @@ pub fn difference(a: Named<'_>, b: Named<'_>, subjects: &[String], queries: &[us
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn none() -> Relatives {
+        Relatives::none()
+    }
 
     fn names(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()
@@ -257,13 +270,13 @@ mod tests {
             0.2,
         ]);
         let subjects = names(&["A", "A", "B", "B", "C", "C"]);
-        let s = separation(&m, &subjects, &[0, 1, 2, 3, 4, 5]);
+        let s = separation(&m, (&subjects, &none()), &[0, 1, 2, 3, 4, 5]);
         assert_eq!((s.same_pairs, s.other_pairs), (3, 12));
         assert!((s.same_mean - 1.6 / 3.0).abs() < 1e-12 && (s.other_mean - 2.2 / 12.0).abs() < 1e-12, "{s:?}");
         assert!((s.idiff - 35.0).abs() < 1e-9, "{}", s.idiff);
         let want = [0.4, 0.6, 0.1, 0.3, -0.3, -0.2];
         for (q, w) in want.iter().enumerate() {
-            assert!((margin(&m[q], &subjects, q) - w).abs() < 1e-12, "query {q}");
+            assert!((margin(&m[q], (&subjects, &none()), q) - w).abs() < 1e-12, "query {q}");
         }
         assert!((s.margin_mean - 0.15).abs() < 1e-12 && (s.margin_positive - 4.0 / 6.0).abs() < 1e-12);
         for (v, i) in [
@@ -274,7 +287,33 @@ mod tests {
             assert!(i.lo < v && v < i.hi && i.level == 0.95, "{v} in {i:?}");
         }
         assert!(s.margin_positive_bootstrap.lo >= 0.0 && s.margin_positive_bootstrap.hi <= 1.0);
-        assert_eq!(s, separation(&m, &subjects, &[0, 1, 2, 3, 4, 5]), "the seed fixes the intervals");
+        assert_eq!(s, separation(&m, (&subjects, &none()), &[0, 1, 2, 3, 4, 5]), "the seed fixes the intervals");
+    }
+
+    #[test]
+    fn related_subjects_pairs_are_left_out() {
+        // The matrix of the test above with A and B one family: the 4 A-B pairs (0.3, 0.1,
+        // 0.2, 0.0) leave I_others, now 1.6 / 8, and each A or B query's best impostor is C's:
+        // margins 0.8 - 0.4, 0.8 - 0.1, 0.6 - 0.5, 0.6 - 0.3, and C's as before.
+        #[rustfmt::skip]
+        let m = symmetric(6, &[
+            0.8, 0.3, 0.1, 0.0, 0.4,
+            0.2, 0.0, 0.1, 0.1,
+            0.6, 0.5, 0.0,
+            0.2, 0.3,
+            0.2,
+        ]);
+        let subjects = names(&["A", "A", "B", "B", "C", "C"]);
+        let groups = [("A", "F"), ("B", "F"), ("C", "G")].map(|(s, g)| (s.to_string(), g.to_string()));
+        let kin = Relatives::from_groups("family", groups.into_iter().collect());
+        let s = separation(&m, (&subjects, &kin), &[0, 1, 2, 3, 4, 5]);
+        assert_eq!((s.same_pairs, s.other_pairs), (3, 8));
+        assert!((s.idiff - 100.0 * (1.6 / 3.0 - 0.2)).abs() < 1e-9, "{}", s.idiff);
+        let want = [0.4, 0.7, 0.1, 0.3, -0.3, -0.2];
+        for (q, w) in want.iter().enumerate() {
+            assert!((margin(&m[q], (&subjects, &kin), q) - w).abs() < 1e-12, "query {q}");
+        }
+        assert!((s.margin_mean - 1.0 / 6.0).abs() < 1e-12);
     }
 
     #[test]
@@ -283,10 +322,10 @@ mod tests {
         // own sample would give 0.3.
         let m = symmetric(4, &[0.9, 0.5, 0.6, 0.4, 0.1, 0.2]);
         let subjects = names(&["A", "A", "A", "B"]);
-        assert!((margin(&m[0], &subjects, 0) - 0.1).abs() < 1e-12);
-        assert!(margin(&m[3], &subjects, 3).is_nan(), "b1 has no other sample of its subject");
+        assert!((margin(&m[0], (&subjects, &none()), 0) - 0.1).abs() < 1e-12);
+        assert!(margin(&m[3], (&subjects, &none()), 3).is_nan(), "b1 has no other sample of its subject");
         // Only A's samples are queries; B's sample still counts among the other-subject pairs.
-        let s = separation(&m, &subjects, &[0, 1, 2]);
+        let s = separation(&m, (&subjects, &none()), &[0, 1, 2]);
         assert_eq!((s.same_pairs, s.other_pairs), (3, 3));
         assert!((s.idiff - 100.0 * ((0.9 + 0.5 + 0.4) / 3.0 - (0.6 + 0.1 + 0.2) / 3.0)).abs() < 1e-9);
         // One subject with queries: every resample is that subject, the interval is a point.
@@ -300,12 +339,13 @@ mod tests {
         let a = symmetric(4, &[0.8, 0.3, 0.1, 0.2, 0.0, 0.6]);
         let b = symmetric(4, &[0.8, 0.4, 0.2, 0.3, 0.1, 0.6]);
         let subjects = names(&["A", "A", "B", "B"]);
-        let d = difference(("a", &a), ("b", &b), &subjects, &[0, 1, 2, 3]);
+        let d = difference(("a", &a), ("b", &b), (&subjects, &none()), &[0, 1, 2, 3]);
         assert_eq!(d.methods, ["a".to_string(), "b".to_string()]);
         assert!((d.idiff - 10.0).abs() < 1e-9 && (d.margin - 0.1).abs() < 1e-12, "{d:?}");
         assert!((d.idiff_bootstrap.lo - 10.0).abs() < 1e-9 && (d.idiff_bootstrap.hi - 10.0).abs() < 1e-9);
         assert!((d.margin_bootstrap.lo - 0.1).abs() < 1e-12 && (d.margin_bootstrap.hi - 0.1).abs() < 1e-12);
-        let (sa, sb) = (separation(&a, &subjects, &[0, 1, 2, 3]), separation(&b, &subjects, &[0, 1, 2, 3]));
+        let (sa, sb) =
+            (separation(&a, (&subjects, &none()), &[0, 1, 2, 3]), separation(&b, (&subjects, &none()), &[0, 1, 2, 3]));
         assert!((d.idiff - (sa.idiff - sb.idiff)).abs() < 1e-9);
     }
 }

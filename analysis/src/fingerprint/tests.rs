@@ -139,7 +139,8 @@ fn small_model(seed: u64) -> boldcast_cpu::CpuModel<f32> {
 /// The correlation-pooled embedding report (against FC) of every run of `ds`.
 fn corr_report(model: &boldcast_cpu::CpuModel<f32>, ds: &Dataset) -> FingerprintReport {
     let ctx = crate::infer::Context { len: crate::infer::ContextLen::Last(16), batch: 64 };
-    model::fingerprint_model(model, ds, &all_runs(ds), (&ctx, crate::infer::Pool::Corr), None).unwrap()
+    model::fingerprint_model(model, ds, &all_runs(ds), (&ctx, crate::infer::Pool::Corr), None, &Relatives::none())
+        .unwrap()
 }
 
 #[test]
@@ -169,7 +170,15 @@ fn correlation_pooled_embeddings_find_planted_identities_and_not_identical_ones(
     assert!(h.halves && h.methods[0].top1.value >= 0.9, "halves: top-1 {}", h.methods[0].top1.value);
     let ds = dataset(&IdentitySpec::planted(layout(2, 2, 1)));
     let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, batch: 1 };
-    let e = model::fingerprint_model(&model, &ds, &all_runs(&ds), (&ctx, crate::infer::Pool::None), None).unwrap_err();
+    let e = model::fingerprint_model(
+        &model,
+        &ds,
+        &all_runs(&ds),
+        (&ctx, crate::infer::Pool::None),
+        None,
+        &Relatives::none(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("pooling `none` keeps every token"), "{e}");
     let json = serde_json::to_value(corr_report(&model, &dataset(&IdentitySpec::planted(layout(4, 2, 1))))).unwrap();
     assert_eq!(
@@ -207,7 +216,16 @@ fn first_segments_of_runs_are_identified_across_runs_and_bad_lengths_are_refused
     let model = small_model(1);
     let ds = dataset(&IdentitySpec::planted(layout(10, 2, 1)));
     let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, batch: 1 };
-    let fp = |n| model::fingerprint_model(&model, &ds, &all_runs(&ds), (&ctx, crate::infer::Pool::Corr), Some(n));
+    let fp = |n| {
+        model::fingerprint_model(
+            &model,
+            &ds,
+            &all_runs(&ds),
+            (&ctx, crate::infer::Pool::Corr),
+            Some(n),
+            &Relatives::none(),
+        )
+    };
     let r = fp(100).unwrap();
     assert_eq!((r.segment_trs, r.halves, r.samples.as_str()), (Some(100), false, "the first 100 TRs of each run"));
     assert!(r.note.contains("never from its own run"), "{}", r.note);
@@ -232,6 +250,13 @@ fn first_segments_of_runs_are_identified_across_runs_and_bad_lengths_are_refused
     let e = fp(301).unwrap_err().to_string();
     assert!(e.contains("--segment 301: longer than the shortest run, sub-01_run-1 (300 TRs)"), "{e}");
     let one = dataset(&IdentitySpec::planted(layout(3, 1, 1)));
-    let e = model::fingerprint_model(&model, &one, &all_runs(&one), (&ctx, crate::infer::Pool::Corr), Some(50));
+    let e = model::fingerprint_model(
+        &model,
+        &one,
+        &all_runs(&one),
+        (&ctx, crate::infer::Pool::Corr),
+        Some(50),
+        &Relatives::none(),
+    );
     assert!(e.unwrap_err().to_string().contains("no subject has two runs"));
 }

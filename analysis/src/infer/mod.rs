@@ -163,6 +163,29 @@ impl<M: Model<f32>> Predictor<M> {
         Ok((0..ds.runs.len()).filter(|&i| bare.contains(&ds.runs[i].id.subject)).collect())
     }
 
+    /// The related subjects of `runs` by `column` of the data's `participants.tsv`, or by the
+    /// run's own `data.group_column` when `column` is `None` ([`crate::fingerprint::Relatives`];
+    /// none when neither is set). Errors: a column but no data directory, the file or column
+    /// missing, a subject of `runs` without a row.
+    pub fn relatives(
+        &self,
+        column: Option<&str>,
+        runs: &[usize],
+    ) -> Result<crate::fingerprint::Relatives, AnalysisError> {
+        let Some(column) = column.or(self.cfg.data.group_column.as_deref()) else {
+            return Ok(crate::fingerprint::Relatives::none());
+        };
+        let Some(dir) = &self.cfg.data.dir else {
+            return Err(boldcast_data::SplitError::GroupsNeedDir { column: column.into() }.into());
+        };
+        let kin = crate::fingerprint::Relatives::read(dir, column)?;
+        let ds = &self.loaded.ds;
+        let mut subjects: Vec<String> = runs.iter().map(|&i| ds.runs[i].id.subject.clone()).collect();
+        subjects.dedup();
+        kin.check(&subjects, dir)?;
+        Ok(kin)
+    }
+
     /// The runs `selected`, one at a time, with their side of the split.
     pub fn runs<'a>(&'a self, selected: &'a [usize]) -> impl Iterator<Item = (&'a Run, Option<Side>)> + 'a {
         selected.iter().map(move |&i| (&self.loaded.ds.runs[i], self.side(i)))

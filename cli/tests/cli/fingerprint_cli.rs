@@ -171,4 +171,34 @@ fn segments_of_runs_are_fingerprinted_and_bad_lengths_refused() {
         "{}",
         stderr(&o)
     );
+    relatives_are_not_compared(&out, &planted);
+}
+
+/// `--group-column`: three families of two subjects, whole runs. Each run's gallery loses its
+/// relative's 2 runs (11 - 2 = 9 runs, one of its own subject: chance 1/9), and I_diff's
+/// other-subject pairs lose the 3 x 4 related ones (66 pairs - 6 same-subject - 12 = 48).
+fn relatives_are_not_compared(out: &Path, data: &Path) {
+    let table = "participant_id\tfamily_id\nsub-01\tF1\nsub-02\tF1\nsub-03\tF2\nsub-04\tF2\nsub-05\tF3\n";
+    std::fs::write(data.join("participants.tsv"), table).unwrap();
+    let o = fingerprint_run(out, data, "cpu", &["--group-column", "family_id"]);
+    assert_eq!(o.status.code(), Some(2), "sub-06 has no row");
+    assert!(stderr(&o).contains("no row for subject `sub-06`"), "{}", stderr(&o));
+    std::fs::write(data.join("participants.tsv"), format!("{table}sub-06\tF3\n")).unwrap();
+    let r = fingerprint(out, data, "cpu", &["--group-column", "family_id"]);
+    assert_eq!((r["group_column"].as_str(), r["related_pairs"].as_u64()), (Some("family_id"), Some(12)));
+    assert!(r["note"].as_str().unwrap().ends_with("not compared: 12 pairs"), "{}", r["note"]);
+    for m in r["methods"].as_array().unwrap() {
+        let s = &m["separation"];
+        assert_eq!((s["same_pairs"].as_u64(), s["other_pairs"].as_u64()), (Some(6), Some(48)), "{s}");
+        assert!((m["top1"]["chance"].as_f64().unwrap() - 1.0 / 9.0).abs() < 1e-12, "{}", m["top1"]);
+        for q in m["queries"].as_array().unwrap() {
+            let (own, best) = (q["sample"].as_u64().unwrap() / 4, q["best_match"].as_u64().unwrap() / 4);
+            assert!(own != best || q["top1"].as_bool().unwrap(), "a relative's run matched: {q}");
+        }
+    }
+    let o = fingerprint_run(out, data, "cpu", &["--group-column", "family"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no column `family`"), "{}", stderr(&o));
+    let r = fingerprint(out, data, "cpu", &[]);
+    assert_eq!((r["group_column"].as_str(), r["related_pairs"].as_u64()), (None, Some(0)));
 }
