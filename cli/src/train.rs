@@ -62,11 +62,31 @@ impl Observer for Printer {
     fn on_flag(&mut self, f: &RedFlag) {
         self.bar.println(&format!("red flag: {}", f.message));
     }
+    #[cfg(debug_assertions)]
+    fn on_checkpoint_file(&mut self, step: u64, path: &std::path::Path) {
+        pause_for_tests(step, path);
+    }
     fn on_end(&mut self, r: &TrainReport) {
         self.bar.finish();
         for l in boldcast_train::text::end_lines(r, &self.floor_kind) {
             crate::outln!("{l}");
         }
+    }
+}
+
+/// The test hook's environment variable, read by debug builds only: set to a step number,
+/// the checkpoint write of that step stops after `model.safetensors`, prints `test hook:
+/// paused in the checkpoint write of step N` on stderr and sleeps ten minutes, so a test can
+/// kill the process in the middle of a checkpoint write.
+pub const PAUSE_HOOK_ENV: &str = "BOLDCAST_TEST_PAUSE_IN_CKPT_WRITE";
+
+/// The pause of [`PAUSE_HOOK_ENV`].
+#[cfg(debug_assertions)]
+fn pause_for_tests(step: u64, path: &std::path::Path) {
+    let at = std::env::var(PAUSE_HOOK_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok());
+    if at == Some(step) && path.file_name().is_some_and(|n| n == "model.safetensors") {
+        eprintln!("test hook: paused in the checkpoint write of step {step}");
+        std::thread::sleep(std::time::Duration::from_secs(600));
     }
 }
 

@@ -24,7 +24,7 @@ fn mpirun(args: &[&str]) -> Command {
         .env("RAYON_NUM_THREADS", "1")
         // Containers often forbid the cross-memory attach of Open MPI's shared-memory transport.
         .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        .env_remove(boldcast_train::checkpoint::PAUSE_HOOK_ENV);
+        .env_remove(bc_cli::train::PAUSE_HOOK_ENV);
     c
 }
 
@@ -148,7 +148,7 @@ fn a_killed_rank_stops_the_run_and_it_resumes_to_the_uninterrupted_result() {
     // Rank 0 pauses inside the checkpoint write of step 20 (the one of step 10 is complete);
     // rank 1 waits for it in the next all-reduce. Then rank 1 is killed.
     let mut child = mpirun(&train_args(&cut, &[]))
-        .env(boldcast_train::checkpoint::PAUSE_HOOK_ENV, "20")
+        .env(bc_cli::train::PAUSE_HOOK_ENV, "20")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -64,6 +64,11 @@ pub trait Observer {
     fn on_validation(&mut self, rec: &ValRecord) {
         let _ = rec;
     }
+    /// A file of the checkpoint of `step` was written to its temporary directory (the
+    /// checkpoint is complete only at [`Observer::on_checkpoint`]).
+    fn on_checkpoint_file(&mut self, step: u64, path: &Path) {
+        let _ = (step, path);
+    }
     /// The checkpoint of `step` is complete in `dir`.
     fn on_checkpoint(&mut self, step: u64, dir: &Path) {
         let _ = (step, dir);

@@ -556,7 +556,9 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         // The ranks must still hold the same weights (they took the same steps).
         self.run.dist.check_same_params(&self.trainer.model, &format!("the parameters after step {k}"))?;
         if self.run.dist.is_root() {
-            let dir = ck::write_checkpoint(&self.run.out, &data_ck)?;
+            let observers = &mut *self.observers;
+            let on_file = &mut |path: &Path| observers.iter_mut().for_each(|o| o.on_checkpoint_file(k, path));
+            let dir = ck::write_checkpoint(&self.run.out, &data_ck, on_file)?;
             self.notify(|o, _| o.on_checkpoint(k, &dir));
             self.last_ckpt = Some((k, dir));
         }

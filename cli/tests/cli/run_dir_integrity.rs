@@ -113,7 +113,7 @@ fn a_run_killed_before_its_first_checkpoint_starts_again_with_resume() {
     let out = d.path().join("run");
     let mut child = bc()
         .args(args(&out))
-        .env(boldcast_train::checkpoint::PAUSE_HOOK_ENV, "10")
+        .env(bc_cli::train::PAUSE_HOOK_ENV, "10")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -302,7 +302,7 @@ fn a_second_process_in_a_run_directory_is_refused_naming_the_first() {
     let out = stopped_run(d.path(), "10");
     let mut first = bc()
         .args(["train", "--resume", s(&out)])
-        .env(boldcast_train::checkpoint::PAUSE_HOOK_ENV, "20")
+        .env(bc_cli::train::PAUSE_HOOK_ENV, "20")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

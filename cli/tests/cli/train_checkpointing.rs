@@ -81,8 +81,13 @@ fn round_trip_pruning_and_the_latest_pointer() {
             data: &identity(),
             state: &st,
         };
-        let dir = write_checkpoint(out, &data).unwrap();
+        let mut files = Vec::new();
+        let dir = write_checkpoint(out, &data, &mut |p| files.push(p.to_path_buf())).unwrap();
         assert_eq!(dir, out.join(format!("checkpoints/step-{step:06}")));
+        // Each file is announced in the temporary directory, in the order written.
+        let tmp = out.join(format!("checkpoints/.step-{step:06}.tmp"));
+        let want = ["model.safetensors", "optimizer.safetensors", "state.json"].map(|f| tmp.join(f));
+        assert_eq!(files, want);
     }
     let mut names: Vec<String> = std::fs::read_dir(out.join("checkpoints"))
         .unwrap()

@@ -87,7 +87,7 @@ fn sigkill_during_a_checkpoint_write_keeps_the_previous_one_and_resume_equals_th
     args.extend_from_slice(FLAGS);
     let mut child = bc()
         .args(&args)
-        .env(boldcast_train::checkpoint::PAUSE_HOOK_ENV, "40")
+        .env(bc_cli::train::PAUSE_HOOK_ENV, "40")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 /// bits do not depend on it, README.md, "Determinism").
 pub fn bc() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_bc-cli"));
-    c.env("RAYON_NUM_THREADS", "2").env_remove(boldcast_train::checkpoint::PAUSE_HOOK_ENV);
+    c.env("RAYON_NUM_THREADS", "2").env_remove(bc_cli::train::PAUSE_HOOK_ENV);
     c
 }
 

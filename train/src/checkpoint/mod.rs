@@ -46,11 +46,8 @@
 //! `parcels` (JSON list of names) and the `data_fingerprint`, so `bc-cli eval` can rebuild the
 //! model from the file alone and tell whether it is given the data it was trained on.
 //!
-//! **Test hook**: with the environment variable [`PAUSE_HOOK_ENV`] set to a step number, the
-//! write of that step's checkpoint prints `test hook: paused in the checkpoint write of step N`
-//! on standard error after `model.safetensors` is in the temporary directory, and sleeps for
-//! ten minutes, so a test can SIGKILL the process in the middle of a checkpoint write. It has
-//! no other effect and is meant for tests only.
+//! The observers hear of each file as it lands in the temporary directory
+//! ([`crate::Observer::on_checkpoint_file`]), before the checkpoint is complete.
 
 pub mod read;
 pub mod verify;
@@ -75,8 +72,6 @@ pub const CKPT_DIR: &str = "checkpoints";
 pub const LATEST: &str = "latest";
 /// Checkpoints kept.
 pub const KEEP: usize = 2;
-/// The test hook's environment variable (see the module documentation).
-pub const PAUSE_HOOK_ENV: &str = "BOLDCAST_TEST_PAUSE_IN_CKPT_WRITE";
 /// `state.json`'s `format`.
 pub const STATE_FORMAT: &str = "boldcast-train-state-v3";
 /// The second format, before [`TrainState::log_hash`]: still read, its `log_bytes` unchecked

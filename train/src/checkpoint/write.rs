@@ -3,7 +3,7 @@
 
 use super::{
     model_metadata, step_dir_name, step_dirs, FileHashes, TrainState, CKPT_DIR, DEMOTED_SUFFIX, KEEP, LATEST,
-    PAUSE_HOOK_ENV, PRUNED_PREFIX,
+    PRUNED_PREFIX,
 };
 use crate::data::DataIdentity;
 use crate::error::TrainError;
@@ -53,8 +53,13 @@ fn hash_of(path: &Path) -> Result<String, TrainError> {
 
 /// Writes the checkpoint of `data.state.step` under `out/checkpoints` (see the module
 /// documentation for the order of operations), points `latest` at it and prunes to [`KEEP`].
-/// Returns the checkpoint directory.
-pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf, TrainError> {
+/// `on_file` is given each file as it is written to the temporary directory. Returns the
+/// checkpoint directory.
+pub fn write_checkpoint(
+    out: &Path,
+    data: &CheckpointData<'_>,
+    on_file: &mut dyn FnMut(&Path),
+) -> Result<PathBuf, TrainError> {
     let ck = out.join(CKPT_DIR);
     std::fs::create_dir_all(&ck).map_err(TrainError::io(&ck))?;
     let step = data.state.step;
@@ -67,19 +72,18 @@ pub fn write_checkpoint(out: &Path, data: &CheckpointData<'_>) -> Result<PathBuf
     let model = tmp.join("model.safetensors");
     let meta = model_metadata(step, &data.state.config, data.adjacency, data.data);
     save_safetensors_hashed(&model, &data.params, meta)?;
-    if std::env::var(PAUSE_HOOK_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(step) {
-        eprintln!("test hook: paused in the checkpoint write of step {step}");
-        std::thread::sleep(std::time::Duration::from_secs(600));
-    }
+    on_file(&model);
     let optimizer = tmp.join("optimizer.safetensors");
     let opt_meta: HashMap<String, String> =
         [("t".to_string(), data.state.optimizer_t.to_string()), ("step".to_string(), step.to_string())].into();
     save_safetensors_hashed(&optimizer, &moment_tensors(data)?, opt_meta)?;
+    on_file(&optimizer);
     let files = FileHashes { model: hash_of(&model)?, optimizer: hash_of(&optimizer)? };
     let state = TrainState { files: Some(files), data: Some(data.data.clone()), ..data.state.clone() };
     let state_path = tmp.join("state.json");
     let text = serde_json::to_string_pretty(&state).expect("state serializes") + "\n";
     write_atomic(&state_path, text.as_bytes()).map_err(TrainError::io(&state_path))?;
+    on_file(&state_path);
     sync_dir(&tmp);
     let dest = ck.join(&name);
     if dest.exists() {
