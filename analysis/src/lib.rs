@@ -31,16 +31,17 @@ use std::path::PathBuf;
 /// What an analysis can fail with. Every variant names the file, field or sample at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
-    /// No weights at the path given.
-    #[error("{}: {reason}", path.display())]
+    /// No weights at the path given (the requests' `checkpoint`, bc-cli's `--checkpoint`).
+    #[error("--checkpoint {}: {reason}", path.display())]
     Weights {
         /// The path given.
         path: PathBuf,
         /// Why, in words.
         reason: String,
     },
-    /// Weights are given data other than the data they were trained on.
-    #[error("{}: {reason}", path.display())]
+    /// Weights are given data other than the data they were trained on (the requests'
+    /// `allow_other_data`, bc-cli's `--allow-other-data`, lets them).
+    #[error("{}: {reason}; give --allow-other-data to use these data anyway", path.display())]
     OtherData {
         /// The weights file.
         path: PathBuf,

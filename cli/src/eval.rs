@@ -5,7 +5,6 @@
 use crate::error::CliError;
 use boldcast::core::{Adjacency, Model, ModelConfig};
 use boldcast_analysis::eval::request::evaluate_request;
-use boldcast_analysis::AnalysisError;
 
 pub use boldcast_analysis::eval::request::EvalRequest;
 pub use boldcast_analysis::eval::{EvalReport, Row};
@@ -16,11 +15,5 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    evaluate_request(req, build, &mut |n| crate::errln!("{n}")).map_err(|e| match e {
-        e @ AnalysisError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
-        e @ AnalysisError::OtherData { .. } => {
-            CliError::Msg(format!("{e}; give --allow-other-data to evaluate on these data anyway"))
-        }
-        e => e.into(),
-    })
+    Ok(evaluate_request(req, build, &mut |n| crate::errln!("{n}"))?)
 }

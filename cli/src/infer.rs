@@ -23,13 +23,7 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let p = Predictor::open(&a.open, build).map_err(|e| match e {
-        e @ AnalysisError::Weights { .. } => CliError::Msg(format!("--checkpoint {e}")),
-        e @ AnalysisError::OtherData { .. } => {
-            CliError::Msg(format!("{e}; give --allow-other-data to run on these data anyway"))
-        }
-        e => e.into(),
-    })?;
+    let p = Predictor::open(&a.open, build)?;
     for n in &p.notes {
         crate::errln!("{n}");
     }
