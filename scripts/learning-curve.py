@@ -34,7 +34,7 @@ def main(tsv, png):
         hi = [b * (1 + float(r["hi"])) - m for m, b, r in zip(model, base, rs)]
         names = sorted({r["baseline"] for r in rs})
         ax.plot(n, base, "s--", color="tab:gray",
-                label=f"best linear baseline of eval ({', '.join(names)}, orders up to 8 TRs)")
+                label=f"best linear baseline of eval ({', '.join(names)}, fitted on the same subjects)")
         ax.errorbar(n, model, yerr=[lo, hi], fmt="o-", color="tab:blue", capsize=4,
                     label="model, --preset fmri (95 % bootstrap interval)")
         for x, m, b in zip(n, model, base):
