@@ -15,6 +15,7 @@ pub use boldcast_fixtures as fixtures;
 pub use boldcast_analysis as analysis;
 pub use boldcast_baselines as baselines;
 pub use boldcast_data as data;
+pub use boldcast_storage as storage;
 pub use boldcast_train as train;
 
 pub mod backend;

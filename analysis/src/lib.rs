@@ -71,9 +71,12 @@ pub enum AnalysisError {
     /// The subjects could not be split or selected.
     #[error(transparent)]
     Split(#[from] boldcast_data::SplitError),
+    /// An output could not be written where it was asked for.
+    #[error(transparent)]
+    Storage(#[from] boldcast_storage::StorageError),
     /// A safetensors file could not be read.
     #[error(transparent)]
-    Safetensors(#[from] boldcast_data::tensorfile::CheckpointError),
+    Safetensors(#[from] boldcast_storage::tensorfile::CheckpointError),
     /// A fixture parameter is invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast_fixtures::FixtureError),

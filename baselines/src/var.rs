@@ -30,8 +30,8 @@ use super::moments::{fold_moments, total, Design, Moments, CHUNK_ROWS};
 use super::ridge::{sse, RidgeFactor};
 use crate::BaselineError;
 use boldcast_core::memory::{Overflow, Size};
-use boldcast_data::memory::{check, machine_memory, MemoryNeed};
 use boldcast_data::Dataset;
+use boldcast_storage::memory::{check, machine_memory, MemoryNeed};
 use serde::Serialize;
 
 /// The highest VAR order considered, in TRs.

@@ -29,12 +29,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Bench(a) => bench(&a),
         Command::Eval(a) => eval(a),
         Command::Forecast(a) => {
-            boldcast::data::fsutil::remove_stages_on_signals();
+            boldcast::storage::fsutil::remove_stages_on_signals();
             dispatch(a.model.backend, Forecast(&a))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Embed(a) => {
-            boldcast::data::fsutil::remove_stages_on_signals();
+            boldcast::storage::fsutil::remove_stages_on_signals();
             dispatch(a.infer.model.backend, Embed(&a.infer, a.pool))?;
             Ok(ExitCode::SUCCESS)
         }

@@ -9,7 +9,7 @@
 //!   `bc-cli synth`'s default), else float64. The run on disk is standardized by the same
 //!   formula as a run in memory, so its tokens are the same bits.
 //! - **Reused while the source is unchanged.** Each entry is `<key>.npy` with `<key>.json`
-//!   beside it, the key a hash ([`crate::hash`]) of the cache's version, the source file's
+//!   beside it, the key a hash ([`boldcast_storage::hash`]) of the cache's version, the source file's
 //!   canonical path, size and modification time and, for a dense series, the same of the
 //!   parcellation. The JSON records them again (and the parcel names, the TR the file gave,
 //!   the reader's notes and a hash of all of it) and is checked against the source and its
@@ -70,7 +70,7 @@ impl Entry {
     /// The hash of every field but `check`, as serialized.
     fn checksum(&self) -> String {
         let bare = Entry { check: String::new(), ..self.clone() };
-        crate::hash::fnv1a_hex(&serde_json::to_vec(&bare).expect("an entry serializes"))
+        boldcast_storage::hash::fnv1a_hex(&serde_json::to_vec(&bare).expect("an entry serializes"))
     }
 }
 
@@ -127,7 +127,7 @@ impl Slot {
             Some(p) => Some((canonical(p)?, Stamp::from(FileStamp::of(p)?))),
             None => None,
         };
-        let mut h = crate::hash::Fnv64::default();
+        let mut h = boldcast_storage::hash::Fnv64::default();
         h.count(CACHE_VERSION as usize).text(&source.to_string_lossy());
         stamp_into(&mut h, stamp.into());
         if let Some((p, s)) = &parcellation {
@@ -224,7 +224,7 @@ impl Slot {
         self.entry.notes.clone_from(&c.notes);
         self.entry.check = self.entry.checksum();
         let text = serde_json::to_vec_pretty(&self.entry).expect("an entry serializes");
-        crate::fsutil::write_atomic(&self.json, &text)
+        boldcast_storage::fsutil::write_atomic(&self.json, &text)
             .map_err(|source| DataError::Write { path: self.json.clone(), source })?;
         match self.lookup() {
             Some(run) => Ok(Some(run)),
@@ -282,7 +282,7 @@ pub(crate) fn sweep(dir: &Path) {
     }
 }
 
-fn stamp_into(h: &mut crate::hash::Fnv64, s: Stamp) {
+fn stamp_into(h: &mut boldcast_storage::hash::Fnv64, s: Stamp) {
     h.update(&s.size.to_le_bytes());
     match s.modified_ns {
         Some(ns) => h.update(&[1]).update(&ns.to_le_bytes()),

@@ -75,10 +75,10 @@ pub struct Tr {
 
 impl Run {
     /// A hash of the run's statistics: its TRs and each parcel's shift, mean and standard
-    /// deviation ([`crate::hash::Fnv64`]). It changes when the file's values do, and costs
+    /// deviation ([`boldcast_storage::hash::Fnv64`]). It changes when the file's values do, and costs
     /// nothing to recompute: a record of what a model was trained on.
     pub fn stats_hash(&self) -> String {
-        let mut h = crate::hash::Fnv64::default();
+        let mut h = boldcast_storage::hash::Fnv64::default();
         h.count(self.n_tr).count(self.stats.len());
         for s in &self.stats {
             h.update(&s.shift.to_le_bytes())
@@ -173,11 +173,11 @@ pub struct Dataset {
 
 impl Dataset {
     /// The fingerprint of the runs `runs` (indices into [`Dataset::runs`]): the
-    /// [`crate::hash::Fnv64`] of the parcel names, then of each run its identity, its TRs and
+    /// [`boldcast_storage::hash::Fnv64`] of the parcel names, then of each run its identity, its TRs and
     /// its standardized values' bits. A checkpoint records it for its training runs, so a
     /// resume or an evaluation can tell that a training file was replaced.
     pub fn fingerprint(&self, runs: &[usize]) -> Result<String, DataError> {
-        let mut h = crate::hash::Fnv64::default();
+        let mut h = boldcast_storage::hash::Fnv64::default();
         h.count(self.parcel_names.len());
         for n in &self.parcel_names {
             h.text(n);
@@ -249,7 +249,7 @@ impl Dataset {
     /// Loads the runs of `dir`, a flat directory or a BIDS derivatives tree, that `sel` picks
     /// ([`crate::select`]), and standardizes them.
     pub fn load_with(dir: impl AsRef<Path>, sel: &Selection) -> Result<Dataset, DataError> {
-        Self::load_within(dir.as_ref(), sel, crate::memory::machine_memory())
+        Self::load_within(dir.as_ref(), sel, boldcast_storage::memory::machine_memory())
     }
 
     /// [`Dataset::load_with`] on a machine of `memory` bytes (`None`: unknown): the runs held

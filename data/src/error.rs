@@ -43,36 +43,12 @@ pub enum DataError {
         #[source]
         source: std::io::Error,
     },
-    /// An output directory's path is taken by something that is not a directory.
-    #[error("output {} exists and is not a directory; choose another --out", path.display())]
-    OutputNotADir {
-        /// The path.
-        path: PathBuf,
-    },
-    /// An output directory that must be new or empty is neither.
-    #[error("output directory {} already exists and is not empty; choose another --out", dir.display())]
-    OutputNotEmpty {
-        /// The directory.
-        dir: PathBuf,
-    },
-    /// An output file's path holds something other than a regular file (a device, a FIFO, a
-    /// directory, a symbolic link): an output never replaces it.
-    #[error("{} exists and is not a regular file ({kind}): it is never replaced; choose another path", path.display())]
-    OutputNotAFile {
-        /// The path.
-        path: PathBuf,
-        /// What is there, in words.
-        kind: &'static str,
-    },
-    /// An output file exists and replacing it was not asked for.
-    #[error("{} already exists; give --overwrite to replace it", path.display())]
-    OutputExists {
-        /// The path.
-        path: PathBuf,
-    },
+    /// An output could not be written ([`boldcast_storage::StorageError`]).
+    #[error(transparent)]
+    Storage(#[from] boldcast_storage::StorageError),
     /// What a dataset would need exceeds the machine's memory.
     #[error(transparent)]
-    Memory(#[from] crate::memory::OutOfMemory),
+    Memory(#[from] boldcast_storage::memory::OutOfMemory),
     /// A synthetic generator's parameters are invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast_fixtures::FixtureError),

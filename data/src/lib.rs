@@ -15,14 +15,11 @@
 //!   low-pass or band-pass filtered?);
 //! - [`split`](mod@split): the one subject split ([`split()`], [`Split`], [`parse_subject_list`]);
 //! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
-//! - [`tensorfile`]: safetensors files of named tensors (checkpoints, `best.safetensors`, the
-//!   golden cases), read and written by name, every error naming the file and the tensor;
 //! - [`synth`](mod@synth): a synthetic dataset written as real ones are, with its exact floor;
-//! - [`memory`]: the machine's memory and the check of an estimate against it
-//!   ([`memory::OutOfMemory`]: what a configuration would need, part by part);
-//! - [`fsutil`]: atomic files and staged directories, the one home of those rules;
-//! - [`hash`]: the one content hash (FNV-1a 64) of recorded identities;
 //! - `error`: [`DataError`], [`SplitError`].
+//!
+//! Files are written, hashed and sized against the machine's memory through
+//! [`boldcast_storage`].
 //!
 //! # The directory
 //!
@@ -81,10 +78,7 @@ pub mod config;
 mod dataset;
 mod discover;
 mod error;
-pub mod fsutil;
 pub mod groups;
-pub mod hash;
-pub mod memory;
 pub mod motion;
 mod names;
 mod parcels;
@@ -95,7 +89,6 @@ pub mod split;
 mod standardize;
 mod store;
 pub mod synth;
-pub mod tensorfile;
 mod window;
 pub mod write;
 

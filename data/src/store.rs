@@ -143,15 +143,15 @@ impl DiskRun {
     }
 }
 
-/// The content hash of a run's values: [`crate::hash::Fnv64`] of its shape, then of every
+/// The content hash of a run's values: [`boldcast_storage::hash::Fnv64`] of its shape, then of every
 /// value's f64 bits in row order. A float32 file and the float64 values it was written from
 /// hash alike, so an entry of the conversion cache records it from the values it writes.
-pub(crate) struct ContentHash(crate::hash::Fnv64);
+pub(crate) struct ContentHash(boldcast_storage::hash::Fnv64);
 
 impl ContentHash {
     /// A hash of `n` rows of `p` values, to be fed in row order.
     pub(crate) fn new(n: usize, p: usize) -> Self {
-        let mut h = crate::hash::Fnv64::default();
+        let mut h = boldcast_storage::hash::Fnv64::default();
         h.count(n).count(p);
         ContentHash(h)
     }

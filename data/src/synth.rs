@@ -10,11 +10,11 @@
 //! decimal that reads back to that float32, so both formats load to the same numbers.
 
 use crate::error::DataError;
-use crate::fsutil::StagedDir;
-use crate::memory::{main_cause, MemoryNeed};
 use crate::write::{run_file_name, write_parcels, write_run, RunFormat};
 use boldcast_core::memory::{overflow_reason, Overflow, Size};
 use boldcast_fixtures::{circle_centroids, parcel_names, Ar1Spec, Floor, Layout, Var1Spec};
+use boldcast_storage::fsutil::StagedDir;
+use boldcast_storage::memory::{main_cause, MemoryNeed};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -290,7 +290,7 @@ impl SynthRequest {
 /// Generates the dataset of `g` and writes it into `out` (new, or an empty directory) in
 /// `format` with values of `dtype`: one file per run, `parcels.tsv` and `synth.json`. First,
 /// before anything is generated or created, [`synth_memory`] is checked against the
-/// machine's memory ([`crate::memory::check`]): a dataset that does not fit is
+/// machine's memory ([`boldcast_storage::memory::check`]): a dataset that does not fit is
 /// [`DataError::Memory`]. `progress(done, total)` is called after each run is written.
 pub fn write_synthetic(
     g: &Generator,
@@ -304,7 +304,7 @@ pub fn write_synthetic(
         (RunFormat::Npy | RunFormat::NpyF32, Dtype::F64) => RunFormat::Npy,
         (text, _) => text,
     };
-    crate::memory::check(synth_memory(g, format)?, crate::memory::machine_memory())?;
+    boldcast_storage::memory::check(synth_memory(g, format)?, boldcast_storage::memory::machine_memory())?;
     let l = g.layout();
     let (floor, params) = describe(g)?;
     let names = parcel_names(l.parcels);
@@ -362,8 +362,8 @@ fn metadata(l: &Layout, format: RunFormat, dtype: Dtype) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::check;
     use boldcast_fixtures::RhoSpec;
+    use boldcast_storage::memory::check;
 
     fn ar1(subjects: usize, runs: usize, trs: usize, parcels: usize) -> Generator {
         Generator::Ar1(Ar1Spec::new(Layout { subjects, runs, trs, parcels, seed: 0 }, 0.9))
@@ -408,7 +408,7 @@ mod tests {
 
     #[test]
     fn a_dataset_larger_than_the_machine_is_refused_before_anything_is_written() {
-        let Some(machine) = crate::memory::machine_memory() else { return };
+        let Some(machine) = boldcast_storage::memory::machine_memory() else { return };
         // One run of twice the machine's memory at 1000 parcels.
         let trs = (machine / (1000 * 8) * 2) as usize;
         let d = tempfile::tempdir().unwrap();

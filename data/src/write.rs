@@ -37,13 +37,14 @@ pub fn run_file_name(run: &SynthRun, format: RunFormat) -> String {
     format!("sub-{}_run-{}_bold.{}", run.subject, run.run, format.extension())
 }
 
-/// Writes `path` through [`crate::fsutil::replace_with`]; a failure is a [`DataError::Write`]
+/// Writes `path` through [`boldcast_storage::fsutil::replace_with`]; a failure is a [`DataError::Write`]
 /// naming `path`.
 fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<(), DataError> {
-    crate::fsutil::replace_with(path, fill).map_err(|source| DataError::Write { path: path.to_path_buf(), source })
+    boldcast_storage::fsutil::replace_with(path, fill)
+        .map_err(|source| DataError::Write { path: path.to_path_buf(), source })
 }
 
 /// Writes `run` to `path` in `format`; `names` are the parcel names of the text header.

@@ -40,7 +40,7 @@ pub enum PlotError {
     /// The path may not be written (not a regular file, or one that exists without
     /// `overwrite`).
     #[error(transparent)]
-    Path(#[from] boldcast_data::DataError),
+    Path(#[from] boldcast_storage::StorageError),
     /// A directory or file could not be made or renamed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -247,17 +247,17 @@ pub fn twin_paths(path: &Path) -> (PathBuf, PathBuf) {
 
 /// Whether a figure may be drawn at `path`: each of its two files ([`twin_paths`]) is absent,
 /// or a regular file and `overwrite` is given
-/// ([`boldcast_data::fsutil::check_replaceable`]). A command checks this before its work.
+/// ([`boldcast_storage::fsutil::check_replaceable`]). A command checks this before its work.
 pub fn check_figure_path(path: &Path, overwrite: bool) -> Result<(), PlotError> {
     let (png, svg) = twin_paths(path);
     for p in [png, svg] {
-        boldcast_data::fsutil::check_replaceable(&p, overwrite)?;
+        boldcast_storage::fsutil::check_replaceable(&p, overwrite)?;
     }
     Ok(())
 }
 
 /// Draws `fig` into the PNG and the SVG of `path` ([`twin_paths`]), each into a temporary
-/// file beside it that is renamed over it ([`boldcast_data::fsutil::replace_by`]), after
+/// file beside it that is renamed over it ([`boldcast_storage::fsutil::replace_by`]), after
 /// [`check_figure_path`]. Returns the path of the twin (the one of the two that is not `path`).
 fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Result<PathBuf, PlotError> {
     register_font();
@@ -279,7 +279,7 @@ fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Result<PathBuf
             let _ = std::fs::remove_file(&tmp);
             return Err(err(e));
         }
-        boldcast_data::fsutil::replace_by(&tmp, dest).map_err(io(dest))?;
+        boldcast_storage::fsutil::replace_by(&tmp, dest).map_err(io(dest))?;
     }
     Ok(if svg == path { png } else { svg })
 }

@@ -7,7 +7,7 @@
 //! here. Only a regular file is ever replaced ([`replace_by`]): a device, a FIFO, a directory
 //! or a symbolic link at an output's path stays as it is, and the write is an error.
 
-use crate::error::DataError;
+use crate::error::{io_err, StorageError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -92,18 +92,18 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
 }
 
 /// Whether an output file may be written at `path`: nothing is there, or a regular file and
-/// `overwrite` is asked. Anything else is [`DataError::OutputNotAFile`], a regular file
-/// without `overwrite` [`DataError::OutputExists`]. [`replace_by`] checks the first again
+/// `overwrite` is asked. Anything else is [`StorageError::OutputNotAFile`], a regular file
+/// without `overwrite` [`StorageError::OutputExists`]. [`replace_by`] checks the first again
 /// when it renames.
-pub fn check_replaceable(path: &Path, overwrite: bool) -> Result<(), DataError> {
+pub fn check_replaceable(path: &Path, overwrite: bool) -> Result<(), StorageError> {
     let m = match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        other => other.map_err(crate::error::io_err(path))?,
+        other => other.map_err(io_err(path))?,
     };
     match (m.file_type().is_file(), overwrite) {
         (true, true) => Ok(()),
-        (true, false) => Err(DataError::OutputExists { path: path.to_path_buf() }),
-        (false, _) => Err(DataError::OutputNotAFile { path: path.to_path_buf(), kind: file_kind(&m.file_type()) }),
+        (true, false) => Err(StorageError::OutputExists { path: path.to_path_buf() }),
+        (false, _) => Err(StorageError::OutputNotAFile { path: path.to_path_buf(), kind: file_kind(&m.file_type()) }),
     }
 }
 
@@ -124,26 +124,26 @@ pub struct StagedDir {
 
 impl StagedDir {
     /// Stages `dest`, which must not exist or be an empty directory (a file there is
-    /// [`DataError::OutputNotADir`], a non-empty directory [`DataError::OutputNotEmpty`]).
-    pub fn new(dest: &Path) -> Result<Self, DataError> {
+    /// [`StorageError::OutputNotADir`], a non-empty directory [`StorageError::OutputNotEmpty`]).
+    pub fn new(dest: &Path) -> Result<Self, StorageError> {
         if dest.exists() && !dest.is_dir() {
-            return Err(DataError::OutputNotADir { path: dest.to_path_buf() });
+            return Err(StorageError::OutputNotADir { path: dest.to_path_buf() });
         }
         if dest.exists() {
-            let empty = std::fs::read_dir(dest).map_err(crate::error::io_err(dest))?.next().is_none();
+            let empty = std::fs::read_dir(dest).map_err(io_err(dest))?.next().is_none();
             if !empty {
-                return Err(DataError::OutputNotEmpty { dir: dest.to_path_buf() });
+                return Err(StorageError::OutputNotEmpty { dir: dest.to_path_buf() });
             }
         }
         let parent = parent_of(dest);
-        std::fs::create_dir_all(parent).map_err(crate::error::io_err(parent))?;
+        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
         remove_stale_stages(parent, &name)?;
         let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
         if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(crate::error::io_err(&tmp))?;
+            std::fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
         }
-        std::fs::create_dir(&tmp).map_err(crate::error::io_err(&tmp))?;
+        std::fs::create_dir(&tmp).map_err(io_err(&tmp))?;
         staged_set(|s| s.push(tmp.clone()));
         Ok(Self { tmp, dest: dest.to_path_buf(), done: false })
     }
@@ -156,18 +156,18 @@ impl StagedDir {
     /// Renames the temporary directory to the destination (replacing an empty directory) and
     /// syncs the parent.
     /// A destination filled meanwhile (another process committed first) is
-    /// [`DataError::OutputNotEmpty`], and this stage is removed.
-    pub fn commit(mut self) -> Result<PathBuf, DataError> {
-        let taken = || DataError::OutputNotEmpty { dir: self.dest.clone() };
+    /// [`StorageError::OutputNotEmpty`], and this stage is removed.
+    pub fn commit(mut self) -> Result<PathBuf, StorageError> {
+        let taken = || StorageError::OutputNotEmpty { dir: self.dest.clone() };
         if self.dest.is_dir() {
             if let Err(e) = std::fs::remove_dir(&self.dest) {
-                return Err(if is_not_empty(&e) { taken() } else { crate::error::io_err(&self.dest)(e) });
+                return Err(if is_not_empty(&e) { taken() } else { io_err(&self.dest)(e) });
             }
         } else if self.dest.exists() {
-            return Err(DataError::OutputNotADir { path: self.dest.clone() });
+            return Err(StorageError::OutputNotADir { path: self.dest.clone() });
         }
         if let Err(e) = std::fs::rename(&self.tmp, &self.dest) {
-            return Err(if is_not_empty(&e) { taken() } else { crate::error::io_err(&self.dest)(e) });
+            return Err(if is_not_empty(&e) { taken() } else { io_err(&self.dest)(e) });
         }
         sync_dir(parent_of(&self.dest));
         self.done = true;
@@ -225,14 +225,14 @@ pub fn process_alive(pid: u32) -> bool {
 
 /// Removes the stages of `name` under `parent` (`.<name>.tmp-<pid>`) whose process is gone:
 /// what a process killed while it staged there left behind.
-fn remove_stale_stages(parent: &Path, name: &str) -> Result<(), DataError> {
+fn remove_stale_stages(parent: &Path, name: &str) -> Result<(), StorageError> {
     let Ok(entries) = std::fs::read_dir(parent) else { return Ok(()) };
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
         match temporary_pid(&file, Some(name)) {
             Some(pid) if pid != std::process::id() && !process_alive(pid) => {
                 let p = e.path();
-                std::fs::remove_dir_all(&p).map_err(crate::error::io_err(&p))?;
+                std::fs::remove_dir_all(&p).map_err(io_err(&p))?;
             }
             _ => {}
         }

@@ -4,7 +4,7 @@
 //! responsible, [`main_cause`]), [`check`] and its error [`OutOfMemory`], which says how much
 //! memory the configuration would need, how much the machine has and which field to reduce.
 //! The estimates themselves are checked arithmetic ([`boldcast_core::memory`]) done by those
-//! who know what they allocate ([`crate::synth`] for a synthetic dataset, the train crate for
+//! who know what they allocate (the data crate's `synth` for a synthetic dataset, the train crate for
 //! a run).
 
 use boldcast_core::memory::format_bytes;

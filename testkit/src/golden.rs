@@ -28,7 +28,7 @@ use boldcast_core::{
     Adam, Adjacency, Elem, ForecastShape, Forecasts, HostTensor, Model, ModelConfig, OptimConfig, Optimizer, ParamMut,
     Schedule, ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
-use boldcast_data::tensorfile::{in_spec_order, CheckpointError, SafetensorsFile};
+use boldcast_storage::tensorfile::{in_spec_order, CheckpointError, SafetensorsFile};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
@@ -1018,7 +1018,7 @@ mod tests {
     /// non-finite value in any tensor of a case is an input error naming the file and tensor.
     #[test]
     fn non_finite_tensors_are_input_errors_naming_file_and_tensor() {
-        use boldcast_data::tensorfile::{load_safetensors, save_safetensors};
+        use boldcast_storage::tensorfile::{load_safetensors, save_safetensors};
         let src = golden_root().join("flat-d3");
         for (file, tensor, index) in [
             ("inputs.safetensors", "tokens", 7),

@@ -7,7 +7,7 @@
 //! offset; [`fd`] holds the finite differences of the gradient checks; [`loose`] holds a golden case to looser, measured tolerances (a mode such as bf16
 //! autocast that cannot meet f32's); [`fuzz`] is the fuzz harnesses' engine and checker, and
 //! the targets of the data crate and the golden cases. The golden files'
-//! safetensors are read with `boldcast-data`'s [`tensorfile`](boldcast_data::tensorfile).
+//! safetensors are read with `boldcast-data`'s [`tensorfile`](boldcast_storage::tensorfile).
 //!
 //! Start here when adding a backend: implement [`boldcast_core::Model`], then put one
 //! [`conformance_tests!`] in a test file of your crate.

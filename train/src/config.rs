@@ -72,7 +72,7 @@ pub enum ConfigError {
     },
     /// What the run would need exceeds the machine's memory ([`RunConfig::check_memory`]).
     #[error(transparent)]
-    Memory(#[from] boldcast_data::memory::OutOfMemory),
+    Memory(#[from] boldcast_storage::memory::OutOfMemory),
     /// Writing the resolved configuration failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -439,7 +439,7 @@ impl RunConfig {
             self.preset.as_deref().unwrap_or("?"),
             self.with_absolute_paths().to_config_file()
         );
-        boldcast_data::fsutil::write_atomic(&path, text.as_bytes())
+        boldcast_storage::fsutil::write_atomic(&path, text.as_bytes())
             .map_err(|source| ConfigError::Write { path: path.clone(), source })?;
         Ok(path)
     }

@@ -22,9 +22,12 @@ pub enum TrainError {
     /// The model, optimizer, trainer or collective failed.
     #[error(transparent)]
     Model(#[from] boldcast_core::Error),
+    /// An output could not be written where it was asked for.
+    #[error(transparent)]
+    Storage(#[from] boldcast_storage::StorageError),
     /// A safetensors file could not be written or read.
     #[error(transparent)]
-    Safetensors(#[from] boldcast_data::tensorfile::CheckpointError),
+    Safetensors(#[from] boldcast_storage::tensorfile::CheckpointError),
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {

@@ -30,7 +30,7 @@
 //! [`provenance`] (what a run trained on, file by file), [`validate`], [`early_stopping`], [`log`] (`loss_log.jsonl`), [`checkpoint`] (checkpoint
 //! directories and `state.json`), [`run_dir`] (the lock, fresh and existing run directories), [`observer`], [`flags`] (red flags), [`summary`]
 //! (the report and `summary.json`), [`run`] (the loop) (files are written through
-//! `boldcast_data::fsutil`),
+//! `boldcast_storage::fsutil`),
 //! [`error`], [`judge`] (a finished run's validation loss against predicting zero and the best
 //! baseline); and the other training jobs of `bc-cli`, generic over the model: [`overfit`]
 //! (the single-batch overfit check), [`bench`](mod@bench) (timed training steps) and [`tune`]

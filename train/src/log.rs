@@ -10,7 +10,7 @@
 
 use crate::error::TrainError;
 use boldcast_core::{Logger, StepRecord};
-use boldcast_data::hash::Fnv64;
+use boldcast_storage::hash::Fnv64;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -52,7 +52,7 @@ impl RunLog {
                 "the checkpoint's length {bytes} does not end a line: the log is not the one of this run"
             )));
         }
-        boldcast_data::fsutil::write_atomic(path, &prefix).map_err(TrainError::io(path))?;
+        boldcast_storage::fsutil::write_atomic(path, &prefix).map_err(TrainError::io(path))?;
         let file = Some(std::fs::OpenOptions::new().append(true).open(path).map_err(TrainError::io(path))?);
         let mut hash = Fnv64::default();
         hash.update(&prefix);

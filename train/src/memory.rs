@@ -24,8 +24,8 @@
 
 use crate::config::{ConfigError, RunConfig};
 use boldcast_core::memory::{overflow_reason, Overflow, Size};
-use boldcast_data::memory::{check, machine_memory, main_cause, step_threads, MemoryNeed};
 use boldcast_data::Dataset;
+use boldcast_storage::memory::{check, machine_memory, main_cause, step_threads, MemoryNeed};
 
 /// The data an estimate is for.
 #[derive(Clone, Copy, Debug)]

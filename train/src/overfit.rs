@@ -18,9 +18,9 @@ use crate::log::RunLog;
 use crate::observer::{Observer, RunStart};
 use boldcast_core::accept::{overfit_verdict, Verdict};
 use boldcast_core::{Adam, Adjacency, Model, OptimConfig, ScheduleConfig, Tokens, Trainer};
-use boldcast_data::fsutil::write_atomic;
 use boldcast_data::{Dataset, WindowSpec};
 use boldcast_fixtures::{circle_centroids, Ar1Spec, Layout};
+use boldcast_storage::fsutil::write_atomic;
 use serde_json::json;
 use std::path::PathBuf;
 

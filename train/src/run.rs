@@ -524,7 +524,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let mut meta = ck::model_metadata(k, &self.config_text, data.adjacency.as_ref(), &data.identity);
         meta.insert("val_loss".into(), loss.to_string());
         let path = self.run.out.join("best.safetensors");
-        boldcast_data::tensorfile::save_safetensors_hashed(&path, &self.trainer.model.state(), meta)?;
+        boldcast_storage::tensorfile::save_safetensors_hashed(&path, &self.trainer.model.state(), meta)?;
         Ok(())
     }
 
@@ -666,7 +666,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let summary = summary_json(report, self.run.cfg, self.run.data, &self.run.summary_extra);
         let sp = self.run.out.join("summary.json");
         let text = serde_json::to_string_pretty(&summary).expect("JSON serializes") + "\n";
-        boldcast_data::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))?;
+        boldcast_storage::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))?;
         // Times differ from run to run, so they have a file of their own: summary.json stays
         // the same bits whether a run was interrupted or not.
         let t = &report.data_timing;
@@ -680,7 +680,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         });
         let tp = self.run.out.join(TIMING);
         let text = serde_json::to_string_pretty(&timing).expect("JSON serializes") + "\n";
-        boldcast_data::fsutil::write_atomic(&tp, text.as_bytes()).map_err(TrainError::io(&tp))
+        boldcast_storage::fsutil::write_atomic(&tp, text.as_bytes()).map_err(TrainError::io(&tp))
     }
 }
 

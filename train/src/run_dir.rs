@@ -14,7 +14,7 @@
 use crate::checkpoint::{CKPT_DIR, PRUNED_PREFIX};
 use crate::config::RunConfig;
 use crate::error::TrainError;
-use boldcast_data::DataError;
+use boldcast_storage::StorageError;
 use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -73,13 +73,13 @@ pub enum Owner {
 
 /// Whose the directory `out` is: [`KIND_FILE`] says it; without it (directories from before
 /// it) `summary.json`'s `command`, a `checkpoints` directory (train) or the overfit figure
-/// (overfit) do. A path that is not a directory is [`DataError::OutputNotADir`].
+/// (overfit) do. A path that is not a directory is [`StorageError::OutputNotADir`].
 pub fn owner(out: &Path) -> Result<Owner, TrainError> {
     if !out.exists() {
         return Ok(Owner::Nobody);
     }
     if !out.is_dir() {
-        return Err(DataError::OutputNotADir { path: out.to_path_buf() }.into());
+        return Err(StorageError::OutputNotADir { path: out.to_path_buf() }.into());
     }
     let mut entries = std::fs::read_dir(out).map_err(TrainError::io(out))?;
     if entries.all(|e| e.is_ok_and(|e| e.file_name() == LOCK_FILE)) {
@@ -106,13 +106,13 @@ pub fn owner(out: &Path) -> Result<Owner, TrainError> {
 
 /// A run of `kind` may start in `out`: it is new or empty, or (`overfit`, which starts again
 /// in place) `kind`'s own. Another command's run directory is [`TrainError::OtherRunDir`],
-/// any other non-empty directory [`DataError::OutputNotEmpty`].
+/// any other non-empty directory [`StorageError::OutputNotEmpty`].
 pub fn check_start(out: &Path, kind: RunKind) -> Result<(), TrainError> {
     match owner(out)? {
         Owner::Nobody => Ok(()),
         Owner::Run(k) if k == kind && kind == RunKind::Overfit => Ok(()),
         Owner::Run(k) if k != kind => Err(TrainError::OtherRunDir { dir: out.to_path_buf(), owner: k, command: kind }),
-        _ => Err(DataError::OutputNotEmpty { dir: out.to_path_buf() }.into()),
+        _ => Err(StorageError::OutputNotEmpty { dir: out.to_path_buf() }.into()),
     }
 }
 
@@ -135,7 +135,7 @@ pub fn start(out: &Path, kind: RunKind, cfg: &RunConfig) -> Result<RunDirLock, T
     check_start(out, kind)?;
     remove_leftovers(out)?;
     let marker = out.join(KIND_FILE);
-    boldcast_data::fsutil::write_atomic(&marker, format!("{}\n", kind.name()).as_bytes())
+    boldcast_storage::fsutil::write_atomic(&marker, format!("{}\n", kind.name()).as_bytes())
         .map_err(TrainError::io(&marker))?;
     cfg.write_resolved(out)?;
     Ok(lock)
@@ -275,7 +275,7 @@ fn open_existing_listing(out: &Path) -> Result<(RunDirLock, Vec<String>), TrainE
     let removed = remove_leftovers(out)?;
     let marker = out.join(KIND_FILE);
     if !marker.exists() {
-        boldcast_data::fsutil::write_atomic(&marker, b"train\n").map_err(TrainError::io(&marker))?;
+        boldcast_storage::fsutil::write_atomic(&marker, b"train\n").map_err(TrainError::io(&marker))?;
     }
     Ok((lock, removed))
 }
@@ -284,7 +284,7 @@ fn open_existing_listing(out: &Path) -> Result<(RunDirLock, Vec<String>), TrainE
 /// (`.<name>.tmp-<pid>`, or a figure's `.<name>.tmp-<pid>.png`), a checkpoint being written (`.step-NNNNNN.tmp`) or one being pruned
 /// (`.pruned-...`).
 fn is_leftover(name: &str) -> bool {
-    let tmp_file = boldcast_data::fsutil::temporary_pid(name, None).is_some();
+    let tmp_file = boldcast_storage::fsutil::temporary_pid(name, None).is_some();
     let tmp_ckpt = name.starts_with(".step-") && name.ends_with(".tmp");
     tmp_file || tmp_ckpt || name.starts_with(PRUNED_PREFIX)
 }
@@ -401,7 +401,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(t.join(KIND_FILE)).unwrap(), "train\n");
         let e = start(&t, RunKind::Overfit, &cfg).unwrap_err().to_string();
         assert!(e.contains("is a train run directory") && e.contains("bc-cli overfit"), "{e}");
-        assert!(matches!(check_start(&t, RunKind::Train), Err(TrainError::Data(DataError::OutputNotEmpty { .. }))));
+        assert!(matches!(
+            check_start(&t, RunKind::Train),
+            Err(TrainError::Storage(StorageError::OutputNotEmpty { .. }))
+        ));
         check_continue(&t, RunKind::Train).unwrap();
         let lock = start(&o, RunKind::Overfit, &cfg).unwrap();
         // A live overfit holds its directory; a finished one starts again there.
@@ -416,7 +419,10 @@ mod tests {
         std::fs::create_dir(&f).unwrap();
         std::fs::write(f.join("notes.txt"), b"x").unwrap();
         assert_eq!(owner(&f).unwrap(), Owner::Foreign);
-        assert!(matches!(check_start(&f, RunKind::Overfit), Err(TrainError::Data(DataError::OutputNotEmpty { .. }))));
+        assert!(matches!(
+            check_start(&f, RunKind::Overfit),
+            Err(TrainError::Storage(StorageError::OutputNotEmpty { .. }))
+        ));
         std::fs::write(f.join(RESOLVED), b"").unwrap();
         assert_eq!(owner(&f).unwrap(), Owner::Unmarked);
         std::fs::write(f.join("summary.json"), br#"{"command": "overfit"}"#).unwrap();

@@ -556,7 +556,8 @@ pub fn results_tsv(report: &TuneReport) -> String {
 fn write_results(out: &Path, report: &mut TuneReport, cands: &[Candidate]) -> Result<(), TuneError> {
     let write = |name: &str, text: &str| {
         let path = out.join(name);
-        boldcast_data::fsutil::write_atomic(&path, text.as_bytes()).map_err(|source| TuneError::Write { path, source })
+        boldcast_storage::fsutil::write_atomic(&path, text.as_bytes())
+            .map_err(|source| TuneError::Write { path, source })
     };
     if let Some(c) = report.best.and_then(|i| cands.iter().find(|c| c.index == i)) {
         let mut cfg = c.cfg.clone();

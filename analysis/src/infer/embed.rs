@@ -30,9 +30,9 @@ use super::context::{per_token, Context, Outputs};
 use super::{Job, Predictor, Side};
 use crate::AnalysisError;
 use boldcast_core::{EmbedShape, Embeddings, Model};
-use boldcast_data::fsutil::StagedDir;
 use boldcast_data::write::write_npy;
 use boldcast_data::Run;
+use boldcast_storage::fsutil::StagedDir;
 use std::path::{Path, PathBuf};
 
 /// Per token, or pooled over the run.

@@ -20,9 +20,9 @@ use super::mse::{Mse, MseSums};
 use super::{Job, Predictor, Side};
 use crate::AnalysisError;
 use boldcast_core::Model;
-use boldcast_data::fsutil::StagedDir;
 use boldcast_data::write::write_npy;
 use boldcast_data::Run;
+use boldcast_storage::fsutil::StagedDir;
 use std::path::{Path, PathBuf};
 
 /// The layout, as `forecast.json` states it.

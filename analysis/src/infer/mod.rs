@@ -277,5 +277,5 @@ pub struct Job<'a> {
 fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), AnalysisError> {
     let mut text = serde_json::to_vec_pretty(value).map_err(|e| TrainError::io(path)(std::io::Error::other(e)))?;
     text.push(b'\n');
-    Ok(boldcast_data::fsutil::write_atomic(path, &text).map_err(TrainError::io(path))?)
+    Ok(boldcast_storage::fsutil::write_atomic(path, &text).map_err(TrainError::io(path))?)
 }

@@ -6,7 +6,7 @@
 //! two forecasts into one new directory, data paths stored absolute).
 
 use crate::common;
-use boldcast::data::tensorfile::{save_safetensors_hashed, SafetensorsFile};
+use boldcast::storage::tensorfile::{save_safetensors_hashed, SafetensorsFile};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -305,7 +305,7 @@ fn a_subject_listed_twice_and_a_single_subject_fingerprint_are_refused() {
 
 #[test]
 fn a_stage_whose_destination_was_filled_meanwhile_names_it() {
-    use boldcast::data::fsutil::StagedDir;
+    use boldcast::storage::fsutil::StagedDir;
     let d = tempfile::tempdir().unwrap();
     let dest = d.path().join("out");
     let stage = StagedDir::new(&dest).unwrap();

@@ -137,7 +137,7 @@ fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
     assert_eq!(first["stats_hash"].as_str().map(str::len), Some(16));
     assert_eq!(recs[3]["split"], "heldout");
     assert_eq!(summary["horizon_seconds"], serde_json::json!([[0.72, 0.72], [3.6, 3.6]]));
-    let meta = boldcast::data::tensorfile::SafetensorsFile::open(ob.join("best.safetensors")).unwrap().metadata();
+    let meta = boldcast::storage::tensorfile::SafetensorsFile::open(ob.join("best.safetensors")).unwrap().metadata();
     let stored: serde_json::Value = serde_json::from_str(&meta.unwrap()["provenance"]).unwrap();
     assert_eq!(&stored, p);
 }

@@ -3,7 +3,7 @@
 //! case whose expected forecast is perturbed fails with exit status 1 naming the tensor; a
 //! missing directory is an error (status 2).
 
-use boldcast::data::tensorfile::{load_safetensors, save_safetensors};
+use boldcast::storage::tensorfile::{load_safetensors, save_safetensors};
 use boldcast_testkit::cases::{repo_case, CaseSet};
 use std::path::PathBuf;
 

@@ -176,7 +176,7 @@ fn a_model_or_optimizer_file_from_another_step_is_refused() {
 
 #[test]
 fn moments_removed_from_the_optimizer_file_are_refused() {
-    use boldcast::data::tensorfile::{save_safetensors, SafetensorsFile};
+    use boldcast::storage::tensorfile::{save_safetensors, SafetensorsFile};
     let d = tempfile::tempdir().unwrap();
     let out = stopped_run(d.path(), "20");
     let p = step_dir(&out, 20).join("optimizer.safetensors");
@@ -189,7 +189,7 @@ fn moments_removed_from_the_optimizer_file_are_refused() {
 
 #[test]
 fn a_model_file_whose_metadata_names_another_configuration_is_refused() {
-    use boldcast::data::tensorfile::{save_safetensors, SafetensorsFile};
+    use boldcast::storage::tensorfile::{save_safetensors, SafetensorsFile};
     let d = tempfile::tempdir().unwrap();
     let out = stopped_run(d.path(), "20");
     let p = step_dir(&out, 20).join("model.safetensors");
@@ -265,7 +265,7 @@ fn the_last_good_checkpoint_of_a_non_finite_stop_can_train() {
 
 #[test]
 fn eval_of_non_finite_weights_is_an_error() {
-    use boldcast::data::tensorfile::{save_safetensors_hashed, SafetensorsFile};
+    use boldcast::storage::tensorfile::{save_safetensors_hashed, SafetensorsFile};
     let d = tempfile::tempdir().unwrap();
     let out = stopped_run(d.path(), "20");
     let p = out.join("best.safetensors");

@@ -106,11 +106,11 @@ fn round_trip_pruning_and_the_latest_pointer() {
     want.sort_by(|a, b| a.name.cmp(&b.name));
     assert_eq!(got, want);
     // The model file holds exactly the MODEL.md names; the moments are m.<name> / v.<name>.
-    let f = boldcast::data::tensorfile::SafetensorsFile::open(out.join("checkpoints/step-000030/model.safetensors"))
+    let f = boldcast::storage::tensorfile::SafetensorsFile::open(out.join("checkpoints/step-000030/model.safetensors"))
         .unwrap();
     assert_eq!(f.names().len(), specs.len());
     let o =
-        boldcast::data::tensorfile::SafetensorsFile::open(out.join("checkpoints/step-000030/optimizer.safetensors"))
+        boldcast::storage::tensorfile::SafetensorsFile::open(out.join("checkpoints/step-000030/optimizer.safetensors"))
             .unwrap();
     assert!(o.contains("m.head.weight") && o.contains("v.embed_proj.bias") && o.names().len() == 2 * specs.len());
 

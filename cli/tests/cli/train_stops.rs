@@ -80,7 +80,7 @@ fn early_stopping_ends_the_run_and_best_holds_the_best_validation_weights() {
         .map(|v| (v["step"].as_u64().unwrap(), v["val_loss"].as_f64().unwrap()))
         .fold((0, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
     assert_eq!((summary["best"]["step"].as_u64(), summary["best"]["val_loss"].as_f64()), (Some(bs), Some(bv)));
-    let f = boldcast::data::tensorfile::SafetensorsFile::open(out.join("best.safetensors")).unwrap();
+    let f = boldcast::storage::tensorfile::SafetensorsFile::open(out.join("best.safetensors")).unwrap();
     let meta = f.metadata().unwrap();
     assert_eq!((meta["step"].parse::<u64>().unwrap(), meta["val_loss"].parse::<f64>().unwrap()), (bs, bv));
     if bs == 10 {

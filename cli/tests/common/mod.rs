@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use boldcast::core::model::NamedTensor;
-use boldcast::data::tensorfile::load_safetensors;
+use boldcast::storage::tensorfile::load_safetensors;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

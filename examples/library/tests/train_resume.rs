@@ -4,9 +4,9 @@
 //! history, and the last checkpoint's files.
 
 use boldcast_cpu::CpuModel;
-use boldcast_data::tensorfile::SafetensorsFile;
 use boldcast_example_library::training::{quick_config, Printer};
 use boldcast_example_library::{Op, Timed};
+use boldcast_storage::tensorfile::SafetensorsFile;
 use boldcast_train::checkpoint::resume_point;
 use boldcast_train::checkpoint::{step_dir_name, CKPT_DIR};
 use boldcast_train::config::RunConfig;

@@ -12,10 +12,10 @@ use super::check::{Outcome, Target};
 use super::mutate::{npy_bytes, Format, Plan, Seed};
 use crate::golden::GoldenCase;
 use boldcast_data::cifti::{self, CiftiFile, ParcelSeries};
-use boldcast_data::tensorfile::{save_safetensors, SafetensorsFile};
 use boldcast_data::write::{write_parcels, write_run, RunFormat};
 use boldcast_data::{parse_bids_name, parse_run_name, parse_sidecar_name, Dataset, Selection};
 use boldcast_fixtures::SynthRun;
+use boldcast_storage::tensorfile::{save_safetensors, SafetensorsFile};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 

@@ -25,7 +25,7 @@
 //! **Identity.** The three files carry one identity: `model.safetensors`'s metadata has `step`,
 //! `optimizer.safetensors`'s has `step` and `t`, and `state.json` records the step, the
 //! optimizer's `t` (equal to the step) and the content hash of each file's tensors
-//! ([`FileHashes`], [`boldcast_data::tensorfile::SafetensorsFile::content_hash`]). A file from
+//! ([`FileHashes`], [`boldcast_storage::tensorfile::SafetensorsFile::content_hash`]). A file from
 //! another step, an edited state, removed moments or a flipped bit in tensor data is an error
 //! naming the file. The state also records the parcel names and the fingerprint of the
 //! training runs ([`DataIdentity`]); a resume on other data is refused. It records the log's
@@ -84,7 +84,7 @@ pub const DEMOTED_SUFFIX: &str = ".non-finite";
 /// The prefix a pruned checkpoint directory is renamed to before it is deleted.
 pub const PRUNED_PREFIX: &str = ".pruned-";
 
-/// The content hashes ([`boldcast_data::tensorfile::SafetensorsFile::content_hash`]) of a
+/// The content hashes ([`boldcast_storage::tensorfile::SafetensorsFile::content_hash`]) of a
 /// checkpoint's two tensor files.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileHashes {
@@ -169,9 +169,9 @@ pub struct TrainState {
     pub data: Option<DataIdentity>,
 }
 
-/// The hash of a configuration's text: FNV-1a 64 ([`boldcast_data::hash`]) as 16 hex digits.
+/// The hash of a configuration's text: FNV-1a 64 ([`boldcast_storage::hash`]) as 16 hex digits.
 pub fn config_hash(text: &str) -> String {
-    boldcast_data::hash::fnv1a_hex(text.as_bytes())
+    boldcast_storage::hash::fnv1a_hex(text.as_bytes())
 }
 
 /// The adjacency as the JSON of the metadata.

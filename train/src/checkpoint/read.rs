@@ -9,7 +9,7 @@ use crate::error::TrainError;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Adjacency, ParamSpec};
-use boldcast_data::tensorfile::SafetensorsFile;
+use boldcast_storage::tensorfile::SafetensorsFile;
 use std::path::{Path, PathBuf};
 
 /// The newest complete checkpoint of a run directory, and what was passed over to find it.

@@ -8,7 +8,7 @@ use crate::error::TrainError;
 use crate::order::epoch_order;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::Schedule;
-use boldcast_data::tensorfile::{CheckpointError, SafetensorsFile};
+use boldcast_storage::tensorfile::{CheckpointError, SafetensorsFile};
 use std::path::Path;
 
 fn checkpoint_error(path: &Path) -> impl Fn(String) -> TrainError + '_ {
@@ -85,7 +85,7 @@ pub fn check_files(
 }
 
 /// The tensors of `f` are those that were written: they hash to the
-/// [`TENSORS_HASH_KEY`](boldcast_data::tensorfile::TENSORS_HASH_KEY) the file records (every
+/// [`TENSORS_HASH_KEY`](boldcast_storage::tensorfile::TENSORS_HASH_KEY) the file records (every
 /// file written since it) and to `recorded`, the hash a checkpoint's `state.json` holds for
 /// it. The one check of tensor data that every reader of weights runs: resume
 /// ([`check_files`]), and eval, forecast, embed and fingerprint ([`check_weights_file`]).
@@ -130,7 +130,7 @@ pub fn check_log(dir: &Path, log: &Path, state: &TrainState) -> Result<(), Train
     let f = std::fs::File::open(log).map_err(TrainError::io(log))?;
     std::io::Read::read_to_end(&mut std::io::Read::take(f, state.log_bytes), &mut prefix)
         .map_err(TrainError::io(log))?;
-    let got = boldcast_data::hash::fnv1a_hex(&prefix);
+    let got = boldcast_storage::hash::fnv1a_hex(&prefix);
     if prefix.len() as u64 != state.log_bytes || &got != want {
         return Err(bad(format!(
             "log_bytes = {}, but the first {} bytes of {} hash to {got}, not the recorded log_hash {want}: \

@@ -10,8 +10,8 @@ use crate::error::TrainError;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Adjacency, ParamSpec};
-use boldcast_data::fsutil::{sync_dir, write_atomic};
-use boldcast_data::tensorfile::{save_safetensors_hashed, SafetensorsFile};
+use boldcast_storage::fsutil::{sync_dir, write_atomic};
+use boldcast_storage::tensorfile::{save_safetensors_hashed, SafetensorsFile};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
