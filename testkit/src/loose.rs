@@ -28,7 +28,7 @@ pub struct Tolerances {
 
 /// bf16 autocast's tolerances (bf16 matrix-product operands, f32 accumulation), picked from
 /// its measured errors on every golden case: 2.6x (gradients) to 4x (forecast, embedding)
-/// the worst (boldcast-cuda's `tests/bf16_golden.rs` has the table, BENCHMARKS.md the
+/// the worst (boldcast-cuda's `tests/cuda/bf16_golden.rs` has the table, BENCHMARKS.md the
 /// command). The CUDA backend's test and its GPU check hold bf16 to these.
 pub const BF16_AUTOCAST: Tolerances = Tolerances { forward: 3e-2, loss: 5e-3, grad: 1.2e-1, not_a_no_op: 1e-4 };
 

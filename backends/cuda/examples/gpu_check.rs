@@ -7,7 +7,7 @@
 //! - Golden, f32: every case through the test kit's checker
 //!   (`boldcast_testkit::golden::check_case_dir`), MODEL.md's tolerances.
 //! - Golden, bf16: the test kit's measures and judgement (`boldcast_testkit::loose`, as
-//!   `tests/bf16_golden.rs`), `max |a - b| / max |b|` per tensor, held to its
+//!   `tests/cuda/bf16_golden.rs`), `max |a - b| / max |b|` per tensor, held to its
 //!   `BF16_AUTOCAST` tolerances (loss and series 5e-3, forecast and embedding 3e-2,
 //!   gradients 1.2e-1); the bf16 forecast must also differ from the f32 one (autocast is not
 //!   a no-op) and the bf16 training loss must decrease.

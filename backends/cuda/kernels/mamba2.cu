@@ -26,7 +26,7 @@
 // shared-memory tree and its weight gradient in fixed row chunks, then the chunks in order.
 
 // SCAN_MAX_N and SCAN_SHARED, the scan's limits, are common.cuh's (mamba1.cu's too).
-// The most threads of a gated-norm block (the shim runs one OS thread per GPU thread).
+// The most threads of a gated-norm block: four columns a thread up to 1,024 columns.
 #define M2_NORM_MAX_BLOCK 256
 #define M2_EPS 1e-5f
 

@@ -11,4 +11,5 @@ static void shim_test_sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono
 SHIM_TABLE(selftest,
            SHIM_ENTRY(selftest_barrier_probe),
            SHIM_ENTRY(selftest_tree_sum),
+           SHIM_ENTRY(selftest_race),
            SHIM_ENTRY(selftest_divergent))

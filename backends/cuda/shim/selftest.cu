@@ -37,6 +37,18 @@ extern "C" __global__ void selftest_tree_sum(const float* x, float* out) {
     }
 }
 
+// A deliberate race: every thread writes its slot, then reads its neighbour's without a
+// barrier. On a GPU the value read is undefined; the shim runs a phase's threads in increasing
+// index in even blocks and decreasing in odd ones, so the value depends on the block and a
+// result that depends on such a race cannot pass a comparison by luck.
+// Launch: any 1-D grid, block (B) with B <= 1024; out is (grid, B).
+extern "C" __global__ void selftest_race(float* out) {
+    __shared__ float s[1024];
+    unsigned t = threadIdx.x;
+    s[t] = (float)(blockIdx.x * 10000 + t + 1);
+    out[blockIdx.x * blockDim.x + t] = s[(t + 1) % blockDim.x];
+}
+
 // Thread 0 skips the barrier the others wait at: undefined on a GPU, an abort in the shim.
 extern "C" __global__ void selftest_divergent(float* out) {
     if (threadIdx.x != 0) {

@@ -3,11 +3,13 @@
 // then lists its kernels with SHIM_TABLE (the end of this file).
 //
 // Execution model (launch.cpp): blocks run one after another; within a block every thread is
-// an OS thread, all running concurrently, and `__syncthreads()` is a std::barrier they all
-// meet at. The OS threads are a pool kept across launches (thread i of a block is always the
-// same worker), so a launch costs a wake-up per thread, not a thread creation. So a barrier orders memory exactly as on a GPU (the barrier's arrive/wait is a
-// release/acquire pair), and a thread that reads shared memory without one races as it would
-// on a GPU, instead of silently seeing the value a sequential emulation would give it.
+// a fiber on the launching OS thread, and `__syncthreads()` switches to the next fiber. A
+// block runs in phases: every thread runs up to its next barrier (or its end) before any runs
+// past it, so memory written before a barrier is seen after it, as on a GPU. Within a phase
+// the threads run one after another, in increasing index in even blocks and decreasing in odd
+// ones: a thread that reads shared memory another writes in the same phase (a race on a GPU)
+// sees the write in some blocks and misses it in others, so the race changes the result
+// instead of being hidden by one fixed order.
 //
 // `__shared__` is `static`: one instance per kernel, not per block. That is exact because
 // only one block runs at a time (launches are serialized by a process-wide lock, and a
@@ -42,7 +44,8 @@ struct dim3 {
     constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-// Set by the launcher for each thread it runs; thread-local so every OS thread sees its own.
+// Set by the launcher before it resumes each thread's fiber; thread-local because launches
+// from different OS threads are serialized but each runs on its own thread.
 inline thread_local uint3 threadIdx;
 inline thread_local uint3 blockIdx;
 inline thread_local dim3 blockDim;

@@ -316,7 +316,7 @@ mod tests {
     fn the_shim_tables_hold_exactly_the_listed_kernels() {
         let table = shim_kernels();
         let mut listed: Vec<&str> = FILES.iter().flat_map(|f| f.kernels.iter().copied()).collect();
-        listed.extend(["selftest_barrier_probe", "selftest_tree_sum", "selftest_divergent"]);
+        listed.extend(["selftest_barrier_probe", "selftest_tree_sum", "selftest_race", "selftest_divergent"]);
         let mut have: Vec<&str> = table.keys().copied().collect();
         listed.sort_unstable();
         have.sort_unstable();

@@ -106,8 +106,7 @@ pub fn scan_backward_pooled(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Poo
 }
 
 /// The gated norm's launch: one block per row, the power of two at or above `m / 4` (about
-/// four columns a thread), at least a warp, at most [`GNORM_MAX_BLOCK`] (the shim runs a
-/// block's threads as OS threads).
+/// four columns a thread), at least a warp, at most [`GNORM_MAX_BLOCK`].
 pub fn norm_launch(kernel: &'static str, rows: usize, m: usize) -> Result<Launch> {
     if rows == 0 || rows > i32::MAX as usize {
         return Err(LaunchError { kernel, why: format!("{rows} rows: must be 1 to 2^31 - 1") });

@@ -16,6 +16,16 @@ pub fn selftest_barrier_probe(l: Launch, slow: u32, out: &mut [f32]) -> Result<(
     Ok(())
 }
 
+/// Runs the race probe: `out[b B + t]` is what thread t of block b read from its neighbour's
+/// shared slot with no barrier after the writes (`10000 b + t + 1` is thread t's own write).
+pub fn selftest_race(l: Launch, out: &mut [f32]) -> Result<()> {
+    let k = "selftest_race";
+    check_linear(k, l)?;
+    check_len(k, "out", out.len(), (l.grid.count() * l.block.count()) as usize)?;
+    exec::launch("selftest_race", l, &mut args![out])?;
+    Ok(())
+}
+
 /// Runs the tree sum: `out[b]` is the shared-memory tree sum of `x[b B .. (b + 1) B]`.
 pub fn selftest_tree_sum(l: Launch, x: &[f32], out: &mut [f32]) -> Result<()> {
     let k = "selftest_tree_sum";

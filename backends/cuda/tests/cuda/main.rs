@@ -1,12 +1,13 @@
 //! The native CUDA backend's tests in shim mode, one module per piece (kernels, layers, the
-//! model, the pool's memory, the shim, NVRTC's compile of every kernel), in one test binary
-//! (one link instead of one per file). The conformance suite and the bf16 golden cases are
-//! binaries of their own: the slow tier (`.config/nextest.toml`).
+//! model, the pool's memory, the shim, NVRTC's compile of every kernel, the conformance suite,
+//! the bf16 golden cases), in one test binary (one link instead of one per file).
 
 mod common;
 
 mod act;
 mod autocast;
+mod bf16_golden;
+mod conformance;
 mod knn;
 mod layernorm;
 mod layout;

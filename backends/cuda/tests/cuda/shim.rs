@@ -42,6 +42,36 @@ fn a_block_tree_sum_is_exact() {
     }
 }
 
+/// A read of another thread's shared slot in the same phase (no barrier between) sees the
+/// write in odd blocks (threads run in decreasing index) and misses it in even ones, so a
+/// kernel with such a race gives block-dependent values instead of a lucky match. Thread
+/// B - 1 reads thread 0's slot, the other way round.
+#[test]
+fn a_race_in_shared_memory_shows_in_alternate_blocks() {
+    for block in [2u32, 32, 100] {
+        let grid = 4u32;
+        let mut out = vec![-1.0f32; (grid * block) as usize];
+        shim::selftest_race(Launch { grid: Dim3::x(grid), block: Dim3::x(block) }, &mut out).unwrap();
+        for b in 0..grid {
+            for t in 0..block {
+                let n = (t + 1) % block;
+                let fresh = (b * 10_000 + n + 1) as f32;
+                // The neighbour runs first: in odd blocks for t < B - 1, in even ones for B - 1.
+                let sees_write = (b % 2 == 1) == (t + 1 < block);
+                let got = out[(b * block + t) as usize];
+                if sees_write {
+                    assert_eq!(got, fresh, "block {b} thread {t} of {block}");
+                } else if b == 0 {
+                    // What an earlier launch left in the static array.
+                    assert_ne!(got, fresh, "block {b} thread {t} of {block}");
+                } else {
+                    assert_eq!(got, ((b - 1) * 10_000 + n + 1) as f32, "block {b} thread {t} of {block}");
+                }
+            }
+        }
+    }
+}
+
 const CHILD: &str = "BOLDCAST_SHIM_CHILD";
 
 /// Runs the ignored test `name` of this module in a child process; returns its signal and

@@ -10,7 +10,7 @@
 //! The measures and the judgement are the test kit's ([`boldcast_testkit::loose`]): a tensor's
 //! error is `max |a - b| / max |b|`, the loss's plain relative error.
 //!
-//! Measured (`cargo test -p boldcast-cuda --test bf16_golden -- --nocapture`, shim mode,
+//! Measured (`cargo test -p boldcast-cuda --test cuda bf16_golden -- --nocapture`, shim mode,
 //! the six cases of golden/cases; BENCHMARKS.md, "CUDA backend bf16 autocast (shim mode)"):
 //!
 //! ```text
