@@ -11,7 +11,11 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
-#if !defined(__x86_64__)
+
+// SHIM_UCONTEXT (a -D flag) selects the portable switch on x86-64 too, to test it there.
+#if defined(__x86_64__) && !defined(SHIM_UCONTEXT)
+#define SHIM_STACK_SWAP 1
+#else
 #include <ucontext.h>
 #endif
 
@@ -52,7 +56,7 @@ constexpr size_t kStack = 256 * 1024;
 // ucontext's swapcontext would also save the signal mask, a system call per switch. The
 // floating-point control state is not switched: every fiber runs on the same OS thread, and
 // no kernel changes it.
-#if defined(__x86_64__)
+#if defined(SHIM_STACK_SWAP)
 extern "C" void shim_switch(void** save_sp, void* load_sp);
 asm(R"(
     .text
