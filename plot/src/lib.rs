@@ -37,19 +37,10 @@ pub use run::{complete_run_figure, run_figure, RunFigure, RUN_FIGURE, RUN_FIGURE
 /// What drawing a figure can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
-    /// The path may not be written (not a regular file, or one that exists without
-    /// `overwrite`).
+    /// An output could not be written: the path is not a regular file, exists without
+    /// `overwrite`, or a directory or file could not be made or renamed.
     #[error(transparent)]
-    Path(#[from] boldcast_storage::StorageError),
-    /// A directory or file could not be made or renamed.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    Storage(#[from] boldcast_storage::StorageError),
     /// A run's log could not be read.
     #[error(transparent)]
     Log(#[from] boldcast_train::TrainError),
@@ -72,7 +63,7 @@ pub enum PlotError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PlotError + '_ {
-    move |source| PlotError::Io { path: path.to_path_buf(), source }
+    move |source| boldcast_storage::io_err(path)(source).into()
 }
 
 /// The font the figures' text is drawn with (registered once as plotters' `sans-serif`).

@@ -57,7 +57,7 @@ impl Observer for RunFigure {
     fn on_start(&mut self, s: &RunStart) {
         let dir = s.out.join("figures");
         if let Err(source) = std::fs::create_dir_all(&dir) {
-            self.error = Some(PlotError::Io { path: dir, source });
+            self.error = Some(boldcast_storage::io_err(&dir)(source).into());
         }
     }
     fn on_end(&mut self, r: &TrainReport) {

@@ -45,6 +45,6 @@ pub enum StorageError {
 }
 
 /// Maps an I/O error on `path` to [`StorageError::Io`].
-pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
+pub fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
     move |source| StorageError::Io { path: path.to_path_buf(), source }
 }

@@ -19,4 +19,4 @@ pub mod hash;
 pub mod memory;
 pub mod tensorfile;
 
-pub use error::StorageError;
+pub use error::{io_err, StorageError};

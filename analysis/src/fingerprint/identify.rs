@@ -245,6 +245,22 @@ mod tests {
         Sample { subject: subject.into(), label: label.into(), features: features.to_vec() }
     }
 
+    /// Subject A points along x, B along y, C away from both; B's second run leans towards A.
+    fn hand_made() -> [Sample; 5] {
+        [
+            s("A", "a1", &[1.0, 0.0]),
+            s("A", "a2", &[0.9, 0.1]),
+            s("B", "b1", &[0.0, 1.0]),
+            s("B", "b2", &[1.0, 0.6]),
+            s("C", "c1", &[-1.0, -1.0]),
+        ]
+    }
+
+    /// Each query's label, rank of its own subject and best match.
+    fn ranks(id: &Identification) -> Vec<(&str, usize, usize)> {
+        id.queries.iter().map(|q| (q.label.as_str(), q.rank, q.best_match)).collect()
+    }
+
     #[test]
     fn cosine_and_pearson_of_known_vectors() {
         let (a, b) = ([1.0, 0.0, 1.0], [1.0, 1.0, 0.0]);
@@ -260,17 +276,9 @@ mod tests {
         // Subject A points along x, B along y; B's second run leans towards A's direction,
         // so it is misidentified at top-1 but found at rank 3 (after both A runs), while b1's
         // nearest run is still b2 (cosine 0.51 against a2's 0.11).
-        let samples = [
-            s("A", "a1", &[1.0, 0.0]),
-            s("A", "a2", &[0.9, 0.1]),
-            s("B", "b1", &[0.0, 1.0]),
-            s("B", "b2", &[1.0, 0.6]),
-            s("C", "c1", &[-1.0, -1.0]),
-        ];
+        let samples = hand_made();
         let id = identify(&samples, Similarity::Cosine).unwrap();
-        let ranks: Vec<(&str, usize, usize)> =
-            id.queries.iter().map(|q| (q.label.as_str(), q.rank, q.best_match)).collect();
-        assert_eq!(ranks, [("a1", 1, 1), ("a2", 1, 0), ("b1", 1, 3), ("b2", 3, 1)]);
+        assert_eq!(ranks(&id), [("a1", 1, 1), ("a2", 1, 0), ("b1", 1, 3), ("b2", 3, 1)]);
         assert_eq!(id.unscored, ["c1"]);
         assert_eq!(id.queries.iter().filter(|q| q.top1).count(), 3);
         assert!(id.queries.iter().all(|q| q.top5), "a gallery of 4 holds every run in its top 5");
@@ -282,19 +290,11 @@ mod tests {
     fn relatives_leave_the_gallery() {
         // The case above with A and B one family: b2's gallery is b1 and c1, so b2 is found;
         // a1's is a2 and c1 (chance 1/2).
-        let samples = [
-            s("A", "a1", &[1.0, 0.0]),
-            s("A", "a2", &[0.9, 0.1]),
-            s("B", "b1", &[0.0, 1.0]),
-            s("B", "b2", &[1.0, 0.6]),
-            s("C", "c1", &[-1.0, -1.0]),
-        ];
+        let samples = hand_made();
         let groups = [("A", "F"), ("B", "F"), ("C", "G")].map(|(s, g)| (s.to_string(), g.to_string()));
         let kin = Relatives::from_groups("family", groups.into_iter().collect());
         let id = identify_among(&samples, Similarity::Cosine, &kin).unwrap();
-        let ranks: Vec<(&str, usize, usize)> =
-            id.queries.iter().map(|q| (q.label.as_str(), q.rank, q.best_match)).collect();
-        assert_eq!(ranks, [("a1", 1, 1), ("a2", 1, 0), ("b1", 1, 3), ("b2", 1, 2)]);
+        assert_eq!(ranks(&id), [("a1", 1, 1), ("a2", 1, 0), ("b1", 1, 3), ("b2", 1, 2)]);
         assert!((id.queries[0].chance_top1 - 0.5).abs() < 1e-15);
         assert_eq!(id.relatives, kin);
     }

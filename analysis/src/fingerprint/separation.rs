@@ -254,13 +254,8 @@ mod tests {
         m
     }
 
-    #[test]
-    fn idiff_and_margins_of_a_hand_made_matrix() {
-        // a1 a2 b1 b2 c1 c2. Same-subject pairs: 0.8, 0.6, 0.2 (mean 1.6 / 3); the 12
-        // other-subject pairs sum to 2.2 (mean 2.2 / 12): I_diff = 100 (0.5333 - 0.1833) = 35.
-        // Margins (own run minus best impostor): a1 0.8 - 0.4, a2 0.8 - 0.2, b1 0.6 - 0.5,
-        // b2 0.6 - 0.3, c1 0.2 - 0.5, c2 0.2 - 0.4: 0.4, 0.6, 0.1, 0.3, -0.3, -0.2, mean 0.15,
-        // 4 of 6 above 0.
+    /// Runs a1 a2 b1 b2 c1 c2 of subjects A, B, C and their similarities.
+    fn hand_made() -> (Vec<Vec<f64>>, Vec<String>) {
         #[rustfmt::skip]
         let m = symmetric(6, &[
             0.8, 0.3, 0.1, 0.0, 0.4,
@@ -269,7 +264,17 @@ mod tests {
             0.2, 0.3,
             0.2,
         ]);
-        let subjects = names(&["A", "A", "B", "B", "C", "C"]);
+        (m, names(&["A", "A", "B", "B", "C", "C"]))
+    }
+
+    #[test]
+    fn idiff_and_margins_of_a_hand_made_matrix() {
+        // a1 a2 b1 b2 c1 c2. Same-subject pairs: 0.8, 0.6, 0.2 (mean 1.6 / 3); the 12
+        // other-subject pairs sum to 2.2 (mean 2.2 / 12): I_diff = 100 (0.5333 - 0.1833) = 35.
+        // Margins (own run minus best impostor): a1 0.8 - 0.4, a2 0.8 - 0.2, b1 0.6 - 0.5,
+        // b2 0.6 - 0.3, c1 0.2 - 0.5, c2 0.2 - 0.4: 0.4, 0.6, 0.1, 0.3, -0.3, -0.2, mean 0.15,
+        // 4 of 6 above 0.
+        let (m, subjects) = hand_made();
         let s = separation(&m, (&subjects, &none()), &[0, 1, 2, 3, 4, 5]);
         assert_eq!((s.same_pairs, s.other_pairs), (3, 12));
         assert!((s.same_mean - 1.6 / 3.0).abs() < 1e-12 && (s.other_mean - 2.2 / 12.0).abs() < 1e-12, "{s:?}");
@@ -292,18 +297,10 @@ mod tests {
 
     #[test]
     fn related_subjects_pairs_are_left_out() {
-        // The matrix of the test above with A and B one family: the 4 A-B pairs (0.3, 0.1,
+        // The hand-made matrix with A and B one family: the 4 A-B pairs (0.3, 0.1,
         // 0.2, 0.0) leave I_others, now 1.6 / 8, and each A or B query's best impostor is C's:
         // margins 0.8 - 0.4, 0.8 - 0.1, 0.6 - 0.5, 0.6 - 0.3, and C's as before.
-        #[rustfmt::skip]
-        let m = symmetric(6, &[
-            0.8, 0.3, 0.1, 0.0, 0.4,
-            0.2, 0.0, 0.1, 0.1,
-            0.6, 0.5, 0.0,
-            0.2, 0.3,
-            0.2,
-        ]);
-        let subjects = names(&["A", "A", "B", "B", "C", "C"]);
+        let (m, subjects) = hand_made();
         let groups = [("A", "F"), ("B", "F"), ("C", "G")].map(|(s, g)| (s.to_string(), g.to_string()));
         let kin = Relatives::from_groups("family", groups.into_iter().collect());
         let s = separation(&m, (&subjects, &kin), &[0, 1, 2, 3, 4, 5]);
