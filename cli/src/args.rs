@@ -359,12 +359,17 @@ pub struct ModelDataArgs {
     pub subjects: Option<boldcast::data::SubjectList>,
     /// Tokens each output sees: K (the last K tokens up to it, fewer at the run's start) or
     /// `full` (the whole run as one causal sequence). Default: the training window,
-    /// window.window / d_in tokens, computed exactly (one window per token, batches of
+    /// window.window / d_in tokens, in windows --context-stride apart (batches of
     /// train.batch_size): in training every output had seen 1 to that many tokens, and a
     /// longer context runs the scan's state past anything training saw. For a model without
     /// layers (nothing mixes time) the default is `full`, which gives the same outputs.
     #[arg(long, value_parser = parse_context)]
     pub context: Option<ContextLen>,
+    /// Tokens between the ends of consecutive windows under a context of K tokens (1 to K):
+    /// each output then sees from K - S + 1 to K tokens, at about 1/S of the work of S = 1,
+    /// which gives every output exactly its last K tokens. Default: K / 4, rounded up.
+    #[arg(long, value_name = "S", value_parser = parse_at_least_one)]
+    pub context_stride: Option<usize>,
     /// The backend that runs the model (checkpoints load in every backend).
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,

@@ -28,7 +28,7 @@ where
         crate::errln!("{n}");
     }
     let runs = p.select(a.subjects.as_ref().map(|s| s.0.as_slice()), "--subjects")?;
-    let (context, context_rule) = p.context(a.context);
+    let (context, context_rule) = p.context(a.context, a.context_stride);
     crate::errln!("{}", selection(&p, &runs));
     crate::errln!("context: {context_rule}");
     Ok((p, runs, context, context_rule))

@@ -138,7 +138,7 @@ fn small_model(seed: u64) -> boldcast_cpu::CpuModel<f32> {
 
 /// The correlation-pooled embedding report (against FC) of every run of `ds`.
 fn corr_report(model: &boldcast_cpu::CpuModel<f32>, ds: &Dataset) -> FingerprintReport {
-    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Last(16), batch: 64 };
+    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Last(16), stride: 1, batch: 64 };
     model::fingerprint_model(model, ds, &all_runs(ds), (&ctx, crate::infer::Pool::Corr), None, &Relatives::none())
         .unwrap()
 }
@@ -169,7 +169,7 @@ fn correlation_pooled_embeddings_find_planted_identities_and_not_identical_ones(
     let h = corr_report(&model, &dataset(&IdentitySpec::planted(layout(10, 1, 4))));
     assert!(h.halves && h.methods[0].top1.value >= 0.9, "halves: top-1 {}", h.methods[0].top1.value);
     let ds = dataset(&IdentitySpec::planted(layout(2, 2, 1)));
-    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, batch: 1 };
+    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, stride: 1, batch: 1 };
     let e = model::fingerprint_model(
         &model,
         &ds,
@@ -215,7 +215,7 @@ fn mean_pooled_embeddings_run_end_to_end_and_fc_beats_them() {
 fn first_segments_of_runs_are_identified_across_runs_and_bad_lengths_are_refused() {
     let model = small_model(1);
     let ds = dataset(&IdentitySpec::planted(layout(10, 2, 1)));
-    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, batch: 1 };
+    let ctx = crate::infer::Context { len: crate::infer::ContextLen::Full, stride: 1, batch: 1 };
     let fp = |n| {
         model::fingerprint_model(
             &model,

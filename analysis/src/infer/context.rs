@@ -8,8 +8,14 @@
 //! `max(0, t + 1 - N) ..= t`. The first window, tokens `0 .. N`, gives every `t < N` at once
 //! (position `t` has seen `t + 1` tokens); each later token is the last position of its own
 //! window. That is `n_tokens - N + 1` windows of `N` tokens (cost about `n_tokens * N` token
-//! evaluations), run in batches of `batch` windows so memory stays that of one batch. A
-//! window shorter than the models accept (`max(horizons) + 1` tokens) is padded with zero
+//! evaluations), run in batches of `batch` windows so memory stays that of one batch.
+//!
+//! A stride `S` (`1 ..= N`) makes that about `S` times cheaper: the windows after the first
+//! end `S` tokens apart and each gives its last `S` positions, so a token's output has seen
+//! from `N - S + 1` to `N` tokens (still all of them at the run's start). `S = 1` is the exact
+//! rule above; `S = N` cuts the run into consecutive windows, each output seeing 1 to `N`
+//! tokens, as in training. A last window ending at the run's end takes what the strides
+//! left. A window shorter than the models accept (`max(horizons) + 1` tokens) is padded with zero
 //! tokens after its end ([`Outputs::min_tokens`]), which changes no output taken.
 //! [`ContextLen::Full`] runs the whole run as one sequence (cost `n_tokens`, but the state of the
 //! scan then runs far longer than training ever let it).
@@ -33,6 +39,9 @@ pub enum ContextLen {
 pub struct Context {
     /// How many tokens each output sees.
     pub len: ContextLen,
+    /// Tokens between the ends of consecutive windows under [`ContextLen::Last`] (1 to `K`;
+    /// 1 is exact): each output sees from `K - stride + 1` to `K` tokens.
+    pub stride: usize,
     /// Windows per model call (at least 1).
     pub batch: usize,
 }
@@ -43,6 +52,14 @@ impl Context {
         match self.len {
             ContextLen::Full => None,
             ContextLen::Last(k) => Some(k),
+        }
+    }
+
+    /// The tokens between window ends, for the JSON (`None`: the whole run, one window).
+    pub fn stride_tokens(&self) -> Option<usize> {
+        match self.len {
+            ContextLen::Full => None,
+            ContextLen::Last(k) => Some(self.stride.clamp(1, k.max(1))),
         }
     }
 }
@@ -61,10 +78,16 @@ fn windows(n: usize, ctx: &Context) -> Vec<Windows> {
         ContextLen::Full => n,
         ContextLen::Last(k) => k.clamp(1, n.max(1)),
     };
+    let s = ctx.stride.clamp(1, k.max(1));
     let mut out = vec![Windows { starts: vec![0], len: k, from: 0 }];
-    let later: Vec<usize> = (k..n).map(|t| t + 1 - k).collect();
+    let later: Vec<usize> = (1..).map(|j| j * s).take_while(|&start| start + k <= n).collect();
     for chunk in later.chunks(ctx.batch.max(1)) {
-        out.push(Windows { starts: chunk.to_vec(), len: k, from: k - 1 });
+        out.push(Windows { starts: chunk.to_vec(), len: k, from: k - s });
+    }
+    // Tokens `done ..` remain (fewer than `s`): one window ending at the run's last token.
+    let done = later.last().map_or(k, |start| start + k);
+    if done < n {
+        out.push(Windows { starts: vec![n - k], len: k, from: k - (n - done) });
     }
     out
 }
@@ -167,13 +190,44 @@ mod tests {
 
     #[test]
     fn every_token_once_with_the_training_context() {
-        let ctx = Context { len: ContextLen::Last(3), batch: 2 };
+        let ctx = Context { len: ContextLen::Last(3), stride: 1, batch: 2 };
         let want: Vec<(usize, usize)> = (0..7).map(|t| (t, (t + 1).min(3))).collect();
         assert_eq!(covered(7, &ctx), want);
         // A run shorter than the context: one window, every output from it.
         assert_eq!(covered(2, &ctx), [(0, 1), (1, 2)]);
-        let full = Context { len: ContextLen::Full, batch: 2 };
+        let full = Context { len: ContextLen::Full, stride: 1, batch: 2 };
         assert_eq!(covered(4, &full), [(0, 1), (1, 2), (2, 3), (3, 4)]);
         assert_eq!(windows(4, &full).len(), 1);
+        assert_eq!(windows(4, &Context { stride: 3, ..full }).len(), 1, "a stride leaves `full` one window");
+    }
+
+    #[test]
+    fn a_stride_gives_every_token_once_with_k_minus_s_plus_1_to_k_tokens() {
+        // K 4, S 2, 11 tokens: windows end at 3 (the first, all four outputs), 5, 7, 9 (their
+        // last two), then one ending at 10 gives token 10 with all 4 tokens.
+        let ctx = Context { len: ContextLen::Last(4), stride: 2, batch: 2 };
+        let seen = [1, 2, 3, 4, 3, 4, 3, 4, 3, 4, 4];
+        assert_eq!(covered(11, &ctx), seen.iter().enumerate().map(|(t, &c)| (t, c)).collect::<Vec<_>>());
+        assert_eq!(windows(11, &ctx).iter().map(|w| w.starts.len()).sum::<usize>(), 5);
+        for n in 1..40 {
+            for (k, s) in [(1, 1), (5, 1), (5, 2), (5, 4), (5, 5), (8, 3)] {
+                let ctx = Context { len: ContextLen::Last(k), stride: s, batch: 3 };
+                let got = covered(n, &ctx);
+                assert_eq!(
+                    got.iter().map(|c| c.0).collect::<Vec<_>>(),
+                    (0..n).collect::<Vec<_>>(),
+                    "n {n} K {k} S {s}"
+                );
+                for &(t, c) in &got {
+                    let lo = if t < k { t + 1 } else { k + 1 - s };
+                    assert!(lo <= c && c <= (t + 1).min(k), "n {n} K {k} S {s}: token {t} saw {c}");
+                }
+                let calls = windows(n, &ctx).iter().map(|w| w.starts.len()).sum::<usize>();
+                assert!(calls <= 2 + n.saturating_sub(k) / s, "n {n} K {k} S {s}: {calls} windows");
+            }
+        }
+        // A stride over K is K: consecutive windows.
+        let over = Context { len: ContextLen::Last(3), stride: 9, batch: 2 };
+        assert_eq!(covered(7, &over), [(0, 1), (1, 2), (2, 3), (3, 1), (4, 2), (5, 3), (6, 3)]);
     }
 }

@@ -203,6 +203,9 @@ pub struct EmbedReport {
     pub out: PathBuf,
     /// Tokens each embedding sees (`null`: the whole run).
     pub context: Option<usize>,
+    /// Tokens between the ends of consecutive windows (`null`: the whole run): each output
+    /// sees from `context - context_stride + 1` to `context` tokens.
+    pub context_stride: Option<usize>,
     /// Why that context.
     pub context_rule: String,
     /// Per token or pooled.
@@ -275,6 +278,7 @@ pub fn embed_runs<M: Model<f32>>(
         data: p.loaded.source.clone(),
         out: job.out.to_path_buf(),
         context: job.context.tokens(),
+        context_stride: job.context.stride_tokens(),
         context_rule: job.context_rule.clone(),
         pool,
         d_in: cfg.d_in,

@@ -161,6 +161,9 @@ pub struct ForecastReport {
     pub out: PathBuf,
     /// Tokens each forecast sees (`null`: the whole run).
     pub context: Option<usize>,
+    /// Tokens between the ends of consecutive windows (`null`: the whole run): each output
+    /// sees from `context - context_stride + 1` to `context` tokens.
+    pub context_stride: Option<usize>,
     /// Why that context.
     pub context_rule: String,
     /// TRs per token.
@@ -232,6 +235,7 @@ pub fn forecast_runs<M: Model<f32>>(
         data: p.loaded.source.clone(),
         out: job.out.to_path_buf(),
         context: job.context.tokens(),
+        context_stride: job.context.stride_tokens(),
         context_rule: job.context_rule.clone(),
         d_in: cfg.d_in,
         horizons: cfg.horizons.clone(),

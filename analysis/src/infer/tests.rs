@@ -20,7 +20,7 @@ fn setup() -> (CpuModel<f32>, Dataset) {
 #[test]
 fn forecasts_are_the_forward_of_the_run_in_the_files_layout() {
     let (model, ds) = setup();
-    let full = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Full, batch: 4 }).unwrap();
+    let full = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Full, stride: 1, batch: 4 }).unwrap();
     assert_eq!(full.shape(), [11, 2, 2, 3]);
     let spec = WindowSpec { window: 22, stride: 1, d_in: 2 };
     let want = model.forward(&ds.tokens(&[WindowRef { run: 0, start: 0 }], &spec).unwrap()).unwrap();
@@ -31,19 +31,39 @@ fn forecasts_are_the_forward_of_the_run_in_the_files_layout() {
     }
     assert_eq!((full.last_tr(10), full.target_tr(10, 1, 1)), (21, 21 + 2 + 1 + 1));
     // A context as long as the run is the full one, bit for bit.
-    let long = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Last(11), batch: 4 }).unwrap();
+    let long = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Last(11), stride: 1, batch: 4 }).unwrap();
     assert_eq!(long, full);
     // A short context differs once the run is longer than it.
-    let short = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Last(3), batch: 4 }).unwrap();
+    let short = run_forecasts(&model, &ds.runs[0], &Context { len: ContextLen::Last(3), stride: 1, batch: 4 }).unwrap();
     let first = full.index(3, 0, 0, 0);
     assert_eq!(short.std[..first], full.std[..first], "tokens 0..3 have seen the same tokens");
     assert_ne!(short.std[first..], full.std[first..]);
 }
 
+/// With a stride, token t's forecast is the exact one of the context it saw: under `Last(4)`
+/// with stride 2 on 11 tokens the tokens saw 1, 2, 3, 4, 3, 4, 3, 4, 3, 4, 4 tokens, and
+/// each equals, bit for bit, the exact (stride 1) forecast under `Last` of that count.
+#[test]
+fn a_strided_forecast_is_the_exact_one_of_the_context_each_token_saw() {
+    let (model, ds) = setup();
+    let ctx = |k, stride| Context { len: ContextLen::Last(k), stride, batch: 2 };
+    let strided = run_forecasts(&model, &ds.runs[0], &ctx(4, 2)).unwrap();
+    let exact: Vec<RunForecast> = (1..=4).map(|c| run_forecasts(&model, &ds.runs[0], &ctx(c, 1)).unwrap()).collect();
+    let seen = [1, 2, 3, 4, 3, 4, 3, 4, 3, 4, 4];
+    let row = strided.index(1, 0, 0, 0);
+    for (t, &c) in seen.iter().enumerate() {
+        let token = &strided.std[t * row..(t + 1) * row];
+        assert_eq!(token, &exact[c - 1].std[t * row..(t + 1) * row], "token {t} saw {c} tokens");
+        if c < 4 && t >= 4 {
+            assert_ne!(token, &exact[3].std[t * row..(t + 1) * row], "token {t}: fewer tokens, another forecast");
+        }
+    }
+}
+
 #[test]
 fn the_pooled_embedding_is_the_mean_over_tokens() {
     let (model, ds) = setup();
-    let ctx = Context { len: ContextLen::Last(4), batch: 2 };
+    let ctx = Context { len: ContextLen::Last(4), stride: 1, batch: 2 };
     let e = run_embeddings(&model, &ds.runs[0], &ctx).unwrap();
     assert_eq!(e.shape(), boldcast_core::EmbedShape::new(1, 11, 3, 8));
     let pooled = pooled_embedding(&model, &ds.runs[0], &ctx).unwrap();
@@ -88,7 +108,7 @@ fn the_correlation_pooling_of_known_embeddings() {
 #[test]
 fn the_pooled_correlation_is_that_of_the_run_embeddings() {
     let (model, ds) = setup();
-    let ctx = Context { len: ContextLen::Last(4), batch: 2 };
+    let ctx = Context { len: ContextLen::Last(4), stride: 1, batch: 2 };
     let e = run_embeddings(&model, &ds.runs[0], &ctx).unwrap();
     let r = pooled_correlation(&model, &ds.runs[0], &ctx).unwrap();
     // Parcels 0 and 2 by the definition, from the 11 tokens' 8-vectors.
@@ -113,7 +133,8 @@ fn a_run_shorter_than_one_token_is_named() {
         data: (0..ds.parcels).map(|q| q as f64).collect(),
     };
     let short = boldcast_data::Dataset::from_synth(&[one], None).unwrap();
-    let e =
-        run_forecasts(&model, &short.runs[0], &Context { len: ContextLen::Full, batch: 1 }).unwrap_err().to_string();
+    let e = run_forecasts(&model, &short.runs[0], &Context { len: ContextLen::Full, stride: 1, batch: 1 })
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("1 TRs, shorter than one window of 2"), "{e}");
 }

@@ -1,7 +1,7 @@
 //! `bc-cli forecast` and `bc-cli embed` end to end on the CPU and dfdx-cpu backends: a tiny
 //! run with d_in 2 is trained, its forecasts and embeddings read back from the `.npy` files
-//! and checked against the model's own `forward` and `embed` on windows made here (the exact
-//! context rule), the units against `ParcelStats::undo`, the MSEs of `forecast.json` against a
+//! and checked against the model's own `forward` and `embed` on windows made here (each
+//! token with the context the stride rule gave it), the units against `ParcelStats::undo`, the MSEs of `forecast.json` against a
 //! recomputation, `--pool mean` against the per-token mean, `--pool corr` against the
 //! per-token correlation of the parcels; and bad inputs.
 
@@ -127,13 +127,35 @@ fn check_corr(e: &[f32], m: usize, r: &[f32], id: &str) {
     }
 }
 
-/// The standardized forecasts of run `r` against the reference under context `k`.
-fn check_forecasts(fc: &Path, ds: &Dataset, model: &impl Model<f32>, r: usize, k: Option<usize>, tol: f32) {
+/// The tokens each output saw under a context of `k` tokens with windows `s` apart on `n`
+/// tokens (`--context-stride`): all up to it in the first window, then the last `s`
+/// positions of windows ending `s` apart, then a window ending at the last token.
+fn seen_tokens(n: usize, k: usize, s: usize) -> Vec<usize> {
+    let mut seen: Vec<usize> = (1..=k.min(n)).collect();
+    let mut end = k - 1;
+    while end + s < n {
+        end += s;
+        seen.extend(k + 1 - s..=k);
+    }
+    seen.extend(k + end + 2 - n..=k);
+    seen
+}
+
+/// The standardized forecasts of run `r` against the reference, token `t` with the last
+/// `k(t)` tokens as context (`None`: all).
+fn check_forecasts(
+    fc: &Path,
+    ds: &Dataset,
+    model: &impl Model<f32>,
+    r: usize,
+    k: &dyn Fn(usize) -> Option<usize>,
+    tol: f32,
+) {
     let id = ds.runs[r].id.to_string();
     let (shape, std) = npy::<f32>(&fc.join(format!("{id}_forecast_std.npy")));
     assert_eq!(shape, [35, 2, 2, 4]);
     for t in 0..35 {
-        let want = at_token(ds, r, t, k, |tok| model.forward(tok).unwrap().into_data()); // (P, H, D)
+        let want = at_token(ds, r, t, k(t), |tok| model.forward(tok).unwrap().into_data()); // (P, H, D)
         for (h, j, p) in (0..2).flat_map(|h| (0..2).flat_map(move |j| (0..4).map(move |p| (h, j, p)))) {
             let got = std[((t * 2 + h) * 2 + j) * 4 + p];
             close(got, want[(p * 2 + h) * 2 + j], tol, &format!("{id} t{t} h{h} j{j} p{p}"));
@@ -205,12 +227,17 @@ fn end_to_end(backend: &str, csv: bool, tol: f32) {
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report, json(&fc.join("forecast.json")), "--json prints forecast.json");
     assert_eq!((report["context"].as_u64(), report["d_in"].as_u64()), (Some(16), Some(2)));
+    // The default stride, a quarter of the context: tokens 16.. saw 13 to 16 tokens.
+    assert_eq!(report["context_stride"].as_u64(), Some(4));
+    let seen = seen_tokens(35, 16, 4);
+    assert_eq!(seen[15..22], [16, 13, 14, 15, 16, 13, 14]);
+    assert_eq!(seen[31..], [16, 14, 15, 16]);
     let sides: Vec<&str> = report["runs"].as_array().unwrap().iter().map(|e| e["side"].as_str().unwrap()).collect();
     assert_eq!(sides, ["train", "train", "heldout"]);
     let heldout = report["totals"].as_array().unwrap().iter().find(|t| t["runs"] == "heldout").unwrap();
     assert_eq!(heldout["mse"], report["runs"][2]["mse"], "one held-out run: its pooled MSE is its own");
     for run in 0..3 {
-        check_forecasts(&fc, &ds, &model, run, Some(16), tol);
+        check_forecasts(&fc, &ds, &model, run, &|t| Some(seen[t]), tol);
         let id = ds.runs[run].id.to_string();
         let ((shape, units), (_, std)) = (
             npy::<f32>(&fc.join(format!("{id}_forecast.npy"))),
@@ -242,7 +269,7 @@ fn end_to_end(backend: &str, csv: bool, tol: f32) {
         "02",
     ]);
     assert_eq!(json(&full.join("forecast.json"))["runs"].as_array().unwrap().len(), 1);
-    check_forecasts(&full, &ds, &model, 1, None, tol);
+    check_forecasts(&full, &ds, &model, 1, &|_| None, tol);
     // Embeddings per token, then pooled.
     let em = d.path().join("em");
     ok(&["embed", "--checkpoint", r, "--data", s, "--out", em.to_str().unwrap(), "--backend", backend]);
@@ -280,7 +307,7 @@ fn end_to_end(backend: &str, csv: bool, tol: f32) {
         let (shape, e) = npy::<f32>(&em.join(format!("{id}_embed.npy")));
         assert_eq!(shape, [35, 4, m as u64]);
         for t in [0, 7, 15, 16, 34] {
-            let want = at_token(&ds, run, t, Some(16), |tok| model.embed(tok).unwrap().into_data());
+            let want = at_token(&ds, run, t, Some(seen[t]), |tok| model.embed(tok).unwrap().into_data());
             for (k, &w) in want.iter().enumerate() {
                 close(e[t * 4 * m + k], w, tol, &format!("{id} embed t{t} [{k}]"));
             }
