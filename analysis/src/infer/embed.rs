@@ -33,7 +33,7 @@ use boldcast_core::{EmbedShape, Embeddings, Model};
 use boldcast_data::write::write_npy;
 use boldcast_data::Run;
 use boldcast_storage::fsutil::StagedDir;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Per token, or pooled over the run.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -195,19 +195,9 @@ pub struct EmbedEntry {
 /// What `embed` did: `embed.json`, and what `bc-cli embed --json` prints.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct EmbedReport {
-    /// The weights file.
-    pub weights: PathBuf,
-    /// The data, in words.
-    pub data: String,
-    /// The output directory.
-    pub out: PathBuf,
-    /// Tokens each embedding sees (`null`: the whole run).
-    pub context: Option<usize>,
-    /// Tokens between the ends of consecutive windows (`null`: the whole run): each output
-    /// sees from `context - context_stride + 1` to `context` tokens.
-    pub context_stride: Option<usize>,
-    /// Why that context.
-    pub context_rule: String,
+    /// The weights, the data, the output and the context.
+    #[serde(flatten)]
+    pub job: super::JobHeader,
     /// Per token or pooled.
     pub pool: Pool,
     /// TRs per token.
@@ -274,12 +264,7 @@ pub fn embed_runs<M: Model<f32>>(
     }
     let cfg = p.model.config();
     let report = EmbedReport {
-        weights: p.weights.clone(),
-        data: p.loaded.source.clone(),
-        out: job.out.to_path_buf(),
-        context: job.context.tokens(),
-        context_stride: job.context.stride_tokens(),
-        context_rule: job.context_rule.clone(),
+        job: super::JobHeader::of(p, job),
         pool,
         d_in: cfg.d_in,
         d_model: cfg.d_model,

@@ -23,7 +23,7 @@ use boldcast_core::Model;
 use boldcast_data::write::write_npy;
 use boldcast_data::Run;
 use boldcast_storage::fsutil::StagedDir;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The layout, as `forecast.json` states it.
 pub const LAYOUT: &str = "forecast[i, h, j, p], float32 (n_tokens, H, D, P): parcel p at TR last_tr[i] + \
@@ -153,19 +153,9 @@ pub struct Total {
 /// What `forecast` did: `forecast.json`, and what `bc-cli forecast --json` prints.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ForecastReport {
-    /// The weights file.
-    pub weights: PathBuf,
-    /// The data, in words.
-    pub data: String,
-    /// The output directory.
-    pub out: PathBuf,
-    /// Tokens each forecast sees (`null`: the whole run).
-    pub context: Option<usize>,
-    /// Tokens between the ends of consecutive windows (`null`: the whole run): each output
-    /// sees from `context - context_stride + 1` to `context` tokens.
-    pub context_stride: Option<usize>,
-    /// Why that context.
-    pub context_rule: String,
+    /// The weights, the data, the output and the context.
+    #[serde(flatten)]
+    pub job: super::JobHeader,
     /// TRs per token.
     pub d_in: usize,
     /// The horizons, in tokens.
@@ -231,12 +221,7 @@ pub fn forecast_runs<M: Model<f32>>(
     }
     let cfg = &p.model.config();
     let report = ForecastReport {
-        weights: p.weights.clone(),
-        data: p.loaded.source.clone(),
-        out: job.out.to_path_buf(),
-        context: job.context.tokens(),
-        context_stride: job.context.stride_tokens(),
-        context_rule: job.context_rule.clone(),
+        job: super::JobHeader::of(p, job),
         d_in: cfg.d_in,
         horizons: cfg.horizons.clone(),
         parcels: p.loaded.ds.parcel_names.clone(),

@@ -296,6 +296,39 @@ pub struct Job<'a> {
     pub out: &'a std::path::Path,
 }
 
+/// What `forecast.json` and `embed.json` open with: the weights, the data, the output and the
+/// context (flattened into each report).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct JobHeader {
+    /// The weights file.
+    pub weights: PathBuf,
+    /// The data, in words.
+    pub data: String,
+    /// The output directory.
+    pub out: PathBuf,
+    /// Tokens each output sees (`null`: the whole run).
+    pub context: Option<usize>,
+    /// Tokens between the ends of consecutive windows (`null`: the whole run): each output
+    /// sees from `context - context_stride + 1` to `context` tokens.
+    pub context_stride: Option<usize>,
+    /// Why that context.
+    pub context_rule: String,
+}
+
+impl JobHeader {
+    /// The header of `job` run by `p`.
+    fn of<M: Model<f32>>(p: &Predictor<M>, job: &Job) -> JobHeader {
+        JobHeader {
+            weights: p.weights.clone(),
+            data: p.loaded.source.clone(),
+            out: job.out.to_path_buf(),
+            context: job.context.tokens(),
+            context_stride: job.context.stride_tokens(),
+            context_rule: job.context_rule.clone(),
+        }
+    }
+}
+
 /// Writes `value` as pretty JSON to `path`, atomically.
 fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), AnalysisError> {
     let mut text = serde_json::to_vec_pretty(value).map_err(|e| TrainError::io(path)(std::io::Error::other(e)))?;
