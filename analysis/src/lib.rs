@@ -71,12 +71,10 @@ pub enum AnalysisError {
     /// The subjects could not be split or selected.
     #[error(transparent)]
     Split(#[from] boldcast_data::SplitError),
-    /// An output could not be written where it was asked for.
+    /// An output could not be written where it was asked for, or a safetensors file could
+    /// not be read.
     #[error(transparent)]
     Storage(#[from] boldcast_storage::StorageError),
-    /// A safetensors file could not be read.
-    #[error(transparent)]
-    Safetensors(#[from] boldcast_storage::tensorfile::CheckpointError),
     /// A fixture parameter is invalid.
     #[error(transparent)]
     Fixture(#[from] boldcast_fixtures::FixtureError),
@@ -90,4 +88,11 @@ pub enum AnalysisError {
     /// error).
     #[error(transparent)]
     Train(#[from] boldcast_train::TrainError),
+}
+
+/// A tensor file's error reaches `?` through [`boldcast_storage::StorageError`].
+impl From<boldcast_storage::tensorfile::CheckpointError> for AnalysisError {
+    fn from(e: boldcast_storage::tensorfile::CheckpointError) -> Self {
+        AnalysisError::Storage(e.into())
+    }
 }

@@ -1,5 +1,5 @@
-//! [`StorageError`]: an output path that cannot be written, or an I/O failure, each naming
-//! the path.
+//! [`StorageError`]: an output path that cannot be written, an I/O failure, or a tensor
+//! file's error ([`crate::tensorfile::CheckpointError`]), each naming the path.
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +42,9 @@ pub enum StorageError {
         /// The path.
         path: PathBuf,
     },
+    /// A safetensors file could not be written or read.
+    #[error(transparent)]
+    TensorFile(#[from] crate::tensorfile::CheckpointError),
 }
 
 /// Maps an I/O error on `path` to [`StorageError::Io`].

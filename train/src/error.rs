@@ -22,12 +22,10 @@ pub enum TrainError {
     /// The model, optimizer, trainer or collective failed.
     #[error(transparent)]
     Model(#[from] boldcast_core::Error),
-    /// An output could not be written where it was asked for.
+    /// An output could not be written where it was asked for, or a safetensors file could
+    /// not be written or read.
     #[error(transparent)]
     Storage(#[from] boldcast_storage::StorageError),
-    /// A safetensors file could not be written or read.
-    #[error(transparent)]
-    Safetensors(#[from] boldcast_storage::tensorfile::CheckpointError),
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -257,6 +255,13 @@ impl TrainError {
     pub fn io(path: impl AsRef<Path>) -> impl FnOnce(std::io::Error) -> TrainError {
         let path = path.as_ref().to_path_buf();
         move |source| TrainError::Io { path, source }
+    }
+}
+
+/// A tensor file's error reaches `?` through [`boldcast_storage::StorageError`].
+impl From<boldcast_storage::tensorfile::CheckpointError> for TrainError {
+    fn from(e: boldcast_storage::tensorfile::CheckpointError) -> Self {
+        TrainError::Storage(e.into())
     }
 }
 
