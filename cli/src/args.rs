@@ -367,7 +367,8 @@ pub struct ModelDataArgs {
     pub context: Option<ContextLen>,
     /// Tokens between the ends of consecutive windows under a context of K tokens (1 to K):
     /// each output then sees from K - S + 1 to K tokens, at about 1/S of the work of S = 1,
-    /// which gives every output exactly its last K tokens. Default: K / 4, rounded up.
+    /// which gives every output exactly its last K tokens. Default: K / 4, rounded up. No
+    /// effect with `--context full` (one window).
     #[arg(long, value_name = "S", value_parser = parse_at_least_one)]
     pub context_stride: Option<usize>,
     /// The backend that runs the model (checkpoints load in every backend).

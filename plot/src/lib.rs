@@ -62,10 +62,6 @@ pub enum PlotError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PlotError + '_ {
-    move |source| boldcast_storage::io_err(path)(source).into()
-}
-
 /// The font the figures' text is drawn with (registered once as plotters' `sans-serif`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// The losses' max / min ratio above which the loss axis is logarithmic.
@@ -255,7 +251,7 @@ fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Result<PathBuf
     check_figure_path(path, overwrite)?;
     let (png, svg) = twin_paths(path);
     let dir = png.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::create_dir_all(dir).map_err(boldcast_storage::io_err(dir))?;
     for (dest, is_svg) in [(&png, false), (&svg, true)] {
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let ext = if is_svg { "svg" } else { "png" };
@@ -270,7 +266,7 @@ fn draw_twin<F: Figure>(path: &Path, fig: &F, overwrite: bool) -> Result<PathBuf
             let _ = std::fs::remove_file(&tmp);
             return Err(err(e));
         }
-        boldcast_storage::fsutil::replace_by(&tmp, dest).map_err(io(dest))?;
+        boldcast_storage::fsutil::replace_by(&tmp, dest).map_err(boldcast_storage::io_err(dest))?;
     }
     Ok(if svg == path { png } else { svg })
 }

@@ -30,7 +30,7 @@ pub fn complete_run_figure(out: &Path) -> Result<Option<String>, PlotError> {
         return Ok(None);
     }
     let path = out.join("summary.json");
-    let text = std::fs::read_to_string(&path).map_err(crate::io(&path))?;
+    let text = std::fs::read_to_string(&path).map_err(boldcast_storage::io_err(&path))?;
     let floor = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["floor"]["value"].as_f64());
     let floor =
         floor.ok_or_else(|| PlotError::Summary { path: path.clone(), reason: "no number at floor.value".into() })?;

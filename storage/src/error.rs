@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// What writing an output can fail with; each variant names the path.
+/// What keeping things on disk can fail with; each variant names the path.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// Reading or writing a file failed.

@@ -243,9 +243,8 @@ impl<M: Model<f32>> Predictor<M> {
             (None, ContextLen::Full) => 1,
         };
         let ctx = Context { len, stride, batch: self.cfg.train.batch_size.max(1) };
-        let why = match ctx.len {
-            ContextLen::Last(k) if ctx.stride > 1 => {
-                let s = ctx.stride.min(k);
+        let why = match (ctx.len, ctx.stride_tokens()) {
+            (ContextLen::Last(k), Some(s)) if s > 1 => {
                 format!("{why}; windows {s} tokens apart, so each output sees {} to {k} tokens", k + 1 - s)
             }
             _ => why,

@@ -122,13 +122,12 @@ struct Fiber {
     Tag tag;
 };
 
-// The launch in progress on this OS thread: the kernel, its fibers and the scheduler's
-// context each fiber returns to at a barrier or at its end.
+// The launch in progress on this OS thread: the kernel, the thread now running (its fiber is
+// fiber_pool()'s) and the scheduler's context each fiber returns to at a barrier or its end.
 struct Launch {
     const char* name;
     void (*body)(void*);
     void* ctx;
-    std::vector<Fiber*>* fibers;
     unsigned running;  // the fiber now executing
     Context sched;
 };
@@ -166,7 +165,7 @@ void describe(const Tag& t, char* out, size_t len) {
 
 // After every fiber of the block has stopped: all must have stopped at the same barrier.
 void check(const Launch& l, unsigned n) {
-    const std::vector<Fiber*>& f = *l.fibers;
+    const std::vector<Fiber*>& f = fiber_pool();
     const Tag& first = f[0]->tag;
     for (unsigned i = 1; i < n; ++i) {
         if (!(f[i]->tag == first)) {
@@ -184,7 +183,7 @@ void check(const Launch& l, unsigned n) {
 // scheduler, which never resumes it (the next block starts it afresh).
 [[noreturn]] void fiber_main() {
     Launch& l = *current;
-    Fiber& f = *(*l.fibers)[l.running];
+    Fiber& f = *fiber_pool()[l.running];
     l.body(l.ctx);
     f.tag = {f.tag.count, "", kEnd};
     jump(f.ctx, l.sched);
@@ -198,7 +197,7 @@ void check(const Launch& l, unsigned n) {
 // same phase (a race on a GPU) sees the write in some blocks and not in others, and a result
 // that depends on it differs from the CPU backend's.
 void run_block(Launch& l, unsigned n, Dim dims, bool reverse) {
-    std::vector<Fiber*>& fibers = *l.fibers;
+    std::vector<Fiber*>& fibers = fiber_pool();
     for (unsigned i = 0; i < n; ++i) {
         Fiber& f = *fibers[i];
         f.tag = {0, "", 0};
@@ -238,7 +237,7 @@ void sync_threads(const char* file, int line) {
         fprintf(stderr, "shim: __syncthreads() outside a launch\n");
         abort();
     }
-    Fiber& f = *(*l->fibers)[l->running];
+    Fiber& f = *fiber_pool()[l->running];
     f.tag = {f.tag.count + 1, file, line};
     jump(f.ctx, l->sched);
 }
@@ -254,7 +253,7 @@ void launch_impl(const char* name, Dim grid, Dim block, void (*body)(void*), voi
     unsigned n = block.x * block.y * block.z;
     std::vector<Fiber*>& fibers = fiber_pool();
     while (fibers.size() < n) fibers.push_back(new_fiber());
-    Launch l{name, body, ctx, &fibers, 0, {}};
+    Launch l{name, body, ctx, 0, {}};
     current = &l;
     blockDim = dim3(block.x, block.y, block.z);
     gridDim = dim3(grid.x, grid.y, grid.z);
