@@ -24,9 +24,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Duration;
 
-fn mamba1_params(dims: Mamba1Dims) -> Mamba1Params<f32> {
+fn mamba1_params(dims: Mamba1Dims) -> Mamba1Params<Vec<f32>> {
     let mut p = Mamba1Params::zeros(dims);
-    for (i, (name, t)) in p.tensors_mut().into_iter().enumerate() {
+    for (i, (name, t)) in p.view_mut().named().into_iter().enumerate() {
         match name {
             "A_log" => {
                 for (j, v) in t.iter_mut().enumerate() {
@@ -70,7 +70,7 @@ fn attention(c: &mut Criterion) {
     let (m, parcels, groups) = (cfg.d_model, 64, 64);
     let adj = Adjacency::ring(parcels, cfg.k_neighbors).expect("a valid ring");
     let mut prm = KnnParams::zeros(m);
-    for (i, (name, t)) in prm.tensors_mut().into_iter().enumerate() {
+    for (i, (name, t)) in prm.view_mut().named().into_iter().enumerate() {
         if name == "norm.weight" {
             t.fill(1.0);
         } else {

@@ -3,6 +3,7 @@
 //! from [`ModelConfig::param_specs`], so the names are written once.
 
 use crate::error::{Error, Result};
+use crate::params::Prefix;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -134,9 +135,24 @@ pub const MAMBA1_PARAMS: [&str; 9] = [
 pub const MAMBA2_PARAMS: [&str; 8] =
     ["dt_bias", "conv1d.weight", "conv1d.bias", "in_proj.weight", "A_log", "D", "norm.weight", "out_proj.weight"];
 
+/// The spatial mixer's tensor names after `layers.{i}.knn.`, in state-dict order (that of
+/// the reference `KnnAttention`). Backends take their tensors in this order.
+pub const KNN_PARAMS: [&str; 10] = [
+    "norm.weight",
+    "norm.bias",
+    "q.weight",
+    "q.bias",
+    "kproj.weight",
+    "kproj.bias",
+    "v.weight",
+    "v.bias",
+    "out.weight",
+    "out.bias",
+];
+
 /// The prefix of layer `i`'s temporal-mixer tensors: `layers.{i}.mamba.mamba.`.
 pub fn mixer_prefix(i: usize) -> String {
-    format!("layers.{i}.mamba.mamba.")
+    format!("{}.", Prefix::root().pp("layers").pp(i).pp("mamba").pp("mamba").as_str())
 }
 
 /// One named parameter: its MODEL.md name and PyTorch shape.
@@ -283,13 +299,25 @@ impl ModelConfig {
     pub fn param_specs(&self) -> Vec<ParamSpec> {
         let (m, d, di, n, k) = (self.d_model, self.d_in, self.d_inner(), self.d_state, self.d_conv);
         let (two_di, two_n) = (di.saturating_mul(2), n.saturating_mul(2));
-        let mut v =
-            vec![ParamSpec::new("embed_proj.weight".into(), &[m, d]), ParamSpec::new("embed_proj.bias".into(), &[m])];
+        let root = Prefix::root();
+        let mut v = Vec::new();
+        let push = |v: &mut Vec<ParamSpec>, p: &Prefix, leaf: &str, shape: &[usize]| {
+            v.push(ParamSpec::new(p.name(leaf), shape))
+        };
+        // `Linear(inp, out)` and `LayerNorm(M)`: a weight and a bias each.
+        let linear = |v: &mut Vec<ParamSpec>, p: &Prefix, out: usize, inp: usize| {
+            push(v, p, "weight", &[out, inp]);
+            push(v, p, "bias", &[out]);
+        };
+        let norm = |v: &mut Vec<ParamSpec>, p: &Prefix| {
+            push(v, p, "weight", &[m]);
+            push(v, p, "bias", &[m]);
+        };
+        linear(&mut v, &root.pp("embed_proj"), m, d);
         for i in 0..self.n_layers {
-            let p = |s: &str| format!("layers.{i}.{s}");
-            v.push(ParamSpec::new(p("mamba.norm.weight"), &[m]));
-            v.push(ParamSpec::new(p("mamba.norm.bias"), &[m]));
-            let mm = |s: &str| format!("{}{s}", mixer_prefix(i));
+            let layer = root.pp("layers").pp(i);
+            norm(&mut v, &layer.pp("mamba").pp("norm"));
+            let mixer = layer.pp("mamba").pp("mamba");
             match self.temporal {
                 Temporal::Mamba => {
                     let r = self.dt_rank();
@@ -304,30 +332,25 @@ impl ModelConfig {
                         &[di],
                         &[m, di],
                     ];
-                    v.extend(MAMBA1_PARAMS.iter().zip(shapes).map(|(s, sh)| ParamSpec::new(mm(s), sh)));
+                    MAMBA1_PARAMS.iter().zip(shapes).for_each(|(s, sh)| push(&mut v, &mixer, s, sh));
                 }
                 Temporal::Mamba2 => {
                     let h = self.nheads();
                     let conv = di.saturating_add(two_n);
                     let proj = two_di.saturating_add(two_n).saturating_add(h);
                     let shapes: [&[usize]; 8] = [&[h], &[conv, 1, k], &[conv], &[proj, m], &[h], &[h], &[di], &[m, di]];
-                    v.extend(MAMBA2_PARAMS.iter().zip(shapes).map(|(s, sh)| ParamSpec::new(mm(s), sh)));
+                    MAMBA2_PARAMS.iter().zip(shapes).for_each(|(s, sh)| push(&mut v, &mixer, s, sh));
                 }
             }
             if self.k_neighbors > 0 {
-                v.push(ParamSpec::new(p("knn.norm.weight"), &[m]));
-                v.push(ParamSpec::new(p("knn.norm.bias"), &[m]));
-                for lin in ["q", "kproj", "v", "out"] {
-                    v.push(ParamSpec::new(p(&format!("knn.{lin}.weight")), &[m, m]));
-                    v.push(ParamSpec::new(p(&format!("knn.{lin}.bias")), &[m]));
-                }
+                let knn = layer.pp("knn");
+                let (vector, matrix): (&[usize], &[usize]) = (&[m], &[m, m]);
+                let shapes = [vector, vector, matrix, vector, matrix, vector, matrix, vector, matrix, vector];
+                KNN_PARAMS.iter().zip(shapes).for_each(|(s, sh)| push(&mut v, &knn, s, sh));
             }
         }
-        v.push(ParamSpec::new("final_norm.weight".into(), &[m]));
-        v.push(ParamSpec::new("final_norm.bias".into(), &[m]));
-        let hd = self.n_horizons().saturating_mul(d);
-        v.push(ParamSpec::new("head.weight".into(), &[hd, m]));
-        v.push(ParamSpec::new("head.bias".into(), &[hd]));
+        norm(&mut v, &root.pp("final_norm"));
+        linear(&mut v, &root.pp("head"), self.n_horizons().saturating_mul(d), m);
         v
     }
 

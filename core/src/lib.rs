@@ -11,6 +11,8 @@
 //! - [`config`]: the model configuration and the parameter names and shapes of MODEL.md;
 //! - [`init`]: the seeded initialization every backend uses, so a seed fixes one model;
 //! - [`model`]: the [`Model`] trait every backend implements;
+//! - [`params`]: the flat parameter store, the parameter groups layers read it through, and
+//!   names built from a prefix;
 //! - [`forecast`]: targets, the forecasting loss and per-horizon losses as pure functions;
 //! - [`floor`]: the AR(1) loss floor and the empirical single-lag floor;
 //! - [`memory`]: sizes in checked arithmetic ([`memory::Size`]), the parameter count in
@@ -42,6 +44,7 @@ pub mod init;
 pub mod memory;
 pub mod model;
 pub mod optim;
+pub mod params;
 pub mod schedule;
 pub mod shape;
 pub mod tensor;
@@ -50,7 +53,8 @@ pub mod trainer;
 pub use adjacency::Adjacency;
 pub use collective::{Collective, DataParallel, Reduce, SingleProcess};
 pub use config::{
-    mixer_prefix, LinearPath, ModelConfig, ModelConfigBuilder, ParamSpec, Temporal, MAMBA1_PARAMS, MAMBA2_PARAMS,
+    mixer_prefix, LinearPath, ModelConfig, ModelConfigBuilder, ParamSpec, Temporal, KNN_PARAMS, MAMBA1_PARAMS,
+    MAMBA2_PARAMS,
 };
 pub use elem::Elem;
 pub use error::Error;

@@ -17,86 +17,55 @@ use crate::ops::{layernorm, linear, simd, CpuElem};
 use crate::par;
 use boldcast_core::Adjacency;
 
-/// The block's parameters, PyTorch layouts: `Linear` weights `(out, in) = (M, M)`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KnnParams<E> {
-    /// `knn.norm.weight` (M).
-    pub norm_w: Vec<E>,
-    /// `knn.norm.bias` (M).
-    pub norm_b: Vec<E>,
-    /// `knn.q.weight` (M, M).
-    pub q_w: Vec<E>,
-    /// `knn.q.bias` (M).
-    pub q_b: Vec<E>,
-    /// `knn.kproj.weight` (M, M).
-    pub k_w: Vec<E>,
-    /// `knn.kproj.bias` (M).
-    pub k_b: Vec<E>,
-    /// `knn.v.weight` (M, M).
-    pub v_w: Vec<E>,
-    /// `knn.v.bias` (M).
-    pub v_b: Vec<E>,
-    /// `knn.out.weight` (M, M).
-    pub out_w: Vec<E>,
-    /// `knn.out.bias` (M).
-    pub out_b: Vec<E>,
+boldcast_core::param_group! {
+    /// The block's parameters (`layers.{i}.knn.*`), PyTorch layouts, in state-dict order:
+    /// `Linear` weights `(out, in) = (M, M)`. `S` is `Vec<E>` (owned), `&[E]` (a view of the
+    /// model's store) or `&mut [E]` (gradients to add to).
+    pub struct KnnParams {
+        /// `knn.norm.weight` (M).
+        norm_w,
+        /// `knn.norm.bias` (M).
+        norm_b,
+        /// `knn.q.weight` (M, M).
+        q_w,
+        /// `knn.q.bias` (M).
+        q_b,
+        /// `knn.kproj.weight` (M, M).
+        k_w,
+        /// `knn.kproj.bias` (M).
+        k_b,
+        /// `knn.v.weight` (M, M).
+        v_w,
+        /// `knn.v.bias` (M).
+        v_b,
+        /// `knn.out.weight` (M, M).
+        out_w,
+        /// `knn.out.bias` (M).
+        out_b,
+    }
 }
 
-impl<E: CpuElem> KnnParams<E> {
+impl<E: CpuElem> KnnParams<Vec<E>> {
     /// All zeros for width `m` (gradient buffers; the model initializes parameters itself).
     pub fn zeros(m: usize) -> Self {
         let v = || vec![E::zero(); m];
         let w = || vec![E::zero(); m * m];
-        Self {
-            norm_w: v(),
-            norm_b: v(),
-            q_w: w(),
-            q_b: v(),
-            k_w: w(),
-            k_b: v(),
-            v_w: w(),
-            v_b: v(),
-            out_w: w(),
-            out_b: v(),
-        }
+        let (norm_w, norm_b) = (v(), v());
+        Self { norm_w, norm_b, q_w: w(), q_b: v(), k_w: w(), k_b: v(), v_w: w(), v_b: v(), out_w: w(), out_b: v() }
     }
+}
 
-    /// `(suffix after "layers.{i}.knn.", slice)` in [`boldcast_core::ModelConfig::param_specs`]
-    /// order.
-    pub fn tensors(&self) -> [(&'static str, &[E]); 10] {
-        [
-            ("norm.weight", &self.norm_w),
-            ("norm.bias", &self.norm_b),
-            ("q.weight", &self.q_w),
-            ("q.bias", &self.q_b),
-            ("kproj.weight", &self.k_w),
-            ("kproj.bias", &self.k_b),
-            ("v.weight", &self.v_w),
-            ("v.bias", &self.v_b),
-            ("out.weight", &self.out_w),
-            ("out.bias", &self.out_b),
-        ]
+impl<S> KnnParams<S> {
+    /// `(suffix after "layers.{i}.knn.", tensor)` in state-dict order.
+    pub fn named(self) -> [(&'static str, S); 10] {
+        crate::mixer::named(boldcast_core::KNN_PARAMS, self.into_tensors())
     }
+}
 
-    /// Mutable [`KnnParams::tensors`], same order.
-    pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 10] {
-        [
-            ("norm.weight", &mut self.norm_w),
-            ("norm.bias", &mut self.norm_b),
-            ("q.weight", &mut self.q_w),
-            ("q.bias", &mut self.q_b),
-            ("kproj.weight", &mut self.k_w),
-            ("kproj.bias", &mut self.k_b),
-            ("v.weight", &mut self.v_w),
-            ("v.bias", &mut self.v_b),
-            ("out.weight", &mut self.out_w),
-            ("out.bias", &mut self.out_b),
-        ]
-    }
-
+impl<E: CpuElem> KnnParams<&mut [E]> {
     /// Adds `other` entry by entry (reducing per-block partial gradients).
-    fn add(&mut self, other: &Self) {
-        for ((_, a), (_, b)) in self.tensors_mut().into_iter().zip(other.tensors()) {
+    fn add(&mut self, other: &KnnParams<Vec<E>>) {
+        for (a, b) in self.view_mut().into_tensors().into_iter().zip(other.view().into_tensors()) {
             for (x, &y) in a.iter_mut().zip(b) {
                 *x += y;
             }
@@ -119,8 +88,8 @@ struct Stacked<E> {
 }
 
 impl<E: CpuElem> Stacked<E> {
-    fn new(prm: &KnnParams<E>) -> Self {
-        Self { w: [&prm.q_w[..], &prm.k_w, &prm.v_w].concat(), b: [&prm.q_b[..], &prm.k_b, &prm.v_b].concat() }
+    fn new(prm: &KnnParams<&[E]>) -> Self {
+        Self { w: [prm.q_w, prm.k_w, prm.v_w].concat(), b: [prm.q_b, prm.k_b, prm.v_b].concat() }
     }
 }
 
@@ -197,11 +166,11 @@ impl<E: CpuElem> Scratch<E> {
 
     /// The forward of `ng` consecutive `(b, t)` groups `x` (`ng P x M`) up to `att` (before
     /// the out projection).
-    fn forward(&mut self, adj: &Adjacency, prm: &KnnParams<E>, st: &Stacked<E>, x: &[E], ng: usize, m: usize) {
+    fn forward(&mut self, adj: &Adjacency, prm: &KnnParams<&[E]>, st: &Stacked<E>, x: &[E], ng: usize, m: usize) {
         let (np, k) = (adj.parcels(), adj.k());
         let rows = ng * np;
         let (h, qkv) = (&mut self.h[..rows * m], &mut self.qkv[..rows * 3 * m]);
-        layernorm::forward_rows(x, rows, m, &prm.norm_w, &prm.norm_b, h);
+        layernorm::forward_rows(x, rows, m, prm.norm_w, prm.norm_b, h);
         linear::forward(h, rows, m, &st.w, Some(&st.b), 3 * m, qkv);
         let hd = Heads::new(adj, m);
         for g in 0..ng {
@@ -333,7 +302,15 @@ fn check(adj: &Adjacency, m: usize, n: usize, groups: usize, what: &str) {
 
 /// The attention output `out = KnnAttention(x)` (without the residual) for `x` in the
 /// model's `(B, T, P, M)` layout, `groups = B * T`. Overwrites `out`.
-pub fn forward<E: CpuElem>(m: usize, adj: &Adjacency, prm: &KnnParams<E>, x: &[E], groups: usize, out: &mut [E]) {
+pub fn forward<E: CpuElem, S: AsRef<[E]>>(
+    m: usize,
+    adj: &Adjacency,
+    prm: &KnnParams<S>,
+    x: &[E],
+    groups: usize,
+    out: &mut [E],
+) {
+    let prm = &prm.view();
     check(adj, m, x.len(), groups, "x");
     check(adj, m, out.len(), groups, "out");
     let (np, k) = (adj.parcels(), adj.k());
@@ -345,7 +322,7 @@ pub fn forward<E: CpuElem>(m: usize, adj: &Adjacency, prm: &KnnParams<E>, x: &[E
                 let rows = ng * np;
                 s.forward(adj, prm, &st, &x[g0 * g..][..ng * g], ng, m);
                 let o = &mut ob[(g0 - r.start) * g..][..ng * g];
-                linear::forward(&s.att[..rows * m], rows, m, &prm.out_w, Some(&prm.out_b), m, o);
+                linear::forward(&s.att[..rows * m], rows, m, prm.out_w, Some(prm.out_b), m, o);
             })
         })
     });
@@ -355,16 +332,17 @@ pub fn forward<E: CpuElem>(m: usize, adj: &Adjacency, prm: &KnnParams<E>, x: &[E
 /// through the attention only (the caller adds the residual's identity) and
 /// **accumulates** (`+=`) the parameter gradients into `grads`.
 #[allow(clippy::too_many_arguments)]
-pub fn backward<E: CpuElem>(
+pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     m: usize,
     adj: &Adjacency,
-    prm: &KnnParams<E>,
+    prm: &KnnParams<S>,
     x: &[E],
     groups: usize,
     g_out: &[E],
     g_x: &mut [E],
-    grads: &mut KnnParams<E>,
+    grads: &mut KnnParams<G>,
 ) {
+    let prm = &prm.view();
     check(adj, m, x.len(), groups, "x");
     check(adj, m, g_out.len(), groups, "g_out");
     check(adj, m, g_x.len(), groups, "g_x");
@@ -373,7 +351,7 @@ pub fn backward<E: CpuElem>(
     let hd = Heads::new(adj, m);
     let st = Stacked::new(prm);
     let parts = par::map_blocks(groups, MIN_GROUPS, g_x, g, |r, gxb| {
-        let mut pg = KnnParams::zeros(m);
+        let mut pg = KnnParams::<Vec<E>>::zeros(m);
         // The stacked projections' gradients, split into q, k, v at the end of the block.
         let (mut g_wqkv, mut g_bqkv) = (vec![E::zero(); 3 * m * m], vec![E::zero(); 3 * m]);
         Scratch::with(np, m, k, |s| {
@@ -387,7 +365,7 @@ pub fn backward<E: CpuElem>(
                     &s.att[..rows * m],
                     rows,
                     m,
-                    &prm.out_w,
+                    prm.out_w,
                     m,
                     go,
                     &mut pg.out_w,
@@ -409,7 +387,7 @@ pub fn backward<E: CpuElem>(
                 );
                 let gx = &mut gxb[(g0 - r.start) * g..][..ng * g];
                 let lg = layernorm::Grads { x: gx, w: &mut pg.norm_w, b: &mut pg.norm_b };
-                layernorm::backward_rows(xs, rows, m, &prm.norm_w, &s.g_h[..rows * m], lg);
+                layernorm::backward_rows(xs, rows, m, prm.norm_w, &s.g_h[..rows * m], lg);
             })
         });
         for (dst, src) in [&mut pg.q_w, &mut pg.k_w, &mut pg.v_w].into_iter().zip(g_wqkv.chunks_exact(m * m)) {
@@ -420,6 +398,7 @@ pub fn backward<E: CpuElem>(
         }
         pg
     });
+    let mut grads = grads.view_mut();
     for p in &parts {
         grads.add(p);
     }
@@ -435,18 +414,16 @@ mod tests {
         (0..n).map(|_| (rng.random::<f64>() * 2.0 - 1.0) * scale).collect()
     }
 
-    fn params(rng: &mut rand_chacha::ChaCha8Rng, m: usize) -> KnnParams<f64> {
+    fn params(rng: &mut rand_chacha::ChaCha8Rng, m: usize) -> KnnParams<Vec<f64>> {
         let mut p = KnnParams::zeros(m);
-        for (name, t) in p.tensors_mut() {
-            let v = rand_vec(rng, t.len(), 0.7);
-            for (o, x) in t.iter_mut().zip(v) {
-                *o = if name == "norm.weight" { 1.0 + 0.3 * x } else { x };
-            }
+        for t in p.view_mut().into_tensors() {
+            t.copy_from_slice(&rand_vec(rng, t.len(), 0.7));
         }
+        p.norm_w.iter_mut().for_each(|w| *w = 1.0 + 0.3 * *w);
         p
     }
 
-    fn loss(m: usize, adj: &Adjacency, p: &KnnParams<f64>, x: &[f64], groups: usize, c: &[f64]) -> f64 {
+    fn loss(m: usize, adj: &Adjacency, p: &KnnParams<Vec<f64>>, x: &[f64], groups: usize, c: &[f64]) -> f64 {
         let mut out = vec![0.0; x.len()];
         forward(m, adj, p, x, groups, &mut out);
         out.iter().zip(c).map(|(a, b)| a * b).sum()
@@ -476,10 +453,11 @@ mod tests {
             cmp(g_x[i], central_at(&x, i, h, |x| loss(m, &adj, &prm, x, groups, &c)), "g_x");
         }
         for ti in 0..10 {
-            let n = prm.tensors()[ti].1.len();
+            let n = prm.view().into_tensors()[ti].len();
             for i in (0..n).step_by(3) {
-                let num = central(&prm, h, |q, d| q.tensors_mut()[ti].1[i] += d, |q| loss(m, &adj, q, &x, groups, &c));
-                cmp(grads.tensors()[ti].1[i], num, prm.tensors()[ti].0);
+                let bump = |q: &mut KnnParams<Vec<f64>>, d| q.view_mut().into_tensors()[ti][i] += d;
+                let num = central(&prm, h, bump, |q| loss(m, &adj, q, &x, groups, &c));
+                cmp(grads.view().into_tensors()[ti][i], num, &format!("tensor {ti}"));
             }
         }
         assert!(worst < 1e-5, "worst relative error {worst}");
@@ -493,15 +471,15 @@ mod tests {
         let adj = Adjacency::ring(np, 1).unwrap();
         let prm = params(&mut rng, m);
         let x = rand_vec(&mut rng, np * m, 1.0);
-        let st = Stacked::new(&prm);
+        let st = Stacked::new(&prm.view());
         let mut s = Scratch::new(np, m, 1, np);
-        s.forward(&adj, &prm, &st, &x, 1, m);
+        s.forward(&adj, &prm.view(), &st, &x, 1, m);
         for p in 0..np {
             assert_eq!(&s.att[p * m..(p + 1) * m], &s.qkv[p * 3 * m + 2 * m..][..m]);
         }
         let adj = Adjacency::ring(np, 3).unwrap();
         let mut s = Scratch::new(np, m, 3, np);
-        s.forward(&adj, &prm, &st, &x, 1, m);
+        s.forward(&adj, &prm.view(), &st, &x, 1, m);
         for r in s.w.chunks(3) {
             assert!((r.iter().sum::<f64>() - 1.0).abs() < 1e-14);
         }

@@ -34,8 +34,9 @@ use crate::mamba2::{self, Mamba2Dims, Mamba2Params};
 use crate::mixer::{BackwardIo, Seqs};
 use crate::ops::linear::{Weight, WeightGrads};
 use crate::ops::{layernorm, CpuElem};
-use crate::{init, par};
-use boldcast_core::model::{load_state_into, NamedTensor};
+use crate::par;
+use boldcast_core::model::NamedTensor;
+use boldcast_core::params::{ParamStore, WeightBias};
 use boldcast_core::{
     Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
     ParamMut, ParamSpec, Temporal, Tokens,
@@ -48,11 +49,11 @@ enum MixerDims {
     Mamba2(Mamba2Dims),
 }
 
-/// One layer's temporal-mixer parameters (or gradients): `layers.{i}.mamba.mamba.*`.
-#[derive(Clone, Debug)]
-enum Mixer<E> {
-    Mamba1(Mamba1Params<E>),
-    Mamba2(Mamba2Params<E>),
+/// One layer's temporal-mixer tensors (or gradients): `layers.{i}.mamba.mamba.*`.
+#[derive(Debug)]
+enum Mixer<S> {
+    Mamba1(Mamba1Params<S>),
+    Mamba2(Mamba2Params<S>),
 }
 
 impl MixerDims {
@@ -68,7 +69,7 @@ impl MixerDims {
     /// [`MixerDims::backward`].
     fn forward<E: CpuElem>(
         self,
-        p: &Mixer<E>,
+        p: &Mixer<&[E]>,
         u: &[E],
         seqs: Seqs,
         y: &mut [E],
@@ -101,10 +102,10 @@ impl MixerDims {
     /// Overwrites `io.g_u` and accumulates the parameter gradients into `g` (the mixers' contract).
     fn backward<E: CpuElem>(
         self,
-        p: &Mixer<E>,
+        p: &Mixer<&[E]>,
         seqs: Seqs,
         io: BackwardIo<'_, E>,
-        g: &mut Mixer<E>,
+        g: &mut Mixer<&mut [E]>,
         ck: Option<&mamba1::ScanCheckpoints<E>>,
     ) {
         match (self, p, g) {
@@ -115,105 +116,42 @@ impl MixerDims {
     }
 }
 
-impl<E: CpuElem> Mixer<E> {
-    fn zeros(dims: MixerDims) -> Self {
-        match dims {
-            MixerDims::Mamba1(d) => Self::Mamba1(Mamba1Params::zeros(d)),
-            MixerDims::Mamba2(d) => Self::Mamba2(Mamba2Params::zeros(d)),
-        }
-    }
-
-    /// `(suffix after "layers.{i}.mamba.mamba.", tensor)` in [`ModelConfig::param_specs`] order.
-    fn tensors(&self) -> Vec<(&'static str, &[E])> {
-        match self {
-            Self::Mamba1(p) => p.tensors().into(),
-            Self::Mamba2(p) => p.tensors().into(),
-        }
-    }
-
-    /// The mutable counterpart of [`Mixer::tensors`], same order.
-    fn tensors_mut(&mut self) -> Vec<(&'static str, &mut [E])> {
-        match self {
-            Self::Mamba1(p) => p.tensors_mut().into(),
-            Self::Mamba2(p) => p.tensors_mut().into(),
-        }
-    }
-}
-
-/// One layer's parameters (or gradients).
-#[derive(Clone, Debug)]
-struct LayerParams<E> {
+/// One layer's tensors (or gradients).
+struct LayerParams<S> {
     /// `layers.{i}.mamba.norm.{weight,bias}`.
-    norm_w: Vec<E>,
-    norm_b: Vec<E>,
+    norm: WeightBias<S>,
     /// `layers.{i}.mamba.mamba.*`.
-    mamba: Mixer<E>,
+    mamba: Mixer<S>,
     /// `layers.{i}.knn.*`, absent when `k_neighbors == 0`.
-    knn: Option<KnnParams<E>>,
+    knn: Option<KnnParams<S>>,
 }
 
-/// Every tensor of the model (or its gradient), PyTorch layouts.
-#[derive(Clone, Debug)]
-struct Params<E> {
-    embed_w: Vec<E>,
-    embed_b: Vec<E>,
-    layers: Vec<LayerParams<E>>,
-    final_w: Vec<E>,
-    final_b: Vec<E>,
-    head_w: Vec<E>,
-    head_b: Vec<E>,
+/// Every tensor of the model (or its gradient) as the layers read it: views of a
+/// [`ParamStore`], PyTorch layouts.
+struct Params<S> {
+    embed: WeightBias<S>,
+    layers: Vec<LayerParams<S>>,
+    final_norm: WeightBias<S>,
+    head: WeightBias<S>,
 }
 
-impl<E: CpuElem> Params<E> {
-    fn zeros(cfg: &ModelConfig, dims: MixerDims) -> Self {
-        let (m, hd) = (cfg.d_model, cfg.n_horizons() * cfg.d_in);
-        let z = |n: usize| vec![E::zero(); n];
-        Self {
-            embed_w: z(m * cfg.d_in),
-            embed_b: z(m),
-            layers: (0..cfg.n_layers)
-                .map(|_| LayerParams {
-                    norm_w: z(m),
-                    norm_b: z(m),
-                    mamba: Mixer::zeros(dims),
-                    knn: (cfg.k_neighbors > 0).then(|| KnnParams::zeros(m)),
-                })
-                .collect(),
-            final_w: z(m),
-            final_b: z(m),
-            head_w: z(hd * m),
-            head_b: z(hd),
+impl<S> Params<S> {
+    /// The groups of `tensors`, given in state-dict order ([`ModelConfig::param_specs`]).
+    fn take(cfg: &ModelConfig, dims: MixerDims, tensors: impl Iterator<Item = S>) -> Self {
+        let it = &mut tensors.into_iter();
+        let embed = WeightBias::take(it);
+        let mut layers = Vec::with_capacity(cfg.n_layers);
+        for _ in 0..cfg.n_layers {
+            let norm = WeightBias::take(it);
+            let mamba = match dims {
+                MixerDims::Mamba1(_) => Mixer::Mamba1(Mamba1Params::take(it)),
+                MixerDims::Mamba2(_) => Mixer::Mamba2(Mamba2Params::take(it)),
+            };
+            let knn = (cfg.k_neighbors > 0).then(|| KnnParams::take(it));
+            layers.push(LayerParams { norm, mamba, knn });
         }
-    }
-
-    /// The tensors in [`ModelConfig::param_specs`] order.
-    fn slices(&self) -> Vec<&[E]> {
-        let mut v: Vec<&[E]> = vec![&self.embed_w, &self.embed_b];
-        for l in &self.layers {
-            v.push(&l.norm_w);
-            v.push(&l.norm_b);
-            v.extend(l.mamba.tensors().into_iter().map(|(_, t)| t));
-            if let Some(k) = &l.knn {
-                v.extend(k.tensors().into_iter().map(|(_, t)| t));
-            }
-        }
-        v.extend([&self.final_w[..], &self.final_b, &self.head_w, &self.head_b]);
-        v
-    }
-
-    /// Mutable [`Params::slices`], same order.
-    fn slices_mut(&mut self) -> Vec<&mut [E]> {
-        let mut v: Vec<&mut [E]> = vec![&mut self.embed_w, &mut self.embed_b];
-        for l in &mut self.layers {
-            v.push(&mut l.norm_w);
-            v.push(&mut l.norm_b);
-            v.extend(l.mamba.tensors_mut().into_iter().map(|(_, t)| t));
-            if let Some(k) = &mut l.knn {
-                v.extend(k.tensors_mut().into_iter().map(|(_, t)| t));
-            }
-        }
-        v.extend([&mut self.final_w[..], &mut self.final_b, &mut self.head_w, &mut self.head_b]);
-        v
+        let (final_norm, head) = (WeightBias::take(it), WeightBias::take(it));
+        Self { embed, layers, final_norm, head }
     }
 }
 
@@ -242,10 +180,10 @@ const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
 pub struct CpuModel<E: CpuElem> {
     cfg: ModelConfig,
     adj: Option<Adjacency>,
-    specs: Vec<ParamSpec>,
     dims: MixerDims,
-    params: Params<E>,
-    grads: Params<E>,
+    /// The parameters and their gradients, state-dict order ([`ParamStore`]).
+    params: ParamStore<E>,
+    grads: ParamStore<E>,
     /// The large buffers of the last training step (activations, their gradients, scan
     /// checkpoints), reused by the next one.
     pool: Reused<Pool<E>>,
@@ -352,30 +290,15 @@ impl<E: CpuElem> CpuModel<E> {
             _ => {}
         }
         let dims = MixerDims::from_config(&cfg);
-        let specs = cfg.param_specs();
-        let mut params = Params::zeros(&cfg, dims);
-        // The mixers' own names must line up with the spec names, not just their sizes.
-        for (i, l) in params.layers.iter().enumerate() {
-            let prefix = format!("layers.{i}.mamba.mamba.");
-            let names = specs.iter().filter_map(|s| s.name.strip_prefix(prefix.as_str()));
-            let suffixes: Vec<&str> = l.mamba.tensors().into_iter().map(|(n, _)| n).collect();
-            if !names.clone().eq(suffixes.iter().copied()) {
-                let reason = format!("mixer tensors {suffixes:?}, specs {:?}", names.collect::<Vec<_>>());
-                return Err(Error::Param { name: prefix, reason });
-            }
-        }
-        {
-            let slices = params.slices_mut();
-            // The names come from param_specs, the buffers from the structs: they must agree.
-            for (s, t) in specs.iter().zip(&slices) {
-                if s.numel() != t.len() {
-                    return Err(Error::Param { name: s.name.clone(), reason: format!("buffer of {}", t.len()) });
-                }
-            }
-            init::initialize(&specs, slices, seed)?;
-        }
-        let grads = Params::zeros(&cfg, dims);
-        Ok(Self { cfg, adj: adjacency, specs, dims, params, grads, pool: Reused::default() })
+        let mut params = ParamStore::zeros(cfg.param_specs());
+        params.initialize(seed)?;
+        let grads = ParamStore::zeros(cfg.param_specs());
+        Ok(Self { cfg, adj: adjacency, dims, params, grads, pool: Reused::default() })
+    }
+
+    /// The parameters as the layers read them.
+    fn view(&self) -> Params<&[E]> {
+        Params::take(&self.cfg, self.dims, self.params.tensors())
     }
 
     /// The spatial neighbourhood the model was built with (`None` when `k_neighbors == 0`).
@@ -385,7 +308,7 @@ impl<E: CpuElem> CpuModel<E> {
 
     /// The parameter names and shapes, state-dict order.
     pub fn param_specs(&self) -> &[ParamSpec] {
-        &self.specs
+        self.params.specs()
     }
 
     /// Checks tokens against the model and returns `(B, T, P)`.
@@ -404,10 +327,11 @@ impl<E: CpuElem> CpuModel<E> {
     /// per-layer activations the backward needs. Buffers come from `pool` (see [`Pool`]).
     fn trunk(&self, tokens: &[E], b: usize, t: usize, p: usize, keep: bool, pool: &mut Pool<E>) -> (Vec<E>, Trace<E>) {
         let (m, d, rows) = (self.cfg.d_model, self.cfg.d_in, b * t * p);
+        let prm = self.view();
         let mut x = pool.take(rows * m);
-        par::linear_forward(tokens, rows, d, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x);
+        par::linear_forward(tokens, rows, d, prm.embed.w, Some(prm.embed.b), m, &mut x);
         let mut tr = Trace { inputs: Vec::new(), mids: Vec::new(), scans: Vec::new() };
-        let n_layers = self.params.layers.len();
+        let n_layers = prm.layers.len();
         let scan_bytes = self.dims.checkpoint_bytes::<E>(Seqs::new(b, t, p));
         let keep_scans = keep && scan_bytes > 0 && n_layers * scan_bytes <= SCAN_CHECKPOINT_BUDGET;
         let (mut u, mut y) = (pool.take(rows * m), pool.take(rows * m));
@@ -422,8 +346,8 @@ impl<E: CpuElem> CpuModel<E> {
                 par::add_into(x, y);
             }
         };
-        for l in &self.params.layers {
-            layernorm::forward(&x, rows, m, &l.norm_w, &l.norm_b, &mut u);
+        for l in &prm.layers {
+            layernorm::forward(&x, rows, m, l.norm.w, l.norm.b, &mut u);
             let reuse = keep_scans.then(|| pool.take(scan_bytes / size_of::<E>()));
             let ck = self.dims.forward(&l.mamba, &u, Seqs::new(b, t, p), &mut y, reuse);
             if keep {
@@ -444,7 +368,8 @@ impl<E: CpuElem> CpuModel<E> {
     fn final_norm(&self, x: &[E], rows: usize, pool: &mut Pool<E>) -> Vec<E> {
         let m = self.cfg.d_model;
         let mut e = pool.take(rows * m);
-        layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e);
+        let norm = &self.view().final_norm;
+        layernorm::forward(x, rows, m, norm.w, norm.b, &mut e);
         e
     }
 
@@ -452,7 +377,8 @@ impl<E: CpuElem> CpuModel<E> {
     fn head(&self, e: &[E], rows: usize, pool: &mut Pool<E>) -> Vec<E> {
         let (m, hd) = (self.cfg.d_model, self.cfg.n_horizons() * self.cfg.d_in);
         let mut pred = pool.take(rows * hd);
-        par::linear_forward(e, rows, m, &self.params.head_w, Some(&self.params.head_b), hd, &mut pred);
+        let head = &self.view().head;
+        par::linear_forward(e, rows, m, head.w, Some(head.b), hd, &mut pred);
         pred
     }
 
@@ -504,9 +430,7 @@ impl<E: CpuElem> CpuModel<E> {
         let (b, t, p) = self.check(tokens)?;
         let (m, d, hd) = (self.cfg.d_model, self.cfg.d_in, self.cfg.n_horizons() * self.cfg.d_in);
         let rows = b * t * p;
-        for g in self.grads.slices_mut() {
-            g.fill(E::zero());
-        }
+        self.grads.zero();
         let pool = &mut std::mem::take(&mut self.pool.0);
         let (x_last, mut tr) = self.trunk(tokens.data(), b, t, p, true, pool);
         let e = self.final_norm(&x_last, rows, pool);
@@ -519,18 +443,19 @@ impl<E: CpuElem> CpuModel<E> {
         let loss = self.loss_of(&pred, tokens.data(), b, t, p, Some(&mut g_pred));
         pool.give(pred);
 
-        let (prm, grd) = (&self.params, &mut self.grads);
+        let prm = Params::take(&self.cfg, self.dims, self.params.tensors());
+        let mut grd = Params::take(&self.cfg, self.dims, self.grads.tensors_mut());
         // head, then final_norm: g is the gradient with respect to the trunk output.
         let mut g_e = pool.take(rows * m);
-        let head = Weight { w: &prm.head_w, inp: m, out: hd };
-        let g_head = WeightGrads { w: &mut grd.head_w, b: &mut grd.head_b };
+        let head = Weight { w: prm.head.w, inp: m, out: hd };
+        let g_head = WeightGrads { w: grd.head.w, b: grd.head.b };
         par::linear_backward(&e, rows, head, &g_pred, g_head, Some(&mut g_e));
         pool.give(e);
         pool.give(g_pred);
         // layernorm::backward adds to its input gradient.
         let mut g = pool.zeroed(rows * m);
-        let lg = layernorm::Grads { x: &mut g, w: &mut grd.final_w, b: &mut grd.final_b };
-        layernorm::backward(&x_last, rows, m, &prm.final_w, &g_e, lg);
+        let lg = layernorm::Grads { x: &mut g, w: grd.final_norm.w, b: grd.final_norm.b };
+        layernorm::backward(&x_last, rows, m, prm.final_norm.w, &g_e, lg);
         pool.give(x_last);
         pool.give(g_e);
 
@@ -548,19 +473,19 @@ impl<E: CpuElem> CpuModel<E> {
             // x_mid = x_in + mixer(LN(x_in)): g_in = g_mid + LN'(mixer'(g_mid)).
             let x_in = tr.inputs.pop().expect("one input activation per layer");
             debug_assert_eq!(tr.inputs.len(), li);
-            layernorm::forward(&x_in, rows, m, &l.norm_w, &l.norm_b, &mut u);
+            layernorm::forward(&x_in, rows, m, l.norm.w, l.norm.b, &mut u);
             let ck = tr.scans.pop().expect("one scan entry per layer");
             let io = BackwardIo { u: &u, g_y: &g, g_u: &mut g_u };
             self.dims.backward(&l.mamba, Seqs::new(b, t, p), io, &mut lg.mamba, ck.as_ref());
             if let Some(ck) = ck {
                 pool.give(ck.into_buffer());
             }
-            let ng = layernorm::Grads { x: &mut g, w: &mut lg.norm_w, b: &mut lg.norm_b };
-            layernorm::backward(&x_in, rows, m, &l.norm_w, &g_u, ng);
+            let ng = layernorm::Grads { x: &mut g, w: &mut *lg.norm.w, b: &mut *lg.norm.b };
+            layernorm::backward(&x_in, rows, m, l.norm.w, &g_u, ng);
             pool.give(x_in);
         }
-        let embed = Weight { w: &prm.embed_w, inp: d, out: m };
-        let g_embed = WeightGrads { w: &mut grd.embed_w, b: &mut grd.embed_b };
+        let embed = Weight { w: prm.embed.w, inp: d, out: m };
+        let g_embed = WeightGrads { w: grd.embed.w, b: grd.embed.b };
         par::linear_backward(tokens.data(), rows, embed, &g, g_embed, None);
         for v in [g, g_u, u] {
             pool.give(v);
@@ -605,68 +530,46 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
     }
 
     fn grad_sq_norm(&self) -> f64 {
-        self.grads.slices().iter().flat_map(|s| s.iter()).map(|&v| v.f64() * v.f64()).sum()
+        self.grads.flat().iter().map(|&v| v.f64() * v.f64()).sum()
     }
 
     fn scale_grads(&mut self, factor: f64) {
         let f = E::of(factor);
-        for s in self.grads.slices_mut() {
-            for v in s.iter_mut() {
-                *v *= f;
-            }
+        for v in self.grads.flat_mut() {
+            *v *= f;
         }
     }
 
     fn apply_optimizer(&mut self, opt: &mut dyn Optimizer<E>, lr: f64) -> Result<(), Error> {
         opt.begin_step();
-        let grads = self.grads.slices();
-        for (index, ((spec, value), grad)) in self.specs.iter().zip(self.params.slices_mut()).zip(grads).enumerate() {
+        let (specs, grads) = (self.grads.specs(), self.grads.tensors());
+        for (index, ((spec, value), grad)) in specs.iter().zip(self.params.tensors_mut()).zip(grads).enumerate() {
             opt.update(ParamMut { index, name: &spec.name, shape: &spec.shape, value, grad }, lr);
         }
         Ok(())
     }
 
     fn state(&self) -> Vec<NamedTensor<E>> {
-        named(&self.specs, self.params.slices())
+        self.params.named()
     }
 
     fn grads(&self) -> Vec<NamedTensor<E>> {
-        named(&self.specs, self.grads.slices())
+        self.grads.named()
     }
 
     fn load_state(&mut self, tensors: &[NamedTensor<E>]) -> Result<(), Error> {
-        load_state_into(&self.specs, self.params.slices_mut(), tensors)
+        self.params.load(tensors)
     }
 }
 
-/// The gradient buffers are copied straight to and from the flat buffer.
+/// The gradients are one flat buffer already: the collective's layout.
 impl<E: CpuElem> DataParallel<E> for CpuModel<E> {
     fn grads_to_flat(&self, flat: &mut Vec<E>) {
         flat.clear();
-        for s in self.grads.slices() {
-            flat.extend_from_slice(s);
-        }
+        flat.extend_from_slice(self.grads.flat());
     }
 
     fn grads_from_flat(&mut self, flat: &[E]) -> Result<(), Error> {
-        let n: usize = self.grads.slices().iter().map(|s| s.len()).sum();
-        if flat.len() != n {
-            return Err(Error::shape("gradients (flat)", n, flat.len()));
-        }
-        let mut rest = flat;
-        for s in self.grads.slices_mut() {
-            let (head, tail) = rest.split_at(s.len());
-            s.copy_from_slice(head);
-            rest = tail;
-        }
-        Ok(())
+        self.grads.copy_from_flat("gradients (flat)", flat)
     }
-}
-
-fn named<E: CpuElem>(specs: &[ParamSpec], slices: Vec<&[E]>) -> Vec<NamedTensor<E>> {
-    specs
-        .iter()
-        .zip(slices)
-        .map(|(s, t)| NamedTensor { name: s.name.clone(), shape: s.shape.clone(), data: t.to_vec() })
-        .collect()
 }

@@ -66,9 +66,9 @@ fn uniform(rng: &mut ChaCha8Rng, v: &mut [f64], lo: f64, hi: f64) {
     }
 }
 
-fn random_params(dims: Mamba1Dims, rng: &mut ChaCha8Rng, big_dt: bool) -> Mamba1Params<f64> {
+fn random_params(dims: Mamba1Dims, rng: &mut ChaCha8Rng, big_dt: bool) -> Mamba1Params<Vec<f64>> {
     let mut p = Mamba1Params::zeros(dims);
-    for (name, t) in p.tensors_mut() {
+    for (name, t) in p.view_mut().named() {
         let (lo, hi) = match name {
             "dt_proj.bias" if big_dt => (22.0, 24.0),
             "dt_proj.bias" => (-3.0, 1.0),
@@ -92,14 +92,14 @@ fn len(c: &Case) -> usize {
 }
 
 /// `L = sum(forward(p, u) * r)`.
-fn loss(c: &Case, p: &Mamba1Params<f64>, u: &[f64], r: &[f64]) -> f64 {
+fn loss(c: &Case, p: &Mamba1Params<Vec<f64>>, u: &[f64], r: &[f64]) -> f64 {
     let mut y = vec![0.0; len(c)];
     forward(c.dims, p, u, c.seqs(), &mut y);
     y.iter().zip(r).map(|(a, b)| a * b).sum()
 }
 
 /// `sum |y R|`, the size of the terms of `L`.
-fn loss_scale(c: &Case, p: &Mamba1Params<f64>, u: &[f64], r: &[f64]) -> f64 {
+fn loss_scale(c: &Case, p: &Mamba1Params<Vec<f64>>, u: &[f64], r: &[f64]) -> f64 {
     let mut y = vec![0.0; len(c)];
     forward(c.dims, p, u, c.seqs(), &mut y);
     y.iter().zip(r).map(|(a, b)| (a * b).abs()).sum()
@@ -125,7 +125,7 @@ fn fd_matches(c: Case) -> TestResult {
 
     // `backward` accumulates into `grads`: start from random values and subtract them after.
     let mut g0 = Mamba1Params::zeros(c.dims);
-    for (_, t) in g0.tensors_mut() {
+    for (_, t) in g0.view_mut().named() {
         uniform(&mut rng, t, -1.0, 1.0);
     }
     let mut grads = g0.clone();
@@ -135,9 +135,9 @@ fn fd_matches(c: Case) -> TestResult {
 
     let floor = ABS + ABS_PER_TERM * loss_scale(&c, &p, &u, &r);
     let mut failures = Vec::new();
-    for (k, ((name, g), (_, g_start))) in grads.tensors().into_iter().zip(g0.tensors()).enumerate() {
+    for (k, ((name, g), (_, g_start))) in grads.view().named().into_iter().zip(g0.view().named()).enumerate() {
         for i in 0..g.len() {
-            let fd = central(&p, H, |q, d| q.tensors_mut()[k].1[i] += d, |q| loss(&c, q, &u, &r));
+            let fd = central(&p, H, |q, d| q.view_mut().named()[k].1[i] += d, |q| loss(&c, q, &u, &r));
             failures.extend(compare(name, i, fd, g[i] - g_start[i], floor));
         }
     }
@@ -209,7 +209,7 @@ fn forward_matches_a_hand_computed_case() {
     }
 }
 
-fn random_problem(c: &Case) -> (Mamba1Params<f64>, Vec<f64>, Vec<f64>) {
+fn random_problem(c: &Case) -> (Mamba1Params<Vec<f64>>, Vec<f64>, Vec<f64>) {
     let mut rng = ChaCha8Rng::seed_from_u64(c.seed);
     let p = random_params(c.dims, &mut rng, false);
     let (mut u, mut g) = (vec![0.0; len(c)], vec![0.0; len(c)]);
@@ -244,16 +244,16 @@ fn sequences_are_mixed_independently_in_the_model_layout() {
             assert_eq!(gus, gather(&g_u), "g_u of (b, p) = ({b}, {pp})");
         }
     }
-    for ((name, a), (_, b)) in grads.tensors().into_iter().zip(sum.tensors()) {
+    for ((name, a), (_, b)) in grads.view().named().into_iter().zip(sum.view().named()) {
         for (x, y) in a.iter().zip(b) {
             assert!((x - y).abs() <= 1e-12 * (1.0 + y.abs()), "{name}: {x} vs {y}");
         }
     }
 }
 
-type Outputs<E> = (Vec<E>, Vec<E>, Mamba1Params<E>);
+type Outputs<E> = (Vec<E>, Vec<E>, Mamba1Params<Vec<E>>);
 
-fn run_all<E: boldcast_cpu::ops::CpuElem>(c: &Case, p: &Mamba1Params<E>, u: &[E], g: &[E]) -> Outputs<E> {
+fn run_all<E: boldcast_cpu::ops::CpuElem>(c: &Case, p: &Mamba1Params<Vec<E>>, u: &[E], g: &[E]) -> Outputs<E> {
     let mut y = vec![E::zero(); len(c)];
     forward(c.dims, p, u, c.seqs(), &mut y);
     let mut g_u = vec![E::zero(); len(c)];
@@ -278,7 +278,7 @@ fn results_are_deterministic_and_independent_of_the_thread_count() {
     assert!(b == b2, "two runs on 2 threads differ");
     assert!(a == b, "1 and 2 threads differ");
     // Not vacuous: the gradients are there.
-    assert!(a.2.tensors().iter().all(|(_, t)| t.iter().any(|v| v.abs() > 1e-6)));
+    assert!(a.2.view().named().iter().all(|(_, t)| t.iter().any(|v| v.abs() > 1e-6)));
 
     // The f32 path too.
     let p32 = p.cast::<f32>(c.dims);
@@ -309,7 +309,7 @@ fn f32_agrees_with_f64() {
     };
     close("y", &y, &y32);
     close("g_u", &g_u, &g_u32);
-    for ((name, a), (_, b)) in grads.tensors().into_iter().zip(grads32.tensors()) {
+    for ((name, a), (_, b)) in grads.view().named().into_iter().zip(grads32.view().named()) {
         close(name, a, b);
     }
 }

@@ -37,7 +37,7 @@ impl Rng {
 struct Case {
     dims: Mamba2Dims,
     seqs: Seqs,
-    p: Mamba2Params<f64>,
+    p: Mamba2Params<Vec<f64>>,
     u: Vec<f64>,
     r: Vec<f64>,
 }
@@ -58,7 +58,7 @@ fn case(seed: u64) -> Case {
         chunk_size: g.int(1, 8),
     };
     let (batch, time, parcels) = (g.int(1, 2), g.int(1, 20), g.int(1, 2));
-    let mut p = Mamba2Params::<f64>::zeros(dims);
+    let mut p = Mamba2Params::<Vec<f64>>::zeros(dims);
     let sc = 1.0 / (d_model as f64).sqrt();
     p.in_proj = g.vec(p.in_proj.len(), -sc, sc);
     p.conv_w = g.vec(p.conv_w.len(), -0.8, 0.8);
@@ -76,13 +76,13 @@ fn case(seed: u64) -> Case {
 }
 
 impl Case {
-    fn loss(&self, p: &Mamba2Params<f64>, u: &[f64]) -> f64 {
+    fn loss(&self, p: &Mamba2Params<Vec<f64>>, u: &[f64]) -> f64 {
         let mut y = vec![f64::NAN; u.len()];
         mamba2::forward(self.dims, p, u, self.seqs, &mut y);
         y.iter().zip(&self.r).map(|(a, b)| a * b).sum()
     }
 
-    fn grads(&self, dims: Mamba2Dims) -> (Vec<f64>, Mamba2Params<f64>) {
+    fn grads(&self, dims: Mamba2Dims) -> (Vec<f64>, Mamba2Params<Vec<f64>>) {
         let mut g_u = vec![f64::NAN; self.u.len()];
         let mut g = Mamba2Params::zeros(dims);
         mamba2::backward(dims, &self.p, self.seqs, BackwardIo { u: &self.u, g_y: &self.r, g_u: &mut g_u }, &mut g);
@@ -136,9 +136,9 @@ fn check_case(seed: u64) -> Result<Worst, String> {
     for (i, &an) in g_u.iter().enumerate() {
         cmp("u", i, an, central_at(&c.u, i, h, |u| c.loss(&c.p, u)))?;
     }
-    for (k, (name, analytic)) in g.tensors().into_iter().enumerate() {
+    for (k, (name, analytic)) in g.view().named().into_iter().enumerate() {
         for (i, &an) in analytic.iter().enumerate() {
-            cmp(name, i, an, central(&c.p, h, |q, d| q.tensors_mut()[k].1[i] += d, |q| c.loss(q, &c.u)))?;
+            cmp(name, i, an, central(&c.p, h, |q, d| q.view_mut().named()[k].1[i] += d, |q| c.loss(q, &c.u)))?;
         }
     }
     Ok(worst)
@@ -179,7 +179,7 @@ fn chunk_length_changes_only_rounding_of_gradients() {
                 }
             };
             close(&gu, &gu_ref, "g_u");
-            for ((name, a), (_, b)) in g.tensors().into_iter().zip(g_ref.tensors()) {
+            for ((name, a), (_, b)) in g.view().named().into_iter().zip(g_ref.view().named()) {
                 close(a, b, name);
             }
         }
@@ -194,7 +194,7 @@ fn backward_accumulates_parameter_gradients_and_overwrites_g_u() {
     let mut g = g1.clone();
     mamba2::backward(c.dims, &c.p, c.seqs, BackwardIo { u: &c.u, g_y: &c.r, g_u: &mut g_u }, &mut g);
     assert_eq!(g_u, gu1, "g_u must be overwritten, not accumulated");
-    for ((name, two), (_, one)) in g.tensors().into_iter().zip(g1.tensors()) {
+    for ((name, two), (_, one)) in g.view().named().into_iter().zip(g1.view().named()) {
         for (a, b) in two.iter().zip(one) {
             assert!((a - 2.0 * b).abs() <= 1e-14 * b.abs().max(1e-300), "{name}: {a} is not 2 x {b}");
         }

@@ -63,71 +63,65 @@ impl MixerSizes for Mamba1Dims {
     }
 }
 
-/// The parameters (or their gradients) of one mixer, PyTorch layouts, row-major.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Mamba1Params<E> {
-    /// `in_proj.weight`, `(2 Di, M)`: rows `0..Di` give `x`, rows `Di..2 Di` give `z`.
-    pub in_proj: Vec<E>,
-    /// `conv1d.weight`, `(Di, 1, K)`; tap `K - 1` multiplies the current step.
-    pub conv_w: Vec<E>,
-    /// `conv1d.bias`, `(Di)`.
-    pub conv_b: Vec<E>,
-    /// `x_proj.weight`, `(R + 2N, Di)`: output columns `dr | B | C`.
-    pub x_proj: Vec<E>,
-    /// `dt_proj.weight`, `(Di, R)`.
-    pub dt_proj_w: Vec<E>,
-    /// `dt_proj.bias`, `(Di)`.
-    pub dt_proj_b: Vec<E>,
-    /// `A_log`, `(Di, N)`; `A = -exp(A_log)`.
-    pub a_log: Vec<E>,
-    /// `D`, `(Di)`: the skip connection of the scan.
-    pub d: Vec<E>,
-    /// `out_proj.weight`, `(M, Di)`.
-    pub out_proj: Vec<E>,
+boldcast_core::param_group! {
+    /// The parameters (or their gradients) of one mixer, PyTorch layouts, row-major, in
+    /// state-dict order ([`boldcast_core::MAMBA1_PARAMS`]). `S` is `Vec<E>` (owned), `&[E]` (a
+    /// view of the model's store) or `&mut [E]` (gradients to add to).
+    pub struct Mamba1Params {
+        /// `conv1d.weight`, `(Di, 1, K)`; tap `K - 1` multiplies the current step.
+        conv_w,
+        /// `conv1d.bias`, `(Di)`.
+        conv_b,
+        /// `in_proj.weight`, `(2 Di, M)`: rows `0..Di` give `x`, rows `Di..2 Di` give `z`.
+        in_proj,
+        /// `x_proj.weight`, `(R + 2N, Di)`: output columns `dr | B | C`.
+        x_proj,
+        /// `dt_proj.weight`, `(Di, R)`.
+        dt_proj_w,
+        /// `dt_proj.bias`, `(Di)`.
+        dt_proj_b,
+        /// `A_log`, `(Di, N)`; `A = -exp(A_log)`.
+        a_log,
+        /// `D`, `(Di)`: the skip connection of the scan.
+        d,
+        /// `out_proj.weight`, `(M, Di)`.
+        out_proj,
+    }
 }
 
-impl<E: CpuElem> Mamba1Params<E> {
+impl<E: CpuElem> Mamba1Params<Vec<E>> {
     /// All tensors zero (the starting point of a gradient accumulator).
     pub fn zeros(dims: Mamba1Dims) -> Self {
-        let [conv_w, conv_b, in_proj, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj] =
-            Self::lens(dims).map(|l| vec![E::zero(); l]);
-        Self { in_proj, conv_w, conv_b, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj }
-    }
-
-    /// `(suffix after `boldcast_core::mixer_prefix`, slice)` in the order of
-    /// [`boldcast_core::MAMBA1_PARAMS`].
-    pub fn tensors(&self) -> [(&'static str, &[E]); 9] {
-        let Self { in_proj, conv_w, conv_b, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj } = self;
-        mixer::named(
-            MAMBA1_PARAMS,
-            [conv_w, conv_b, in_proj, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj].map(|v| &v[..]),
-        )
+        Self::take(&mut lens(dims).into_iter().map(|l| vec![E::zero(); l]))
     }
 
     /// The same parameters in another element type (f64 test parameters in f32, say).
-    pub fn cast<F: CpuElem>(&self, dims: Mamba1Dims) -> Mamba1Params<F> {
+    pub fn cast<F: CpuElem>(&self, dims: Mamba1Dims) -> Mamba1Params<Vec<F>> {
         let mut out = Mamba1Params::zeros(dims);
-        mixer::convert(self.tensors(), out.tensors_mut());
+        mixer::convert(self.view().named(), out.view_mut().named());
         out
     }
+}
 
-    /// The mutable counterpart of [`Mamba1Params::tensors`], same names and order.
-    pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 9] {
-        let Self { in_proj, conv_w, conv_b, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj } = self;
-        let t = [conv_w, conv_b, in_proj, x_proj, dt_proj_w, dt_proj_b, a_log, d, out_proj];
-        mixer::named(MAMBA1_PARAMS, t.map(|v| &mut v[..]))
+impl<S> Mamba1Params<S> {
+    /// `(suffix after `boldcast_core::mixer_prefix`, tensor)` in state-dict order.
+    pub fn named(self) -> [(&'static str, S); 9] {
+        mixer::named(MAMBA1_PARAMS, self.into_tensors())
     }
 
     /// Panics, naming the tensor, when a length does not match `dims`.
-    fn check(&self, dims: Mamba1Dims, what: &str) {
-        mixer::check_lens(dims, what, &self.tensors(), &Self::lens(dims));
+    fn check<E>(&self, dims: Mamba1Dims, what: &str)
+    where
+        S: AsRef<[E]>,
+    {
+        mixer::check_lens(dims, what, &self.view().named(), &lens(dims));
     }
+}
 
-    /// Lengths of the tensors, in [`Mamba1Params::tensors`] order.
-    fn lens(dims: Mamba1Dims) -> [usize; 9] {
-        let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
-        [di * k, di, 2 * di * m, (r + 2 * n) * di, di * r, di, di * n, di, m * di]
-    }
+/// Lengths of the tensors, in state-dict order.
+fn lens(dims: Mamba1Dims) -> [usize; 9] {
+    let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
+    [di * k, di, 2 * di * m, (r + 2 * n) * di, di * r, di, di * n, di, m * di]
 }
 
 /// At most this many blocks (gradient partials) per call: enough to keep 16 cores busy with
@@ -211,7 +205,7 @@ pub(crate) struct Prepared<E> {
 }
 
 impl<E: CpuElem> Prepared<E> {
-    fn new(dims: Mamba1Dims, p: &Mamba1Params<E>, a: &[E]) -> Self {
+    fn new(dims: Mamba1Dims, p: &Mamba1Params<&[E]>, a: &[E]) -> Self {
         let (di, n, k) = (dims.d_inner, dims.d_state, dims.d_conv);
         let mut at = vec![E::zero(); di * n];
         let mut conv_t = vec![E::zero(); di * k];
@@ -228,7 +222,12 @@ impl<E: CpuElem> Prepared<E> {
 }
 
 /// Checks every size and returns the layout, or `None` when there is nothing to compute.
-fn prepare<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, tensors: &[(&str, usize)], seqs: Seqs) -> Option<Layout> {
+fn prepare<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<&[E]>,
+    tensors: &[(&str, usize)],
+    seqs: Seqs,
+) -> Option<Layout> {
     mixer::check_sizes(dims);
     p.check(dims, "parameter");
     mixer::layout(dims, tensors, seqs)
@@ -237,17 +236,17 @@ fn prepare<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, tensors: &[(&str, 
 /// Forward over all B*P sequences of an activation in the model's (B, T, P, M) layout:
 /// for each (b, p), the sequence u[b, :, p, :] of length T goes through the mixer and the
 /// result is written to y[b, :, p, :]. `y` is overwritten. Parallel over sequences (rayon).
-pub fn forward<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, u: &[E], seqs: Seqs, y: &mut [E]) {
-    forward_impl(dims, p, u, seqs, y, None);
+pub fn forward<E: CpuElem, S: AsRef<[E]>>(dims: Mamba1Dims, p: &Mamba1Params<S>, u: &[E], seqs: Seqs, y: &mut [E]) {
+    forward_impl(dims, &p.view(), u, seqs, y, None);
 }
 
 /// [`forward`], also leaving the scan's checkpoints for [`backward`]
 /// (`checkpoint_bytes` of them). They are written into `reuse` when it has their size (every
 /// value is overwritten; pass [`ScanCheckpoints::into_buffer`] of the last step's, or an
 /// empty vector), else into a new buffer.
-pub fn forward_keeping_checkpoints<E: CpuElem>(
+pub fn forward_keeping_checkpoints<E: CpuElem, S: AsRef<[E]>>(
     dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
+    p: &Mamba1Params<S>,
     u: &[E],
     seqs: Seqs,
     y: &mut [E],
@@ -258,14 +257,14 @@ pub fn forward_keeping_checkpoints<E: CpuElem>(
     let len = seqs.count() * per_seq;
     let states = if reuse.len() == len { reuse } else { par::zeros(len) };
     let mut ck = ScanCheckpoints { q, shape: (dims, seqs), states };
-    forward_impl(dims, p, u, seqs, y, Some((q, per_seq, &mut ck.states)));
+    forward_impl(dims, &p.view(), u, seqs, y, Some((q, per_seq, &mut ck.states)));
     ck
 }
 
 /// The forward, with `keep = (q, values per sequence, destination)` for the checkpoints.
 fn forward_impl<E: CpuElem>(
     dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
+    p: &Mamba1Params<&[E]>,
     u: &[E],
     seqs: Seqs,
     y: &mut [E],
@@ -274,7 +273,7 @@ fn forward_impl<E: CpuElem>(
     let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], seqs) else {
         return;
     };
-    let a = mixer::decay_rates(&p.a_log);
+    let a = mixer::decay_rates(p.a_log);
     let pr = Prepared::new(dims, p, &a);
     let bl = blocks(seqs.count());
     // Each block's part of the checkpoints (empty slices when none are kept).
@@ -317,14 +316,15 @@ fn forward_impl<E: CpuElem>(
 ///
 /// # Panics
 /// When `ck` was made for another shape.
-pub fn backward<E: CpuElem>(
+pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
+    p: &Mamba1Params<S>,
     seqs: Seqs,
     io: BackwardIo<'_, E>,
-    grads: &mut Mamba1Params<E>,
+    grads: &mut Mamba1Params<G>,
     ck: Option<&ScanCheckpoints<E>>,
 ) {
+    let (p, grads) = (&p.view(), &mut grads.view_mut());
     match ck {
         Some(ck) => {
             assert_eq!(ck.shape, (dims, seqs), "mamba1: checkpoints made for another shape");
@@ -341,10 +341,10 @@ pub fn backward<E: CpuElem>(
 /// checkpoints `given` when there are some.
 fn backward_q<E: CpuElem>(
     dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
+    p: &Mamba1Params<&[E]>,
     seqs: Seqs,
     io: BackwardIo<'_, E>,
-    grads: &mut Mamba1Params<E>,
+    grads: &mut Mamba1Params<&mut [E]>,
     q: usize,
     given: Option<&[E]>,
 ) {
@@ -357,17 +357,17 @@ fn backward_q<E: CpuElem>(
     if let Some(c) = given {
         assert_eq!(c.len(), seqs.count() * per_seq, "mamba1: checkpoints of another size");
     }
-    let a = mixer::decay_rates(&p.a_log);
+    let a = mixer::decay_rates(p.a_log);
     let pr = Prepared::new(dims, p, &a);
     let bl = blocks(seqs.count());
     let BackwardIo { u, g_y, g_u } = io;
     let dst = par::DisjointWriter::new(g_u);
-    let parts: Vec<Mamba1Params<f64>> = bl
+    let parts: Vec<Mamba1Params<Vec<f64>>> = bl
         .par_iter()
         .map(|&(s0, s1)| {
             // The block's partial, in f64 so that summing many sequences loses nothing. Its
             // `a_log` holds the gradient with respect to A (not A_log) until the final reduction.
-            let mut part = Mamba1Params::<f64>::zeros(dims);
+            let mut part = Mamba1Params::<Vec<f64>>::zeros(dims);
             seq::with_workspace(dims, seqs.time, Some(q), |ws: &mut seq::Workspace<E>| {
                 for s in s0..s1 {
                     lay.gather(u, s, &mut ws.us);
@@ -386,12 +386,12 @@ fn backward_q<E: CpuElem>(
     par::reduce_mixer_partials(parts, &a, grads);
 }
 
-impl<E: CpuElem> par::NamedTensors<E> for Mamba1Params<E> {
-    fn named(&self) -> Vec<(&'static str, &[E])> {
-        self.tensors().into()
+impl<T, S: AsRef<[T]> + AsMut<[T]>> par::NamedTensors<T> for Mamba1Params<S> {
+    fn named(&self) -> Vec<(&'static str, &[T])> {
+        self.view().named().into()
     }
-    fn named_mut(&mut self) -> Vec<(&'static str, &mut [E])> {
-        self.tensors_mut().into()
+    fn named_mut(&mut self) -> Vec<(&'static str, &mut [T])> {
+        self.view_mut().named().into()
     }
 }
 

@@ -118,7 +118,7 @@ struct Backward<E> {
     /// The convolution weights' gradient, transposed `(K, Di)`.
     g_conv_t: Vec<E>,
     /// This sequence's gradient partial in `E`; added to the block's f64 partial per sequence.
-    grads: Mamba1Params<E>,
+    grads: Mamba1Params<Vec<E>>,
 }
 
 /// The scan's `A` and `D` gradients are summed in `E` over the steps of one block of this many
@@ -184,14 +184,14 @@ impl<E: CpuElem> Workspace<E> {
     }
 
     /// The scan's inputs (valid after [`project`]).
-    fn inputs<'a>(&'a self, dims: Mamba1Dims, pr: &'a Prepared<E>, p: &'a Mamba1Params<E>) -> Inputs<'a, E> {
+    fn inputs<'a>(&'a self, dims: Mamba1Dims, pr: &'a Prepared<E>, p: &'a Mamba1Params<&'a [E]>) -> Inputs<'a, E> {
         Inputs {
             di: dims.d_inner,
             n: dims.d_state,
             r: dims.dt_rank,
             w: dims.w_dbc(),
             at: &pr.at,
-            d_skip: &p.d,
+            d_skip: p.d,
             dt: &self.dt,
             xs: &self.xs,
             dx: &self.dx,
@@ -366,17 +366,17 @@ multiversion! {
 }
 
 /// Steps 1 to 4 of MODEL.md for the sequence in `ws.us`, and the gate `silu(z)`.
-fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, pr: &Prepared<E>, ws: &mut Workspace<E>) {
+fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<&[E]>, pr: &Prepared<E>, ws: &mut Workspace<E>) {
     let Mamba1Dims { d_model: m, d_inner: di, dt_rank: r, d_conv: k, .. } = dims;
     let (t_len, w) = (ws.time(dims), dims.w_dbc());
-    linear::forward(&ws.us, t_len, m, &p.in_proj, None, 2 * di, &mut ws.xz);
-    conv_forward(&ws.xz, di, k, &pr.conv_t, &p.conv_b, &mut ws.c);
+    linear::forward(&ws.us, t_len, m, p.in_proj, None, 2 * di, &mut ws.xz);
+    conv_forward(&ws.xz, di, k, &pr.conv_t, p.conv_b, &mut ws.c);
     silu_forward(&ws.c, &mut ws.sig_c, &mut ws.xs);
-    linear::forward(&ws.xs, t_len, di, &p.x_proj, None, w, &mut ws.dbc);
+    linear::forward(&ws.xs, t_len, di, p.x_proj, None, w, &mut ws.dbc);
     // dt_proj reads the first R columns of each `dbc` row in place (row stride R + 2N).
     let dr = Mat { data: &ws.dbc, rows: t_len, cols: r, rs: w, cs: 1 };
-    gemm(E::one(), dr, Mat::rm(&p.dt_proj_w, di, r).t(), E::zero(), &mut ws.dt, di);
-    time_steps(&mut ws.dt, &p.dt_proj_b, &ws.xs, &mut ws.sig_pre, &mut ws.dx);
+    gemm(E::one(), dr, Mat::rm(p.dt_proj_w, di, r).t(), E::zero(), &mut ws.dt, di);
+    time_steps(&mut ws.dt, p.dt_proj_b, &ws.xs, &mut ws.sig_pre, &mut ws.dx);
     gate_forward(&ws.xz, di, &mut ws.sig_z, &mut ws.gate);
 }
 
@@ -385,7 +385,7 @@ fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<E>, pr: &Prepared<E>, 
 /// `(ceil(T / q), N, Di)`, for [`backward`].
 pub(super) fn forward<E: CpuElem>(
     dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
+    p: &Mamba1Params<&[E]>,
     pr: &Prepared<E>,
     ws: &mut Workspace<E>,
     out: &mut [E],
@@ -397,7 +397,7 @@ pub(super) fn forward<E: CpuElem>(
     let (mut h, mut bc) = (std::mem::take(&mut ws.h), std::mem::take(&mut ws.bc));
     scan::forward_gated(&ws.inputs(dims, pr, p), &ws.gate, &mut h, &mut bc, &mut gated, q, ckpt);
     let t_len = ws.time(dims);
-    linear::forward(&gated, t_len, dims.d_inner, &p.out_proj, None, dims.d_model, out);
+    linear::forward(&gated, t_len, dims.d_inner, p.out_proj, None, dims.d_model, out);
     (ws.gated, ws.h, ws.bc) = (gated, h, bc);
 }
 
@@ -412,11 +412,11 @@ pub(super) fn forward<E: CpuElem>(
 /// gradient, which needs every gated row, follows.
 pub(super) fn backward<E: CpuElem>(
     dims: Mamba1Dims,
-    p: &Mamba1Params<E>,
+    p: &Mamba1Params<&[E]>,
     pr: &Prepared<E>,
     ws: &mut Workspace<E>,
     g_u: &mut [E],
-    part: &mut Mamba1Params<f64>,
+    part: &mut Mamba1Params<Vec<f64>>,
     given: Option<&[E]>,
 ) {
     let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
@@ -425,13 +425,13 @@ pub(super) fn backward<E: CpuElem>(
     let mut bw = ws.bw.take().expect("mamba1: backward needs a backward workspace");
     let (mut y, mut gated, mut h) =
         (std::mem::take(&mut ws.y), std::mem::take(&mut ws.gated), std::mem::take(&mut ws.h));
-    for (_, t) in bw.grads.tensors_mut() {
+    for t in bw.grads.view_mut().into_tensors() {
         t.fill(E::zero());
     }
     bw.g_conv_t.fill(E::zero());
 
     // out = gated W_out^T: the input gradient first (it does not need the scan).
-    gemm(E::one(), Mat::rm(&ws.g_out, t_len, m), Mat::rm(&p.out_proj, m, di), E::zero(), &mut bw.g_gated, di);
+    gemm(E::one(), Mat::rm(&ws.g_out, t_len, m), Mat::rm(p.out_proj, m, di), E::zero(), &mut bw.g_gated, di);
 
     {
         let io = ws.inputs(dims, pr, p);
@@ -462,10 +462,10 @@ pub(super) fn backward<E: CpuElem>(
     let dr = Mat { data: &ws.dbc, rows: t_len, cols: r, rs: w, cs: 1 };
     gemm(E::one(), Mat::rm(&bw.g_dt, t_len, di).t(), dr, E::one(), &mut g.dt_proj_w, r);
     // g_dr lands in the first R columns of each g_dbc row (the scan filled the B and C columns).
-    gemm(E::one(), Mat::rm(&bw.g_dt, t_len, di), Mat::rm(&p.dt_proj_w, di, r), E::zero(), &mut bw.g_dbc, w);
+    gemm(E::one(), Mat::rm(&bw.g_dt, t_len, di), Mat::rm(p.dt_proj_w, di, r), E::zero(), &mut bw.g_dbc, w);
 
     // [dr | B | C] = x W_x^T; the scan's direct g_x is accumulated onto.
-    linear::backward(&ws.xs, t_len, di, &p.x_proj, w, &bw.g_dbc, &mut g.x_proj, None, Some((&mut bw.g_xs, true)));
+    linear::backward(&ws.xs, t_len, di, p.x_proj, w, &bw.g_dbc, &mut g.x_proj, None, Some((&mut bw.g_xs, true)));
 
     // x = silu(c): g_xs becomes g_c in place; then the convolution.
     silu_backward(&mut bw.g_xs, &ws.c, &ws.sig_c);
@@ -477,10 +477,10 @@ pub(super) fn backward<E: CpuElem>(
     }
 
     // [x | z] = u W_in^T.
-    linear::backward(&ws.us, t_len, m, &p.in_proj, 2 * di, &bw.g_xz, &mut g.in_proj, None, Some((g_u, false)));
+    linear::backward(&ws.us, t_len, m, p.in_proj, 2 * di, &bw.g_xz, &mut g.in_proj, None, Some((g_u, false)));
 
     // Add this sequence's partial to the block's f64 partial. A_log and D are already there.
-    for ((name, acc), (_, v)) in part.tensors_mut().into_iter().zip(g.tensors()) {
+    for ((name, acc), (_, v)) in part.view_mut().named().into_iter().zip(g.view().named()) {
         if name == "A_log" || name == "D" {
             continue;
         }
@@ -501,7 +501,7 @@ fn scan_backward<E: CpuElem>(
     ckpt: &[E],
     y: &mut [E],
     gated: &mut [E],
-    part: &mut Mamba1Params<f64>,
+    part: &mut Mamba1Params<Vec<f64>>,
 ) {
     let (di, n, q, t_len) = (io.di, io.n, bw.q, io.time());
     bw.carry.fill(E::zero());

@@ -12,9 +12,9 @@ fn fill(v: &mut [f64], seed: &mut u64, lo: f64, hi: f64) {
     }
 }
 
-fn random_params(dims: Mamba1Dims, seed: &mut u64) -> Mamba1Params<f64> {
+fn random_params(dims: Mamba1Dims, seed: &mut u64) -> Mamba1Params<Vec<f64>> {
     let mut p = Mamba1Params::zeros(dims);
-    for (name, t) in p.tensors_mut() {
+    for (name, t) in p.view_mut().named() {
         let (lo, hi) = match name {
             "dt_proj.bias" => (-3.0, 0.5),
             "A_log" => (-1.0, 1.5),
@@ -33,17 +33,17 @@ fn tensors_follow_the_parameter_specs() {
     c.d_conv = 3;
     let dims = Mamba1Dims::from_config(&c);
     assert_eq!(dims, Mamba1Dims { d_model: 40, d_inner: 80, d_state: 5, dt_rank: 3, d_conv: 3 });
-    let p = Mamba1Params::<f32>::zeros(dims);
+    let p = Mamba1Params::<Vec<f32>>::zeros(dims);
     let specs: Vec<_> = c.param_specs().into_iter().filter(|s| s.name.starts_with("layers.0.mamba.mamba.")).collect();
-    let ours = p.tensors();
+    let ours = p.view().named();
     assert_eq!(specs.len(), ours.len());
     for (spec, (name, t)) in specs.iter().zip(ours) {
         assert_eq!(spec.name, format!("layers.0.mamba.mamba.{name}"));
         assert_eq!(spec.numel(), t.len(), "{name}");
     }
     let mut q = p.clone();
-    let names: Vec<_> = q.tensors_mut().iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, p.tensors().iter().map(|(n, _)| *n).collect::<Vec<_>>());
+    let names: Vec<_> = q.view_mut().named().iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, p.view().named().iter().map(|(n, _)| *n).collect::<Vec<_>>());
 }
 
 #[test]
@@ -107,8 +107,8 @@ fn backward_from_the_forwards_checkpoints_is_the_plain_backward() {
     let (batch, time, parcels) = (2, 45, 3);
     let mut seed = 5;
     let p64 = random_params(dims, &mut seed);
-    let mut p = Mamba1Params::<f32>::zeros(dims);
-    for ((_, dst), (_, src)) in p.tensors_mut().into_iter().zip(p64.tensors()) {
+    let mut p = Mamba1Params::<Vec<f32>>::zeros(dims);
+    for ((_, dst), (_, src)) in p.view_mut().named().into_iter().zip(p64.view().named()) {
         for (d, &s) in dst.iter_mut().zip(src) {
             *d = s as f32;
         }
@@ -167,7 +167,7 @@ fn backward_does_not_depend_on_the_chunk_length() {
         let mut g_u = vec![f64::NAN; len];
         let mut grads = Mamba1Params::zeros(dims);
         let io = BackwardIo { u: &u, g_y: &g_y, g_u: &mut g_u };
-        backward_q(dims, &p, Seqs::new(batch, time, parcels), io, &mut grads, q, None);
+        backward_q(dims, &p.view(), Seqs::new(batch, time, parcels), io, &mut grads.view_mut(), q, None);
         (g_u, grads)
     };
     let reference = run(1);
@@ -186,8 +186,8 @@ fn backward_does_not_depend_on_the_chunk_length_f32() {
     let (batch, time, parcels) = (1, 30, 3);
     let mut seed = 11;
     let p64 = random_params(dims, &mut seed);
-    let mut p = Mamba1Params::<f32>::zeros(dims);
-    for ((_, dst), (_, src)) in p.tensors_mut().into_iter().zip(p64.tensors()) {
+    let mut p = Mamba1Params::<Vec<f32>>::zeros(dims);
+    for ((_, dst), (_, src)) in p.view_mut().named().into_iter().zip(p64.view().named()) {
         for (d, &s) in dst.iter_mut().zip(src) {
             *d = s as f32;
         }
@@ -201,7 +201,7 @@ fn backward_does_not_depend_on_the_chunk_length_f32() {
         let mut g_u = vec![0.0f32; len];
         let mut grads = Mamba1Params::zeros(dims);
         let io = BackwardIo { u: &u, g_y: &g_y, g_u: &mut g_u };
-        backward_q(dims, &p, Seqs::new(batch, time, parcels), io, &mut grads, q, None);
+        backward_q(dims, &p.view(), Seqs::new(batch, time, parcels), io, &mut grads.view_mut(), q, None);
         (g_u, grads)
     };
     let reference = run(1);

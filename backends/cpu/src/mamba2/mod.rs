@@ -94,67 +94,64 @@ impl MixerSizes for Mamba2Dims {
     }
 }
 
-/// The parameters (or their gradients) of one mixer, PyTorch layouts, row-major.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Mamba2Params<E> {
-    /// `dt_bias`, `(nheads)`.
-    pub dt_bias: Vec<E>,
-    /// `conv1d.weight`, `(Di + 2N, 1, K)`; tap `K - 1` multiplies the current step.
-    pub conv_w: Vec<E>,
-    /// `conv1d.bias`, `(Di + 2N)`.
-    pub conv_b: Vec<E>,
-    /// `in_proj.weight`, `(2 Di + 2N + nheads, M)`: output columns `z (Di) | xBC (Di + 2N) | dt (nheads)`.
-    pub in_proj: Vec<E>,
-    /// `A_log`, `(nheads)`; `A = -exp(A_log)`.
-    pub a_log: Vec<E>,
-    /// `D`, `(nheads)`: the skip connection of the scan.
-    pub d: Vec<E>,
-    /// `norm.weight` of the gated RMSNorm, `(Di)`.
-    pub norm_w: Vec<E>,
-    /// `out_proj.weight`, `(M, Di)`.
-    pub out_proj: Vec<E>,
+boldcast_core::param_group! {
+    /// The parameters (or their gradients) of one mixer, PyTorch layouts, row-major, in
+    /// state-dict order ([`boldcast_core::MAMBA2_PARAMS`]). `S` is `Vec<E>` (owned), `&[E]` (a
+    /// view of the model's store) or `&mut [E]` (gradients to add to).
+    pub struct Mamba2Params {
+        /// `dt_bias`, `(nheads)`.
+        dt_bias,
+        /// `conv1d.weight`, `(Di + 2N, 1, K)`; tap `K - 1` multiplies the current step.
+        conv_w,
+        /// `conv1d.bias`, `(Di + 2N)`.
+        conv_b,
+        /// `in_proj.weight`, `(2 Di + 2N + nheads, M)`: output columns `z (Di) | xBC (Di + 2N) | dt (nheads)`.
+        in_proj,
+        /// `A_log`, `(nheads)`; `A = -exp(A_log)`.
+        a_log,
+        /// `D`, `(nheads)`: the skip connection of the scan.
+        d,
+        /// `norm.weight` of the gated RMSNorm, `(Di)`.
+        norm_w,
+        /// `out_proj.weight`, `(M, Di)`.
+        out_proj,
+    }
 }
 
-impl<E: CpuElem> Mamba2Params<E> {
+impl<E: CpuElem> Mamba2Params<Vec<E>> {
     /// All tensors zero (the starting point of a gradient accumulator).
     pub fn zeros(dims: Mamba2Dims) -> Self {
-        let [dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj] =
-            Self::lens(dims).map(|l| vec![E::zero(); l]);
-        Self { dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj }
-    }
-
-    /// `(suffix after `boldcast_core::mixer_prefix`, slice)` in the order of
-    /// [`boldcast_core::MAMBA2_PARAMS`].
-    pub fn tensors(&self) -> [(&'static str, &[E]); 8] {
-        let Self { dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj } = self;
-        mixer::named(MAMBA2_PARAMS, [dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj].map(|v| &v[..]))
+        Self::take(&mut lens(dims).into_iter().map(|l| vec![E::zero(); l]))
     }
 
     /// The same parameters in another element type (f64 test parameters in f32, say).
-    pub fn cast<F: CpuElem>(&self, dims: Mamba2Dims) -> Mamba2Params<F> {
+    pub fn cast<F: CpuElem>(&self, dims: Mamba2Dims) -> Mamba2Params<Vec<F>> {
         let mut out = Mamba2Params::zeros(dims);
-        mixer::convert(self.tensors(), out.tensors_mut());
+        mixer::convert(self.view().named(), out.view_mut().named());
         out
     }
+}
 
-    /// The mutable counterpart of [`Mamba2Params::tensors`], same names and order.
-    pub fn tensors_mut(&mut self) -> [(&'static str, &mut [E]); 8] {
-        let Self { dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj } = self;
-        let t = [dt_bias, conv_w, conv_b, in_proj, a_log, d, norm_w, out_proj];
-        mixer::named(MAMBA2_PARAMS, t.map(|v| &mut v[..]))
-    }
-
-    /// Lengths of the tensors, in [`Mamba2Params::tensors`] order.
-    fn lens(dims: Mamba2Dims) -> [usize; 8] {
-        let Mamba2Dims { d_model: m, d_inner: di, nheads: h, d_conv: k, .. } = dims;
-        let cd = dims.conv_dim();
-        [h, cd * k, cd, dims.proj_dim() * m, h, h, di, m * di]
+impl<S> Mamba2Params<S> {
+    /// `(suffix after `boldcast_core::mixer_prefix`, tensor)` in state-dict order.
+    pub fn named(self) -> [(&'static str, S); 8] {
+        mixer::named(MAMBA2_PARAMS, self.into_tensors())
     }
 
     /// Panics, naming the tensor, when a length does not match `dims`.
-    fn check(&self, dims: Mamba2Dims, what: &str) {
-        mixer::check_lens(dims, what, &self.tensors(), &Self::lens(dims));
+    fn check<E>(&self, dims: Mamba2Dims, what: &str)
+    where
+        S: AsRef<[E]>,
+    {
+        mixer::check_lens(dims, what, &self.view().named(), &lens(dims));
     }
+}
+
+/// Lengths of the tensors, in state-dict order.
+fn lens(dims: Mamba2Dims) -> [usize; 8] {
+    let Mamba2Dims { d_model: m, d_inner: di, nheads: h, d_conv: k, .. } = dims;
+    let cd = dims.conv_dim();
+    [h, cd * k, cd, dims.proj_dim() * m, h, h, di, m * di]
 }
 
 /// The fixed partition of the `B * P` sequences into contiguous blocks, one workspace and one
@@ -166,18 +163,23 @@ fn blocks(n_seq: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// Checks every size and returns the layout, or `None` when there is nothing to compute.
-fn prepare<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, tensors: &[(&str, usize)], seqs: Seqs) -> Option<Layout> {
+fn prepare<E: CpuElem>(
+    dims: Mamba2Dims,
+    p: &Mamba2Params<&[E]>,
+    tensors: &[(&str, usize)],
+    seqs: Seqs,
+) -> Option<Layout> {
     dims.check();
     p.check(dims, "parameter");
     mixer::layout(dims, tensors, seqs)
 }
 
 /// The forward of both evaluations of the scan, parallel over blocks of sequences.
-fn forward_with<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: &[E], seqs: Seqs, y: &mut [E], chunked: bool) {
+fn forward_with<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<&[E]>, u: &[E], seqs: Seqs, y: &mut [E], chunked: bool) {
     let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], seqs) else {
         return;
     };
-    let a = mixer::decay_rates(&p.a_log);
+    let a = mixer::decay_rates(p.a_log);
     let bl = blocks(seqs.count());
     let seq_len = seqs.time * dims.d_model;
     let outs: Vec<Vec<E>> = bl
@@ -202,15 +204,21 @@ fn forward_with<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: &[E], seqs
 /// layout: for each `(b, p)` the sequence `u[b, :, p, :]` goes through the mixer and the
 /// result is written to `y[b, :, p, :]` (`y` is overwritten). The scan runs in the chunked SSD
 /// form with `dims.chunk_size` steps per chunk; parallel over sequences (rayon).
-pub fn forward<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: &[E], seqs: Seqs, y: &mut [E]) {
-    forward_with(dims, p, u, seqs, y, true);
+pub fn forward<E: CpuElem, S: AsRef<[E]>>(dims: Mamba2Dims, p: &Mamba2Params<S>, u: &[E], seqs: Seqs, y: &mut [E]) {
+    forward_with(dims, &p.view(), u, seqs, y, true);
 }
 
 /// The same contract as [`forward`], with the scan evaluated by the sequential recurrence
 /// `S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_t^T`: the reference the chunked path is tested
 /// against.
-pub fn forward_sequential<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: &[E], seqs: Seqs, y: &mut [E]) {
-    forward_with(dims, p, u, seqs, y, false);
+pub fn forward_sequential<E: CpuElem, S: AsRef<[E]>>(
+    dims: Mamba2Dims,
+    p: &Mamba2Params<S>,
+    u: &[E],
+    seqs: Seqs,
+    y: &mut [E],
+) {
+    forward_with(dims, &p.view(), u, seqs, y, false);
 }
 
 /// Backward of [`forward`]: given `io.u` (the same input) and `io.g_y` `(B, T, P, M)`, writes
@@ -222,27 +230,28 @@ pub fn forward_sequential<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, u: 
 /// (BACKWARD.md, "Memory"). Each block of sequences accumulates its own gradient partial in
 /// f64; the partials are summed in block order over a split that depends on `B * P` only, so
 /// the result is bit-identical from run to run and for any thread count.
-pub fn backward<E: CpuElem>(
+pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     dims: Mamba2Dims,
-    p: &Mamba2Params<E>,
+    p: &Mamba2Params<S>,
     seqs: Seqs,
     io: BackwardIo<'_, E>,
-    grads: &mut Mamba2Params<E>,
+    grads: &mut Mamba2Params<G>,
 ) {
+    let (p, grads) = (&p.view(), &mut grads.view_mut());
     grads.check(dims, "gradient");
     let Some(lay) = prepare(dims, p, &io.lens(), seqs) else {
         return;
     };
-    let a = mixer::decay_rates(&p.a_log);
+    let a = mixer::decay_rates(p.a_log);
     let bl = blocks(seqs.count());
     let seq_len = seqs.time * dims.d_model;
     let BackwardIo { u, g_y, g_u } = io;
-    let results: Vec<(Vec<E>, Mamba2Params<f64>)> = bl
+    let results: Vec<(Vec<E>, Mamba2Params<Vec<f64>>)> = bl
         .par_iter()
         .map(|r| {
             // The block's partial, in f64 so that summing many sequences loses nothing. Its
             // `a_log` holds the gradient with respect to A (not A_log) until the reduction.
-            let mut part = Mamba2Params::<f64>::zeros(dims);
+            let mut part = Mamba2Params::<Vec<f64>>::zeros(dims);
             let mut g_out = vec![E::zero(); r.len() * seq_len];
             seq::with_workspace(dims, seqs.time, true, |ws: &mut seq::Workspace<E>| {
                 for (s, gu) in r.clone().zip(g_out.chunks_exact_mut(seq_len)) {
@@ -254,17 +263,17 @@ pub fn backward<E: CpuElem>(
             (g_out, part)
         })
         .collect();
-    let (outs, parts): (Vec<Vec<E>>, Vec<Mamba2Params<f64>>) = results.into_iter().unzip();
+    let (outs, parts): (Vec<Vec<E>>, Vec<Mamba2Params<Vec<f64>>>) = results.into_iter().unzip();
     lay.scatter(&bl, &outs, g_u);
     par::reduce_mixer_partials(parts, &a, grads);
 }
 
-impl<E: CpuElem> par::NamedTensors<E> for Mamba2Params<E> {
-    fn named(&self) -> Vec<(&'static str, &[E])> {
-        self.tensors().into()
+impl<T, S: AsRef<[T]> + AsMut<[T]>> par::NamedTensors<T> for Mamba2Params<S> {
+    fn named(&self) -> Vec<(&'static str, &[T])> {
+        self.view().named().into()
     }
-    fn named_mut(&mut self) -> Vec<(&'static str, &mut [E])> {
-        self.tensors_mut().into()
+    fn named_mut(&mut self) -> Vec<(&'static str, &mut [T])> {
+        self.view_mut().named().into()
     }
 }
 

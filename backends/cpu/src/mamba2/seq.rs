@@ -329,11 +329,11 @@ multiversion! {
 /// Everything up to the RMSNorm output `ws.o`: projection, convolution, SiLU, time steps, scan
 /// (chunked, which also fills the backward's checkpoints when there are any, or sequential),
 /// gate and normalization.
-fn forward_core<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, a: &[E], ws: &mut Workspace<E>, chunked: bool) {
+fn forward_core<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<&[E]>, a: &[E], ws: &mut Workspace<E>, chunked: bool) {
     let Mamba2Dims { d_model: m, d_inner: di, d_conv: k, .. } = dims;
     let (w, cd) = (dims.proj_dim(), dims.conv_dim());
     let time = ws.us.len() / m;
-    linear::forward(&ws.us, time, m, &p.in_proj, None, w, &mut ws.zx);
+    linear::forward(&ws.us, time, m, p.in_proj, None, w, &mut ws.zx);
     // A tap-major copy `(K, Di + 2N)` of the conv weights, so the loops over channels below run
     // over contiguous memory (and vectorize).
     for (ch, taps) in p.conv_w.chunks_exact(k).enumerate() {
@@ -341,21 +341,21 @@ fn forward_core<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<E>, a: &[E], ws: 
             ws.conv_wt[j * cd + ch] = wv;
         }
     }
-    conv_silu(&ws.zx, w, di, k, &ws.conv_wt, &p.conv_b, &mut ws.c, &mut ws.sig_c, &mut ws.xbc);
-    time_steps(&ws.zx, w, di + cd, &p.dt_bias, &mut ws.dt, &mut ws.dsp);
-    let io = Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xbc: &ws.xbc };
+    conv_silu(&ws.zx, w, di, k, &ws.conv_wt, p.conv_b, &mut ws.c, &mut ws.sig_c, &mut ws.xbc);
+    time_steps(&ws.zx, w, di + cd, p.dt_bias, &mut ws.dt, &mut ws.dsp);
+    let io = Inputs { dims, a, d_skip: p.d, dt: &ws.dt, xbc: &ws.xbc };
     if chunked {
         ssd::forward(&io, &mut ws.ssd, &mut ws.y, ws.bw.as_mut().map(|b| &mut b.ckpt[..]));
     } else {
         scan::sequential(&io, &mut ws.state, &mut ws.y);
     }
-    gate_norm_forward(&ws.y, &ws.zx, w, &p.norm_w, &mut ws.sig_z, &mut ws.o, &mut ws.rinv);
+    gate_norm_forward(&ws.y, &ws.zx, w, p.norm_w, &mut ws.sig_z, &mut ws.o, &mut ws.rinv);
 }
 
 /// One sequence forward: `out` `(T, M)` from `ws.us`, the scan chunked or sequential.
 pub(super) fn forward<E: CpuElem>(
     dims: Mamba2Dims,
-    p: &Mamba2Params<E>,
+    p: &Mamba2Params<&[E]>,
     a: &[E],
     ws: &mut Workspace<E>,
     out: &mut [E],
@@ -363,7 +363,7 @@ pub(super) fn forward<E: CpuElem>(
 ) {
     forward_core(dims, p, a, ws, chunked);
     let time = ws.us.len() / dims.d_model;
-    linear::forward(&ws.o, time, dims.d_inner, &p.out_proj, None, dims.d_model, out);
+    linear::forward(&ws.o, time, dims.d_inner, p.out_proj, None, dims.d_model, out);
 }
 
 /// `silu'(x) = s (1 + x (1 - s))` from a stored `s = sigmoid(x)` (the formula of
@@ -378,11 +378,11 @@ fn silu_grad_from<E: CpuElem>(x: E, s: E) -> E {
 /// (whose `a_log` receives the gradient with respect to A).
 pub(super) fn backward<E: CpuElem>(
     dims: Mamba2Dims,
-    p: &Mamba2Params<E>,
+    p: &Mamba2Params<&[E]>,
     a: &[E],
     ws: &mut Workspace<E>,
     g_u: &mut [E],
-    part: &mut Mamba2Params<f64>,
+    part: &mut Mamba2Params<Vec<f64>>,
 ) {
     forward_core(dims, p, a, ws, true);
     let Mamba2Dims { d_model: m, d_inner: di, d_conv: k, .. } = dims;
@@ -392,9 +392,9 @@ pub(super) fn backward<E: CpuElem>(
 
     // out = o W_out^T: g_W_out = g_out^T o; g_o = g_out W_out (into `o`, no longer needed).
     bw.g_wout.fill(E::zero());
-    linear::backward(&ws.o, time, di, &p.out_proj, m, &ws.g_out, &mut bw.g_wout, None, None);
+    linear::backward(&ws.o, time, di, p.out_proj, m, &ws.g_out, &mut bw.g_wout, None, None);
     simd::add_widened(&mut part.out_proj, &bw.g_wout);
-    gemm(E::one(), Mat::rm(&ws.g_out, time, m), Mat::rm(&p.out_proj, m, di), E::zero(), &mut ws.o, di);
+    gemm(E::one(), Mat::rm(&ws.g_out, time, m), Mat::rm(p.out_proj, m, di), E::zero(), &mut ws.o, di);
 
     // Gated RMSNorm: g_w, g_z, and g_y written over g_o.
     bw.g_zx.fill(E::zero());
@@ -402,7 +402,7 @@ pub(super) fn backward<E: CpuElem>(
         &ws.y,
         &ws.zx,
         w,
-        &p.norm_w,
+        p.norm_w,
         &ws.sig_z,
         &ws.rinv,
         &mut ws.o,
@@ -412,7 +412,7 @@ pub(super) fn backward<E: CpuElem>(
     );
 
     // The scan.
-    let io = Inputs { dims, a, d_skip: &p.d, dt: &ws.dt, xbc: &ws.xbc };
+    let io = Inputs { dims, a, d_skip: p.d, dt: &ws.dt, xbc: &ws.xbc };
     let grads = scan::Grads { g_xbc: &mut bw.g_xbc, g_dt: &mut bw.g_dt, g_a: &mut part.a_log, g_d: &mut part.d };
     scan::backward(&io, &bw.ckpt, &ws.o, &mut bw.scan, grads);
 
@@ -442,6 +442,6 @@ pub(super) fn backward<E: CpuElem>(
     simd::add_widened(&mut part.conv_b, &bw.g_convt[k * cd..]);
     // zx = u W_in^T.
     bw.g_win.fill(E::zero());
-    linear::backward(&ws.us, time, m, &p.in_proj, w, &bw.g_zx, &mut bw.g_win, None, Some((g_u, false)));
+    linear::backward(&ws.us, time, m, p.in_proj, w, &bw.g_zx, &mut bw.g_win, None, Some((g_u, false)));
     simd::add_widened(&mut part.in_proj, &bw.g_win);
 }

@@ -28,7 +28,7 @@ fn dims(d_model: usize, expand: usize, headdim: usize, d_state: usize, d_conv: u
 }
 
 /// Random parameters; `a_log_hi` sets how fast the fastest head decays.
-fn params(dims: Mamba2Dims, seed: u64, a_log_hi: f64) -> Mamba2Params<f64> {
+fn params(dims: Mamba2Dims, seed: u64, a_log_hi: f64) -> Mamba2Params<Vec<f64>> {
     let mut g = Rng(seed);
     let mut p = Mamba2Params::zeros(dims);
     let sc = 1.0 / (dims.d_model as f64).sqrt();
@@ -111,7 +111,7 @@ fn decays_that_underflow_stay_finite_and_match() {
     assert!(y32.iter().all(|v| v.is_finite()) && rel_err(&y32, &ys) < 2e-6);
     let (mut g_u, mut g) = (vec![0.0; u.len()], Mamba2Params::zeros(d));
     backward(d, &pr, Seqs::new(b, t, p), BackwardIo { u: &u, g_y: &u, g_u: &mut g_u }, &mut g);
-    assert!(g_u.iter().chain(g.tensors().iter().flat_map(|(_, v)| v.iter())).all(|v| v.is_finite()));
+    assert!(g_u.iter().chain(g.view().named().iter().flat_map(|(_, v)| v.iter())).all(|v| v.is_finite()));
 }
 
 #[test]

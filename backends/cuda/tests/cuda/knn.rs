@@ -41,9 +41,9 @@ fn adjacency(p: usize, k: usize) -> Adjacency {
     Adjacency::new(p, k, idx).unwrap()
 }
 
-fn params(seed: u64, m: usize) -> KnnParams<f32> {
+fn params(seed: u64, m: usize) -> KnnParams<Vec<f32>> {
     let mut prm = KnnParams::zeros(m);
-    for (i, (name, t)) in prm.tensors_mut().into_iter().enumerate() {
+    for (i, (name, t)) in prm.view_mut().named().into_iter().enumerate() {
         let scale = if name.ends_with("weight") && name != "norm.weight" { 1.0 / (m as f32).sqrt() } else { 0.5 };
         let v = uniform(seed + i as u64, t.len(), -scale, scale);
         for (o, x) in t.iter_mut().zip(v) {
@@ -159,11 +159,11 @@ struct Layer {
     out: Vec<f32>,
 }
 
-fn stacked(prm: &KnnParams<f32>) -> (Vec<f32>, Vec<f32>) {
+fn stacked(prm: &KnnParams<Vec<f32>>) -> (Vec<f32>, Vec<f32>) {
     ([&prm.q_w[..], &prm.k_w, &prm.v_w].concat(), [&prm.q_b[..], &prm.k_b, &prm.v_b].concat())
 }
 
-fn layer_forward(nb: &Neighbours, k: usize, m: usize, groups: usize, prm: &KnnParams<f32>, x: &[f32]) -> Layer {
+fn layer_forward(nb: &Neighbours, k: usize, m: usize, groups: usize, prm: &KnnParams<Vec<f32>>, x: &[f32]) -> Layer {
     let rows = x.len() / m;
     let (sw, sb) = stacked(prm);
     let mut h = vec![0.0f32; rows * m];
@@ -178,7 +178,7 @@ fn layer_forward(nb: &Neighbours, k: usize, m: usize, groups: usize, prm: &KnnPa
 
 /// The forward bound of the module doc for one row's outputs, from the f64 values of the
 /// shim's side (`q`, `kk`, `v`, `w`, `att` of the row).
-fn row_bound(adj: &Adjacency, m: usize, prm: &KnnParams<f32>, l: &Layer, row: usize, block: usize) -> Vec<f64> {
+fn row_bound(adj: &Adjacency, m: usize, prm: &KnnParams<Vec<f32>>, l: &Layer, row: usize, block: usize) -> Vec<f64> {
     let (np, k) = (adj.parcels(), adj.k());
     let base = row - row % np;
     let c = 1.0 / (m as f64).sqrt();
@@ -255,10 +255,10 @@ fn layer_backward(
     k: usize,
     m: usize,
     groups: usize,
-    prm: &KnnParams<f32>,
+    prm: &KnnParams<Vec<f32>>,
     x: &[f32],
     g_out: &[f32],
-) -> (Vec<f32>, KnnParams<f32>) {
+) -> (Vec<f32>, KnnParams<Vec<f32>>) {
     let rows = x.len() / m;
     let l = layer_forward(nb, k, m, groups, prm, x);
     let mut g = KnnParams::zeros(m);
@@ -305,7 +305,7 @@ fn the_layer_backward_with_k_1_is_the_cpu_backends_bit_for_bit() {
         let (mut cx, mut cg) = (vec![0.0f32; x.len()], KnnParams::zeros(m));
         cpu::backward(m, &adj, &prm, &x, groups, &g_out, &mut cx, &mut cg);
         assert_eq!(bits(&gx), bits(&cx), "g_x");
-        for ((name, a), (_, b)) in g.tensors().into_iter().zip(cg.tensors()) {
+        for ((name, a), (_, b)) in g.view().named().into_iter().zip(cg.view().named()) {
             assert_eq!(bits(a), bits(b), "{name}");
         }
     }
