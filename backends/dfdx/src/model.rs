@@ -110,63 +110,59 @@ impl<E: Dtype + Elem, D: DfdxDevice<E>> DfdxModel<E, D> {
 
     /// The final-norm embedding `(T * B * P, M)` of token rows `x (T * B * P, D)`.
     fn embed_rows<T: Tape<E, D>>(&self, x: Mat<E, D, T>, l: &RowLayout) -> Mat<E, D, T> {
-        let p = &self.params;
-        let mut h = linear(x, p.matrix("embed_proj.weight"), p.vector("embed_proj.bias"));
-        for i in 0..self.cfg.n_layers {
-            let name = |s: &str| format!("layers.{i}.{s}");
-            let mm = |s: &str| format!("layers.{i}.mamba.mamba.{s}");
+        // Every tensor is taken in state-dict order (`ModelConfig::param_specs`).
+        let c = &mut self.params.cursor(0);
+        let (w, b) = c.linear();
+        let mut h = linear(x, w, b);
+        for _ in 0..self.cfg.n_layers {
             let (res, inp) = dup(h);
-            let u = layer_norm(inp, p.vector(&name("mamba.norm.weight")), p.vector(&name("mamba.norm.bias")));
+            let (w, b) = c.norm();
+            let u = layer_norm(inp, w, b);
             let mixed = match self.cfg.temporal {
                 Temporal::Mamba => {
                     let mp = Mamba1Params {
-                        conv_w: p.matrix(&mm("conv1d.weight")),
-                        conv_b: p.vector(&mm("conv1d.bias")),
-                        in_proj: p.matrix(&mm("in_proj.weight")),
-                        x_proj: p.matrix(&mm("x_proj.weight")),
-                        dt_w: p.matrix(&mm("dt_proj.weight")),
-                        dt_b: p.vector(&mm("dt_proj.bias")),
-                        a_log: p.matrix(&mm("A_log")),
-                        d: p.vector(&mm("D")),
-                        out_proj: p.matrix(&mm("out_proj.weight")),
+                        conv_w: c.matrix(),
+                        conv_b: c.vector(),
+                        in_proj: c.matrix(),
+                        x_proj: c.matrix(),
+                        dt_w: c.matrix(),
+                        dt_b: c.vector(),
+                        a_log: c.matrix(),
+                        d: c.vector(),
+                        out_proj: c.matrix(),
                     };
                     mamba1(u, mp, l.time, l.seqs())
                 }
                 Temporal::Mamba2 => {
                     let mp = Mamba2Params {
-                        dt_bias: p.vector(&mm("dt_bias")),
-                        conv_w: p.matrix(&mm("conv1d.weight")),
-                        conv_b: p.vector(&mm("conv1d.bias")),
-                        in_proj: p.matrix(&mm("in_proj.weight")),
-                        a_log: p.vector(&mm("A_log")),
-                        d: p.vector(&mm("D")),
-                        norm_w: p.vector(&mm("norm.weight")),
-                        out_proj: p.matrix(&mm("out_proj.weight")),
+                        dt_bias: c.vector(),
+                        conv_w: c.matrix(),
+                        conv_b: c.vector(),
+                        in_proj: c.matrix(),
+                        a_log: c.vector(),
+                        d: c.vector(),
+                        norm_w: c.vector(),
+                        out_proj: c.matrix(),
                     };
                     mamba2(u, mp, self.cfg.chunk_size, l.time, l.seqs())
                 }
             };
             h = res + mixed;
             if let Some((_, adj)) = &self.adjacency {
-                let lin =
-                    |s: &str| (p.matrix(&name(&format!("knn.{s}.weight"))), p.vector(&name(&format!("knn.{s}.bias"))));
-                let kp = KnnParams {
-                    norm: (p.vector(&name("knn.norm.weight")), p.vector(&name("knn.norm.bias"))),
-                    q: lin("q"),
-                    k: lin("kproj"),
-                    v: lin("v"),
-                    out: lin("out"),
-                };
+                let kp = KnnParams { norm: c.norm(), q: c.linear(), k: c.linear(), v: c.linear(), out: c.linear() };
                 let (res, inp) = dup(h);
                 h = res + knn_attention(inp, kp, l.parcels, adj);
             }
         }
-        layer_norm(h, p.vector("final_norm.weight"), p.vector("final_norm.bias"))
+        let (w, b) = c.norm();
+        layer_norm(h, w, b)
     }
 
     /// Forecast rows `(T * B * P, H * D)` from embedding rows.
     fn head_rows<T: Tape<E, D>>(&self, emb: Mat<E, D, T>) -> Mat<E, D, T> {
-        linear(emb, self.params.matrix("head.weight"), self.params.vector("head.bias"))
+        // The head is the last two tensors of the state dict.
+        let (w, b) = self.params.cursor(self.params.tensors.len() - 2).linear();
+        linear(emb, w, b)
     }
 
     /// The forecasting loss of forecast rows against the batch's targets.

@@ -10,13 +10,11 @@ use crate::ops::{Mat, Vector};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::{Elem, Error, ParamSpec};
 use dfdx::prelude::*;
-use std::collections::HashMap;
 
 /// Flat device tensors named by their specs.
 #[derive(Clone, Debug)]
 pub struct ParamTable<E: Dtype, D: Device<E>> {
     specs: Vec<ParamSpec>,
-    by_name: HashMap<String, usize>,
     /// The tensors, `(numel,)` each, in spec order.
     pub tensors: Vec<Vector<E, D, NoneTape>>,
 }
@@ -32,8 +30,7 @@ impl<E: Dtype + Elem, D: Device<E>> ParamTable<E, D> {
                 dev.tensor_from_vec(t.data.clone(), (s.numel(),))
             })
             .collect();
-        let by_name = specs.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
-        Ok(Self { specs, by_name, tensors })
+        Ok(Self { specs, tensors })
     }
 
     /// The specs, in order.
@@ -41,23 +38,10 @@ impl<E: Dtype + Elem, D: Device<E>> ParamTable<E, D> {
         &self.specs
     }
 
-    /// The index of a parameter by name.
-    pub fn index(&self, name: &str) -> usize {
-        *self.by_name.get(name).unwrap_or_else(|| panic!("no parameter `{name}` in this model (a bug in the backend)"))
-    }
-
-    /// A parameter as a vector with tape `T` (an empty tape: its gradient goes to its id).
-    pub fn vector<T: Tape<E, D>>(&self, name: &str) -> Vector<E, D, T> {
-        self.tensors[self.index(name)].retaped::<T>()
-    }
-
-    /// A parameter as a `(rows, numel / rows)` matrix with tape `T`; a 3-D conv weight
-    /// `(C, 1, K)` is the matrix `(C, K)`.
-    pub fn matrix<T: Tape<E, D>>(&self, name: &str) -> Mat<E, D, T> {
-        let i = self.index(name);
-        let rows = self.specs[i].shape[0];
-        let cols = self.specs[i].numel() / rows.max(1);
-        self.tensors[i].retaped::<T>().reshape_like(&(rows, cols))
+    /// A cursor over the tensors from index `first` on, state-dict order: the layers take
+    /// their tensors in that order and never spell a name.
+    pub fn cursor(&self, first: usize) -> Cursor<'_, E, D> {
+        Cursor { table: self, next: first }
     }
 
     /// Host copies of flat device tensors, named and shaped by the specs.
@@ -67,5 +51,47 @@ impl<E: Dtype + Elem, D: Device<E>> ParamTable<E, D> {
             .zip(tensors)
             .map(|(s, t)| NamedTensor { name: s.name.clone(), shape: s.shape.clone(), data: t.as_vec() })
             .collect()
+    }
+}
+
+/// The next tensor of a [`ParamTable`], as a vector or a matrix with tape `T` (an empty tape:
+/// its gradient goes to its id). Taking a tensor of the other rank, or past the end, is a bug
+/// in the layer's order and panics naming the tensor.
+pub struct Cursor<'a, E: Dtype, D: Device<E>> {
+    table: &'a ParamTable<E, D>,
+    next: usize,
+}
+
+impl<E: Dtype + Elem, D: Device<E>> Cursor<'_, E, D> {
+    fn take(&mut self, matrix: bool) -> (&Vector<E, D, NoneTape>, &ParamSpec) {
+        let i = self.next;
+        let spec = self.table.specs.get(i).expect("a layer took more tensors than the model has");
+        assert_eq!(spec.shape.len() > 1, matrix, "{} taken as a {}", spec.name, ["vector", "matrix"][matrix as usize]);
+        self.next += 1;
+        (&self.table.tensors[i], spec)
+    }
+
+    /// The next tensor, 1-D.
+    pub fn vector<T: Tape<E, D>>(&mut self) -> Vector<E, D, T> {
+        self.take(false).0.retaped::<T>()
+    }
+
+    /// The next tensor as a `(rows, numel / rows)` matrix; a 3-D conv weight `(C, 1, K)` is
+    /// the matrix `(C, K)`.
+    pub fn matrix<T: Tape<E, D>>(&mut self) -> Mat<E, D, T> {
+        let (t, spec) = self.take(true);
+        let rows = spec.shape[0];
+        let cols = spec.numel() / rows.max(1);
+        t.retaped::<T>().reshape_like(&(rows, cols))
+    }
+
+    /// A `Linear`'s weight and bias.
+    pub fn linear<T: Tape<E, D>>(&mut self) -> (Mat<E, D, T>, Vector<E, D, T>) {
+        (self.matrix(), self.vector())
+    }
+
+    /// A `LayerNorm`'s weight and bias.
+    pub fn norm<T: Tape<E, D>>(&mut self) -> (Vector<E, D, T>, Vector<E, D, T>) {
+        (self.vector(), self.vector())
     }
 }
