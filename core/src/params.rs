@@ -167,9 +167,23 @@ impl<E: Elem> ParamStore<E> {
 /// [`ParamStore`] (`&[E]`) or gradients to write (`&mut [E]`).
 ///
 /// It gets `take` (the next tensors of a state-dict-ordered iterator, in field order),
-/// `view`, `view_mut` and `into_tensors` (the fields in that order).
+/// `view`, `view_mut` and `into_tensors` (the fields in that order); with `names LIST` (one
+/// of the core's name lists, such as [`crate::MAMBA1_PARAMS`]), also `named`, each tensor with
+/// its name.
 #[macro_export]
 macro_rules! param_group {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident names $names:path { $($(#[$fmeta:meta])* $field:ident),+ $(,)? }) => {
+        $crate::param_group! { $(#[$meta])* $vis struct $name { $($(#[$fmeta])* $field),+ } }
+
+        impl<S> $name<S> {
+            /// `(name after the group's prefix, tensor)` per field, the names from the core's
+            /// list, state-dict order.
+            pub fn named(self) -> [(&'static str, S); $crate::__count!($($field)+)] {
+                let mut names = $names.into_iter();
+                self.into_tensors().map(|t| (names.next().expect("one name per tensor"), t))
+            }
+        }
+    };
     ($(#[$meta:meta])* $vis:vis struct $name:ident { $($(#[$fmeta:meta])* $field:ident),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Clone, Debug, PartialEq)]
@@ -237,6 +251,22 @@ mod tests {
     param_group! {
         /// Two tensors, for the macro's test.
         struct Pair { first, second }
+    }
+
+    const NORM: [&str; 2] = ["weight", "bias"];
+
+    param_group! {
+        /// Two named tensors.
+        struct Norm names NORM { w, b }
+    }
+
+    #[test]
+    fn named_groups_pair_tensors_with_the_list() {
+        let n = Norm::take(&mut [vec![1.0f32], vec![0.0]].into_iter());
+        assert_eq!(n.view().named(), [("weight", &[1.0][..]), ("bias", &[0.0][..])]);
+        let mut n = n;
+        n.view_mut().named()[1].1[0] = 2.0;
+        assert_eq!(n.b, [2.0]);
     }
 
     #[test]

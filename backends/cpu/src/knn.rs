@@ -21,7 +21,7 @@ boldcast_core::param_group! {
     /// The block's parameters (`layers.{i}.knn.*`), PyTorch layouts, in state-dict order:
     /// `Linear` weights `(out, in) = (M, M)`. `S` is `Vec<E>` (owned), `&[E]` (a view of the
     /// model's store) or `&mut [E]` (gradients to add to).
-    pub struct KnnParams {
+    pub struct KnnParams names boldcast_core::KNN_PARAMS {
         /// `knn.norm.weight` (M).
         norm_w,
         /// `knn.norm.bias` (M).
@@ -52,13 +52,6 @@ impl<E: CpuElem> KnnParams<Vec<E>> {
         let w = || vec![E::zero(); m * m];
         let (norm_w, norm_b) = (v(), v());
         Self { norm_w, norm_b, q_w: w(), q_b: v(), k_w: w(), k_b: v(), v_w: w(), v_b: v(), out_w: w(), out_b: v() }
-    }
-}
-
-impl<S> KnnParams<S> {
-    /// `(suffix after "layers.{i}.knn.", tensor)` in state-dict order.
-    pub fn named(self) -> [(&'static str, S); 10] {
-        crate::mixer::named(boldcast_core::KNN_PARAMS, self.into_tensors())
     }
 }
 

@@ -137,12 +137,6 @@ pub(crate) fn convert<E: CpuElem, F: CpuElem, const N: usize>(src: [(&str, &[E])
     }
 }
 
-/// Pairs the core's tensor names with a mixer's tensors, in state-dict order.
-pub(crate) fn named<T, const N: usize>(names: [&'static str; N], tensors: [T; N]) -> [(&'static str, T); N] {
-    let mut names = names.into_iter();
-    tensors.map(|t| (names.next().expect("one name per tensor"), t))
-}
-
 /// The activations of one backward call, all `(B, T, P, M)`: the forward's input again, the
 /// gradient of its output, and the gradient of its input (overwritten).
 pub struct BackwardIo<'a, E> {

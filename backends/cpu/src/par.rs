@@ -260,6 +260,22 @@ pub trait NamedTensors<T> {
     fn named_mut(&mut self) -> Vec<(&'static str, &mut [T])>;
 }
 
+/// [`NamedTensors`] for named parameter groups (`boldcast_core::param_group!` with `names`),
+/// owned (`Vec<T>`) or borrowed mutably (`&mut [T]`).
+macro_rules! named_tensors {
+    ($group:ident) => {
+        impl<T, S: AsRef<[T]> + AsMut<[T]>> $crate::par::NamedTensors<T> for $group<S> {
+            fn named(&self) -> Vec<(&'static str, &[T])> {
+                self.view().named().into()
+            }
+            fn named_mut(&mut self) -> Vec<(&'static str, &mut [T])> {
+                self.view_mut().named().into()
+            }
+        }
+    };
+}
+pub(crate) use named_tensors;
+
 /// Sums per-block gradient partials (f64) in block order and adds the total to `grads`,
 /// rounding once to `E`. The mixers accumulate the gradient with respect to `A = -exp(A_log)`
 /// in the `A_log` slot; it becomes the gradient with respect to `A_log` here

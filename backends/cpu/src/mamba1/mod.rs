@@ -22,7 +22,6 @@ mod seq;
 use crate::mixer::{self, BackwardIo, Layout, MixerSizes, Seqs};
 use crate::ops::CpuElem;
 use crate::par;
-use boldcast_core::MAMBA1_PARAMS;
 use rayon::prelude::*;
 
 /// Sizes of one Mamba-1 mixer.
@@ -67,7 +66,7 @@ boldcast_core::param_group! {
     /// The parameters (or their gradients) of one mixer, PyTorch layouts, row-major, in
     /// state-dict order ([`boldcast_core::MAMBA1_PARAMS`]). `S` is `Vec<E>` (owned), `&[E]` (a
     /// view of the model's store) or `&mut [E]` (gradients to add to).
-    pub struct Mamba1Params {
+    pub struct Mamba1Params names boldcast_core::MAMBA1_PARAMS {
         /// `conv1d.weight`, `(Di, 1, K)`; tap `K - 1` multiplies the current step.
         conv_w,
         /// `conv1d.bias`, `(Di)`.
@@ -104,11 +103,6 @@ impl<E: CpuElem> Mamba1Params<Vec<E>> {
 }
 
 impl<S> Mamba1Params<S> {
-    /// `(suffix after `boldcast_core::mixer_prefix`, tensor)` in state-dict order.
-    pub fn named(self) -> [(&'static str, S); 9] {
-        mixer::named(MAMBA1_PARAMS, self.into_tensors())
-    }
-
     /// Panics, naming the tensor, when a length does not match `dims`.
     fn check<E>(&self, dims: Mamba1Dims, what: &str)
     where
@@ -386,14 +380,7 @@ fn backward_q<E: CpuElem>(
     par::reduce_mixer_partials(parts, &a, grads);
 }
 
-impl<T, S: AsRef<[T]> + AsMut<[T]>> par::NamedTensors<T> for Mamba1Params<S> {
-    fn named(&self) -> Vec<(&'static str, &[T])> {
-        self.view().named().into()
-    }
-    fn named_mut(&mut self) -> Vec<(&'static str, &mut [T])> {
-        self.view_mut().named().into()
-    }
-}
+par::named_tensors!(Mamba1Params);
 
 #[cfg(test)]
 mod tests;

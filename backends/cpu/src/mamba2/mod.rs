@@ -20,7 +20,6 @@ mod ssd;
 use crate::mixer::{self, BackwardIo, Layout, MixerSizes, Seqs};
 use crate::ops::CpuElem;
 use crate::par;
-use boldcast_core::MAMBA2_PARAMS;
 use rayon::prelude::*;
 
 /// Sizes of one Mamba-2 mixer.
@@ -98,7 +97,7 @@ boldcast_core::param_group! {
     /// The parameters (or their gradients) of one mixer, PyTorch layouts, row-major, in
     /// state-dict order ([`boldcast_core::MAMBA2_PARAMS`]). `S` is `Vec<E>` (owned), `&[E]` (a
     /// view of the model's store) or `&mut [E]` (gradients to add to).
-    pub struct Mamba2Params {
+    pub struct Mamba2Params names boldcast_core::MAMBA2_PARAMS {
         /// `dt_bias`, `(nheads)`.
         dt_bias,
         /// `conv1d.weight`, `(Di + 2N, 1, K)`; tap `K - 1` multiplies the current step.
@@ -133,11 +132,6 @@ impl<E: CpuElem> Mamba2Params<Vec<E>> {
 }
 
 impl<S> Mamba2Params<S> {
-    /// `(suffix after `boldcast_core::mixer_prefix`, tensor)` in state-dict order.
-    pub fn named(self) -> [(&'static str, S); 8] {
-        mixer::named(MAMBA2_PARAMS, self.into_tensors())
-    }
-
     /// Panics, naming the tensor, when a length does not match `dims`.
     fn check<E>(&self, dims: Mamba2Dims, what: &str)
     where
@@ -268,14 +262,7 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     par::reduce_mixer_partials(parts, &a, grads);
 }
 
-impl<T, S: AsRef<[T]> + AsMut<[T]>> par::NamedTensors<T> for Mamba2Params<S> {
-    fn named(&self) -> Vec<(&'static str, &[T])> {
-        self.view().named().into()
-    }
-    fn named_mut(&mut self) -> Vec<(&'static str, &mut [T])> {
-        self.view_mut().named().into()
-    }
-}
+par::named_tensors!(Mamba2Params);
 
 #[cfg(test)]
 mod tests;
