@@ -38,7 +38,41 @@ pub(crate) trait MixerSizes: Copy + Debug {
     fn d_model(&self) -> usize;
     /// Every size by name; each must be positive.
     fn named_sizes(&self) -> Vec<(&'static str, usize)>;
+    /// Lengths of the parameter tensors, state-dict order.
+    fn lens(&self) -> Vec<usize>;
 }
+
+/// The constructors and checks every mixer's parameter group has, written once: `zeros`
+/// (a gradient accumulator), `cast` (another element type) and `check` (lengths against the
+/// sizes, panicking with the tensor's name).
+macro_rules! mixer_params {
+    ($group:ident, $dims:ty) => {
+        impl<E: CpuElem> $group<Vec<E>> {
+            /// All tensors zero (the starting point of a gradient accumulator).
+            pub fn zeros(dims: $dims) -> Self {
+                Self::take(&mut dims.lens().into_iter().map(|l| vec![E::zero(); l]))
+            }
+
+            /// The same parameters in another element type (f64 test parameters in f32, say).
+            pub fn cast<F: CpuElem>(&self, dims: $dims) -> $group<Vec<F>> {
+                let mut out = $group::zeros(dims);
+                $crate::mixer::convert(self.view().named(), out.view_mut().named());
+                out
+            }
+        }
+
+        impl<S> $group<S> {
+            /// Panics, naming the tensor, when a length does not match `dims`.
+            fn check<E>(&self, dims: $dims, what: &str)
+            where
+                S: AsRef<[E]>,
+            {
+                $crate::mixer::check_lens(dims, what, &self.view().named(), &dims.lens());
+            }
+        }
+    };
+}
+pub(crate) use mixer_params;
 
 /// Panics with the offending size when one is zero: every loop assumes non-empty rows.
 pub(crate) fn check_sizes<D: MixerSizes>(dims: D) {

@@ -60,6 +60,10 @@ impl MixerSizes for Mamba1Dims {
         let Self { d_model, d_inner, d_state, dt_rank, d_conv } = *self;
         vec![("d_model", d_model), ("d_inner", d_inner), ("d_state", d_state), ("dt_rank", dt_rank), ("d_conv", d_conv)]
     }
+    fn lens(&self) -> Vec<usize> {
+        let Self { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = *self;
+        vec![di * k, di, 2 * di * m, (r + 2 * n) * di, di * r, di, di * n, di, m * di]
+    }
 }
 
 boldcast_core::param_group! {
@@ -88,35 +92,7 @@ boldcast_core::param_group! {
     }
 }
 
-impl<E: CpuElem> Mamba1Params<Vec<E>> {
-    /// All tensors zero (the starting point of a gradient accumulator).
-    pub fn zeros(dims: Mamba1Dims) -> Self {
-        Self::take(&mut lens(dims).into_iter().map(|l| vec![E::zero(); l]))
-    }
-
-    /// The same parameters in another element type (f64 test parameters in f32, say).
-    pub fn cast<F: CpuElem>(&self, dims: Mamba1Dims) -> Mamba1Params<Vec<F>> {
-        let mut out = Mamba1Params::zeros(dims);
-        mixer::convert(self.view().named(), out.view_mut().named());
-        out
-    }
-}
-
-impl<S> Mamba1Params<S> {
-    /// Panics, naming the tensor, when a length does not match `dims`.
-    fn check<E>(&self, dims: Mamba1Dims, what: &str)
-    where
-        S: AsRef<[E]>,
-    {
-        mixer::check_lens(dims, what, &self.view().named(), &lens(dims));
-    }
-}
-
-/// Lengths of the tensors, in state-dict order.
-fn lens(dims: Mamba1Dims) -> [usize; 9] {
-    let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
-    [di * k, di, 2 * di * m, (r + 2 * n) * di, di * r, di, di * n, di, m * di]
-}
+mixer::mixer_params!(Mamba1Params, Mamba1Dims);
 
 /// At most this many blocks (gradient partials) per call: enough to keep 16 cores busy with
 /// a balanced load, few enough that the f64 partials (one parameter copy each) stay small.

@@ -91,6 +91,11 @@ impl MixerSizes for Mamba2Dims {
             ("chunk_size", chunk_size),
         ]
     }
+    fn lens(&self) -> Vec<usize> {
+        let Self { d_model: m, d_inner: di, nheads: h, d_conv: k, .. } = *self;
+        let cd = self.conv_dim();
+        vec![h, cd * k, cd, self.proj_dim() * m, h, h, di, m * di]
+    }
 }
 
 boldcast_core::param_group! {
@@ -117,36 +122,7 @@ boldcast_core::param_group! {
     }
 }
 
-impl<E: CpuElem> Mamba2Params<Vec<E>> {
-    /// All tensors zero (the starting point of a gradient accumulator).
-    pub fn zeros(dims: Mamba2Dims) -> Self {
-        Self::take(&mut lens(dims).into_iter().map(|l| vec![E::zero(); l]))
-    }
-
-    /// The same parameters in another element type (f64 test parameters in f32, say).
-    pub fn cast<F: CpuElem>(&self, dims: Mamba2Dims) -> Mamba2Params<Vec<F>> {
-        let mut out = Mamba2Params::zeros(dims);
-        mixer::convert(self.view().named(), out.view_mut().named());
-        out
-    }
-}
-
-impl<S> Mamba2Params<S> {
-    /// Panics, naming the tensor, when a length does not match `dims`.
-    fn check<E>(&self, dims: Mamba2Dims, what: &str)
-    where
-        S: AsRef<[E]>,
-    {
-        mixer::check_lens(dims, what, &self.view().named(), &lens(dims));
-    }
-}
-
-/// Lengths of the tensors, in state-dict order.
-fn lens(dims: Mamba2Dims) -> [usize; 8] {
-    let Mamba2Dims { d_model: m, d_inner: di, nheads: h, d_conv: k, .. } = dims;
-    let cd = dims.conv_dim();
-    [h, cd * k, cd, dims.proj_dim() * m, h, h, di, m * di]
-}
+mixer::mixer_params!(Mamba2Params, Mamba2Dims);
 
 /// The fixed partition of the `B * P` sequences into contiguous blocks, one workspace and one
 /// gradient partial each. It depends on the number of sequences only (never on the thread

@@ -5,6 +5,7 @@
 use boldcast_core::model::NamedTensor;
 use boldcast_core::{Adjacency, Model, ModelConfig, Temporal, TokenShape, Tokens};
 use boldcast_dfdx::{cpu_device, Cpu, DfdxModel};
+use boldcast_testkit::fd;
 
 fn small(temporal: Temporal) -> (DfdxModel<f64, Cpu>, Tokens<f64>) {
     let cfg = ModelConfig::builder()
@@ -50,11 +51,10 @@ fn every_parameter_matches_finite_differences(temporal: Temporal) {
         let mut picks = vec![0, n - 1, (n * 7 / 13).min(n - 1)];
         picks.dedup();
         for &i in &picks {
-            m.load_state(&with_entry(&state, &p.name, i, h)).unwrap();
-            let up = m.loss(&tokens).unwrap();
-            m.load_state(&with_entry(&state, &p.name, i, -h)).unwrap();
-            let down = m.loss(&tokens).unwrap();
-            let fd = (up - down) / (2.0 * h);
+            let fd = fd::along(h, |d| {
+                m.load_state(&with_entry(&state, &p.name, i, d)).unwrap();
+                m.loss(&tokens).unwrap()
+            });
             let tape = g.data[i];
             let err = (fd - tape).abs() / (1e-8 + 1e-5 * fd.abs().max(tape.abs()));
             assert!(err <= 1.0, "{}[{i}]: finite difference {fd:e}, tape {tape:e}", p.name);
