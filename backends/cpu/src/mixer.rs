@@ -1,9 +1,14 @@
 //! What the two temporal mixers ([`crate::mamba1`], [`crate::mamba2`]) share around their
 //! scans: the shape of a call, the size checks, where each parcel's sequence lives in the
-//! model's `(B, T, P, M)` layout, `A = -exp(A_log)`, and their tensors named by the core.
+//! model's `(B, T, P, M)` layout, `A = -exp(A_log)`, the parameter groups' constructors, and
+//! the skeleton of a call ([`forward_seqs`], [`backward_seqs`]): the sequences split into
+//! blocks run in parallel, each sequence gathered into a thread's cached workspace and its
+//! rows written back, the gradient partials returned in block order. What differs between the
+//! mixers is the one-sequence function each passes in.
 
 use crate::ops::CpuElem;
 use crate::par;
+use rayon::prelude::*;
 use std::fmt::Debug;
 use std::ops::Range;
 
@@ -143,19 +148,95 @@ impl Layout {
             unsafe { dst.write(o, &src[r..r + self.m]) };
         }
     }
+}
 
-    /// Writes the per-block outputs (block `k` holds sequences `blocks[k]`, each `(T, M)`)
-    /// back into the `(B, T, P, M)` tensor `dst`. Serial: a copy, cheap next to the mixer.
-    pub(crate) fn scatter<E: Copy>(&self, blocks: &[Range<usize>], outs: &[Vec<E>], dst: &mut [E]) {
-        let seq_len = self.time * self.m;
-        for (r, out) in blocks.iter().zip(outs) {
-            for (s, src) in r.clone().zip(out.chunks_exact(seq_len)) {
-                for (r, o) in self.offsets(s) {
-                    dst[o..o + self.m].copy_from_slice(&src[r..r + self.m]);
-                }
-            }
-        }
+/// A mixer's buffers for one sequence, cached per thread ([`par::with_scratch`]) and reused
+/// by every sequence of a block and by the next call.
+pub(crate) trait SeqWorkspace<E>: 'static {
+    /// What a workspace is sized for: a cached one serves when it [`SeqWorkspace::fits`].
+    type Size: Copy + Sync;
+    /// A workspace of `size`.
+    fn new(size: Self::Size) -> Self;
+    /// Whether this workspace serves a call of `size`.
+    fn fits(&self, size: Self::Size) -> bool;
+    /// The sequence's gathered input, `(T, M)`.
+    fn input(&mut self) -> &mut [E];
+    /// The sequence's gathered output gradient, `(T, M)` (a backward's workspace).
+    fn output_grad(&mut self) -> &mut [E];
+}
+
+/// Runs `seq(ws, s, out, keep)` for every sequence `s` of `u`, the blocks in parallel, each in
+/// a thread's workspace of `size` with the sequence gathered into [`SeqWorkspace::input`];
+/// `out` (`(T, M)`) then goes to the sequence's rows of `y`, and `keep` is the sequence's
+/// `keep.1` values of `keep.0` (what a forward leaves for its backward; empty for none).
+pub(crate) fn forward_seqs<E: CpuElem, W: SeqWorkspace<E>>(
+    lay: &Layout,
+    blocks: &[Range<usize>],
+    size: W::Size,
+    (u, y): (&[E], &mut [E]),
+    keep: (&mut [E], usize),
+    seq: impl Fn(&mut W, usize, &mut [E], &mut [E]) + Sync,
+) {
+    let (mut rest, per_seq) = keep;
+    let mut dests = Vec::with_capacity(blocks.len());
+    for r in blocks {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(r.len() * per_seq);
+        dests.push(head);
+        rest = tail;
     }
+    let dst = par::DisjointWriter::new(y);
+    blocks.par_iter().zip(dests).for_each(|(r, kept)| {
+        let mut out = vec![E::zero(); lay.time * lay.m];
+        par::with_scratch(
+            |w: &W| w.fits(size),
+            || W::new(size),
+            |ws| {
+                for s in r.clone() {
+                    lay.gather(u, s, ws.input());
+                    seq(ws, s, &mut out, &mut kept[(s - r.start) * per_seq..][..per_seq]);
+                    // SAFETY: sequence `s` belongs to this block only.
+                    unsafe { lay.scatter_seq(&out, s, &dst) };
+                }
+            },
+        )
+    });
+}
+
+/// Runs `seq(ws, s, g_u, part)` for every sequence `s`, the blocks in parallel, each in a
+/// thread's workspace of `size` with the sequence's `u` and `g_y` gathered into
+/// [`SeqWorkspace::input`] and [`SeqWorkspace::output_grad`]; `g_u` (`(T, M)`) then goes to
+/// the sequence's rows of `io.g_u`, and each block adds its gradients to its own `part()`.
+/// Returns the partials in block order, for a reduction whose bits do not depend on threads.
+pub(crate) fn backward_seqs<E: CpuElem, W: SeqWorkspace<E>, P: Send>(
+    lay: &Layout,
+    blocks: &[Range<usize>],
+    size: W::Size,
+    io: BackwardIo<'_, E>,
+    part: impl Fn() -> P + Sync,
+    seq: impl Fn(&mut W, usize, &mut [E], &mut P) + Sync,
+) -> Vec<P> {
+    let BackwardIo { u, g_y, g_u } = io;
+    let dst = par::DisjointWriter::new(g_u);
+    blocks
+        .par_iter()
+        .map(|r| {
+            let (mut p, mut gu) = (part(), vec![E::zero(); lay.time * lay.m]);
+            par::with_scratch(
+                |w: &W| w.fits(size),
+                || W::new(size),
+                |ws| {
+                    for s in r.clone() {
+                        lay.gather(u, s, ws.input());
+                        lay.gather(g_y, s, ws.output_grad());
+                        seq(ws, s, &mut gu, &mut p);
+                        // SAFETY: sequence `s` belongs to this block only.
+                        unsafe { lay.scatter_seq(&gu, s, &dst) };
+                    }
+                },
+            );
+            p
+        })
+        .collect()
 }
 
 /// `A = -exp(A_log)`, computed once per call rather than per sequence.

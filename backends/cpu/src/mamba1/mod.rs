@@ -22,7 +22,6 @@ mod seq;
 use crate::mixer::{self, BackwardIo, Layout, MixerSizes, Seqs};
 use crate::ops::CpuElem;
 use crate::par;
-use rayon::prelude::*;
 
 /// Sizes of one Mamba-1 mixer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -102,9 +101,9 @@ const MAX_BLOCKS: usize = 32;
 /// depends only on `n_seq` (not on the thread count, nor on how rayon schedules the work), and
 /// the partials are reduced in block order, so the gradients are bit-identical from run to run
 /// and for any number of threads.
-fn blocks(n_seq: usize) -> Vec<(usize, usize)> {
+fn blocks(n_seq: usize) -> Vec<std::ops::Range<usize>> {
     let nb = n_seq.clamp(1, MAX_BLOCKS);
-    (0..nb).map(|k| (k * n_seq / nb, (k + 1) * n_seq / nb)).collect()
+    (0..nb).map(|k| k * n_seq / nb..(k + 1) * n_seq / nb).collect()
 }
 
 /// Bytes of one chunk's recomputed states and decays (`2 Q N Di` values). The backward writes
@@ -245,29 +244,10 @@ fn forward_impl<E: CpuElem>(
     };
     let a = mixer::decay_rates(p.a_log);
     let pr = Prepared::new(dims, p, &a);
-    let bl = blocks(seqs.count());
-    // Each block's part of the checkpoints (empty slices when none are kept).
-    let (q, per_seq, mut rest) = keep.unwrap_or((1, 0, &mut []));
-    let mut dests = Vec::with_capacity(bl.len());
-    for &(s0, s1) in &bl {
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) * per_seq);
-        dests.push(head);
-        rest = tail;
-    }
-    let dst = par::DisjointWriter::new(y);
-    bl.into_par_iter().zip(dests).for_each(|((s0, s1), ck)| {
-        // The thread's cached workspace, reused by every sequence of the block.
-        seq::with_workspace(dims, seqs.time, None, |ws: &mut seq::Workspace<E>| {
-            for s in s0..s1 {
-                lay.gather(u, s, &mut ws.us);
-                let mut out = std::mem::take(&mut ws.out);
-                let own = &mut ck[(s - s0) * per_seq..][..per_seq];
-                seq::forward(dims, p, &pr, ws, &mut out, q, own);
-                // SAFETY: sequence `s` belongs to this block only.
-                unsafe { lay.scatter_seq(&out, s, &dst) };
-                ws.out = out;
-            }
-        })
+    let (q, per_seq, kept) = keep.unwrap_or((1, 0, &mut []));
+    let size = (dims, seqs.time, None);
+    mixer::forward_seqs(&lay, &blocks(seqs.count()), size, (u, y), (kept, per_seq), |ws, _, out, own| {
+        seq::forward(dims, p, &pr, ws, out, q, own)
     });
 }
 
@@ -329,30 +309,13 @@ fn backward_q<E: CpuElem>(
     }
     let a = mixer::decay_rates(p.a_log);
     let pr = Prepared::new(dims, p, &a);
-    let bl = blocks(seqs.count());
-    let BackwardIo { u, g_y, g_u } = io;
-    let dst = par::DisjointWriter::new(g_u);
-    let parts: Vec<Mamba1Params<Vec<f64>>> = bl
-        .par_iter()
-        .map(|&(s0, s1)| {
-            // The block's partial, in f64 so that summing many sequences loses nothing. Its
-            // `a_log` holds the gradient with respect to A (not A_log) until the final reduction.
-            let mut part = Mamba1Params::<Vec<f64>>::zeros(dims);
-            seq::with_workspace(dims, seqs.time, Some(q), |ws: &mut seq::Workspace<E>| {
-                for s in s0..s1 {
-                    lay.gather(u, s, &mut ws.us);
-                    lay.gather(g_y, s, &mut ws.g_out);
-                    let mut gu = std::mem::take(&mut ws.out);
-                    let own = given.map(|c| &c[s * per_seq..][..per_seq]);
-                    seq::backward(dims, p, &pr, ws, &mut gu, &mut part, own);
-                    // SAFETY: sequence `s` belongs to this block only.
-                    unsafe { lay.scatter_seq(&gu, s, &dst) };
-                    ws.out = gu;
-                }
-            });
-            part
-        })
-        .collect();
+    // Each block's partial is in f64, so that summing many sequences loses nothing. Its
+    // `a_log` holds the gradient with respect to A (not A_log) until the final reduction.
+    let part = || Mamba1Params::<Vec<f64>>::zeros(dims);
+    let size = (dims, seqs.time, Some(q));
+    let parts = mixer::backward_seqs(&lay, &blocks(seqs.count()), size, io, part, |ws, s, gu, part| {
+        seq::backward(dims, p, &pr, ws, gu, part, given.map(|c| &c[s * per_seq..][..per_seq]))
+    });
     par::reduce_mixer_partials(parts, &a, grads);
 }
 

@@ -10,6 +10,7 @@
 
 use super::scan::{self, Back, Inputs};
 use super::{Mamba1Dims, Mamba1Params, Prepared};
+use crate::mixer::SeqWorkspace;
 use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
 use crate::ops::simd::{add_widened, prefetch_l2, LANES};
@@ -51,29 +52,32 @@ pub(super) struct Workspace<E> {
     bw: Option<Backward<E>>,
     /// The gathered output gradient, `(T, M)` (empty in a forward-only workspace).
     pub g_out: Vec<E>,
-    /// The sequence's output (or input gradient), `(T, M)`, before it is scattered.
-    pub out: Vec<E>,
     /// What the workspace was sized for: `(dims, T)`.
     sized: (Mamba1Dims, usize),
 }
 
-/// Runs `f` with this thread's cached workspace when it fits `dims`, `time` and (for a
-/// backward) the chunk length `q`, else with a new one that is then cached instead.
-pub(super) fn with_workspace<E: CpuElem, R>(
-    dims: Mamba1Dims,
-    time: usize,
-    q: Option<usize>,
-    f: impl FnOnce(&mut Workspace<E>) -> R,
-) -> R {
-    let fits = |w: &Workspace<E>| {
-        w.sized == (dims, time)
-            && match (q, &w.bw) {
+/// A workspace serves a call of the same sizes and steps, and a backward only with its
+/// buffers for the same chunk length `q` (a backward's workspace serves a forward too).
+impl<E: CpuElem> SeqWorkspace<E> for Workspace<E> {
+    /// `(dims, T, q)`: `q` the backward's chunk length, `None` for a forward.
+    type Size = (Mamba1Dims, usize, Option<usize>);
+    fn new((dims, time, q): Self::Size) -> Self {
+        Workspace::new(dims, time, q)
+    }
+    fn fits(&self, (dims, time, q): Self::Size) -> bool {
+        self.sized == (dims, time)
+            && match (q, &self.bw) {
                 (None, _) => true,
                 (Some(q), Some(bw)) => bw.q == q,
                 (Some(_), None) => false,
             }
-    };
-    crate::par::with_scratch(fits, || Workspace::new(dims, time, q), f)
+    }
+    fn input(&mut self) -> &mut [E] {
+        &mut self.us
+    }
+    fn output_grad(&mut self) -> &mut [E] {
+        &mut self.g_out
+    }
 }
 
 /// The buffers only the backward needs.
@@ -172,7 +176,6 @@ impl<E: CpuElem> Workspace<E> {
             h: z(s),
             bc: z(2 * n * LANES),
             g_out: if bw.is_some() { z(time * m) } else { Vec::new() },
-            out: z(time * m),
             sized: (dims, time),
             bw,
         }

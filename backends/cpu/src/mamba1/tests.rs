@@ -51,11 +51,11 @@ fn blocks_partition_the_sequences() {
     for n in [0, 1, 2, 7, 31, 32, 33, 256, 1000] {
         let b = blocks(n);
         assert_eq!(b.len(), n.clamp(1, MAX_BLOCKS));
-        assert_eq!(b[0].0, 0);
-        assert_eq!(b.last().unwrap().1, n);
+        assert_eq!(b[0].start, 0);
+        assert_eq!(b.last().unwrap().end, n);
         for w in b.windows(2) {
-            assert_eq!(w[0].1, w[1].0);
-            assert!(w[0].0 < w[0].1);
+            assert_eq!(w[0].end, w[1].start);
+            assert!(w[0].start < w[0].end);
         }
     }
 }

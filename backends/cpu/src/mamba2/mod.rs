@@ -20,7 +20,6 @@ mod ssd;
 use crate::mixer::{self, BackwardIo, Layout, MixerSizes, Seqs};
 use crate::ops::CpuElem;
 use crate::par;
-use rayon::prelude::*;
 
 /// Sizes of one Mamba-2 mixer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -150,24 +149,10 @@ fn forward_with<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<&[E]>, u: &[E], s
         return;
     };
     let a = mixer::decay_rates(p.a_log);
-    let bl = blocks(seqs.count());
-    let seq_len = seqs.time * dims.d_model;
-    let outs: Vec<Vec<E>> = bl
-        .par_iter()
-        .map(|r| {
-            // The thread's cached workspace, reused by every sequence of the block and by the
-            // next call (nothing is allocated per sequence or per step).
-            let mut out = vec![E::zero(); r.len() * seq_len];
-            seq::with_workspace(dims, seqs.time, false, |ws: &mut seq::Workspace<E>| {
-                for (s, o) in r.clone().zip(out.chunks_exact_mut(seq_len)) {
-                    lay.gather(u, s, &mut ws.us);
-                    seq::forward(dims, p, &a, ws, o, chunked);
-                }
-            });
-            out
-        })
-        .collect();
-    lay.scatter(&bl, &outs, y);
+    let size = (dims, seqs.time, false);
+    mixer::forward_seqs(&lay, &blocks(seqs.count()), size, (u, y), (&mut [], 0), |ws, _, out, _| {
+        seq::forward(dims, p, &a, ws, out, chunked)
+    });
 }
 
 /// Forward over all `B * P` sequences of an activation `u` in the model's `(B, T, P, M)`
@@ -213,28 +198,13 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
         return;
     };
     let a = mixer::decay_rates(p.a_log);
-    let bl = blocks(seqs.count());
-    let seq_len = seqs.time * dims.d_model;
-    let BackwardIo { u, g_y, g_u } = io;
-    let results: Vec<(Vec<E>, Mamba2Params<Vec<f64>>)> = bl
-        .par_iter()
-        .map(|r| {
-            // The block's partial, in f64 so that summing many sequences loses nothing. Its
-            // `a_log` holds the gradient with respect to A (not A_log) until the reduction.
-            let mut part = Mamba2Params::<Vec<f64>>::zeros(dims);
-            let mut g_out = vec![E::zero(); r.len() * seq_len];
-            seq::with_workspace(dims, seqs.time, true, |ws: &mut seq::Workspace<E>| {
-                for (s, gu) in r.clone().zip(g_out.chunks_exact_mut(seq_len)) {
-                    lay.gather(u, s, &mut ws.us);
-                    lay.gather(g_y, s, &mut ws.g_out);
-                    seq::backward(dims, p, &a, ws, gu, &mut part);
-                }
-            });
-            (g_out, part)
-        })
-        .collect();
-    let (outs, parts): (Vec<Vec<E>>, Vec<Mamba2Params<Vec<f64>>>) = results.into_iter().unzip();
-    lay.scatter(&bl, &outs, g_u);
+    // Each block's partial is in f64, so that summing many sequences loses nothing. Its
+    // `a_log` holds the gradient with respect to A (not A_log) until the reduction.
+    let part = || Mamba2Params::<Vec<f64>>::zeros(dims);
+    let size = (dims, seqs.time, true);
+    let parts = mixer::backward_seqs(&lay, &blocks(seqs.count()), size, io, part, |ws, _, gu, part| {
+        seq::backward(dims, p, &a, ws, gu, part)
+    });
     par::reduce_mixer_partials(parts, &a, grads);
 }
 

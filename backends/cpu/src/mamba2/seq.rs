@@ -13,6 +13,7 @@
 use super::scan::{self, Inputs};
 use super::ssd;
 use super::{Mamba2Dims, Mamba2Params};
+use crate::mixer::SeqWorkspace;
 use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
 use crate::ops::{linear, simd, CpuElem};
@@ -59,17 +60,24 @@ pub(super) struct Workspace<E> {
     sized: (Mamba2Dims, usize),
 }
 
-/// Runs `f` with this thread's cached workspace when it fits `dims` and `time` (and has the
-/// backward's buffers when `backward`), else with a new one that is then cached instead. A
-/// backward workspace serves a forward too, so a training step allocates once per thread.
-pub(super) fn with_workspace<E: CpuElem, R>(
-    dims: Mamba2Dims,
-    time: usize,
-    backward: bool,
-    f: impl FnOnce(&mut Workspace<E>) -> R,
-) -> R {
-    let fits = |w: &Workspace<E>| w.sized == (dims, time) && (w.bw.is_some() || !backward);
-    crate::par::with_scratch(fits, || Workspace::new(dims, time, backward), f)
+/// A workspace serves a call of the same sizes and steps, and a backward only with its
+/// buffers (a backward's workspace serves a forward too, so a training step allocates once
+/// per thread).
+impl<E: CpuElem> SeqWorkspace<E> for Workspace<E> {
+    /// `(dims, T, backward)`.
+    type Size = (Mamba2Dims, usize, bool);
+    fn new((dims, time, backward): Self::Size) -> Self {
+        Workspace::new(dims, time, backward)
+    }
+    fn fits(&self, (dims, time, backward): Self::Size) -> bool {
+        self.sized == (dims, time) && (self.bw.is_some() || !backward)
+    }
+    fn input(&mut self) -> &mut [E] {
+        &mut self.us
+    }
+    fn output_grad(&mut self) -> &mut [E] {
+        &mut self.g_out
+    }
 }
 
 /// The buffers only the backward needs.
