@@ -178,27 +178,15 @@ pub(crate) fn forward_seqs<E: CpuElem, W: SeqWorkspace<E>>(
     seq: impl Fn(&mut W, usize, &mut [E], &mut [E]) + Sync,
 ) {
     let (mut rest, per_seq) = keep;
-    let mut dests = Vec::with_capacity(blocks.len());
+    let mut kept = Vec::with_capacity(blocks.len());
     for r in blocks {
         let (head, tail) = std::mem::take(&mut rest).split_at_mut(r.len() * per_seq);
-        dests.push(head);
+        kept.push(head);
         rest = tail;
     }
-    let dst = par::DisjointWriter::new(y);
-    blocks.par_iter().zip(dests).for_each(|(r, kept)| {
-        let mut out = vec![E::zero(); lay.time * lay.m];
-        par::with_scratch(
-            |w: &W| w.fits(size),
-            || W::new(size),
-            |ws| {
-                for s in r.clone() {
-                    lay.gather(u, s, ws.input());
-                    seq(ws, s, &mut out, &mut kept[(s - r.start) * per_seq..][..per_seq]);
-                    // SAFETY: sequence `s` belongs to this block only.
-                    unsafe { lay.scatter_seq(&out, s, &dst) };
-                }
-            },
-        )
+    each_seq(lay, blocks, size, y, kept, |ws: &mut W, s, i, out, kept| {
+        lay.gather(u, s, ws.input());
+        seq(ws, s, out, &mut kept[i * per_seq..][..per_seq]);
     });
 }
 
@@ -212,29 +200,47 @@ pub(crate) fn backward_seqs<E: CpuElem, W: SeqWorkspace<E>, P: Send>(
     blocks: &[Range<usize>],
     size: W::Size,
     io: BackwardIo<'_, E>,
-    part: impl Fn() -> P + Sync,
+    part: impl Fn() -> P,
     seq: impl Fn(&mut W, usize, &mut [E], &mut P) + Sync,
 ) -> Vec<P> {
     let BackwardIo { u, g_y, g_u } = io;
-    let dst = par::DisjointWriter::new(g_u);
+    let parts = blocks.iter().map(|_| part()).collect();
+    each_seq(lay, blocks, size, g_u, parts, |ws: &mut W, s, _, g_u, part| {
+        lay.gather(u, s, ws.input());
+        lay.gather(g_y, s, ws.output_grad());
+        seq(ws, s, g_u, part);
+    })
+}
+
+/// Both passes' loop: per block in parallel, with the block's `state`, `seq(ws, s, i, rows,
+/// state)` for its `i`-th sequence `s` in a thread's cached workspace, then `rows` (`(T, M)`)
+/// written to the sequence's place in `dst`. Returns the states in block order.
+fn each_seq<E: CpuElem, W: SeqWorkspace<E>, P: Send>(
+    lay: &Layout,
+    blocks: &[Range<usize>],
+    size: W::Size,
+    dst: &mut [E],
+    states: Vec<P>,
+    seq: impl Fn(&mut W, usize, usize, &mut [E], &mut P) + Sync,
+) -> Vec<P> {
+    let dst = par::DisjointWriter::new(dst);
     blocks
         .par_iter()
-        .map(|r| {
-            let (mut p, mut gu) = (part(), vec![E::zero(); lay.time * lay.m]);
+        .zip(states)
+        .map(|(r, mut state)| {
+            let mut rows = vec![E::zero(); lay.time * lay.m];
             par::with_scratch(
                 |w: &W| w.fits(size),
                 || W::new(size),
                 |ws| {
-                    for s in r.clone() {
-                        lay.gather(u, s, ws.input());
-                        lay.gather(g_y, s, ws.output_grad());
-                        seq(ws, s, &mut gu, &mut p);
+                    for (i, s) in r.clone().enumerate() {
+                        seq(ws, s, i, &mut rows, &mut state);
                         // SAFETY: sequence `s` belongs to this block only.
-                        unsafe { lay.scatter_seq(&gu, s, &dst) };
+                        unsafe { lay.scatter_seq(&rows, s, &dst) };
                     }
                 },
             );
-            p
+            state
         })
         .collect()
 }
