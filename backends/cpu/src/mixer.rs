@@ -1,7 +1,7 @@
 //! What the two temporal mixers ([`crate::mamba1`], [`crate::mamba2`]) share around their
 //! scans: the shape of a call, the size checks, where each parcel's sequence lives in the
 //! model's `(B, T, P, M)` layout, `A = -exp(A_log)`, the parameter groups' constructors, and
-//! the skeleton of a call ([`forward_seqs`], [`backward_seqs`]): the sequences split into
+//! the skeleton of a call (`forward_seqs`, `backward_seqs`): the sequences split into
 //! blocks run in parallel, each sequence gathered into a thread's cached workspace and its
 //! rows written back, the gradient partials returned in block order. What differs between the
 //! mixers is the one-sequence function each passes in.
