@@ -35,6 +35,7 @@ use crate::mixer::{BackwardIo, Seqs};
 use crate::ops::linear::{Weight, WeightGrads};
 use crate::ops::{layernorm, CpuElem};
 use crate::par;
+use boldcast_core::collective::{all_reduce_mean, Collective, Reduce};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::params::{ParamStore, WeightBias};
 use boldcast_core::{
@@ -562,8 +563,16 @@ impl<E: CpuElem> Model<E> for CpuModel<E> {
     }
 }
 
-/// The gradients are one flat buffer already: the collective's layout.
+/// The gradients are one flat buffer already, in the collective's layout: the ranks average
+/// it in place, with no copy through the scratch buffer.
 impl<E: CpuElem> DataParallel<E> for CpuModel<E> {
+    fn all_reduce_grads(&mut self, c: &dyn Collective, _scratch: &mut Vec<E>) -> Result<(), Error>
+    where
+        E: Reduce,
+    {
+        all_reduce_mean(c, self.grads.flat_mut())
+    }
+
     fn grads_to_flat(&self, flat: &mut Vec<E>) {
         flat.clear();
         flat.extend_from_slice(self.grads.flat());
