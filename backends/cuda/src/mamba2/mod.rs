@@ -17,16 +17,8 @@ use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::pool::{Buf, Pool};
 use crate::shim::{self, GnormBwd, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
 
-/// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
-/// as Mamba-1's, so `2 N` floats per thread fit the shared array for every N up to
-/// [`shim::SCAN2_MAX_N`].
-pub const SCAN_BLOCK: u32 = 64;
-const _: () = assert!(2 * shim::SCAN2_MAX_N * SCAN_BLOCK as usize <= shim::SCAN2_SHARED);
-
-/// The scan kernels' launch: grid `(ceil(di / 64), seqs)`, blocks of [`SCAN_BLOCK`].
-pub fn scan_launch(di: usize, seqs: usize) -> Launch {
-    Launch { grid: Dim3::xy(di.div_ceil(SCAN_BLOCK as usize) as u32, seqs as u32), block: Dim3::x(SCAN_BLOCK) }
-}
+// Both scans launch alike: one thread per (sequence, channel), blocks of two warps.
+pub use crate::mamba1::{scan_launch, SCAN_BLOCK};
 
 /// The scan: `y` `(seqs, time, di)` (ungated) and the chunk-start states `ckpt`
 /// (`(seqs, ceil(time / q), n, di)`, [`Scan2::ckpt_len`]), both overwritten.

@@ -2,8 +2,8 @@
 //! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
 //! [`Scan`]).
 
-use super::{check_launch, check_lens, check_linear, refuse, Result};
-use crate::exec::{self, args, Arg};
+use super::{check_launch, check_lens, check_linear, refuse, run, run_linear, Result};
+use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
 
 /// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
@@ -35,6 +35,10 @@ impl ConvDims {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The rows `seqs time` and the kernels' `int` sizes `time`, `di`, `k`.
+    fn ints(&self) -> (i64, [i32; 3]) {
+        ((self.seqs * self.time) as i64, [self.time as i32, self.di as i32, self.k as i32])
+    }
     fn check(&self, kernel: &'static str) -> Result<()> {
         let ConvDims { seqs, time, di, k } = *self;
         let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
@@ -43,6 +47,30 @@ impl ConvDims {
         }
         Ok(())
     }
+}
+
+/// Both scans' sizes: `n` state indices within a thread's arrays, the others (`sizes`, `n`
+/// among them) within `int`, and whatever else the scan needs (`ok`).
+pub(super) fn check_scan_sizes(kernel: &'static str, sizes: &[usize], n: usize, ok: bool) -> Result<()> {
+    let small = |v: &usize| (1..=i32::MAX as usize).contains(v);
+    if !(ok && sizes.iter().all(small) && (1..=SCAN_MAX_N).contains(&n)) {
+        return refuse(kernel, format!("sizes {sizes:?}: N must be 1 to {SCAN_MAX_N}, the rest 1 to 2^31 - 1"));
+    }
+    Ok(())
+}
+
+/// Both scans' launch: grid `(ceil(di / B), seqs)`, a 1-D block whose `2 N B` floats fit the
+/// shared array.
+pub(super) fn check_scan_launch(kernel: &'static str, l: Launch, di: usize, seqs: usize, n: usize) -> Result<()> {
+    let want = Dim3::xy(di.div_ceil(l.block.x as usize) as u32, seqs as u32);
+    if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * n * l.block.x as usize > SCAN_SHARED {
+        let (g, b) = (l.grid, l.block);
+        return refuse(
+            kernel,
+            format!("grid {g:?}, block {b:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN_SHARED}"),
+        );
+    }
+    Ok(())
 }
 
 /// `c = conv(x) + b`, `xs = silu(c)` (causal, depthwise, zero history).
@@ -58,32 +86,17 @@ pub fn mamba1_conv_fwd(
     let kn = "mamba1_conv_fwd";
     check_linear(kn, l)?;
     dims.check(kn)?;
-    check_lens(
-        kn,
-        &[
-            ("x", x.len(), dims.len()),
-            ("w", w.len(), dims.di * dims.k),
-            ("b", b.len(), dims.di),
-            ("c", c.len(), dims.len()),
-            ("xs", xs.len(), dims.len()),
-        ],
-    )?;
-    let rows = (dims.seqs * dims.time) as i64;
-    exec::launch(
-        "mamba1_conv_fwd",
-        l,
-        &mut args![x, w, b, &mut c[..], &mut xs[..], rows, dims.time as i32, dims.di as i32, dims.k as i32],
-    )?;
-    Ok(())
+    let (len, dk) = (dims.len(), dims.di * dims.k);
+    let lens =
+        [("x", x.len(), len), ("w", w.len(), dk), ("b", b.len(), dims.di), ("c", c.len(), len), ("xs", xs.len(), len)];
+    let (rows, [time, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![x, w, b, c, xs, rows, time, di, k])
 }
 
 /// `g_c = g_xs silu'(c)`, elementwise.
 pub fn mamba1_conv_bwd_gc(l: Launch, c: &[f32], g_xs: &[f32], g_c: &mut [f32]) -> Result<()> {
-    let kn = "mamba1_conv_bwd_gc";
-    check_linear(kn, l)?;
-    check_lens(kn, &[("g_xs", g_xs.len(), c.len()), ("g_c", g_c.len(), c.len())])?;
-    exec::launch("mamba1_conv_bwd_gc", l, &mut args![c, g_xs, &mut g_c[..], c.len() as i64])?;
-    Ok(())
+    let (n, lens) = (c.len(), [("g_xs", g_xs.len(), c.len()), ("g_c", g_c.len(), c.len())]);
+    run_linear("mamba1_conv_bwd_gc", l, &lens, &mut args![c, g_xs, g_c, n as i64])
 }
 
 /// `g_x = conv^T(g_c)` (the pre-conv input's gradient), overwritten.
@@ -91,17 +104,9 @@ pub fn mamba1_conv_bwd_x(l: Launch, dims: ConvDims, g_c: &[f32], w: &[f32], g_x:
     let kn = "mamba1_conv_bwd_x";
     check_linear(kn, l)?;
     dims.check(kn)?;
-    check_lens(
-        kn,
-        &[("g_c", g_c.len(), dims.len()), ("w", w.len(), dims.di * dims.k), ("g_x", g_x.len(), dims.len())],
-    )?;
-    let rows = (dims.seqs * dims.time) as i64;
-    exec::launch(
-        "mamba1_conv_bwd_x",
-        l,
-        &mut args![g_c, w, &mut g_x[..], rows, dims.time as i32, dims.di as i32, dims.k as i32],
-    )?;
-    Ok(())
+    let lens = [("g_c", g_c.len(), dims.len()), ("w", w.len(), dims.di * dims.k), ("g_x", g_x.len(), dims.len())];
+    let (rows, [time, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![g_c, w, g_x, rows, time, di, k])
 }
 
 /// Per-chunk sums over rows of the weight and bias gradients into `part`
@@ -125,29 +130,13 @@ pub fn mamba1_conv_bwd_params_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 {
         return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
     }
-    check_lens(
-        kn,
-        &[
-            ("x", x.len(), dims.len()),
-            ("g_c", g_c.len(), dims.len()),
-            ("part", part.len(), want.y as usize * (dims.k + 1) * dims.di),
-        ],
-    )?;
-    exec::launch(
-        "mamba1_conv_bwd_params_partial",
-        l,
-        &mut args![
-            x,
-            g_c,
-            &mut part[..],
-            rows as i64,
-            dims.time as i32,
-            dims.di as i32,
-            dims.k as i32,
-            rows_per_chunk as i32
-        ],
-    )?;
-    Ok(())
+    let lens = [
+        ("x", x.len(), dims.len()),
+        ("g_c", g_c.len(), dims.len()),
+        ("part", part.len(), want.y as usize * (dims.k + 1) * dims.di),
+    ];
+    let (rows, [time, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![x, g_c, part, rows, time, di, k, rows_per_chunk as i32])
 }
 
 /// `g_w += `, `g_b += ` the chunks of `part` `(chunks, k + 1, di)` in order.
@@ -165,13 +154,9 @@ pub fn mamba1_conv_bwd_params_final(
     if !part.len().is_multiple_of(per) || part.is_empty() || part.len() / per > i32::MAX as usize {
         return refuse(kn, format!("part of {} elements is not (chunks, {}, {})", part.len(), dims.k + 1, dims.di));
     }
-    check_lens(kn, &[("g_w", g_w.len(), dims.di * dims.k), ("g_b", g_b.len(), dims.di)])?;
-    exec::launch(
-        "mamba1_conv_bwd_params_final",
-        l,
-        &mut args![part, &mut g_w[..], &mut g_b[..], (part.len() / per) as i32, dims.di as i32, dims.k as i32],
-    )?;
-    Ok(())
+    let lens = [("g_w", g_w.len(), dims.di * dims.k), ("g_b", g_b.len(), dims.di)];
+    let (_, [_, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![part, g_w, g_b, (part.len() / per) as i32, di, k])
 }
 
 /// The scan's inputs: `seqs` sequences of `time` steps, `di` channels, `n` states, chunks of
@@ -206,13 +191,19 @@ pub struct Scan<'a> {
 }
 
 impl<'a> Scan<'a> {
-    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
-    /// of every scan kernel.
-    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
+    /// Runs a scan kernel after the lengths `lens` of its other buffers: the scan's inputs,
+    /// then `rest`, then its sizes, the parameter order of every scan kernel.
+    fn run<'b>(
+        &'b self,
+        kernel: &'static str,
+        l: Launch,
+        lens: &[(&str, usize, usize)],
+        rest: impl IntoIterator<Item = Arg<'b>>,
+    ) -> Result<()> {
         let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d, self.z].into();
         a.extend(rest);
         a.extend(args![self.time as i32, self.di as i32, self.n as i32, self.q as i32]);
-        exec::launch(kernel, l, &mut a)
+        run(kernel, l, lens, &mut a)
     }
 
     /// Elements of a `(seqs, time, di)` buffer.
@@ -236,24 +227,8 @@ impl<'a> Scan<'a> {
     /// block whose `2 N B` floats fit the shared array.
     fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
         check_launch(kernel, l)?;
-        let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
-        let ok = [self.time, self.di, self.q, self.seqs].into_iter().all(small) && (1..=SCAN_MAX_N).contains(&self.n);
-        if !ok {
-            return refuse(
-                kernel,
-                format!("sizes {:?}: N must be 1 to {SCAN_MAX_N}, the rest 1 to 2^31 - 1", self.sizes()),
-            );
-        }
-        let want = Dim3::xy(self.di.div_ceil(l.block.x as usize) as u32, self.seqs as u32);
-        if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * self.n * l.block.x as usize > SCAN_SHARED {
-            return refuse(
-                kernel,
-                format!(
-                    "grid {:?}, block {:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN_SHARED}",
-                    l.grid, l.block
-                ),
-            );
-        }
+        check_scan_sizes(kernel, &self.sizes(), self.n, true)?;
+        check_scan_launch(kernel, l, self.di, self.seqs, self.n)?;
         let rows = self.seqs * self.time;
         check_lens(
             kernel,
@@ -280,9 +255,7 @@ impl<'a> Scan<'a> {
 pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
     let kn = "mamba1_scan_fwd";
     s.check(kn, l)?;
-    check_lens(kn, &[("out", out.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
-    s.launch("mamba1_scan_fwd", l, args![&mut out[..], &mut ckpt[..]])?;
-    Ok(())
+    s.run(kn, l, &[("out", out.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())], args![out, ckpt])
 }
 
 /// The scan backward's outputs and scratch: `g_x`, `g_dt`, `g_z` `(seqs, time, di)`
@@ -312,36 +285,34 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
     let kn = "mamba1_scan_bwd";
     s.check(kn, l)?;
     let (per_seq, blocks) = (s.seqs * s.di, l.grid.x as usize);
-    check_lens(
+    let lens = [
+        ("g_out", g_out.len(), s.len()),
+        ("ckpt", ckpt.len(), s.ckpt_len()),
+        ("g_x", g.g_x.len(), s.len()),
+        ("g_dt", g.g_dt.len(), s.len()),
+        ("g_z", g.g_z.len(), s.len()),
+        ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di),
+        ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
+        ("part_a", g.part_a.len(), per_seq * s.n),
+        ("part_d", g.part_d.len(), per_seq),
+    ];
+    let ScanGrads { g_x, g_dt, g_z, hs, part_bc, part_a, part_d } = g;
+    s.run(
         kn,
-        &[
-            ("g_out", g_out.len(), s.len()),
-            ("ckpt", ckpt.len(), s.ckpt_len()),
-            ("g_x", g.g_x.len(), s.len()),
-            ("g_dt", g.g_dt.len(), s.len()),
-            ("g_z", g.g_z.len(), s.len()),
-            ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di),
-            ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
-            ("part_a", g.part_a.len(), per_seq * s.n),
-            ("part_d", g.part_d.len(), per_seq),
-        ],
-    )?;
-    s.launch(
-        "mamba1_scan_bwd",
         l,
+        &lens,
         args![
             g_out,
             ckpt,
-            &mut g.hs[..],
-            &mut g.g_x[..],
-            &mut g.g_dt[..],
-            &mut g.g_z[..],
-            &mut g.part_bc[..],
-            &mut g.part_a[..],
-            &mut g.part_d[..]
+            &mut hs[..],
+            &mut g_x[..],
+            &mut g_dt[..],
+            &mut g_z[..],
+            &mut part_bc[..],
+            &mut part_a[..],
+            &mut part_d[..]
         ],
-    )?;
-    Ok(())
+    )
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
@@ -378,35 +349,15 @@ pub fn mamba1_scan_bwd_final(l: Launch, s: &Scan<'_>, f: ScanFinal<'_>) -> Resul
     if blocks == 0 || blocks > i32::MAX as usize || s.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&s.n) {
         return refuse(kn, format!("{blocks} blocks, sizes {:?}", s.sizes()));
     }
-    check_lens(
-        kn,
-        &[
-            ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),
-            ("part_a", part_a.len(), s.seqs * s.di * s.n),
-            ("part_d", part_d.len(), s.seqs * s.di),
-            ("g_b", g_b.len(), rows * s.n),
-            ("g_c", g_c.len(), rows * s.n),
-            ("g_a", g_a.len(), s.di * s.n),
-            ("g_d", g_d.len(), s.di),
-        ],
-    )?;
-    exec::launch(
-        "mamba1_scan_bwd_final",
-        l,
-        &mut args![
-            part_bc,
-            part_a,
-            part_d,
-            &mut g_b[..],
-            &mut g_c[..],
-            &mut g_a[..],
-            &mut g_d[..],
-            rows as i64,
-            blocks as i32,
-            s.seqs as i32,
-            s.di as i32,
-            s.n as i32
-        ],
-    )?;
-    Ok(())
+    let lens = [
+        ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),
+        ("part_a", part_a.len(), s.seqs * s.di * s.n),
+        ("part_d", part_d.len(), s.seqs * s.di),
+        ("g_b", g_b.len(), rows * s.n),
+        ("g_c", g_c.len(), rows * s.n),
+        ("g_a", g_a.len(), s.di * s.n),
+        ("g_d", g_d.len(), s.di),
+    ];
+    let (seqs, di, n) = (s.seqs as i32, s.di as i32, s.n as i32);
+    run(kn, l, &lens, &mut args![part_bc, part_a, part_d, g_b, g_c, g_a, g_d, rows as i64, blocks as i32, seqs, di, n])
 }

@@ -2,15 +2,10 @@
 //! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
 //! forward and backward.
 
-use super::{check_launch, check_lens, check_linear, check_tree, refuse, Result};
-use crate::exec::{self, args, Arg};
+use super::mamba1::{check_scan_launch, check_scan_sizes};
+use super::{check_launch, check_lens, check_linear, check_tree, refuse, run, Result};
+use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
-
-/// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
-pub const SCAN2_MAX_N: usize = 64;
-/// Floats of the scan backward's shared array (`SCAN_SHARED`): a block of `B` threads needs
-/// `2 N B` of them.
-pub const SCAN2_SHARED: usize = 8192;
 /// The most threads of a gated-norm block (`M2_NORM_MAX_BLOCK`).
 pub const GNORM_MAX_BLOCK: u32 = 256;
 
@@ -47,20 +42,20 @@ pub struct Scan2<'a> {
 }
 
 impl<'a> Scan2<'a> {
-    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
-    /// of every scan kernel.
-    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
+    /// Runs a scan kernel after the lengths `lens` of its other buffers: the scan's inputs,
+    /// then `rest`, then its sizes, the parameter order of every scan kernel.
+    fn run<'b>(
+        &'b self,
+        kernel: &'static str,
+        l: Launch,
+        lens: &[(&str, usize, usize)],
+        rest: impl IntoIterator<Item = Arg<'b>>,
+    ) -> Result<()> {
         let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d].into();
         a.extend(rest);
-        a.extend(args![
-            self.time as i32,
-            self.di() as i32,
-            self.n as i32,
-            self.nh as i32,
-            self.pd as i32,
-            self.q as i32
-        ]);
-        exec::launch(kernel, l, &mut a)
+        let ints = [self.time, self.di(), self.n, self.nh, self.pd, self.q].map(|v| v as i32);
+        a.extend(ints.map(Arg::from));
+        run(kernel, l, lens, &mut a)
     }
 
     /// Channels, `nh pd`.
@@ -91,22 +86,9 @@ impl<'a> Scan2<'a> {
     /// block whose `2 N B` floats fit the shared array.
     fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
         check_launch(kernel, l)?;
-        let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
-        let ok = self.sizes().into_iter().all(small) && small(self.di()) && self.n <= SCAN2_MAX_N;
-        if !ok || self.len() > i64::MAX as usize / 2 {
-            return refuse(
-                kernel,
-                format!("sizes {:?}: N must be 1 to {SCAN2_MAX_N}, the rest 1 to 2^31 - 1", self.sizes()),
-            );
-        }
-        let want = Dim3::xy(self.di().div_ceil(l.block.x as usize) as u32, self.seqs as u32);
-        if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * self.n * l.block.x as usize > SCAN2_SHARED {
-            let why = format!(
-                "grid {:?}, block {:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN2_SHARED}",
-                l.grid, l.block
-            );
-            return refuse(kernel, why);
-        }
+        let ok = (1..=i32::MAX as usize).contains(&self.di()) && self.len() <= i64::MAX as usize / 2;
+        check_scan_sizes(kernel, &self.sizes(), self.n, ok)?;
+        check_scan_launch(kernel, l, self.di(), self.seqs, self.n)?;
         let rows = self.seqs * self.time;
         check_lens(
             kernel,
@@ -128,9 +110,7 @@ impl<'a> Scan2<'a> {
 pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
     let kn = "mamba2_scan_fwd";
     s.check(kn, l)?;
-    check_lens(kn, &[("y", y.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
-    s.launch("mamba2_scan_fwd", l, args![&mut y[..], &mut ckpt[..]])?;
-    Ok(())
+    s.run(kn, l, &[("y", y.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())], args![y, ckpt])
 }
 
 /// The scan backward's outputs and scratch: `g_x` and the per-lane `g_dt` terms `gdt_term`
@@ -158,34 +138,19 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
     let kn = "mamba2_scan_bwd";
     s.check(kn, l)?;
     let (per_seq, blocks) = (s.seqs * s.di(), l.grid.x as usize);
-    check_lens(
-        kn,
-        &[
-            ("g_y", g_y.len(), s.len()),
-            ("ckpt", ckpt.len(), s.ckpt_len()),
-            ("g_x", g.g_x.len(), s.len()),
-            ("gdt_term", g.gdt_term.len(), s.len()),
-            ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di()),
-            ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
-            ("part_a", g.part_a.len(), per_seq),
-            ("part_d", g.part_d.len(), per_seq),
-        ],
-    )?;
-    s.launch(
-        "mamba2_scan_bwd",
-        l,
-        args![
-            g_y,
-            ckpt,
-            &mut g.hs[..],
-            &mut g.g_x[..],
-            &mut g.gdt_term[..],
-            &mut g.part_bc[..],
-            &mut g.part_a[..],
-            &mut g.part_d[..]
-        ],
-    )?;
-    Ok(())
+    let Scan2Grads { g_x, gdt_term, hs, part_bc, part_a, part_d } = g;
+    let lens = [
+        ("g_y", g_y.len(), s.len()),
+        ("ckpt", ckpt.len(), s.ckpt_len()),
+        ("g_x", g_x.len(), s.len()),
+        ("gdt_term", gdt_term.len(), s.len()),
+        ("hs", hs.len(), s.seqs * s.q * s.n * s.di()),
+        ("part_bc", part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
+        ("part_a", part_a.len(), per_seq),
+        ("part_d", part_d.len(), per_seq),
+    ];
+    let outs = args![&mut hs[..], &mut g_x[..], &mut gdt_term[..], &mut part_bc[..], &mut part_a[..], &mut part_d[..]];
+    s.run(kn, l, &lens, args![g_y, ckpt].into_iter().chain(outs))
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
@@ -225,42 +190,23 @@ pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: &mut Scan2Final<'_>) -
         return refuse(kn, format!("{} blocks", f.blocks));
     }
     let rows = s.seqs * s.time;
-    check_lens(
-        kn,
-        &[
-            ("part_bc", f.part_bc.len(), rows * f.blocks * 2 * s.n),
-            ("gdt_term", f.gdt_term.len(), s.len()),
-            ("part_a", f.part_a.len(), s.seqs * s.di()),
-            ("part_d", f.part_d.len(), s.seqs * s.di()),
-            ("g_b", f.g_b.len(), rows * s.n),
-            ("g_c", f.g_c.len(), rows * s.n),
-            ("g_dt", f.g_dt.len(), rows * s.nh),
-            ("g_a", f.g_a.len(), s.nh),
-            ("g_d", f.g_d.len(), s.nh),
-        ],
-    )?;
-    exec::launch(
-        "mamba2_scan_bwd_final",
-        l,
-        &mut args![
-            f.part_bc,
-            f.gdt_term,
-            f.part_a,
-            f.part_d,
-            &mut f.g_b[..],
-            &mut f.g_c[..],
-            &mut f.g_dt[..],
-            &mut f.g_a[..],
-            &mut f.g_d[..],
-            rows as i64,
-            f.blocks as i32,
-            s.seqs as i32,
-            s.n as i32,
-            s.nh as i32,
-            s.pd as i32
-        ],
-    )?;
-    Ok(())
+    let Scan2Final { blocks, part_bc, gdt_term, part_a, part_d, g_b, g_c, g_dt, g_a, g_d } = f;
+    let lens = [
+        ("part_bc", part_bc.len(), rows * *blocks * 2 * s.n),
+        ("gdt_term", gdt_term.len(), s.len()),
+        ("part_a", part_a.len(), s.seqs * s.di()),
+        ("part_d", part_d.len(), s.seqs * s.di()),
+        ("g_b", g_b.len(), rows * s.n),
+        ("g_c", g_c.len(), rows * s.n),
+        ("g_dt", g_dt.len(), rows * s.nh),
+        ("g_a", g_a.len(), s.nh),
+        ("g_d", g_d.len(), s.nh),
+    ];
+    let ints = args![rows as i64, *blocks as i32, s.seqs as i32, s.n as i32, s.nh as i32, s.pd as i32];
+    let outs = args![&mut g_b[..], &mut g_c[..], &mut g_dt[..], &mut g_a[..], &mut g_d[..]];
+    let mut a: Vec<Arg<'_>> =
+        args![*part_bc, *gdt_term, *part_a, *part_d].into_iter().chain(outs).chain(ints).collect();
+    run(kn, l, &lens, &mut a)
 }
 
 /// The gated norm's row kernels: a power-of-two block of at most [`GNORM_MAX_BLOCK`], one
@@ -289,9 +235,8 @@ pub fn mamba2_gnorm_fwd(
 ) -> Result<()> {
     let kn = "mamba2_gnorm_fwd";
     let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
-    check_lens(kn, &[("w", w.len(), m), ("o", o.len(), rows * m), ("rinv", rinv.len(), rows)])?;
-    exec::launch("mamba2_gnorm_fwd", l, &mut args![y, z, w, &mut o[..], &mut rinv[..], m as i32])?;
-    Ok(())
+    let lens = [("w", w.len(), m), ("o", o.len(), rows * m), ("rinv", rinv.len(), rows)];
+    run(kn, l, &lens, &mut args![y, z, w, o, rinv, m as i32])
 }
 
 /// What the gated norm's backward kernels read: rows of width `m` of the norm's inputs `y`,
@@ -319,22 +264,15 @@ pub fn mamba2_gnorm_bwd_x(
     let kn = "mamba2_gnorm_bwd_x";
     let GnormBwd { m, y, z, g_o } = b;
     let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
-    check_lens(
-        kn,
-        &[
-            ("w", w.len(), m),
-            ("g_o", g_o.len(), rows * m),
-            ("g_y", g_y.len(), rows * m),
-            ("g_z", g_z.len(), rows * m),
-            ("rinv", rinv.len(), rows),
-        ],
-    )?;
-    exec::launch(
-        "mamba2_gnorm_bwd_x",
-        l,
-        &mut args![y, z, w, g_o, &mut g_y[..], &mut g_z[..], &mut rinv[..], m as i32],
-    )?;
-    Ok(())
+    let rm = rows * m;
+    let lens = [
+        ("w", w.len(), m),
+        ("g_o", g_o.len(), rm),
+        ("g_y", g_y.len(), rm),
+        ("g_z", g_z.len(), rm),
+        ("rinv", rinv.len(), rows),
+    ];
+    run(kn, l, &lens, &mut args![y, z, w, g_o, g_y, g_z, rinv, m as i32])
 }
 
 /// Per-chunk sums over rows of `g_o v r` into `part` `(grid.y, m)`; the grid must be
@@ -357,21 +295,10 @@ pub fn mamba2_gnorm_bwd_w_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 || l.block.x > GNORM_MAX_BLOCK {
         return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
     }
-    check_lens(
-        kn,
-        &[
-            ("y", y.len(), rows * m),
-            ("z", z.len(), rows * m),
-            ("g_o", g_o.len(), rows * m),
-            ("part", part.len(), want.y as usize * m),
-        ],
-    )?;
-    exec::launch(
-        "mamba2_gnorm_bwd_w_partial",
-        l,
-        &mut args![y, z, g_o, rinv, &mut part[..], rows as i64, m as i32, rows_per_chunk as i32],
-    )?;
-    Ok(())
+    let rm = rows * m;
+    let lens =
+        [("y", y.len(), rm), ("z", z.len(), rm), ("g_o", g_o.len(), rm), ("part", part.len(), want.y as usize * m)];
+    run(kn, l, &lens, &mut args![y, z, g_o, rinv, part, rows as i64, m as i32, rows_per_chunk as i32])
 }
 
 /// `g_w += sum_c part[c]`, chunks in order.
@@ -382,6 +309,5 @@ pub fn mamba2_gnorm_bwd_w_final(l: Launch, part: &[f32], g_w: &mut [f32]) -> Res
     if m == 0 || m > i32::MAX as usize || !part.len().is_multiple_of(m) || part.len() / m > i32::MAX as usize {
         return refuse(kn, format!("part of {} elements is not (chunks, {m})", part.len()));
     }
-    exec::launch("mamba2_gnorm_bwd_w_final", l, &mut args![part, &mut g_w[..], (part.len() / m) as i32, m as i32])?;
-    Ok(())
+    run(kn, l, &[], &mut args![part, g_w, (part.len() / m) as i32, m as i32])
 }

@@ -386,8 +386,8 @@ fn gated_norm_is_bitwise_the_same_from_run_to_run() {
 #[test]
 fn bad_launches_are_refused() {
     use boldcast_cuda::launch::{Dim3, Launch};
-    use boldcast_cuda::shim::{mamba2_gnorm_fwd, mamba2_scan_fwd, SCAN2_MAX_N};
-    let n = SCAN2_MAX_N + 1;
+    use boldcast_cuda::shim::{mamba2_gnorm_fwd, mamba2_scan_fwd, SCAN_MAX_N};
+    let n = SCAN_MAX_N + 1;
     let v = inputs(1, n);
     let s = scan_of(&v, n, 2);
     let (mut y, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
