@@ -125,6 +125,7 @@ mod loss;
 mod mamba1;
 mod mamba2;
 mod optim;
+mod scan;
 mod selftest;
 
 pub use act::*;
@@ -136,4 +137,5 @@ pub use loss::*;
 pub use mamba1::*;
 pub use mamba2::*;
 pub use optim::*;
+pub use scan::{ScanIn, SCAN_MAX_N, SCAN_SHARED};
 pub use selftest::*;

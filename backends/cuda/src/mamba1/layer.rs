@@ -6,7 +6,7 @@
 //! sequences; the parameter gradients accumulate group after group.
 
 use crate::pool::{Buf, Pool};
-use crate::shim::{ConvDims, Result, Scan};
+use crate::shim::{ConvDims, Result, Scan, ScanIn};
 use crate::trunk::{self, Frame, Groups, MixPass, Mixer};
 
 pub use crate::trunk::{backward, forward, Saved};
@@ -143,20 +143,8 @@ pub struct Internals {
 impl Internals {
     fn scan<'a>(&'a self, p: &'a Mamba1Params, z: &LayerDims, seqs: usize) -> Scan<'a> {
         let (time, di, n, q) = (z.time, z.di, z.n, z.q);
-        Scan {
-            seqs,
-            time,
-            di,
-            n,
-            q,
-            x: &self.xs,
-            dt: &self.dt,
-            a: &self.a,
-            b: &self.bc,
-            c: &self.cc,
-            d: &p.d,
-            z: &self.z,
-        }
+        let (x, dt, a, b, c, d) = (&self.xs[..], &self.dt[..], &self.a[..], &self.bc[..], &self.cc[..], &p.d[..]);
+        Scan { base: ScanIn { seqs, time, di, n, q, x, dt, a, b, c, d }, z: &self.z }
     }
 }
 

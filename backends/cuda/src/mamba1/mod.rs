@@ -66,9 +66,9 @@ pub fn conv_backward(
 }
 
 /// The gated scan: `out` `(seqs, time, di)` and the chunk-start states `ckpt`
-/// (`(seqs, ceil(time / q), n, di)`, [`Scan::ckpt_len`]), both overwritten.
+/// (`(seqs, ceil(time / q), n, di)`, [`ScanIn::ckpt_len`](crate::shim::ScanIn::ckpt_len)), both overwritten.
 pub fn scan_forward(s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    shim::mamba1_scan_fwd(scan_launch(s.di, s.seqs), s, out, ckpt)
+    shim::mamba1_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, out, ckpt)
 }
 
 /// The scan's gradients (BACKWARD.md, "Mamba-1"), for the gated output's gradient: host
@@ -91,7 +91,7 @@ pub struct ScanGradients<T = Vec<f32>> {
     pub d: T,
 }
 
-/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.base.q`) for the
 /// gradient `g_out` of its gated output: chunks from the last, each recomputed from its
 /// checkpoint, then walked back; the shared gradients' partials summed in a second kernel.
 /// Host vectors of [`scan_backward_pooled`].
@@ -104,20 +104,22 @@ pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32]) -> Result<ScanGr
 /// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
 /// scratch goes back to the pool on return).
 pub fn scan_backward_pooled(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanGradients<Buf>> {
-    let l = scan_launch(s.di, s.seqs);
+    let l = scan_launch(s.base.di, s.base.seqs);
     let blocks = l.grid.x as usize;
-    let (len, rows) = (s.len(), s.seqs * s.time);
+    let (len, rows) = (s.base.len(), s.base.seqs * s.base.time);
     let mut g = ScanGradients {
         x: pool.zeros(len),
         dt: pool.zeros(len),
         z: pool.zeros(len),
-        a: pool.zeros(s.di * s.n),
-        b: pool.zeros(rows * s.n),
-        c: pool.zeros(rows * s.n),
-        d: pool.zeros(s.di),
+        a: pool.zeros(s.base.di * s.base.n),
+        b: pool.zeros(rows * s.base.n),
+        c: pool.zeros(rows * s.base.n),
+        d: pool.zeros(s.base.di),
     };
-    let (mut hs, mut part_bc) = (pool.zeros(s.seqs * s.q * s.n * s.di), pool.zeros(rows * blocks * 2 * s.n));
-    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di * s.n), pool.zeros(s.seqs * s.di));
+    let (mut hs, mut part_bc) =
+        (pool.zeros(s.base.seqs * s.base.q * s.base.n * s.base.di), pool.zeros(rows * blocks * 2 * s.base.n));
+    let (mut part_a, mut part_d) =
+        (pool.zeros(s.base.seqs * s.base.di * s.base.n), pool.zeros(s.base.seqs * s.base.di));
     let mut scratch = ScanGrads {
         g_x: &mut g.x,
         g_dt: &mut g.dt,
@@ -128,7 +130,7 @@ pub fn scan_backward_pooled(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Po
         part_d: &mut part_d,
     };
     shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut scratch)?;
-    let fin = elementwise((rows * 2 * s.n).max(s.di * s.n + s.di));
+    let fin = elementwise((rows * 2 * s.base.n).max(s.base.di * s.base.n + s.base.di));
     let f = ScanFinal {
         blocks,
         part_bc: &part_bc,

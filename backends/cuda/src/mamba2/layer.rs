@@ -12,7 +12,7 @@
 use super::norm_launch;
 use crate::ops::layout;
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, Cols, ConvDims, GnormBwd, Result, Scan2};
+use crate::shim::{self, Cols, ConvDims, GnormBwd, Result, Scan2, ScanIn};
 use crate::trunk::{self, Frame, Groups, MixPass, Mixer};
 
 pub use crate::trunk::{backward, forward, Saved};
@@ -150,8 +150,9 @@ pub struct Internals {
 
 impl Internals {
     fn scan<'a>(&'a self, p: &'a Mamba2Params, z: &Layer2Dims, seqs: usize) -> Scan2<'a> {
-        let (time, nh, pd, n, q) = (z.time, z.nh, z.pd(), z.n, z.q);
-        Scan2 { seqs, time, nh, pd, n, q, x: &self.x, dt: &self.dt, a: &self.a, b: &self.b, c: &self.cc, d: &p.d }
+        let (time, di, n, q) = (z.time, z.di, z.n, z.q);
+        let (x, dt, a, b, c, d) = (&self.x[..], &self.dt[..], &self.a[..], &self.b[..], &self.cc[..], &p.d[..]);
+        Scan2 { base: ScanIn { seqs, time, di, n, q, x, dt, a, b, c, d }, nh: z.nh }
     }
 }
 

@@ -21,9 +21,9 @@ use crate::shim::{self, GnormBwd, LaunchError, Result, Scan2, Scan2Final, Scan2G
 pub use crate::mamba1::{scan_launch, SCAN_BLOCK};
 
 /// The scan: `y` `(seqs, time, di)` (ungated) and the chunk-start states `ckpt`
-/// (`(seqs, ceil(time / q), n, di)`, [`Scan2::ckpt_len`]), both overwritten.
+/// (`(seqs, ceil(time / q), n, di)`, [`ScanIn::ckpt_len`](crate::shim::ScanIn::ckpt_len)), both overwritten.
 pub fn scan_forward(s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    shim::mamba2_scan_fwd(scan_launch(s.di(), s.seqs), s, y, ckpt)
+    shim::mamba2_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, y, ckpt)
 }
 
 /// The scan's gradients (BACKWARD.md, "Mamba-2"), for the gradient of its output `y`, in
@@ -44,7 +44,7 @@ pub struct Scan2Gradients<T = Vec<f32>> {
     pub d: T,
 }
 
-/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.base.q`) for the
 /// gradient `g_y` of its output: chunks from the last, each recomputed from its checkpoint,
 /// then walked back; the shared gradients summed in a second kernel. Host vectors of
 /// [`scan_backward_pooled`].
@@ -57,20 +57,20 @@ pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32]) -> Result<Scan2Gr
 /// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
 /// scratch goes back to the pool on return).
 pub fn scan_backward_pooled(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<Scan2Gradients<Buf>> {
-    let l = scan_launch(s.di(), s.seqs);
+    let l = scan_launch(s.base.di, s.base.seqs);
     let blocks = l.grid.x as usize;
-    let (len, rows) = (s.len(), s.seqs * s.time);
+    let (len, rows) = (s.base.len(), s.base.seqs * s.base.time);
     let mut g = Scan2Gradients {
         x: pool.zeros(len),
         dt: pool.zeros(rows * s.nh),
         a: pool.zeros(s.nh),
-        b: pool.zeros(rows * s.n),
-        c: pool.zeros(rows * s.n),
+        b: pool.zeros(rows * s.base.n),
+        c: pool.zeros(rows * s.base.n),
         d: pool.zeros(s.nh),
     };
-    let (mut gdt_term, mut hs) = (pool.zeros(len), pool.zeros(s.seqs * s.q * s.n * s.di()));
-    let mut part_bc = pool.zeros(rows * blocks * 2 * s.n);
-    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di()), pool.zeros(s.seqs * s.di()));
+    let (mut gdt_term, mut hs) = (pool.zeros(len), pool.zeros(s.base.seqs * s.base.q * s.base.n * s.base.di));
+    let mut part_bc = pool.zeros(rows * blocks * 2 * s.base.n);
+    let (mut part_a, mut part_d) = (pool.zeros(s.base.seqs * s.base.di), pool.zeros(s.base.seqs * s.base.di));
     let mut scratch = Scan2Grads {
         g_x: &mut g.x,
         gdt_term: &mut gdt_term,
@@ -93,7 +93,7 @@ pub fn scan_backward_pooled(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Poo
         g_a: &mut g.a,
         g_d: &mut g.d,
     };
-    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.n).max(rows * s.nh)), s, &mut fin)?;
+    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.base.n).max(rows * s.nh)), s, &mut fin)?;
     Ok(g)
 }
 

@@ -2,15 +2,10 @@
 //! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
 //! [`Scan`]).
 
-use super::{check_launch, check_lens, check_linear, refuse, run, run_linear, Result};
-use crate::exec::{args, Arg};
+use super::scan::{ScanIn, SCAN_MAX_N};
+use super::{check_launch, check_linear, refuse, run, run_linear, Result};
+use crate::exec::args;
 use crate::launch::{Dim3, Launch};
-
-/// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
-pub const SCAN_MAX_N: usize = 64;
-/// Floats of the scan backward's shared array (`SCAN_SHARED`): a block of `B` threads needs
-/// `2 N B` of them.
-pub const SCAN_SHARED: usize = 8192;
 
 /// The convolution's sizes: `seqs` sequences of `time` steps of `di` channels (buffers
 /// `(seqs, time, di)`), `k` taps (weights `(di, k)`, PyTorch's `(di, 1, k)`).
@@ -47,30 +42,6 @@ impl ConvDims {
         }
         Ok(())
     }
-}
-
-/// Both scans' sizes: `n` state indices within a thread's arrays, the others (`sizes`, `n`
-/// among them) within `int`, and whatever else the scan needs (`ok`).
-pub(super) fn check_scan_sizes(kernel: &'static str, sizes: &[usize], n: usize, ok: bool) -> Result<()> {
-    let small = |v: &usize| (1..=i32::MAX as usize).contains(v);
-    if !(ok && sizes.iter().all(small) && (1..=SCAN_MAX_N).contains(&n)) {
-        return refuse(kernel, format!("sizes {sizes:?}: N must be 1 to {SCAN_MAX_N}, the rest 1 to 2^31 - 1"));
-    }
-    Ok(())
-}
-
-/// Both scans' launch: grid `(ceil(di / B), seqs)`, a 1-D block whose `2 N B` floats fit the
-/// shared array.
-pub(super) fn check_scan_launch(kernel: &'static str, l: Launch, di: usize, seqs: usize, n: usize) -> Result<()> {
-    let want = Dim3::xy(di.div_ceil(l.block.x as usize) as u32, seqs as u32);
-    if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * n * l.block.x as usize > SCAN_SHARED {
-        let (g, b) = (l.grid, l.block);
-        return refuse(
-            kernel,
-            format!("grid {g:?}, block {b:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN_SHARED}"),
-        );
-    }
-    Ok(())
 }
 
 /// `c = conv(x) + b`, `xs = silu(c)` (causal, depthwise, zero history).
@@ -159,103 +130,48 @@ pub fn mamba1_conv_bwd_params_final(
     run(kn, l, &lens, &mut args![part, g_w, g_b, (part.len() / per) as i32, di, k])
 }
 
-/// The scan's inputs: `seqs` sequences of `time` steps, `di` channels, `n` states, chunks of
-/// `q` steps. `x`, `dt`, `z` are `(seqs, time, di)`; `a` (`A = -exp(A_log)`) `(di, n)`;
-/// `b`, `c` (`Bc`, `Cc`) `(seqs, time, n)`; `d` (the skip weights) `(di)`.
+/// The Mamba-1 scan's inputs: [`ScanIn`] with `dt` `(seqs, time, di)`, `a` `(di, n)` and `d`
+/// `(di)`, and the gate's input `z` `(seqs, time, di)`.
 #[derive(Clone, Copy, Debug)]
 pub struct Scan<'a> {
-    /// Sequences.
-    pub seqs: usize,
-    /// Steps per sequence.
-    pub time: usize,
-    /// Channels.
-    pub di: usize,
-    /// State indices.
-    pub n: usize,
-    /// Steps per chunk (between checkpoints).
-    pub q: usize,
-    /// The scan's input (post-conv, post-SiLU).
-    pub x: &'a [f32],
-    /// Time steps.
-    pub dt: &'a [f32],
-    /// `A`.
-    pub a: &'a [f32],
-    /// `Bc`.
-    pub b: &'a [f32],
-    /// `Cc`.
-    pub c: &'a [f32],
-    /// `D`.
-    pub d: &'a [f32],
+    /// The inputs both scans have.
+    pub base: ScanIn<'a>,
     /// The gate's input.
     pub z: &'a [f32],
 }
 
-impl<'a> Scan<'a> {
-    /// Runs a scan kernel after the lengths `lens` of its other buffers: the scan's inputs,
-    /// then `rest`, then its sizes, the parameter order of every scan kernel.
-    fn run<'b>(
-        &'b self,
-        kernel: &'static str,
-        l: Launch,
-        lens: &[(&str, usize, usize)],
-        rest: impl IntoIterator<Item = Arg<'b>>,
-    ) -> Result<()> {
-        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d, self.z].into();
-        a.extend(rest);
-        a.extend(args![self.time as i32, self.di as i32, self.n as i32, self.q as i32]);
-        run(kernel, l, lens, &mut a)
-    }
-
-    /// Elements of a `(seqs, time, di)` buffer.
-    pub fn len(&self) -> usize {
-        self.seqs * self.time * self.di
-    }
-    /// Whether a `(seqs, time, di)` buffer is empty (never, for inputs a launcher accepts).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Chunks of `q` steps: `ceil(time / q)`.
-    pub fn chunks(&self) -> usize {
-        self.time.div_ceil(self.q.max(1))
-    }
-    /// Elements of the checkpoints `(seqs, chunks, n, di)`.
-    pub fn ckpt_len(&self) -> usize {
-        self.seqs * self.chunks() * self.n * self.di
-    }
-
-    /// The sizes and every input's length, and the launch: grid `(ceil(di / B), seqs)`, a 1-D
-    /// block whose `2 N B` floats fit the shared array.
+impl Scan<'_> {
+    /// The sizes, every input's length and the launch ([`ScanIn::check`]).
     fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
-        check_launch(kernel, l)?;
-        check_scan_sizes(kernel, &self.sizes(), self.n, true)?;
-        check_scan_launch(kernel, l, self.di, self.seqs, self.n)?;
-        let rows = self.seqs * self.time;
-        check_lens(
-            kernel,
-            &[
-                ("x", self.x.len(), self.len()),
-                ("dt", self.dt.len(), self.len()),
-                ("z", self.z.len(), self.len()),
-                ("a", self.a.len(), self.di * self.n),
-                ("b", self.b.len(), rows * self.n),
-                ("c", self.c.len(), rows * self.n),
-                ("d", self.d.len(), self.di),
-            ],
-        )?;
-        Ok(())
+        let s = &self.base;
+        let own = [
+            ("dt", s.dt.len(), s.len()),
+            ("z", self.z.len(), s.len()),
+            ("a", s.a.len(), s.di * s.n),
+            ("d", s.d.len(), s.di),
+        ];
+        s.check(kernel, l, (&self.sizes(), true), &own)
     }
 
     fn sizes(&self) -> [usize; 5] {
-        [self.seqs, self.time, self.di, self.n, self.q]
+        let s = &self.base;
+        [s.seqs, s.time, s.di, s.n, s.q]
+    }
+
+    /// The kernels' trailing sizes.
+    fn ints(&self) -> [usize; 4] {
+        let s = &self.base;
+        [s.time, s.di, s.n, s.q]
     }
 }
 
 /// The gated scan `out = (C h + D x) silu(z)` `(seqs, time, di)` and the checkpoints `ckpt`
 /// `(seqs, chunks, n, di)`.
 pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    let kn = "mamba1_scan_fwd";
+    let (kn, b) = ("mamba1_scan_fwd", &s.base);
     s.check(kn, l)?;
-    s.run(kn, l, &[("out", out.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())], args![out, ckpt])
+    let lens = [("out", out.len(), b.len()), ("ckpt", ckpt.len(), b.ckpt_len())];
+    b.run(kn, l, &lens, args![s.z, out, ckpt], &s.ints())
 }
 
 /// The scan backward's outputs and scratch: `g_x`, `g_dt`, `g_z` `(seqs, time, di)`
@@ -282,37 +198,20 @@ pub struct ScanGrads<'a> {
 /// The scan backward for the gated output's gradient `g_out`, from the forward's `ckpt`
 /// (first stage; [`mamba1_scan_bwd_final`] finishes the sums).
 pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: &mut ScanGrads<'_>) -> Result<()> {
-    let kn = "mamba1_scan_bwd";
+    let (kn, b) = ("mamba1_scan_bwd", &s.base);
     s.check(kn, l)?;
-    let (per_seq, blocks) = (s.seqs * s.di, l.grid.x as usize);
-    let lens = [
-        ("g_out", g_out.len(), s.len()),
-        ("ckpt", ckpt.len(), s.ckpt_len()),
-        ("g_x", g.g_x.len(), s.len()),
-        ("g_dt", g.g_dt.len(), s.len()),
-        ("g_z", g.g_z.len(), s.len()),
-        ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di),
-        ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
-        ("part_a", g.part_a.len(), per_seq * s.n),
-        ("part_d", g.part_d.len(), per_seq),
-    ];
     let ScanGrads { g_x, g_dt, g_z, hs, part_bc, part_a, part_d } = g;
-    s.run(
-        kn,
-        l,
-        &lens,
-        args![
-            g_out,
-            ckpt,
-            &mut hs[..],
-            &mut g_x[..],
-            &mut g_dt[..],
-            &mut g_z[..],
-            &mut part_bc[..],
-            &mut part_a[..],
-            &mut part_d[..]
-        ],
-    )
+    let mut lens =
+        b.bwd_lens(l.grid.x as usize, [g_out.len(), ckpt.len(), g_x.len(), hs.len(), part_bc.len()]).to_vec();
+    let per_seq = b.seqs * b.di;
+    lens.extend([
+        ("g_dt", g_dt.len(), b.len()),
+        ("g_z", g_z.len(), b.len()),
+        ("part_a", part_a.len(), per_seq * b.n),
+        ("part_d", part_d.len(), per_seq),
+    ]);
+    let grads = args![&mut g_x[..], &mut g_dt[..], &mut g_z[..], &mut part_bc[..], &mut part_a[..], &mut part_d[..]];
+    b.run(kn, l, &lens, args![s.z, g_out, ckpt, &mut hs[..]].into_iter().chain(grads), &s.ints())
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
@@ -345,9 +244,11 @@ pub fn mamba1_scan_bwd_final(l: Launch, s: &Scan<'_>, f: ScanFinal<'_>) -> Resul
     let ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d } = f;
     let kn = "mamba1_scan_bwd_final";
     check_linear(kn, l)?;
-    let rows = s.seqs * s.time;
+    let sizes = s.sizes();
+    let s = &s.base;
+    let rows = s.rows();
     if blocks == 0 || blocks > i32::MAX as usize || s.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&s.n) {
-        return refuse(kn, format!("{blocks} blocks, sizes {:?}", s.sizes()));
+        return refuse(kn, format!("{blocks} blocks, sizes {sizes:?}"));
     }
     let lens = [
         ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),

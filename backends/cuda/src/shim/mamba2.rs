@@ -2,115 +2,51 @@
 //! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
 //! forward and backward.
 
-use super::mamba1::{check_scan_launch, check_scan_sizes};
+use super::scan::ScanIn;
 use super::{check_launch, check_lens, check_linear, check_tree, refuse, run, Result};
 use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
 /// The most threads of a gated-norm block (`M2_NORM_MAX_BLOCK`).
 pub const GNORM_MAX_BLOCK: u32 = 256;
 
-/// The Mamba-2 scan's inputs: `seqs` sequences of `time` steps, `nh` heads of `pd` channels
-/// (`di = nh pd`), `n` states, chunks of `q` steps. `x` is `(seqs, time, di)`; `dt`
-/// `(seqs, time, nh)`; `a` (`A = -exp(A_log)`) and `d` (the skip weights) `(nh)`; `b`, `c`
-/// (`Bc`, `Cc`, shared by the heads) `(seqs, time, n)`.
+/// The Mamba-2 scan's inputs: [`ScanIn`] with `dt` `(seqs, time, nh)`, `a` and `d` `(nh)`,
+/// over `nh` heads of `di / nh` channels (`Bc`, `Cc` shared by the heads).
 #[derive(Clone, Copy, Debug)]
 pub struct Scan2<'a> {
-    /// Sequences.
-    pub seqs: usize,
-    /// Steps per sequence.
-    pub time: usize,
+    /// The inputs both scans have.
+    pub base: ScanIn<'a>,
     /// Heads.
     pub nh: usize,
-    /// Channels per head (`headdim`).
-    pub pd: usize,
-    /// State indices.
-    pub n: usize,
-    /// Steps per chunk (between checkpoints).
-    pub q: usize,
-    /// The scan's input (post-conv, post-SiLU).
-    pub x: &'a [f32],
-    /// Time steps, one per head.
-    pub dt: &'a [f32],
-    /// `A`.
-    pub a: &'a [f32],
-    /// `Bc`.
-    pub b: &'a [f32],
-    /// `Cc`.
-    pub c: &'a [f32],
-    /// `D`.
-    pub d: &'a [f32],
 }
 
-impl<'a> Scan2<'a> {
-    /// Runs a scan kernel after the lengths `lens` of its other buffers: the scan's inputs,
-    /// then `rest`, then its sizes, the parameter order of every scan kernel.
-    fn run<'b>(
-        &'b self,
-        kernel: &'static str,
-        l: Launch,
-        lens: &[(&str, usize, usize)],
-        rest: impl IntoIterator<Item = Arg<'b>>,
-    ) -> Result<()> {
-        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d].into();
-        a.extend(rest);
-        let ints = [self.time, self.di(), self.n, self.nh, self.pd, self.q].map(|v| v as i32);
-        a.extend(ints.map(Arg::from));
-        run(kernel, l, lens, &mut a)
+impl Scan2<'_> {
+    /// Channels per head (`headdim`), `di / nh`.
+    pub fn pd(&self) -> usize {
+        self.base.di.checked_div(self.nh).unwrap_or(0)
     }
 
-    /// Channels, `nh pd`.
-    pub fn di(&self) -> usize {
-        self.nh * self.pd
-    }
-    /// Elements of a `(seqs, time, di)` buffer.
-    pub fn len(&self) -> usize {
-        self.seqs * self.time * self.di()
-    }
-    /// Whether a `(seqs, time, di)` buffer is empty (never, for inputs a launcher accepts).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Chunks of `q` steps: `ceil(time / q)`.
-    pub fn chunks(&self) -> usize {
-        self.time.div_ceil(self.q.max(1))
-    }
-    /// Elements of the checkpoints `(seqs, chunks, n, di)`.
-    pub fn ckpt_len(&self) -> usize {
-        self.seqs * self.chunks() * self.n * self.di()
-    }
-    fn sizes(&self) -> [usize; 6] {
-        [self.seqs, self.time, self.nh, self.pd, self.n, self.q]
-    }
-
-    /// The sizes, every input's length and the launch: grid `(ceil(di / B), seqs)`, a 1-D
-    /// block whose `2 N B` floats fit the shared array.
+    /// The sizes (`di` a multiple of `nh`), every input's length and the launch
+    /// ([`ScanIn::check`]).
     fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
-        check_launch(kernel, l)?;
-        let ok = (1..=i32::MAX as usize).contains(&self.di()) && self.len() <= i64::MAX as usize / 2;
-        check_scan_sizes(kernel, &self.sizes(), self.n, ok)?;
-        check_scan_launch(kernel, l, self.di(), self.seqs, self.n)?;
-        let rows = self.seqs * self.time;
-        check_lens(
-            kernel,
-            &[
-                ("x", self.x.len(), self.len()),
-                ("dt", self.dt.len(), rows * self.nh),
-                ("a", self.a.len(), self.nh),
-                ("b", self.b.len(), rows * self.n),
-                ("c", self.c.len(), rows * self.n),
-                ("d", self.d.len(), self.nh),
-            ],
-        )?;
-        Ok(())
+        let s = &self.base;
+        let ok = self.pd() * self.nh == s.di && s.len() <= i64::MAX as usize / 2;
+        let own = [("dt", s.dt.len(), s.rows() * self.nh), ("a", s.a.len(), self.nh), ("d", s.d.len(), self.nh)];
+        s.check(kernel, l, (&[s.seqs, s.time, self.nh, self.pd(), s.n, s.q], ok), &own)
+    }
+
+    /// The kernels' trailing sizes.
+    fn ints(&self) -> [usize; 6] {
+        let s = &self.base;
+        [s.time, s.di, s.n, self.nh, self.pd(), s.q]
     }
 }
 
 /// The scan `y = S C + D x` `(seqs, time, di)` and the checkpoints `ckpt`
 /// `(seqs, chunks, n, di)`, both overwritten.
 pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    let kn = "mamba2_scan_fwd";
+    let (kn, b) = ("mamba2_scan_fwd", &s.base);
     s.check(kn, l)?;
-    s.run(kn, l, &[("y", y.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())], args![y, ckpt])
+    b.run(kn, l, &[("y", y.len(), b.len()), ("ckpt", ckpt.len(), b.ckpt_len())], args![y, ckpt], &s.ints())
 }
 
 /// The scan backward's outputs and scratch: `g_x` and the per-lane `g_dt` terms `gdt_term`
@@ -135,22 +71,18 @@ pub struct Scan2Grads<'a> {
 /// The scan backward for the output gradient `g_y`, from the forward's `ckpt` (first stage;
 /// [`mamba2_scan_bwd_final`] finishes the sums).
 pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &mut Scan2Grads<'_>) -> Result<()> {
-    let kn = "mamba2_scan_bwd";
+    let (kn, b) = ("mamba2_scan_bwd", &s.base);
     s.check(kn, l)?;
-    let (per_seq, blocks) = (s.seqs * s.di(), l.grid.x as usize);
     let Scan2Grads { g_x, gdt_term, hs, part_bc, part_a, part_d } = g;
-    let lens = [
-        ("g_y", g_y.len(), s.len()),
-        ("ckpt", ckpt.len(), s.ckpt_len()),
-        ("g_x", g_x.len(), s.len()),
-        ("gdt_term", gdt_term.len(), s.len()),
-        ("hs", hs.len(), s.seqs * s.q * s.n * s.di()),
-        ("part_bc", part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
+    let mut lens = b.bwd_lens(l.grid.x as usize, [g_y.len(), ckpt.len(), g_x.len(), hs.len(), part_bc.len()]).to_vec();
+    let per_seq = b.seqs * b.di;
+    lens.extend([
+        ("gdt_term", gdt_term.len(), b.len()),
         ("part_a", part_a.len(), per_seq),
         ("part_d", part_d.len(), per_seq),
-    ];
-    let outs = args![&mut hs[..], &mut g_x[..], &mut gdt_term[..], &mut part_bc[..], &mut part_a[..], &mut part_d[..]];
-    s.run(kn, l, &lens, args![g_y, ckpt].into_iter().chain(outs))
+    ]);
+    let grads = args![&mut g_x[..], &mut gdt_term[..], &mut part_bc[..], &mut part_a[..], &mut part_d[..]];
+    b.run(kn, l, &lens, args![g_y, ckpt, &mut hs[..]].into_iter().chain(grads), &s.ints())
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
@@ -184,25 +116,26 @@ pub struct Scan2Final<'a> {
 pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: &mut Scan2Final<'_>) -> Result<()> {
     let kn = "mamba2_scan_bwd_final";
     check_linear(kn, l)?;
+    let (b, nh) = (&s.base, s.nh);
     // The sizes and inputs as the first stage checks them, under its launch shape.
-    s.check(kn, Launch { grid: Dim3::xy(s.di().div_ceil(64) as u32, s.seqs as u32), block: Dim3::x(64) })?;
+    s.check(kn, Launch { grid: Dim3::xy(b.di.div_ceil(64) as u32, b.seqs as u32), block: Dim3::x(64) })?;
     if f.blocks == 0 || f.blocks > i32::MAX as usize {
         return refuse(kn, format!("{} blocks", f.blocks));
     }
-    let rows = s.seqs * s.time;
+    let (rows, per_seq) = (b.rows(), b.seqs * b.di);
     let Scan2Final { blocks, part_bc, gdt_term, part_a, part_d, g_b, g_c, g_dt, g_a, g_d } = f;
     let lens = [
-        ("part_bc", part_bc.len(), rows * *blocks * 2 * s.n),
-        ("gdt_term", gdt_term.len(), s.len()),
-        ("part_a", part_a.len(), s.seqs * s.di()),
-        ("part_d", part_d.len(), s.seqs * s.di()),
-        ("g_b", g_b.len(), rows * s.n),
-        ("g_c", g_c.len(), rows * s.n),
-        ("g_dt", g_dt.len(), rows * s.nh),
-        ("g_a", g_a.len(), s.nh),
-        ("g_d", g_d.len(), s.nh),
+        ("part_bc", part_bc.len(), rows * *blocks * 2 * b.n),
+        ("gdt_term", gdt_term.len(), b.len()),
+        ("part_a", part_a.len(), per_seq),
+        ("part_d", part_d.len(), per_seq),
+        ("g_b", g_b.len(), rows * b.n),
+        ("g_c", g_c.len(), rows * b.n),
+        ("g_dt", g_dt.len(), rows * nh),
+        ("g_a", g_a.len(), nh),
+        ("g_d", g_d.len(), nh),
     ];
-    let ints = args![rows as i64, *blocks as i32, s.seqs as i32, s.n as i32, s.nh as i32, s.pd as i32];
+    let ints = args![rows as i64, *blocks as i32, b.seqs as i32, b.n as i32, nh as i32, s.pd() as i32];
     let outs = args![&mut g_b[..], &mut g_c[..], &mut g_dt[..], &mut g_a[..], &mut g_d[..]];
     let mut a: Vec<Arg<'_>> =
         args![*part_bc, *gdt_term, *part_a, *part_d].into_iter().chain(outs).chain(ints).collect();

@@ -18,7 +18,7 @@ use crate::common;
 
 use boldcast_cuda::mamba1::{self, ScanGradients};
 use boldcast_cuda::pool::Pool;
-use boldcast_cuda::shim::{ConvDims, Scan};
+use boldcast_cuda::shim::{ConvDims, Scan, ScanIn};
 use common::{check, check_central, check_reference_gradients, f64s, sig, uniform, Reference, U32 as U};
 
 /// The scan's inputs in f64, `(seqs, time, di)` etc. as [`Scan`]'s.
@@ -61,7 +61,8 @@ fn inputs(seed: u64, seqs: usize, time: usize, di: usize, n: usize) -> [Vec<f32>
 }
 
 fn scan_of<'a>(v: &'a [Vec<f32>; 7], seqs: usize, time: usize, di: usize, n: usize, q: usize) -> Scan<'a> {
-    Scan { seqs, time, di, n, q, x: &v[0], dt: &v[1], a: &v[2], b: &v[3], c: &v[4], d: &v[5], z: &v[6] }
+    let base = ScanIn { seqs, time, di, n, q, x: &v[0], dt: &v[1], a: &v[2], b: &v[3], c: &v[4], d: &v[5] };
+    Scan { base, z: &v[6] }
 }
 
 impl In {
@@ -182,7 +183,7 @@ fn decay_factor(p: &In) -> f64 {
 
 fn run_forward(v: &[Vec<f32>; 7], n: usize, q: usize) -> (Vec<f32>, Vec<f32>) {
     let s = scan_of(v, SEQS, TIME, DI, n, q);
-    let (mut out, mut ckpt) = (vec![f32::NAN; s.len()], vec![f32::NAN; s.ckpt_len()]);
+    let (mut out, mut ckpt) = (vec![f32::NAN; s.base.len()], vec![f32::NAN; s.base.ckpt_len()]);
     mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap();
     (out, ckpt)
 }
@@ -419,14 +420,14 @@ fn bad_scan_launches_are_refused() {
     let n = SCAN_MAX_N + 1;
     let v = inputs(1, 1, 3, 8, n);
     let s = scan_of(&v, 1, 3, 8, n, 2);
-    let (mut out, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut out, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     let err = mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap_err();
     assert!(err.why.contains("N must be"), "{err}");
     let v = inputs(1, 1, 3, 100, 4);
     let s = scan_of(&v, 1, 3, 100, 4, 2);
-    let (mut out, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut out, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     let short = Launch { grid: Dim3::xy(1, 1), block: Dim3::x(64) };
     assert!(mamba1_scan_fwd(short, &s, &mut out, &mut ckpt).unwrap_err().why.contains("expected grid"));
-    let mut ckpt = vec![0.0; s.ckpt_len() - 1];
+    let mut ckpt = vec![0.0; s.base.ckpt_len() - 1];
     assert!(mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap_err().why.contains("ckpt"));
 }

@@ -18,7 +18,7 @@
 use crate::common;
 
 use boldcast_cuda::mamba2::{self, Scan2Gradients};
-use boldcast_cuda::shim::{GnormBwd, Scan2};
+use boldcast_cuda::shim::{GnormBwd, Scan2, ScanIn};
 use common::{check, check_central, check_reference_gradients, f64s, sig, uniform, Reference, U32 as U};
 
 const SEQS: usize = 2;
@@ -47,7 +47,8 @@ fn inputs(seed: u64, n: usize) -> [Vec<f32>; 6] {
 }
 
 fn scan_of(v: &[Vec<f32>; 6], n: usize, q: usize) -> Scan2<'_> {
-    Scan2 { seqs: SEQS, time: TIME, nh: NH, pd: PD, n, q, x: &v[0], dt: &v[1], a: &v[2], b: &v[3], c: &v[4], d: &v[5] }
+    let (x, dt, a, b, c, d) = (&v[0][..], &v[1][..], &v[2][..], &v[3][..], &v[4][..], &v[5][..]);
+    Scan2 { base: ScanIn { seqs: SEQS, time: TIME, di: NH * PD, n, q, x, dt, a, b, c, d }, nh: NH }
 }
 
 /// The reference's inputs in f64.
@@ -156,7 +157,7 @@ fn decay_factor(p: &In) -> f64 {
 
 fn run_forward(v: &[Vec<f32>; 6], n: usize, q: usize) -> (Vec<f32>, Vec<f32>) {
     let s = scan_of(v, n, q);
-    let (mut y, mut ckpt) = (vec![f32::NAN; s.len()], vec![f32::NAN; s.ckpt_len()]);
+    let (mut y, mut ckpt) = (vec![f32::NAN; s.base.len()], vec![f32::NAN; s.base.ckpt_len()]);
     mamba2::scan_forward(&s, &mut y, &mut ckpt).unwrap();
     (y, ckpt)
 }
@@ -390,14 +391,14 @@ fn bad_launches_are_refused() {
     let n = SCAN_MAX_N + 1;
     let v = inputs(1, n);
     let s = scan_of(&v, n, 2);
-    let (mut y, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut y, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     assert!(mamba2::scan_forward(&s, &mut y, &mut ckpt).unwrap_err().why.contains("N must be"));
     let v = inputs(1, 4);
     let s = scan_of(&v, 4, 2);
-    let (mut y, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut y, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     let short = Launch { grid: Dim3::xy(1, SEQS as u32), block: Dim3::x(64) };
     assert!(mamba2_scan_fwd(short, &s, &mut y, &mut ckpt).unwrap_err().why.contains("expected grid"));
-    let mut ckpt = vec![0.0; s.ckpt_len() - 1];
+    let mut ckpt = vec![0.0; s.base.ckpt_len() - 1];
     assert!(mamba2::scan_forward(&s, &mut y, &mut ckpt).unwrap_err().why.contains("ckpt"));
     let (y, mut o, mut r) = (vec![0.0; 2 * 1024], vec![0.0; 2 * 1024], vec![0.0; 2]);
     let wide = Launch { grid: Dim3::x(2), block: Dim3::x(512) };

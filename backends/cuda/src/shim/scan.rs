@@ -1,0 +1,129 @@
+//! What the two scans' launchers share (`kernels/common.cuh`'s scan helpers): their common
+//! inputs and sizes ([`ScanIn`]), the size and launch checks, the first stage's outputs that
+//! both backwards have, and the argument order of every scan kernel.
+
+use super::{check_launch, check_lens, refuse, run, Result};
+use crate::exec::{args, Arg};
+use crate::launch::{Dim3, Launch};
+
+/// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
+pub const SCAN_MAX_N: usize = 64;
+/// Floats of the scan backward's shared array (`SCAN_SHARED`): a block of `B` threads needs
+/// `2 N B` of them.
+pub const SCAN_SHARED: usize = 8192;
+
+/// Both scans' inputs: `seqs` sequences of `time` steps, `di` channels, `n` states, chunks of
+/// `q` steps. `x` is `(seqs, time, di)`; `b`, `c` (`Bc`, `Cc`) `(seqs, time, n)`; `dt`, `a`
+/// (`A = -exp(A_log)`) and `d` (the skip weights) as each scan lays them out.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanIn<'a> {
+    /// Sequences.
+    pub seqs: usize,
+    /// Steps per sequence.
+    pub time: usize,
+    /// Channels.
+    pub di: usize,
+    /// State indices.
+    pub n: usize,
+    /// Steps per chunk (between checkpoints).
+    pub q: usize,
+    /// The scan's input (post-conv, post-SiLU).
+    pub x: &'a [f32],
+    /// Time steps.
+    pub dt: &'a [f32],
+    /// `A`.
+    pub a: &'a [f32],
+    /// `Bc`.
+    pub b: &'a [f32],
+    /// `Cc`.
+    pub c: &'a [f32],
+    /// `D`.
+    pub d: &'a [f32],
+}
+
+/// The lengths a launcher checks: `(name, length, wanted)`.
+type Lens<'n> = [(&'n str, usize, usize)];
+
+impl<'a> ScanIn<'a> {
+    /// Elements of a `(seqs, time, di)` buffer.
+    pub fn len(&self) -> usize {
+        self.rows() * self.di
+    }
+    /// Whether a `(seqs, time, di)` buffer is empty (never, for inputs a launcher accepts).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Rows of the steps, `seqs time`.
+    pub fn rows(&self) -> usize {
+        self.seqs * self.time
+    }
+    /// Chunks of `q` steps: `ceil(time / q)`.
+    pub fn chunks(&self) -> usize {
+        self.time.div_ceil(self.q.max(1))
+    }
+    /// Elements of the checkpoints `(seqs, chunks, n, di)`.
+    pub fn ckpt_len(&self) -> usize {
+        self.seqs * self.chunks() * self.n * self.di
+    }
+
+    /// The sizes (`sizes`, the scan's list of them, within `int`; N within a thread's arrays;
+    /// `ok`, whatever else the scan needs), the launch (grid `(ceil(di / B), seqs)`, a 1-D
+    /// block whose `2 N B` floats fit the shared array), and the lengths of `x`, `Bc`, `Cc`
+    /// then of the scan's own inputs `own`.
+    pub(super) fn check(
+        &self,
+        kernel: &'static str,
+        l: Launch,
+        (sizes, ok): (&[usize], bool),
+        own: &Lens,
+    ) -> Result<()> {
+        check_launch(kernel, l)?;
+        let small = |v: &usize| (1..=i32::MAX as usize).contains(v);
+        if !(ok && sizes.iter().all(small) && (1..=SCAN_MAX_N).contains(&self.n)) {
+            return refuse(kernel, format!("sizes {sizes:?}: N must be 1 to {SCAN_MAX_N}, the rest 1 to 2^31 - 1"));
+        }
+        let (g, b) = (l.grid, l.block);
+        let want = Dim3::xy(self.di.div_ceil(b.x as usize) as u32, self.seqs as u32);
+        if g != want || b.y != 1 || b.z != 1 || 2 * self.n * b.x as usize > SCAN_SHARED {
+            let why = format!("grid {g:?}, block {b:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN_SHARED}");
+            return refuse(kernel, why);
+        }
+        let bc = self.rows() * self.n;
+        check_lens(kernel, &[("x", self.x.len(), self.len()), ("b", self.b.len(), bc), ("c", self.c.len(), bc)])?;
+        check_lens(kernel, own)
+    }
+
+    /// The first stage of a scan backward's lengths, the outputs both scans have: the output
+    /// gradient `g_out` and the checkpoints, `g_x`, the recomputed states `hs`
+    /// `(seqs, q, n, di)` and the per-block partials `part_bc` `(seqs, time, blocks, 2 n)`.
+    pub(super) fn bwd_lens<'n>(
+        &self,
+        blocks: usize,
+        [g_out, ckpt, g_x, hs, part_bc]: [usize; 5],
+    ) -> [(&'n str, usize, usize); 5] {
+        [
+            ("g_out", g_out, self.len()),
+            ("ckpt", ckpt, self.ckpt_len()),
+            ("g_x", g_x, self.len()),
+            ("hs", hs, self.seqs * self.q * self.n * self.di),
+            ("part_bc", part_bc, self.rows() * blocks * 2 * self.n),
+        ]
+    }
+
+    /// Runs a scan kernel after the lengths `lens` of its other buffers, in the parameter
+    /// order of every scan kernel: the common inputs, then `bufs` (the scan's own inputs and
+    /// the kernel's buffers), then `ints` (its sizes).
+    pub(super) fn run<'b>(
+        &'b self,
+        kernel: &'static str,
+        l: Launch,
+        lens: &Lens,
+        bufs: impl IntoIterator<Item = Arg<'b>>,
+        ints: &[usize],
+    ) -> Result<()> {
+        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d].into();
+        a.extend(bufs);
+        a.extend(ints.iter().map(|&v| Arg::I32(v as i32)));
+        run(kernel, l, lens, &mut a)
+    }
+}
