@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod layer;
+pub mod scan;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
