@@ -202,7 +202,7 @@ impl Mixer for LayerDims {
     ) -> Result<Vec<Buf>> {
         let MixPass { it, g_o: g_y, ckpt, seqs, .. } = pass;
         let rows = seqs * self.time;
-        let sg = super::scan_backward_pooled(&it.scan(p, self, seqs), &g_y, ckpt, pool)?;
+        let sg = super::scan_backward(&it.scan(p, self, seqs), &g_y, ckpt, pool)?;
         drop(g_y);
         let Internals { x, z: _, c, xs, dr, bc: _, cc: _, dt_pre, dt: _, a } = it;
         let super::ScanGradients { x: mut g_xs, dt: g_dt, z: g_z, b: g_b, c: g_c, a: g_a, d: g_d } = sg;

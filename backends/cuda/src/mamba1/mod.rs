@@ -71,39 +71,31 @@ pub fn scan_forward(s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<(
     shim::mamba1_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, out, ckpt)
 }
 
-/// The scan's gradients (BACKWARD.md, "Mamba-1"), for the gated output's gradient: host
-/// vectors, or pool buffers ([`scan_backward_pooled`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ScanGradients<T = Vec<f32>> {
+/// The scan's gradients (BACKWARD.md, "Mamba-1") for the gated output's gradient, from the
+/// pool.
+#[derive(Debug)]
+pub struct ScanGradients {
     /// Of the scan input `x`, `(seqs, time, di)`.
-    pub x: T,
+    pub x: Buf,
     /// Of `dt`, `(seqs, time, di)`.
-    pub dt: T,
+    pub dt: Buf,
     /// Of the gate input `z`, `(seqs, time, di)`.
-    pub z: T,
+    pub z: Buf,
     /// Of `A` (not `A_log`), `(di, n)`, summed over the sequences.
-    pub a: T,
+    pub a: Buf,
     /// Of `Bc`, `(seqs, time, n)`.
-    pub b: T,
+    pub b: Buf,
     /// Of `Cc`, `(seqs, time, n)`.
-    pub c: T,
+    pub c: Buf,
     /// Of `D`, `(di)`, summed over the sequences.
-    pub d: T,
+    pub d: Buf,
 }
 
-/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.base.q`) for the
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `q`) for the
 /// gradient `g_out` of its gated output: chunks from the last, each recomputed from its
 /// checkpoint, then walked back; the shared gradients' partials summed in a second kernel.
-/// Host vectors of [`scan_backward_pooled`].
-pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32]) -> Result<ScanGradients> {
-    let g = scan_backward_pooled(s, g_out, ckpt, &Pool::new())?;
-    let v = |b: Buf| b.to_vec();
-    Ok(ScanGradients { x: v(g.x), dt: v(g.dt), z: v(g.z), a: v(g.a), b: v(g.b), c: v(g.c), d: v(g.d) })
-}
-
-/// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
-/// scratch goes back to the pool on return).
-pub fn scan_backward_pooled(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanGradients<Buf>> {
+/// Its outputs and scratch come from `pool` (the scratch goes back on return).
+pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanGradients> {
     let l = scan_launch(s.base.di, s.base.seqs);
     let blocks = l.grid.x as usize;
     let (len, rows) = (s.base.len(), s.base.seqs * s.base.time);

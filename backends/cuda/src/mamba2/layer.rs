@@ -234,9 +234,9 @@ impl Mixer for Layer2Dims {
         let (rows, di, cd) = (seqs * self.time, self.di, self.conv_dim());
         let (mut g_y, mut g_z) = (pool.zeros(rows * di), pool.zeros(rows * di));
         let gb = GnormBwd { m: di, y: &y, z: &it.z, g_o: &g_o };
-        super::gated_norm_backward_pooled(gb, rows, &p.gnorm_w, (&mut g_y, &mut g_z), &mut g.gnorm_w, pool)?;
+        super::gated_norm_backward(gb, rows, &p.gnorm_w, (&mut g_y, &mut g_z), &mut g.gnorm_w, pool)?;
         drop((g_o, y));
-        let sg = super::scan_backward_pooled(&it.scan(p, self, seqs), &g_y, ckpt, pool)?;
+        let sg = super::scan_backward(&it.scan(p, self, seqs), &g_y, ckpt, pool)?;
         drop(g_y);
         let Internals { z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
         let super::Scan2Gradients { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;

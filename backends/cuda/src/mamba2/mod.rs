@@ -26,37 +26,29 @@ pub fn scan_forward(s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()
     shim::mamba2_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, y, ckpt)
 }
 
-/// The scan's gradients (BACKWARD.md, "Mamba-2"), for the gradient of its output `y`, in
-/// buffers of type `T` (host vectors, or the pool's [`Buf`]s).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scan2Gradients<T = Vec<f32>> {
+/// The scan's gradients (BACKWARD.md, "Mamba-2") for the gradient of its output `y`, from
+/// the pool.
+#[derive(Debug)]
+pub struct Scan2Gradients {
     /// Of the scan input `x`, `(seqs, time, di)`.
-    pub x: T,
+    pub x: Buf,
     /// Of `dt`, `(seqs, time, nh)`.
-    pub dt: T,
+    pub dt: Buf,
     /// Of `A` (not `A_log`), `(nh)`, summed over the sequences.
-    pub a: T,
+    pub a: Buf,
     /// Of `Bc`, `(seqs, time, n)`, summed over the heads.
-    pub b: T,
+    pub b: Buf,
     /// Of `Cc`, `(seqs, time, n)`, summed over the heads.
-    pub c: T,
+    pub c: Buf,
     /// Of `D`, `(nh)`, summed over the sequences.
-    pub d: T,
+    pub d: Buf,
 }
 
-/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.base.q`) for the
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `q`) for the
 /// gradient `g_y` of its output: chunks from the last, each recomputed from its checkpoint,
-/// then walked back; the shared gradients summed in a second kernel. Host vectors of
-/// [`scan_backward_pooled`].
-pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32]) -> Result<Scan2Gradients> {
-    let g = scan_backward_pooled(s, g_y, ckpt, &Pool::new())?;
-    let v = |b: Buf| b.to_vec();
-    Ok(Scan2Gradients { x: v(g.x), dt: v(g.dt), a: v(g.a), b: v(g.b), c: v(g.c), d: v(g.d) })
-}
-
-/// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
-/// scratch goes back to the pool on return).
-pub fn scan_backward_pooled(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<Scan2Gradients<Buf>> {
+/// then walked back; the shared gradients summed in a second kernel. Its outputs and scratch
+/// come from `pool` (the scratch goes back on return).
+pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<Scan2Gradients> {
     let l = scan_launch(s.base.di, s.base.seqs);
     let blocks = l.grid.x as usize;
     let (len, rows) = (s.base.len(), s.base.seqs * s.base.time);
@@ -116,19 +108,8 @@ pub fn gated_norm_forward(y: &[f32], z: &[f32], rows: usize, m: usize, w: &[f32]
 
 /// Backward of [`gated_norm_forward`] for `g_o` (BACKWARD.md's gated RMSNorm): `g_y` and `g_z`
 /// are overwritten; `g_w` accumulates, summed over the rows in chunks of [`ROWS_PER_CHUNK`]
-/// rows then the chunks in order.
+/// rows then the chunks in order. Its scratch comes from `pool`.
 pub fn gated_norm_backward(
-    b: GnormBwd<'_>,
-    rows: usize,
-    w: &[f32],
-    g_yz: (&mut [f32], &mut [f32]),
-    g_w: &mut [f32],
-) -> Result<()> {
-    gated_norm_backward_pooled(b, rows, w, g_yz, g_w, &Pool::new())
-}
-
-/// [`gated_norm_backward`] with its scratch from `pool`.
-pub fn gated_norm_backward_pooled(
     b: GnormBwd<'_>,
     rows: usize,
     w: &[f32],

@@ -206,8 +206,8 @@ impl ScanTest for M1 {
     }
     fn run_backward(v: &[Vec<f32>], n: usize, q: usize, g: &[f32]) -> Vec<Vec<f32>> {
         let (_, ckpt) = Self::run_forward(v, n, q);
-        let r = mamba1::scan_backward(&scan_of(v, SEQS, TIME, DI, n, q), g, &ckpt).unwrap();
-        vec![r.x, r.dt, r.a, r.b, r.c, r.d, r.z]
+        let r = mamba1::scan_backward(&scan_of(v, SEQS, TIME, DI, n, q), g, &ckpt, &Pool::new()).unwrap();
+        [r.x, r.dt, r.a, r.b, r.c, r.d, r.z].map(|b| b.to_vec()).into()
     }
 }
 

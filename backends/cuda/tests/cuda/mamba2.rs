@@ -18,6 +18,7 @@
 use crate::common;
 
 use boldcast_cuda::mamba2;
+use boldcast_cuda::pool::Pool;
 use boldcast_cuda::shim::{GnormBwd, Scan2, ScanIn};
 use common::scan::{self, Bounds, ScanTest};
 use common::{check, check_central, f64s, sig, uniform, Reference, U32 as U};
@@ -185,8 +186,8 @@ impl ScanTest for M2 {
     }
     fn run_backward(v: &[Vec<f32>], n: usize, q: usize, g: &[f32]) -> Vec<Vec<f32>> {
         let (_, ckpt) = Self::run_forward(v, n, q);
-        let r = mamba2::scan_backward(&scan_of(v, n, q), g, &ckpt).unwrap();
-        vec![r.x, r.dt, r.a, r.b, r.c, r.d]
+        let r = mamba2::scan_backward(&scan_of(v, n, q), g, &ckpt, &Pool::new()).unwrap();
+        [r.x, r.dt, r.a, r.b, r.c, r.d].map(|b| b.to_vec()).into()
     }
 }
 
@@ -298,8 +299,15 @@ fn gated_norm_backward_matches_the_reference() {
         let [y, z, w, g] = norm_data(rows, m);
         let (mut gy, mut gz, mut gw) = (vec![f32::NAN; rows * m], vec![f32::NAN; rows * m], uniform(54, m, -1.0, 1.0));
         let gw0 = f64s(&gw);
-        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
-            .unwrap();
+        mamba2::gated_norm_backward(
+            GnormBwd { m, y: &y, z: &z, g_o: &g },
+            rows,
+            &w,
+            (&mut gy, &mut gz),
+            &mut gw,
+            &Pool::new(),
+        )
+        .unwrap();
         let (y64, z64, w64, g64) = (f64s(&y), f64s(&z), f64s(&w), f64s(&g));
         let want = norm_bwd_ref(&y64, &z64, &w64, &g64, m, false);
         let mag = norm_bwd_ref(&y64, &z64, &w64, &g64, m, true);
@@ -339,8 +347,15 @@ fn gated_norm_is_bitwise_the_same_from_run_to_run() {
         let (mut o, mut gy, mut gz, mut gw) =
             (vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; m]);
         mamba2::gated_norm_forward(&y, &z, rows, m, &w, &mut o).unwrap();
-        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
-            .unwrap();
+        mamba2::gated_norm_backward(
+            GnormBwd { m, y: &y, z: &z, g_o: &g },
+            rows,
+            &w,
+            (&mut gy, &mut gz),
+            &mut gw,
+            &Pool::new(),
+        )
+        .unwrap();
         [o, gy, gz, gw].concat().iter().map(|v| v.to_bits()).collect()
     };
     assert_eq!(run(), run());
