@@ -19,7 +19,7 @@ use crate::common;
 use boldcast_cuda::mamba1;
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::shim::{ConvDims, Scan, ScanIn};
-use common::scan::{self, Bounds, ScanTest};
+use common::scan::{Bounds, ScanTest};
 use common::{check, check_central, f64s, sig, uniform, Reference, U32 as U};
 
 /// The scan's inputs in f64, `(seqs, time, di)` etc. as [`Scan`]'s.
@@ -220,30 +220,11 @@ impl ScanTest for M1 {
 /// plus the gate's and the products' few roundings.
 const BOUNDS: Bounds = Bounds { out: 6.0, ckpt: 0.0, adds: |n| SEQS * TIME + n + DI + 16, q: 4 };
 
-#[test]
-fn scan_forward_matches_the_reference() {
-    scan::check_forward::<M1>(&BOUNDS);
-}
-
-#[test]
-fn scan_backward_matches_the_reference() {
-    scan::check_backward::<M1>(&BOUNDS);
-}
-
-/// Central differences in f64 (`scan::check_reference`): step `h = 1e-5 max(1, |v|)`, so
-/// the truncation error (h^2 times third derivatives of order one) and the roundoff
-/// (`2^-53 |L| / h`, |L| < 1e3) are both under 1e-8; the tolerance 1e-6 (1 + |gradient|)
-/// leaves a margin of 100.
-#[test]
-fn reference_gradients_match_finite_differences() {
-    scan::check_reference::<M1>();
-}
-
-/// One state update expression: the recomputation is the forward's bits.
-#[test]
-fn backward_is_bitwise_the_same_for_any_chunk_length_and_run() {
-    scan::check_bitwise::<M1>();
-}
+// The reference's central differences in f64 (`scan::check_reference`): step `h = 1e-5 max(1,
+// |v|)`, so the truncation error (h^2 times third derivatives of order one) and the roundoff
+// (`2^-53 |L| / h`, |L| < 1e3) are both under 1e-8; the tolerance 1e-6 (1 + |gradient|) leaves
+// a margin of 100.
+crate::scan_tests!(M1, BOUNDS);
 
 /// The convolution of MODEL.md step 2 in f64 (with `abs`, every term by its absolute value):
 /// the pre-activation `c` `(seqs, time, di)`.

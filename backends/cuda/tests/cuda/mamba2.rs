@@ -20,7 +20,7 @@ use crate::common;
 use boldcast_cuda::mamba2;
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::shim::{GnormBwd, Scan2, ScanIn};
-use common::scan::{self, Bounds, ScanTest};
+use common::scan::{Bounds, ScanTest};
 use common::{check, check_central, f64s, sig, uniform, Reference, U32 as U};
 
 const SEQS: usize = 2;
@@ -201,30 +201,11 @@ impl ScanTest for M2 {
 /// a head's lanes of N-term sums) or N (g_x), plus the products' few roundings.
 const BOUNDS: Bounds = Bounds { out: 3.0, ckpt: 2.0, adds: |n| TIME + SEQS * PD + DI + n + 16, q: 5 };
 
-#[test]
-fn scan_forward_matches_the_reference() {
-    scan::check_forward::<M2>(&BOUNDS);
-}
-
-#[test]
-fn scan_backward_matches_the_reference() {
-    scan::check_backward::<M2>(&BOUNDS);
-}
-
-/// Central differences in f64 (`scan::check_reference`): step `h = 1e-5 max(1, |v|)`, so
-/// the truncation error (h^2 times third derivatives of order one, times at most the Di T
-/// terms a shared input touches) and the roundoff (`2^-53 |L| / h`, |L| < 1e3) stay under
-/// 1e-7; the tolerance 1e-6 (1 + |gradient|) leaves a margin of 10.
-#[test]
-fn reference_gradients_match_finite_differences() {
-    scan::check_reference::<M2>();
-}
-
-/// One decay and one update expression: the recomputation is the forward's bits.
-#[test]
-fn backward_is_bitwise_the_same_for_any_chunk_length_and_run() {
-    scan::check_bitwise::<M2>();
-}
+// The reference's central differences in f64 (`scan::check_reference`): step `h = 1e-5 max(1,
+// |v|)`, so the truncation error (h^2 times third derivatives of order one, times at most the
+// Di T terms a shared input touches) and the roundoff (`2^-53 |L| / h`, |L| < 1e3) stay under
+// 1e-7; the tolerance 1e-6 (1 + |gradient|) leaves a margin of 10.
+crate::scan_tests!(M2, BOUNDS);
 
 /// `(rows, m)` of the norm cases.
 const NORM: [(usize, usize); 2] = [(SEQS * TIME, DI), (140, 300)];

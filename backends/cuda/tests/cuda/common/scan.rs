@@ -130,3 +130,29 @@ pub fn check_bitwise<S: ScanTest>() {
     assert_eq!(first, bits(S::TIME), "Q = 4 and one chunk differ");
     assert_eq!(S::run_forward(&v, n, 4).0, S::run_forward(&v, n, 5).0, "the forward depends on Q");
 }
+
+/// The four scan tests of a test file for its [`ScanTest`] `$scan` and [`Bounds`] `$bounds`.
+#[macro_export]
+macro_rules! scan_tests {
+    ($scan:ty, $bounds:expr) => {
+        #[test]
+        fn scan_forward_matches_the_reference() {
+            $crate::common::scan::check_forward::<$scan>(&$bounds);
+        }
+
+        #[test]
+        fn scan_backward_matches_the_reference() {
+            $crate::common::scan::check_backward::<$scan>(&$bounds);
+        }
+
+        #[test]
+        fn reference_gradients_match_finite_differences() {
+            $crate::common::scan::check_reference::<$scan>();
+        }
+
+        #[test]
+        fn backward_is_bitwise_the_same_for_any_chunk_length_and_run() {
+            $crate::common::scan::check_bitwise::<$scan>();
+        }
+    };
+}
