@@ -66,7 +66,7 @@ pub fn conv_backward(
 }
 
 /// The gated scan: `out` `(seqs, time, di)` and the chunk-start states `ckpt`
-/// (`(seqs, ceil(time / q), n, di)`, [`ScanIn::ckpt_len`](crate::shim::ScanIn::ckpt_len)), both overwritten.
+/// (`(seqs, ceil(time / q), n, di)`, [`crate::shim::ScanIn::ckpt_len`]), both overwritten.
 pub fn scan_forward(s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
     shim::mamba1_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, out, ckpt)
 }

@@ -21,7 +21,7 @@ use crate::shim::{self, GnormBwd, LaunchError, Result, Scan2, Scan2Final, Scan2G
 pub use crate::mamba1::{scan_launch, SCAN_BLOCK};
 
 /// The scan: `y` `(seqs, time, di)` (ungated) and the chunk-start states `ckpt`
-/// (`(seqs, ceil(time / q), n, di)`, [`ScanIn::ckpt_len`](crate::shim::ScanIn::ckpt_len)), both overwritten.
+/// (`(seqs, ceil(time / q), n, di)`, [`crate::shim::ScanIn::ckpt_len`]), both overwritten.
 pub fn scan_forward(s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
     shim::mamba2_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, y, ckpt)
 }

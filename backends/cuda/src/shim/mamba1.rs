@@ -2,7 +2,7 @@
 //! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
 //! [`Scan`]).
 
-use super::scan::{ScanIn, SCAN_MAX_N};
+use super::scan::{ScanBwd, ScanIn, SCAN_MAX_N};
 use super::{check_launch, check_linear, refuse, run, run_linear, Result};
 use crate::exec::args;
 use crate::launch::{Dim3, Launch};
@@ -198,20 +198,11 @@ pub struct ScanGrads<'a> {
 /// The scan backward for the gated output's gradient `g_out`, from the forward's `ckpt`
 /// (first stage; [`mamba1_scan_bwd_final`] finishes the sums).
 pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: &mut ScanGrads<'_>) -> Result<()> {
-    let (kn, b) = ("mamba1_scan_bwd", &s.base);
+    let kn = "mamba1_scan_bwd";
     s.check(kn, l)?;
     let ScanGrads { g_x, g_dt, g_z, hs, part_bc, part_a, part_d } = g;
-    let mut lens =
-        b.bwd_lens(l.grid.x as usize, [g_out.len(), ckpt.len(), g_x.len(), hs.len(), part_bc.len()]).to_vec();
-    let per_seq = b.seqs * b.di;
-    lens.extend([
-        ("g_dt", g_dt.len(), b.len()),
-        ("g_z", g_z.len(), b.len()),
-        ("part_a", part_a.len(), per_seq * b.n),
-        ("part_d", part_d.len(), per_seq),
-    ]);
-    let grads = args![&mut g_x[..], &mut g_dt[..], &mut g_z[..], &mut part_bc[..], &mut part_a[..], &mut part_d[..]];
-    b.run(kn, l, &lens, args![s.z, g_out, ckpt, &mut hs[..]].into_iter().chain(grads), &s.ints())
+    let b = ScanBwd { g_out, ckpt, hs, g_x, part_bc, part_a, part_d, a_width: s.base.n };
+    s.base.run_bwd((kn, l), Some(s.z), b, vec![("g_dt", &mut g_dt[..]), ("g_z", &mut g_z[..])], &s.ints())
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and

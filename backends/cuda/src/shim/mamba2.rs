@@ -2,7 +2,7 @@
 //! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
 //! forward and backward.
 
-use super::scan::ScanIn;
+use super::scan::{ScanBwd, ScanIn};
 use super::{check_launch, check_lens, check_linear, check_tree, refuse, run, Result};
 use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
@@ -71,18 +71,11 @@ pub struct Scan2Grads<'a> {
 /// The scan backward for the output gradient `g_y`, from the forward's `ckpt` (first stage;
 /// [`mamba2_scan_bwd_final`] finishes the sums).
 pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &mut Scan2Grads<'_>) -> Result<()> {
-    let (kn, b) = ("mamba2_scan_bwd", &s.base);
+    let kn = "mamba2_scan_bwd";
     s.check(kn, l)?;
     let Scan2Grads { g_x, gdt_term, hs, part_bc, part_a, part_d } = g;
-    let mut lens = b.bwd_lens(l.grid.x as usize, [g_y.len(), ckpt.len(), g_x.len(), hs.len(), part_bc.len()]).to_vec();
-    let per_seq = b.seqs * b.di;
-    lens.extend([
-        ("gdt_term", gdt_term.len(), b.len()),
-        ("part_a", part_a.len(), per_seq),
-        ("part_d", part_d.len(), per_seq),
-    ]);
-    let grads = args![&mut g_x[..], &mut gdt_term[..], &mut part_bc[..], &mut part_a[..], &mut part_d[..]];
-    b.run(kn, l, &lens, args![g_y, ckpt, &mut hs[..]].into_iter().chain(grads), &s.ints())
+    let b = ScanBwd { g_out: g_y, ckpt, hs, g_x, part_bc, part_a, part_d, a_width: 1 };
+    s.base.run_bwd((kn, l), None, b, vec![("gdt_term", &mut gdt_term[..])], &s.ints())
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and

@@ -41,6 +41,22 @@ pub struct ScanIn<'a> {
     pub d: &'a [f32],
 }
 
+/// The buffers of a scan backward's first stage both scans have: the output gradient and
+/// the checkpoints; the recomputed states `hs` `(seqs, q, n, di)`, `g_x` `(seqs, time, di)`
+/// and the partials `part_bc` `(seqs, time, blocks, 2 n)`, `part_a` `(seqs, di, a_width)`,
+/// `part_d` `(seqs, di)`, written.
+#[derive(Debug)]
+pub(super) struct ScanBwd<'b> {
+    pub g_out: &'b [f32],
+    pub ckpt: &'b [f32],
+    pub hs: &'b mut [f32],
+    pub g_x: &'b mut [f32],
+    pub part_bc: &'b mut [f32],
+    pub part_a: &'b mut [f32],
+    pub part_d: &'b mut [f32],
+    pub a_width: usize,
+}
+
 /// The lengths a launcher checks: `(name, length, wanted)`.
 type Lens<'n> = [(&'n str, usize, usize)];
 
@@ -93,21 +109,37 @@ impl<'a> ScanIn<'a> {
         check_lens(kernel, own)
     }
 
-    /// The first stage of a scan backward's lengths, the outputs both scans have: the output
-    /// gradient `g_out` and the checkpoints, `g_x`, the recomputed states `hs`
-    /// `(seqs, q, n, di)` and the per-block partials `part_bc` `(seqs, time, blocks, 2 n)`.
-    pub(super) fn bwd_lens<'n>(
-        &self,
-        blocks: usize,
-        [g_out, ckpt, g_x, hs, part_bc]: [usize; 5],
-    ) -> [(&'n str, usize, usize); 5] {
-        [
-            ("g_out", g_out, self.len()),
-            ("ckpt", ckpt, self.ckpt_len()),
-            ("g_x", g_x, self.len()),
-            ("hs", hs, self.seqs * self.q * self.n * self.di),
-            ("part_bc", part_bc, self.rows() * blocks * 2 * self.n),
-        ]
+    /// Runs the first stage of a scan backward (grid `(blocks, seqs)`) after its buffers'
+    /// lengths, in the parameter order of both scans: the common inputs, the scan's own input
+    /// `own_in`, `b`'s buffers (`g_out`, `ckpt`, `hs`, `g_x`, the scan's own `(seqs, time, di)`
+    /// outputs `own_out`, `part_bc`, `part_a`, `part_d`), then `ints`.
+    pub(super) fn run_bwd<'b>(
+        &'b self,
+        (kernel, l): (&'static str, Launch),
+        own_in: Option<&'b [f32]>,
+        b: ScanBwd<'b>,
+        own_out: Vec<(&'static str, &'b mut [f32])>,
+        ints: &[usize],
+    ) -> Result<()> {
+        let ScanBwd { g_out, ckpt, hs, g_x, part_bc, part_a, part_d, a_width } = b;
+        let (len, per_seq) = (self.len(), self.seqs * self.di);
+        let mut lens = vec![
+            ("g_out", g_out.len(), len),
+            ("ckpt", ckpt.len(), self.ckpt_len()),
+            ("hs", hs.len(), self.seqs * self.q * self.n * self.di),
+            ("g_x", g_x.len(), len),
+        ];
+        lens.extend(own_out.iter().map(|(name, v)| (*name, v.len(), len)));
+        lens.extend([
+            ("part_bc", part_bc.len(), self.rows() * l.grid.x as usize * 2 * self.n),
+            ("part_a", part_a.len(), per_seq * a_width),
+            ("part_d", part_d.len(), per_seq),
+        ]);
+        let mut bufs: Vec<Arg<'b>> = own_in.into_iter().map(Arg::from).collect();
+        bufs.extend(args![g_out, ckpt, hs, g_x]);
+        bufs.extend(own_out.into_iter().map(|(_, v)| Arg::from(v)));
+        bufs.extend(args![part_bc, part_a, part_d]);
+        self.run(kernel, l, &lens, bufs, ints)
     }
 
     /// Runs a scan kernel after the lengths `lens` of its other buffers, in the parameter
