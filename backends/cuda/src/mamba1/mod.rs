@@ -10,7 +10,7 @@ pub mod layer;
 
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, ConvDims, Result, Scan, ScanFinal, ScanGrads};
+use crate::shim::{self, ConvDims, Result, Scan, ScanFinal, ScanGrads, ScanIn, ScanScratch};
 
 /// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
 /// so that a `d_inner` of a few hundred still spreads over several blocks, and `2 N` floats
@@ -71,6 +71,29 @@ pub fn scan_forward(s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<(
     shim::mamba1_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, out, ckpt)
 }
 
+/// A scan backward's scratch from the pool ([`ScanScratch`]): the recomputed states, the
+/// partials over `blocks` channel blocks, and `a_width` values of `A` per channel.
+#[derive(Debug)]
+pub(crate) struct Scratch {
+    pub hs: Buf,
+    pub part_bc: Buf,
+    pub part_a: Buf,
+    pub part_d: Buf,
+}
+
+impl Scratch {
+    pub fn new(s: &ScanIn<'_>, blocks: usize, a_width: usize, pool: &Pool) -> Self {
+        let (hs, part_bc) = (pool.zeros(s.seqs * s.q * s.n * s.di), pool.zeros(s.rows() * blocks * 2 * s.n));
+        let per_seq = s.seqs * s.di;
+        Self { hs, part_bc, part_a: pool.zeros(per_seq * a_width), part_d: pool.zeros(per_seq) }
+    }
+
+    /// The buffers as the launcher takes them.
+    pub fn lend(&mut self) -> ScanScratch<'_> {
+        ScanScratch { hs: &mut self.hs, part_bc: &mut self.part_bc, part_a: &mut self.part_a, part_d: &mut self.part_d }
+    }
+}
+
 /// The scan's gradients (BACKWARD.md, "Mamba-1") for the gated output's gradient, from the
 /// pool.
 #[derive(Debug)]
@@ -108,26 +131,15 @@ pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> 
         c: pool.zeros(rows * s.base.n),
         d: pool.zeros(s.base.di),
     };
-    let (mut hs, mut part_bc) =
-        (pool.zeros(s.base.seqs * s.base.q * s.base.n * s.base.di), pool.zeros(rows * blocks * 2 * s.base.n));
-    let (mut part_a, mut part_d) =
-        (pool.zeros(s.base.seqs * s.base.di * s.base.n), pool.zeros(s.base.seqs * s.base.di));
-    let mut scratch = ScanGrads {
-        g_x: &mut g.x,
-        g_dt: &mut g.dt,
-        g_z: &mut g.z,
-        hs: &mut hs,
-        part_bc: &mut part_bc,
-        part_a: &mut part_a,
-        part_d: &mut part_d,
-    };
-    shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut scratch)?;
+    let mut sc = Scratch::new(&s.base, blocks, s.base.n, pool);
+    let mut grads = ScanGrads { g_x: &mut g.x, g_dt: &mut g.dt, g_z: &mut g.z, scratch: sc.lend() };
+    shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut grads)?;
     let fin = elementwise((rows * 2 * s.base.n).max(s.base.di * s.base.n + s.base.di));
     let f = ScanFinal {
         blocks,
-        part_bc: &part_bc,
-        part_a: &part_a,
-        part_d: &part_d,
+        part_bc: &sc.part_bc,
+        part_a: &sc.part_a,
+        part_d: &sc.part_d,
         g_b: &mut g.b,
         g_c: &mut g.c,
         g_a: &mut g.a,

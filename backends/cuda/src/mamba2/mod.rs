@@ -18,6 +18,7 @@ use crate::pool::{Buf, Pool};
 use crate::shim::{self, GnormBwd, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
 
 // Both scans launch alike: one thread per (sequence, channel), blocks of two warps.
+use crate::mamba1::Scratch;
 pub use crate::mamba1::{scan_launch, SCAN_BLOCK};
 
 /// The scan: `y` `(seqs, time, di)` (ungated) and the chunk-start states `ckpt`
@@ -60,25 +61,17 @@ pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> R
         c: pool.zeros(rows * s.base.n),
         d: pool.zeros(s.nh),
     };
-    let (mut gdt_term, mut hs) = (pool.zeros(len), pool.zeros(s.base.seqs * s.base.q * s.base.n * s.base.di));
-    let mut part_bc = pool.zeros(rows * blocks * 2 * s.base.n);
-    let (mut part_a, mut part_d) = (pool.zeros(s.base.seqs * s.base.di), pool.zeros(s.base.seqs * s.base.di));
-    let mut scratch = Scan2Grads {
-        g_x: &mut g.x,
-        gdt_term: &mut gdt_term,
-        hs: &mut hs,
-        part_bc: &mut part_bc,
-        part_a: &mut part_a,
-        part_d: &mut part_d,
-    };
-    shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut scratch)?;
-    drop(hs);
+    let mut gdt_term = pool.zeros(len);
+    let mut sc = Scratch::new(&s.base, blocks, 1, pool);
+    let mut grads = Scan2Grads { g_x: &mut g.x, gdt_term: &mut gdt_term, scratch: sc.lend() };
+    shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut grads)?;
+    drop(sc.hs);
     let mut fin = Scan2Final {
         blocks,
-        part_bc: &part_bc,
+        part_bc: &sc.part_bc,
         gdt_term: &gdt_term,
-        part_a: &part_a,
-        part_d: &part_d,
+        part_a: &sc.part_a,
+        part_d: &sc.part_d,
         g_b: &mut g.b,
         g_c: &mut g.c,
         g_dt: &mut g.dt,

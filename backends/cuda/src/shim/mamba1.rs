@@ -2,7 +2,7 @@
 //! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
 //! [`Scan`]).
 
-use super::scan::{ScanBwd, ScanIn, SCAN_MAX_N};
+use super::scan::{ScanIn, ScanScratch, SCAN_MAX_N};
 use super::{check_launch, check_linear, refuse, run, run_linear, Result};
 use crate::exec::args;
 use crate::launch::{Dim3, Launch};
@@ -174,9 +174,8 @@ pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32
     b.run(kn, l, &lens, args![s.z, out, ckpt], &s.ints())
 }
 
-/// The scan backward's outputs and scratch: `g_x`, `g_dt`, `g_z` `(seqs, time, di)`
-/// (overwritten); `hs` `(seqs, q, n, di)` scratch; the partials `part_bc`
-/// `(seqs, time, grid.x, 2 n)`, `part_a` `(seqs, di, n)`, `part_d` `(seqs, di)`.
+/// The scan backward's outputs, `g_x`, `g_dt`, `g_z` `(seqs, time, di)` (overwritten), and
+/// its scratch (`part_a` `(seqs, di, n)`).
 #[derive(Debug)]
 pub struct ScanGrads<'a> {
     /// Gradient of the scan input `x`.
@@ -185,14 +184,8 @@ pub struct ScanGrads<'a> {
     pub g_dt: &'a mut [f32],
     /// Gradient of `z`.
     pub g_z: &'a mut [f32],
-    /// The chunk's recomputed states.
-    pub hs: &'a mut [f32],
-    /// Per channel block and step, the block's sums of the `Cc` then `Bc` gradient terms.
-    pub part_bc: &'a mut [f32],
-    /// Per sequence, the `A` gradient.
-    pub part_a: &'a mut [f32],
-    /// Per sequence, the `D` gradient.
-    pub part_d: &'a mut [f32],
+    /// The recomputed states and the partials.
+    pub scratch: ScanScratch<'a>,
 }
 
 /// The scan backward for the gated output's gradient `g_out`, from the forward's `ckpt`
@@ -200,9 +193,9 @@ pub struct ScanGrads<'a> {
 pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: &mut ScanGrads<'_>) -> Result<()> {
     let kn = "mamba1_scan_bwd";
     s.check(kn, l)?;
-    let ScanGrads { g_x, g_dt, g_z, hs, part_bc, part_a, part_d } = g;
-    let b = ScanBwd { g_out, ckpt, hs, g_x, part_bc, part_a, part_d, a_width: s.base.n };
-    s.base.run_bwd((kn, l), Some(s.z), b, vec![("g_dt", &mut g_dt[..]), ("g_z", &mut g_z[..])], &s.ints())
+    let ScanGrads { g_x, g_dt, g_z, scratch } = g;
+    let own_out = vec![("g_dt", &mut g_dt[..]), ("g_z", &mut g_z[..])];
+    s.base.run_bwd((kn, l, &s.ints()), (Some(s.z), g_out, ckpt), (g_x, own_out), scratch, s.base.n)
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
@@ -212,11 +205,11 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
 pub struct ScanFinal<'a> {
     /// Channel blocks of the first stage's launch.
     pub blocks: usize,
-    /// As [`ScanGrads::part_bc`].
+    /// As [`ScanScratch::part_bc`].
     pub part_bc: &'a [f32],
-    /// As [`ScanGrads::part_a`].
+    /// As [`ScanScratch::part_a`].
     pub part_a: &'a [f32],
-    /// As [`ScanGrads::part_d`].
+    /// As [`ScanScratch::part_d`].
     pub part_d: &'a [f32],
     /// Gradient of `Bc`.
     pub g_b: &'a mut [f32],

@@ -2,7 +2,7 @@
 //! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
 //! forward and backward.
 
-use super::scan::{ScanBwd, ScanIn};
+use super::scan::{ScanIn, ScanScratch};
 use super::{check_launch, check_lens, check_linear, check_tree, refuse, run, Result};
 use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
@@ -49,23 +49,16 @@ pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]
     b.run(kn, l, &[("y", y.len(), b.len()), ("ckpt", ckpt.len(), b.ckpt_len())], args![y, ckpt], &s.ints())
 }
 
-/// The scan backward's outputs and scratch: `g_x` and the per-lane `g_dt` terms `gdt_term`
-/// `(seqs, time, di)` (overwritten); `hs` `(seqs, q, n, di)` scratch; the partials `part_bc`
-/// `(seqs, time, grid.x, 2 n)`, `part_a`, `part_d` `(seqs, di)`.
+/// The scan backward's outputs, `g_x` and the per-lane `g_dt` terms `gdt_term`
+/// `(seqs, time, di)` (overwritten), and its scratch (`part_a` `(seqs, di)`).
 #[derive(Debug)]
 pub struct Scan2Grads<'a> {
     /// Gradient of the scan input `x`.
     pub g_x: &'a mut [f32],
     /// Each lane's part of the gradient of its head's `dt`.
     pub gdt_term: &'a mut [f32],
-    /// The chunk's recomputed states.
-    pub hs: &'a mut [f32],
-    /// Per channel block and step, the block's sums of the `Cc` then `Bc` gradient terms.
-    pub part_bc: &'a mut [f32],
-    /// Per sequence and lane, the `A` gradient summed over time.
-    pub part_a: &'a mut [f32],
-    /// Per sequence and lane, the `D` gradient summed over time.
-    pub part_d: &'a mut [f32],
+    /// The recomputed states and the partials.
+    pub scratch: ScanScratch<'a>,
 }
 
 /// The scan backward for the output gradient `g_y`, from the forward's `ckpt` (first stage;
@@ -73,9 +66,9 @@ pub struct Scan2Grads<'a> {
 pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &mut Scan2Grads<'_>) -> Result<()> {
     let kn = "mamba2_scan_bwd";
     s.check(kn, l)?;
-    let Scan2Grads { g_x, gdt_term, hs, part_bc, part_a, part_d } = g;
-    let b = ScanBwd { g_out: g_y, ckpt, hs, g_x, part_bc, part_a, part_d, a_width: 1 };
-    s.base.run_bwd((kn, l), None, b, vec![("gdt_term", &mut gdt_term[..])], &s.ints())
+    let Scan2Grads { g_x, gdt_term, scratch } = g;
+    let own_out = vec![("gdt_term", &mut gdt_term[..])];
+    s.base.run_bwd((kn, l, &s.ints()), (None, g_y, ckpt), (g_x, own_out), scratch, 1)
 }
 
 /// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
@@ -85,13 +78,13 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
 pub struct Scan2Final<'a> {
     /// Channel blocks of the first stage's launch.
     pub blocks: usize,
-    /// As [`Scan2Grads::part_bc`].
+    /// As [`ScanScratch::part_bc`].
     pub part_bc: &'a [f32],
     /// As [`Scan2Grads::gdt_term`].
     pub gdt_term: &'a [f32],
-    /// As [`Scan2Grads::part_a`].
+    /// As [`ScanScratch::part_a`].
     pub part_a: &'a [f32],
-    /// As [`Scan2Grads::part_d`].
+    /// As [`ScanScratch::part_d`].
     pub part_d: &'a [f32],
     /// Gradient of `Bc`.
     pub g_b: &'a mut [f32],

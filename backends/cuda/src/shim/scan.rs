@@ -41,20 +41,20 @@ pub struct ScanIn<'a> {
     pub d: &'a [f32],
 }
 
-/// The buffers of a scan backward's first stage both scans have: the output gradient and
-/// the checkpoints; the recomputed states `hs` `(seqs, q, n, di)`, `g_x` `(seqs, time, di)`
-/// and the partials `part_bc` `(seqs, time, blocks, 2 n)`, `part_a` `(seqs, di, a_width)`,
-/// `part_d` `(seqs, di)`, written.
+/// The scratch of a scan backward's first stage, the same for both scans: the recomputed
+/// states `hs` `(seqs, q, n, di)` and the partials of the second stage, written.
 #[derive(Debug)]
-pub(super) struct ScanBwd<'b> {
-    pub g_out: &'b [f32],
-    pub ckpt: &'b [f32],
-    pub hs: &'b mut [f32],
-    pub g_x: &'b mut [f32],
-    pub part_bc: &'b mut [f32],
-    pub part_a: &'b mut [f32],
-    pub part_d: &'b mut [f32],
-    pub a_width: usize,
+pub struct ScanScratch<'a> {
+    /// The chunk's recomputed states.
+    pub hs: &'a mut [f32],
+    /// Per channel block and step, the block's sums of the `Cc` then `Bc` gradient terms,
+    /// `(seqs, time, grid.x, 2 n)`.
+    pub part_bc: &'a mut [f32],
+    /// Per sequence and channel, the `A` gradient's terms summed over time, `(seqs, di, w)`
+    /// (`w` values of `A` per channel: N for Mamba-1, 1 for Mamba-2's lanes).
+    pub part_a: &'a mut [f32],
+    /// Per sequence and channel, the `D` gradient's terms summed over time, `(seqs, di)`.
+    pub part_d: &'a mut [f32],
 }
 
 /// The lengths a launcher checks: `(name, length, wanted)`.
@@ -111,17 +111,18 @@ impl<'a> ScanIn<'a> {
 
     /// Runs the first stage of a scan backward (grid `(blocks, seqs)`) after its buffers'
     /// lengths, in the parameter order of both scans: the common inputs, the scan's own input
-    /// `own_in`, `b`'s buffers (`g_out`, `ckpt`, `hs`, `g_x`, the scan's own `(seqs, time, di)`
-    /// outputs `own_out`, `part_bc`, `part_a`, `part_d`), then `ints`.
+    /// `own_in`, the output gradient `g_out` and the checkpoints, `hs`, the input gradient
+    /// `g_x`, the scan's own `(seqs, time, di)` outputs `own_out`, the partials (`part_a` of
+    /// `a_width` per channel), then `ints`.
     pub(super) fn run_bwd<'b>(
         &'b self,
-        (kernel, l): (&'static str, Launch),
-        own_in: Option<&'b [f32]>,
-        b: ScanBwd<'b>,
-        own_out: Vec<(&'static str, &'b mut [f32])>,
-        ints: &[usize],
+        (kernel, l, ints): (&'static str, Launch, &[usize]),
+        (own_in, g_out, ckpt): (Option<&'b [f32]>, &'b [f32], &'b [f32]),
+        (g_x, own_out): (&'b mut [f32], Vec<(&'static str, &'b mut [f32])>),
+        sc: &'b mut ScanScratch<'_>,
+        a_width: usize,
     ) -> Result<()> {
-        let ScanBwd { g_out, ckpt, hs, g_x, part_bc, part_a, part_d, a_width } = b;
+        let ScanScratch { hs, part_bc, part_a, part_d } = sc;
         let (len, per_seq) = (self.len(), self.seqs * self.di);
         let mut lens = vec![
             ("g_out", g_out.len(), len),
@@ -136,9 +137,9 @@ impl<'a> ScanIn<'a> {
             ("part_d", part_d.len(), per_seq),
         ]);
         let mut bufs: Vec<Arg<'b>> = own_in.into_iter().map(Arg::from).collect();
-        bufs.extend(args![g_out, ckpt, hs, g_x]);
+        bufs.extend(args![g_out, ckpt, &mut hs[..], g_x]);
         bufs.extend(own_out.into_iter().map(|(_, v)| Arg::from(v)));
-        bufs.extend(args![part_bc, part_a, part_d]);
+        bufs.extend(args![&mut part_bc[..], &mut part_a[..], &mut part_d[..]]);
         self.run(kernel, l, &lens, bufs, ints)
     }
 
