@@ -268,6 +268,13 @@ fn gated_norm_forward_matches_the_reference() {
     }
 }
 
+/// The gated norm's backward of `[y, z, w, g_o]` (rows of `m`) through the shim, with a pool
+/// of its own.
+fn norm_backward([y, z, w, g]: [&[f32]; 4], m: usize, g_yz: (&mut [f32], &mut [f32]), g_w: &mut [f32]) {
+    let rows = y.len() / m;
+    mamba2::gated_norm_backward(GnormBwd { m, y, z, g_o: g }, rows, w, g_yz, g_w, &Pool::new()).unwrap();
+}
+
 /// `g_v`: r twice (`2 (m / 2 + 9)`), `vr` (`m / 2 + 10`), `c1` (m additions and a few
 /// products), the difference and product: `c = 2 m + 40` on the magnitude
 /// `r (|w g_o| + |vr| mean|vr w g_o|)`; then `g_y` adds silu (6), `g_z` `y silu'(z)` (8): one
@@ -280,15 +287,7 @@ fn gated_norm_backward_matches_the_reference() {
         let [y, z, w, g] = norm_data(rows, m);
         let (mut gy, mut gz, mut gw) = (vec![f32::NAN; rows * m], vec![f32::NAN; rows * m], uniform(54, m, -1.0, 1.0));
         let gw0 = f64s(&gw);
-        mamba2::gated_norm_backward(
-            GnormBwd { m, y: &y, z: &z, g_o: &g },
-            rows,
-            &w,
-            (&mut gy, &mut gz),
-            &mut gw,
-            &Pool::new(),
-        )
-        .unwrap();
+        norm_backward([&y, &z, &w, &g], m, (&mut gy, &mut gz), &mut gw);
         let (y64, z64, w64, g64) = (f64s(&y), f64s(&z), f64s(&w), f64s(&g));
         let want = norm_bwd_ref(&y64, &z64, &w64, &g64, m, false);
         let mag = norm_bwd_ref(&y64, &z64, &w64, &g64, m, true);
@@ -328,15 +327,7 @@ fn gated_norm_is_bitwise_the_same_from_run_to_run() {
         let (mut o, mut gy, mut gz, mut gw) =
             (vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; m]);
         mamba2::gated_norm_forward(&y, &z, rows, m, &w, &mut o).unwrap();
-        mamba2::gated_norm_backward(
-            GnormBwd { m, y: &y, z: &z, g_o: &g },
-            rows,
-            &w,
-            (&mut gy, &mut gz),
-            &mut gw,
-            &Pool::new(),
-        )
-        .unwrap();
+        norm_backward([&y, &z, &w, &g], m, (&mut gy, &mut gz), &mut gw);
         [o, gy, gz, gw].concat().iter().map(|v| v.to_bits()).collect()
     };
     assert_eq!(run(), run());
