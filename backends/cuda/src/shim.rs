@@ -137,5 +137,5 @@ pub use loss::*;
 pub use mamba1::*;
 pub use mamba2::*;
 pub use optim::*;
-pub use scan::{ScanIn, ScanScratch, SCAN_MAX_N, SCAN_SHARED};
+pub use scan::{ScanFinal, ScanIn, ScanScratch, SCAN_MAX_N, SCAN_SHARED};
 pub use selftest::*;

@@ -88,7 +88,13 @@ impl Scratch {
         Self { hs, part_bc, part_a: pool.zeros(per_seq * a_width), part_d: pool.zeros(per_seq) }
     }
 
-    /// The buffers as the launcher takes them.
+    /// The second stage's view of the partials over `blocks` channel blocks, writing the
+    /// gradients `[g_b, g_c, g_a, g_d]`.
+    pub fn second_stage<'a>(&'a self, blocks: usize, [g_b, g_c, g_a, g_d]: [&'a mut [f32]; 4]) -> ScanFinal<'a> {
+        ScanFinal { blocks, part_bc: &self.part_bc, part_a: &self.part_a, part_d: &self.part_d, g_b, g_c, g_a, g_d }
+    }
+
+    /// The buffers as the first stage's launcher takes them.
     pub fn lend(&mut self) -> ScanScratch<'_> {
         ScanScratch { hs: &mut self.hs, part_bc: &mut self.part_bc, part_a: &mut self.part_a, part_d: &mut self.part_d }
     }
@@ -135,16 +141,7 @@ pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> 
     let mut grads = ScanGrads { g_x: &mut g.x, g_dt: &mut g.dt, g_z: &mut g.z, scratch: sc.lend() };
     shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut grads)?;
     let fin = elementwise((rows * 2 * s.base.n).max(s.base.di * s.base.n + s.base.di));
-    let f = ScanFinal {
-        blocks,
-        part_bc: &sc.part_bc,
-        part_a: &sc.part_a,
-        part_d: &sc.part_d,
-        g_b: &mut g.b,
-        g_c: &mut g.c,
-        g_a: &mut g.a,
-        g_d: &mut g.d,
-    };
+    let f = sc.second_stage(blocks, [&mut g.b, &mut g.c, &mut g.a, &mut g.d]);
     shim::mamba1_scan_bwd_final(fin, s, f)?;
     Ok(g)
 }

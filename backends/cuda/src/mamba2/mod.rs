@@ -65,20 +65,9 @@ pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> R
     let mut sc = Scratch::new(&s.base, blocks, 1, pool);
     let mut grads = Scan2Grads { g_x: &mut g.x, gdt_term: &mut gdt_term, scratch: sc.lend() };
     shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut grads)?;
-    drop(sc.hs);
-    let mut fin = Scan2Final {
-        blocks,
-        part_bc: &sc.part_bc,
-        gdt_term: &gdt_term,
-        part_a: &sc.part_a,
-        part_d: &sc.part_d,
-        g_b: &mut g.b,
-        g_c: &mut g.c,
-        g_dt: &mut g.dt,
-        g_a: &mut g.a,
-        g_d: &mut g.d,
-    };
-    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.base.n).max(rows * s.nh)), s, &mut fin)?;
+    let base = sc.second_stage(blocks, [&mut g.b, &mut g.c, &mut g.a, &mut g.d]);
+    let fin = Scan2Final { base, gdt_term: &gdt_term, g_dt: &mut g.dt };
+    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.base.n).max(rows * s.nh)), s, fin)?;
     Ok(g)
 }
 

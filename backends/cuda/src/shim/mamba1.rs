@@ -2,9 +2,9 @@
 //! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
 //! [`Scan`]).
 
-use super::scan::{ScanIn, ScanScratch, SCAN_MAX_N};
+use super::scan::{ScanFinal, ScanIn, ScanScratch, SCAN_MAX_N};
 use super::{check_launch, check_linear, refuse, run, run_linear, Result};
-use crate::exec::args;
+use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
 
 /// The convolution's sizes: `seqs` sequences of `time` steps of `di` channels (buffers
@@ -198,51 +198,19 @@ pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: 
     s.base.run_bwd((kn, l, &s.ints()), (Some(s.z), g_out, ckpt), (g_x, own_out), scratch, s.base.n)
 }
 
-/// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
-/// outputs: `g_b`, `g_c` `(seqs, time, n)` overwritten; `g_a` `(di, n)` and `g_d` `(di)`
-/// accumulate.
-#[derive(Debug)]
-pub struct ScanFinal<'a> {
-    /// Channel blocks of the first stage's launch.
-    pub blocks: usize,
-    /// As [`ScanScratch::part_bc`].
-    pub part_bc: &'a [f32],
-    /// As [`ScanScratch::part_a`].
-    pub part_a: &'a [f32],
-    /// As [`ScanScratch::part_d`].
-    pub part_d: &'a [f32],
-    /// Gradient of `Bc`.
-    pub g_b: &'a mut [f32],
-    /// Gradient of `Cc`.
-    pub g_c: &'a mut [f32],
-    /// Gradient of `A` (not `A_log`).
-    pub g_a: &'a mut [f32],
-    /// Gradient of `D`.
-    pub g_d: &'a mut [f32],
-}
-
 /// The parameter gradients of the scan, shared across channels or sequences: `g_b`, `g_c`
 /// `(seqs, time, n)` overwritten from `part_bc` (over `blocks` channel blocks in order);
 /// `g_a` `(di, n)` and `g_d` `(di)` accumulate `part_a`, `part_d` over the sequences in order.
 pub fn mamba1_scan_bwd_final(l: Launch, s: &Scan<'_>, f: ScanFinal<'_>) -> Result<()> {
-    let ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d } = f;
     let kn = "mamba1_scan_bwd_final";
     check_linear(kn, l)?;
-    let sizes = s.sizes();
-    let s = &s.base;
-    let rows = s.rows();
-    if blocks == 0 || blocks > i32::MAX as usize || s.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&s.n) {
-        return refuse(kn, format!("{blocks} blocks, sizes {sizes:?}"));
+    let (sizes, b) = (s.sizes(), &s.base);
+    if b.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&b.n) {
+        return refuse(kn, format!("sizes {sizes:?}"));
     }
-    let lens = [
-        ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),
-        ("part_a", part_a.len(), s.seqs * s.di * s.n),
-        ("part_d", part_d.len(), s.seqs * s.di),
-        ("g_b", g_b.len(), rows * s.n),
-        ("g_c", g_c.len(), rows * s.n),
-        ("g_a", g_a.len(), s.di * s.n),
-        ("g_d", g_d.len(), s.di),
-    ];
-    let (seqs, di, n) = (s.seqs as i32, s.di as i32, s.n as i32);
-    run(kn, l, &lens, &mut args![part_bc, part_a, part_d, g_b, g_c, g_a, g_d, rows as i64, blocks as i32, seqs, di, n])
+    let lens = f.lens(kn, b, b.n, (b.di * b.n, b.di))?;
+    let ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d } = f;
+    let ints = args![b.rows() as i64, blocks as i32, b.seqs as i32, b.di as i32, b.n as i32];
+    let mut a: Vec<Arg<'_>> = args![part_bc, part_a, part_d, g_b, g_c, g_a, g_d].into_iter().chain(ints).collect();
+    run(kn, l, &lens, &mut a)
 }

@@ -2,7 +2,7 @@
 //! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
 //! forward and backward.
 
-use super::scan::{ScanIn, ScanScratch};
+use super::scan::{ScanFinal, ScanIn, ScanScratch};
 use super::{check_launch, check_lens, check_linear, check_tree, refuse, run, Result};
 use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
@@ -71,60 +71,31 @@ pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &
     s.base.run_bwd((kn, l, &s.ints()), (None, g_y, ckpt), (g_x, own_out), scratch, 1)
 }
 
-/// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
-/// outputs: `g_b`, `g_c` `(seqs, time, n)` and `g_dt` `(seqs, time, nh)` overwritten; `g_a`,
-/// `g_d` `(nh)` accumulate.
+/// The second stage's inputs and outputs: the common ones (`g_a`, `g_d` `(nh)`), and the
+/// per-lane `g_dt` terms summed into `g_dt` `(seqs, time, nh)`, overwritten.
 #[derive(Debug)]
 pub struct Scan2Final<'a> {
-    /// Channel blocks of the first stage's launch.
-    pub blocks: usize,
-    /// As [`ScanScratch::part_bc`].
-    pub part_bc: &'a [f32],
+    /// The partials and gradients both scans have.
+    pub base: ScanFinal<'a>,
     /// As [`Scan2Grads::gdt_term`].
     pub gdt_term: &'a [f32],
-    /// As [`ScanScratch::part_a`].
-    pub part_a: &'a [f32],
-    /// As [`ScanScratch::part_d`].
-    pub part_d: &'a [f32],
-    /// Gradient of `Bc`.
-    pub g_b: &'a mut [f32],
-    /// Gradient of `Cc`.
-    pub g_c: &'a mut [f32],
     /// Gradient of `dt`.
     pub g_dt: &'a mut [f32],
-    /// Gradient of `A` (not `A_log`).
-    pub g_a: &'a mut [f32],
-    /// Gradient of `D`.
-    pub g_d: &'a mut [f32],
 }
 
 /// The scan's shared gradients, each summed in a fixed order (see the kernel).
-pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: &mut Scan2Final<'_>) -> Result<()> {
+pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: Scan2Final<'_>) -> Result<()> {
     let kn = "mamba2_scan_bwd_final";
     check_linear(kn, l)?;
     let (b, nh) = (&s.base, s.nh);
     // The sizes and inputs as the first stage checks them, under its launch shape.
     s.check(kn, Launch { grid: Dim3::xy(b.di.div_ceil(64) as u32, b.seqs as u32), block: Dim3::x(64) })?;
-    if f.blocks == 0 || f.blocks > i32::MAX as usize {
-        return refuse(kn, format!("{} blocks", f.blocks));
-    }
-    let (rows, per_seq) = (b.rows(), b.seqs * b.di);
-    let Scan2Final { blocks, part_bc, gdt_term, part_a, part_d, g_b, g_c, g_dt, g_a, g_d } = f;
-    let lens = [
-        ("part_bc", part_bc.len(), rows * *blocks * 2 * b.n),
-        ("gdt_term", gdt_term.len(), b.len()),
-        ("part_a", part_a.len(), per_seq),
-        ("part_d", part_d.len(), per_seq),
-        ("g_b", g_b.len(), rows * b.n),
-        ("g_c", g_c.len(), rows * b.n),
-        ("g_dt", g_dt.len(), rows * nh),
-        ("g_a", g_a.len(), nh),
-        ("g_d", g_d.len(), nh),
-    ];
-    let ints = args![rows as i64, *blocks as i32, b.seqs as i32, b.n as i32, nh as i32, s.pd() as i32];
-    let outs = args![&mut g_b[..], &mut g_c[..], &mut g_dt[..], &mut g_a[..], &mut g_d[..]];
-    let mut a: Vec<Arg<'_>> =
-        args![*part_bc, *gdt_term, *part_a, *part_d].into_iter().chain(outs).chain(ints).collect();
+    let mut lens = f.base.lens(kn, b, 1, (nh, nh))?.to_vec();
+    let Scan2Final { base: ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d }, gdt_term, g_dt } = f;
+    lens.extend([("gdt_term", gdt_term.len(), b.len()), ("g_dt", g_dt.len(), b.rows() * nh)]);
+    let ints = args![b.rows() as i64, blocks as i32, b.seqs as i32, b.n as i32, nh as i32, s.pd() as i32];
+    let bufs = args![part_bc, gdt_term, part_a, part_d, g_b, g_c, g_dt, g_a, g_d];
+    let mut a: Vec<Arg<'_>> = bufs.into_iter().chain(ints).collect();
     run(kn, l, &lens, &mut a)
 }
 

@@ -57,6 +57,55 @@ pub struct ScanScratch<'a> {
     pub part_d: &'a mut [f32],
 }
 
+/// The second stage's inputs both scans have (the first stage's partials over `blocks`
+/// channel blocks) and outputs: `g_b`, `g_c` `(seqs, time, n)` overwritten; `g_a` and `g_d`
+/// accumulate (`(di, n)` and `(di)` for Mamba-1, `(nh)` each for Mamba-2).
+#[derive(Debug)]
+pub struct ScanFinal<'a> {
+    /// Channel blocks of the first stage's launch.
+    pub blocks: usize,
+    /// As [`ScanScratch::part_bc`].
+    pub part_bc: &'a [f32],
+    /// As [`ScanScratch::part_a`].
+    pub part_a: &'a [f32],
+    /// As [`ScanScratch::part_d`].
+    pub part_d: &'a [f32],
+    /// Gradient of `Bc`.
+    pub g_b: &'a mut [f32],
+    /// Gradient of `Cc`.
+    pub g_c: &'a mut [f32],
+    /// Gradient of `A` (not `A_log`).
+    pub g_a: &'a mut [f32],
+    /// Gradient of `D`.
+    pub g_d: &'a mut [f32],
+}
+
+impl ScanFinal<'_> {
+    /// The blocks within `int`, then every buffer's length for the scan `s`: `a_width` values
+    /// of `A` per channel in `part_a`, and `g_a`, `g_d` of `ad` values.
+    pub(super) fn lens(
+        &self,
+        kernel: &'static str,
+        s: &ScanIn<'_>,
+        a_width: usize,
+        ad: (usize, usize),
+    ) -> Result<[(&'static str, usize, usize); 7]> {
+        if self.blocks == 0 || self.blocks > i32::MAX as usize {
+            return refuse(kernel, format!("{} blocks", self.blocks));
+        }
+        let (rows, per_seq) = (s.rows(), s.seqs * s.di);
+        Ok([
+            ("part_bc", self.part_bc.len(), rows * self.blocks * 2 * s.n),
+            ("part_a", self.part_a.len(), per_seq * a_width),
+            ("part_d", self.part_d.len(), per_seq),
+            ("g_b", self.g_b.len(), rows * s.n),
+            ("g_c", self.g_c.len(), rows * s.n),
+            ("g_a", self.g_a.len(), ad.0),
+            ("g_d", self.g_d.len(), ad.1),
+        ])
+    }
+}
+
 /// The lengths a launcher checks: `(name, length, wanted)`.
 type Lens<'n> = [(&'n str, usize, usize)];
 
