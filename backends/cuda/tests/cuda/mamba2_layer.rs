@@ -8,18 +8,15 @@ use crate::common;
 use boldcast_cuda::mamba2::layer::{backward, forward, Layer2Dims, Mamba2Params};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::trunk::BackwardIn;
-use common::layer::{conv_silu_ref, reference_layer, Frame64};
-use common::{silu, softplus, uniform};
+use common::layer::{conv_silu_ref, fill_uniform, reference_layer, Frame64};
+use common::{silu, softplus};
 
 const DIMS: Layer2Dims = Layer2Dims { m: 6, di: 12, n: 4, k: 3, nh: 3, time: 11, q: 4, group: 2 };
 const SEQS: usize = 3;
 
 fn params(z: &Layer2Dims, seed: u64) -> Mamba2Params {
     let mut p = Mamba2Params::zeros(z);
-    for (i, t) in p.tensors_mut().into_iter().enumerate() {
-        let n = t.len();
-        *t = uniform(seed + i as u64, n, -0.5, 0.5);
-    }
+    fill_uniform(p.tensors_mut().into(), seed);
     // Around MODEL.md's initialization: unit norm weights, A_log = ln(h + 1) plus noise,
     // D near 1, dt_bias near softplus^-1(0.05) so the decays stay in (0, 1) away from both.
     p.norm_w.iter_mut().for_each(|w| *w += 1.0);

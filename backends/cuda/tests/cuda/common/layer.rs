@@ -20,6 +20,15 @@ pub trait Layer {
     fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64>;
 }
 
+/// Every tensor uniform in [-0.5, 0.5), tensor i from `seed + i`: the noise a test's
+/// parameters start from.
+pub fn fill_uniform(tensors: Vec<&mut Vec<f32>>, seed: u64) {
+    for (i, t) in tensors.into_iter().enumerate() {
+        let n = t.len();
+        *t = super::uniform(seed + i as u64, n, -0.5, 0.5);
+    }
+}
+
 /// The tensors of MODEL.md's layer skeleton in f64: the pre-norm's weight and bias, `in_proj`
 /// and `out_proj`.
 pub struct Frame64<'a> {
