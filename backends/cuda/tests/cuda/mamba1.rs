@@ -20,18 +20,9 @@ use boldcast_cuda::mamba1;
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::shim::{ConvDims, Scan, ScanIn};
 use common::scan::{Bounds, ScanTest};
-use common::{check, check_central, f64s, sig, uniform, Reference, U32 as U};
+use common::{check, check_central, f64s, sig, uniform, U32 as U};
 
 /// The scan's inputs in f64, `(seqs, time, di)` etc. as [`Scan`]'s.
-impl Reference for In {
-    fn inputs_mut(&mut self) -> &mut [Vec<f64>] {
-        &mut self.v
-    }
-    fn loss_of(&self, g: &[f64]) -> f64 {
-        self.loss(g)
-    }
-}
-
 #[derive(Clone)]
 struct In {
     seqs: usize,
@@ -153,11 +144,6 @@ impl In {
         }
         r
     }
-
-    /// `L = sum out g`, the loss whose gradient [`In::backward`] gives.
-    fn loss(&self, g: &[f64]) -> f64 {
-        self.forward(false).0.iter().zip(g).map(|(o, g)| o * g).sum()
-    }
 }
 
 const SEQS: usize = 2;
@@ -174,6 +160,9 @@ impl ScanTest for M1 {
     const NAMES: &'static [&'static str] = &NAMES;
     const OUT: &'static str = "scan out";
     type Ref = In;
+    fn inputs_mut(r: &mut In) -> &mut [Vec<f64>] {
+        &mut r.v
+    }
     fn inputs(seed: u64, n: usize) -> Vec<Vec<f32>> {
         inputs(seed, SEQS, TIME, DI, n).into()
     }

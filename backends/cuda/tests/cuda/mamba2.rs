@@ -21,7 +21,7 @@ use boldcast_cuda::mamba2;
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::shim::{GnormBwd, Scan2, ScanIn};
 use common::scan::{Bounds, ScanTest};
-use common::{check, check_central, f64s, sig, uniform, Reference, U32 as U};
+use common::{check, check_central, f64s, sig, uniform, U32 as U};
 
 const SEQS: usize = 2;
 const TIME: usize = 13;
@@ -54,15 +54,6 @@ fn scan_of(v: &[Vec<f32>], n: usize, q: usize) -> Scan2<'_> {
 }
 
 /// The reference's inputs in f64.
-impl Reference for In {
-    fn inputs_mut(&mut self) -> &mut [Vec<f64>] {
-        &mut self.v
-    }
-    fn loss_of(&self, g: &[f64]) -> f64 {
-        self.loss(g)
-    }
-}
-
 #[derive(Clone)]
 struct In {
     n: usize,
@@ -106,11 +97,6 @@ impl In {
             }
         }
         (y, hs)
-    }
-
-    /// `L = sum y g`, the loss whose gradient [`In::backward`] gives.
-    fn loss(&self, g: &[f64]) -> f64 {
-        self.forward(false).0.iter().zip(g).map(|(y, g)| y * g).sum()
     }
 }
 
@@ -161,6 +147,9 @@ impl ScanTest for M2 {
     const NAMES: &'static [&'static str] = &NAMES;
     const OUT: &'static str = "scan y";
     type Ref = In;
+    fn inputs_mut(r: &mut In) -> &mut [Vec<f64>] {
+        &mut r.v
+    }
     fn inputs(seed: u64, n: usize) -> Vec<Vec<f32>> {
         inputs(seed, n).into()
     }
