@@ -29,19 +29,26 @@ pub struct BackwardIn<'a> {
     pub g_out: &'a [f32],
 }
 
-/// How a layer cuts its sequences into groups: `group` sequences at a time, each with `tm`
-/// (T M) values of the input and `ck` values of the scan checkpoints.
+/// How a layer cuts its sequences into groups: `group` sequences at a time, each of `time`
+/// steps of width `m` (`d_model`) and `ck` values of the scan checkpoints.
 #[derive(Clone, Copy, Debug)]
 pub struct Groups {
     /// Sequences per group (0 counts as 1).
     pub group: usize,
-    /// Values of one sequence of the layer input.
-    pub tm: usize,
+    /// `d_model`, M.
+    pub m: usize,
+    /// Steps per sequence, T.
+    pub time: usize,
     /// Values of one sequence's checkpoints.
     pub ck: usize,
 }
 
 impl Groups {
+    /// Values of one sequence of the layer input, T M.
+    pub fn tm(self) -> usize {
+        self.time * self.m
+    }
+
     /// The groups of `seqs` sequences: (first sequence, count), in order.
     pub fn of(self, seqs: usize) -> impl Iterator<Item = (usize, usize)> {
         let g = self.group.max(1);
@@ -80,9 +87,7 @@ pub trait Mixer {
     /// What the backward keeps of the output stage besides the internals.
     type Kept;
 
-    /// `d_model`, M.
-    fn width(&self) -> usize;
-    /// How both passes cut the batch.
+    /// How both passes cut the batch, and the layer's width.
     fn groups(&self) -> Groups;
     /// The tensors around the mixer.
     fn frame(p: &Self::Params) -> Frame<&[f32]>;
@@ -129,7 +134,7 @@ pub struct MixPass<'a, I, K> {
 
 /// The pre-norm of `rows` rows of `u`, its output from the pool.
 fn pre_norm<L: Mixer>(z: &L, p: &L::Params, u: &[f32], pool: &Pool) -> Result<Buf> {
-    let (f, m) = (L::frame(p), z.width());
+    let (f, m) = (L::frame(p), z.groups().m);
     let rows = u.len() / m;
     let mut ln = pool.zeros(rows * m);
     layernorm::forward(u, rows, m, f.norm_w, f.norm_b, &mut ln)?;
@@ -140,7 +145,7 @@ fn pre_norm<L: Mixer>(z: &L, p: &L::Params, u: &[f32], pool: &Pool) -> Result<Bu
 /// scan's checkpoints.
 pub fn forward<L: Mixer>(p: &L::Params, z: &L, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved)> {
     let groups = z.groups();
-    let Groups { tm, ck, .. } = groups;
+    let (tm, ck) = (groups.tm(), groups.ck);
     let mut out = pool.copy_of(u);
     let mut ckpt = pool.zeros(seqs * ck);
     for (s0, s) in groups.of(seqs) {
@@ -149,7 +154,7 @@ pub fn forward<L: Mixer>(p: &L::Params, z: &L, seqs: usize, u: &[f32], pool: &Po
         let (o, kept) = z.mix(p, &it, s, &mut ckpt[s0 * ck..(s0 + s) * ck], pool)?;
         drop((ln, it, kept));
         // The residual: beta = 1 on the copy of u.
-        linear::project(&o, L::frame(p).out_proj, z.width(), 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
+        linear::project(&o, L::frame(p).out_proj, groups.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
     }
     Ok((out, Saved { ckpt }))
 }
@@ -167,7 +172,7 @@ pub fn backward<L: Mixer>(
     pool: &Pool,
 ) -> Result<Buf> {
     let groups = z.groups();
-    let Groups { tm, ck, .. } = groups;
+    let (tm, ck) = (groups.tm(), groups.ck);
     let mut g_u = pool.copy_of(b.g_out);
     for (s0, s) in groups.of(b.seqs) {
         let (a, e) = (s0 * tm, (s0 + s) * tm);
@@ -187,7 +192,7 @@ fn backward_group<L: Mixer>(
     g: &mut L::Params,
     pool: &Pool,
 ) -> Result<()> {
-    let (f, m) = (L::frame(p), z.width());
+    let (f, m) = (L::frame(p), z.groups().m);
     let rows = b.u.len() / m;
     let ln = pre_norm(z, p, b.u, pool)?;
     let it = z.internals(p, b.seqs, &ln, pool)?;
@@ -206,6 +211,20 @@ fn backward_group<L: Mixer>(
     let lg = layernorm::Grads { x: g_u, w: gf.norm_w, b: gf.norm_b };
     layernorm::backward(b.u, rows, m, f.norm_w, &g_ln, lg, pool)
 }
+
+/// [`Mixer::frame`] and [`Mixer::frame_mut`] of a parameter struct whose tensors around the
+/// mixer are its fields `norm_w`, `norm_b`, `in_proj` and `out_proj`.
+macro_rules! frame_fields {
+    ($params:ty) => {
+        fn frame(p: &$params) -> Frame<&[f32]> {
+            Frame { norm_w: &p.norm_w, norm_b: &p.norm_b, in_proj: &p.in_proj, out_proj: &p.out_proj }
+        }
+        fn frame_mut(g: &mut $params) -> Frame<&mut [f32]> {
+            Frame { norm_w: &mut g.norm_w, norm_b: &mut g.norm_b, in_proj: &mut g.in_proj, out_proj: &mut g.out_proj }
+        }
+    };
+}
+pub(crate) use frame_fields;
 
 /// `x` times each band of rows of `w` (`widths` rows each, in order) into a buffer of its
 /// own from the pool: a projection whose output is used in parts.

@@ -180,17 +180,10 @@ impl Mixer for Layer2Dims {
     /// The scan's output `y`, the gated norm's input.
     type Kept = Buf;
 
-    fn width(&self) -> usize {
-        self.m
-    }
+    trunk::frame_fields!(Mamba2Params);
+
     fn groups(&self) -> Groups {
-        Groups { group: self.group, tm: self.time * self.m, ck: self.ckpt_len(1) }
-    }
-    fn frame(p: &Mamba2Params) -> Frame<&[f32]> {
-        Frame { norm_w: &p.norm_w, norm_b: &p.norm_b, in_proj: &p.in_proj, out_proj: &p.out_proj }
-    }
-    fn frame_mut(g: &mut Mamba2Params) -> Frame<&mut [f32]> {
-        Frame { norm_w: &mut g.norm_w, norm_b: &mut g.norm_b, in_proj: &mut g.in_proj, out_proj: &mut g.out_proj }
+        Groups { group: self.group, m: self.m, time: self.time, ck: self.ckpt_len(1) }
     }
 
     /// `z | xBC | dt` from `in_proj`, the convolution of `xBC` split into `x`, `Bc`, `Cc`.
