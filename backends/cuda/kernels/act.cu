@@ -12,34 +12,42 @@ __device__ __forceinline__ float softplus_f(float v) { return v > 20.0f ? v : lo
 
 __device__ __forceinline__ float softplus_grad_f(float v) { return v > 20.0f ? 1.0f : sigmoid_f(v); }
 
+// An activation `y[i] = f(x[i])` and its backward `g_x[i] = g_y[i] * f'(x[i])`, each kernel
+// below one of them.
+template <class F>
+__device__ __forceinline__ void act_map(const float* __restrict__ x, float* __restrict__ y, long long n, F f) {
+    grid_loop(n, [&](long long i) {
+        y[i] = f(x[i]);
+    });
+}
+template <class F>
+__device__ __forceinline__ void act_map_grad(const float* __restrict__ x, const float* __restrict__ g_y,
+                                             float* __restrict__ g_x, long long n, F df) {
+    grid_loop(n, [&](long long i) {
+        g_x[i] = g_y[i] * df(x[i]);
+    });
+}
+
 // `y[i] = softplus(v[i])`. Launch: 1-D, any shape (see the top of the file).
 extern "C" __global__ void act_softplus_fwd(const float* __restrict__ v, float* __restrict__ y, long long n) {
-    grid_loop(n, [&](long long i) {
-        y[i] = softplus_f(v[i]);
-    });
+    act_map(v, y, n, softplus_f);
 }
 
 // `g_v[i] = g_y[i] * softplus'(v[i])`. Launch: 1-D, any shape.
 extern "C" __global__ void act_softplus_bwd(const float* __restrict__ v, const float* __restrict__ g_y,
                                             float* __restrict__ g_v, long long n) {
-    grid_loop(n, [&](long long i) {
-        g_v[i] = g_y[i] * softplus_grad_f(v[i]);
-    });
+    act_map_grad(v, g_y, g_v, n, softplus_grad_f);
 }
 
 // `y[i] = silu(x[i])`. Launch: 1-D, any shape.
 extern "C" __global__ void act_silu_fwd(const float* __restrict__ x, float* __restrict__ y, long long n) {
-    grid_loop(n, [&](long long i) {
-        y[i] = silu_f(x[i]);
-    });
+    act_map(x, y, n, silu_f);
 }
 
 // `g_x[i] = g_y[i] * silu'(x[i])`. Launch: 1-D, any shape.
 extern "C" __global__ void act_silu_bwd(const float* __restrict__ x, const float* __restrict__ g_y,
                                         float* __restrict__ g_x, long long n) {
-    grid_loop(n, [&](long long i) {
-        g_x[i] = g_y[i] * silu_grad_f(x[i]);
-    });
+    act_map_grad(x, g_y, g_x, n, silu_grad_f);
 }
 
 // The gate: `out[i] = y[i] * silu(z[i])`. Launch: 1-D, any shape.

@@ -35,6 +35,18 @@ __device__ __forceinline__ float silu_grad_f(float x) {
     return s * (1.0f + x * (1.0f - s));
 }
 
+// The first stage of a column sum in chunks of `rows_per_chunk` rows, on the grid
+// (ceil(width / B), chunks): this thread's column j, its chunk c (blockIdx.y) and the chunk's
+// rows [r0, r1). False for a thread past the width, which has nothing to sum.
+struct ChunkColumn {
+    long long j, c, r0, r1;
+};
+__device__ __forceinline__ bool chunk_column(long long width, long long rows, int rows_per_chunk, ChunkColumn* cc) {
+    long long j = first_index(), c = blockIdx.y, r0 = c * rows_per_chunk;
+    *cc = {j, c, r0, r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows};
+    return j < width;
+}
+
 // The sum over the block of each thread's `v`: a shared-memory tree (pairs at distance B/2,
 // then B/4, ...), so the bits depend on the block size only. Every thread of the block must
 // call it (it holds barriers) and gets the total. blockDim.x must be a power of two
@@ -62,6 +74,18 @@ __device__ T block_sum(T v) {
 // static limit): a block needs 2 N of them per thread, so blockDim.x * 2 N <= SCAN_SHARED.
 #define SCAN_MAX_N 64
 #define SCAN_SHARED 8192
+
+// Both scans' inputs and sizes, as every scan kernel takes them: x (bsz, T, Di), dt, A, Bc and
+// Cc (bsz, T, N), the skip weights D; each file's scan adds what is its own.
+struct ScanIn {
+    const float* x;
+    const float* dt;
+    const float* a;
+    const float* bc;
+    const float* cc;
+    const float* dsk;
+    int time, di, n, q;
+};
 
 // Both scans' forward, at step t of channel d of sequence s: at a chunk start (t % q == 0),
 // the state before the step (`h`, N values) into ckpt[s, t / q] ((bsz, ceil(T / Q), N, Di)).
@@ -120,24 +144,69 @@ __device__ inline void scan_final_bc(const float* __restrict__ part_bc, float* _
 // terms and their partial sums part_bc (see scan_block_terms).
 struct ScanWalk {
     const float* ckpt;
-    const float* hs;
+    float* hs;
     float* sh;
     float* part_bc;
     long long s, d;
     int time, di, n, q;
 };
 
+// Both scans' forward for thread (d, s) of the grid (ceil(Di / B), bsz): the N states from
+// zero, each chunk's first state saved (scan_save_ckpt), then per step `update(row, i, h)`,
+// the state update the backward recomputes with, and `out(row, i, h)` from the new states
+// (row = s T + t, i = row Di + d).
+template <class U, class O>
+__device__ void scan_fwd_walk(float* __restrict__ ckpt, int time, int di, int n, int q, U update, O out) {
+    long long d = first_index(), s = blockIdx.y;
+    if (d >= di) {
+        return;
+    }
+    float h[SCAN_MAX_N];
+    for (int j = 0; j < n; ++j) {
+        h[j] = 0.0f;
+    }
+    for (int t = 0; t < time; ++t) {
+        scan_save_ckpt(ckpt, h, s, d, t, time, di, n, q);
+        long long row = s * time + t, i = row * di + d;
+        update(row, i, h);
+        out(row, i, h);
+    }
+}
+
+// Recomputes chunk c of the walk's thread from its checkpoint by the forward's `update`: the
+// state after step t0 + u into hs[s, u, :, d] ((bsz, Q, N, Di)).
+template <class U>
+__device__ void scan_recompute(const ScanWalk& w, int c, U update) {
+    int n = w.n, di = w.di, q = w.q;
+    long long chunks = (w.time + q - 1) / q;
+    const float* ck = w.ckpt + ((w.s * chunks + c) * n) * di + w.d;
+    float h[SCAN_MAX_N];
+    for (int j = 0; j < n; ++j) {
+        h[j] = ck[(long long)j * di];
+    }
+    int t0 = c * q, t1 = t0 + q < w.time ? t0 + q : w.time;
+    for (int t = t0; t < t1; ++t) {
+        long long row = w.s * w.time + t;
+        update(row, row * di + w.d, h);
+        float* out = w.hs + ((w.s * q + (t - t0)) * n) * di + w.d;
+        for (int j = 0; j < n; ++j) {
+            out[(long long)j * di] = h[j];
+        }
+    }
+}
+
 // Both scans' backward walk: the chunks of Q steps from the last, each recomputed from its
-// checkpoint (`recompute(c)`) then walked back step by step (`step(t, prev, cur)`, the states
-// before and after step t, stride Di), each step's terms summed by scan_block_terms. A thread
-// past Di (`!valid`) writes zero terms, so that it takes part in every barrier.
-template <class R, class S>
-__device__ void scan_bwd_walk(const ScanWalk& w, bool valid, R recompute, S step) {
+// checkpoint by the forward's `update` (scan_recompute) then walked back step by step
+// (`step(t, prev, cur)`, the states before and after step t, stride Di), each step's terms
+// summed by scan_block_terms. A thread past Di (`!valid`) writes zero terms, so that it takes
+// part in every barrier.
+template <class U, class S>
+__device__ void scan_bwd_walk(const ScanWalk& w, bool valid, U update, S step) {
     int n = w.n, q = w.q, chunks = (w.time + q - 1) / q;
     for (int c = chunks - 1; c >= 0; --c) {
         int t0 = c * q, t1 = t0 + q < w.time ? t0 + q : w.time;
         if (valid) {
-            recompute(c);
+            scan_recompute(w, c, update);
         }
         for (int t = t1 - 1; t >= t0; --t) {
             if (valid) {

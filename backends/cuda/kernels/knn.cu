@@ -28,6 +28,31 @@ __device__ float knn_block_dot(const float* __restrict__ a, const float* __restr
     return block_sum(part);
 }
 
+// Where block `row` (blockIdx.x) reads its neighbours: the first row of its group (`base`),
+// its parcel's k entries of adj (`nb`) and the width of a qkv row (`w3`).
+struct KnnRow {
+    long long row, base;
+    const int* nb;
+    long long w3;
+};
+
+__device__ __forceinline__ KnnRow knn_row(const int* __restrict__ adj, int parcels, int m, int k) {
+    long long row = blockIdx.x;
+    return {row, row - row % parcels, adj + (row % parcels) * k, 3LL * m};
+}
+
+// `out[j] = <a, the columns col.. of neighbour j's qkv row> scale` for j < k: each a block
+// dot (every thread calls it), written by thread 0.
+__device__ void knn_neighbour_dots(const KnnRow& r, const float* __restrict__ a, const float* __restrict__ qkv,
+                                   long long col, int m, int k, float scale, float* out) {
+    for (int j = 0; j < k; ++j) {
+        float s = knn_block_dot(a, qkv + (r.base + r.nb[j]) * r.w3 + col, m) * scale;
+        if (threadIdx.x == 0) {
+            out[j] = s;
+        }
+    }
+}
+
 // Forward. Launch: grid (groups P), block (B) with B a power of two <= 1024; block `row` is
 // parcel p = row mod P of group row / P: its threads compute the k scores together (one
 // block dot each), thread 0 the softmax, then thread t the columns t, t + B, ... of att.
@@ -36,17 +61,10 @@ extern "C" __global__ void knn_attend_fwd(const float* __restrict__ qkv, const i
                                           float* __restrict__ w, float* __restrict__ att, int parcels, int m, int k,
                                           float sc) {
     __shared__ float sw[KNN_MAX_K];
-    long long row = blockIdx.x;
-    long long base = row - row % parcels;
-    const int* nb = adj + (row % parcels) * k;
-    long long w3 = 3LL * m;
-    const float* q = qkv + row * w3;
-    for (int j = 0; j < k; ++j) {
-        float s = knn_block_dot(q, qkv + (base + nb[j]) * w3 + m, m) * sc;
-        if (threadIdx.x == 0) {
-            sw[j] = s;
-        }
-    }
+    KnnRow r = knn_row(adj, parcels, m, k);
+    long long row = r.row, base = r.base, w3 = r.w3;
+    const int* nb = r.nb;
+    knn_neighbour_dots(r, qkv + row * w3, qkv, m, m, k, sc, sw);
     if (threadIdx.x == 0) {
         // The CPU's softmax: the maximum (from the first score, which the CPU's fold from -inf
         // gives too), the exponentials (expf here, the CPU's exp_nonpos there), their sum in
@@ -83,17 +101,12 @@ extern "C" __global__ void knn_attend_bwd_q(const float* __restrict__ qkv, const
                                             float* __restrict__ gs, float* __restrict__ g_qkv, int parcels, int m,
                                             int k, float sc) {
     __shared__ float sg[KNN_MAX_K];
-    long long row = blockIdx.x;
-    long long base = row - row % parcels;
-    const int* nb = adj + (row % parcels) * k;
-    long long w3 = 3LL * m;
+    KnnRow r = knn_row(adj, parcels, m, k);
+    long long row = r.row, base = r.base, w3 = r.w3;
+    const int* nb = r.nb;
     const float* wr = w + row * k;
-    for (int j = 0; j < k; ++j) {
-        float g = knn_block_dot(g_att + row * m, qkv + (base + nb[j]) * w3 + 2 * m, m);
-        if (threadIdx.x == 0) {
-            sg[j] = g;
-        }
-    }
+    // A scale of 1 leaves each dot's bits as they are.
+    knn_neighbour_dots(r, g_att + row * m, qkv, 2LL * m, m, k, 1.0f, sg);
     if (threadIdx.x == 0) {
         // Softmax backward: the weighted mean of g_w, then each slot's share, scaled by c.
         float wg = 0.0f;

@@ -83,15 +83,13 @@ extern "C" __global__ void layernorm_bwd_x(const float* __restrict__ x, const fl
 extern "C" __global__ void layernorm_bwd_params_partial(const float* __restrict__ x, const float* __restrict__ g_y,
                                                         const float* __restrict__ stats, float* __restrict__ part,
                                                         long long rows, int m, int rows_per_chunk) {
-    long long j = first_index();
-    long long c = blockIdx.y;
-    if (j >= m) {
+    ChunkColumn col;
+    if (!chunk_column(m, rows, rows_per_chunk, &col)) {
         return;
     }
-    long long r0 = c * rows_per_chunk;
-    long long r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+    long long j = col.j, c = col.c;
     float sw = 0.0f, sb = 0.0f;
-    for (long long r = r0; r < r1; ++r) {
+    for (long long r = col.r0; r < col.r1; ++r) {
         float g = g_y[r * m + j];
         float xh = (x[r * m + j] - stats[2 * r]) * stats[2 * r + 1];
         sw += g * xh;

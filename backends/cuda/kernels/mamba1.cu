@@ -75,17 +75,15 @@ extern "C" __global__ void mamba1_conv_bwd_x(const float* __restrict__ g_c, cons
 extern "C" __global__ void mamba1_conv_bwd_params_partial(const float* __restrict__ x, const float* __restrict__ g_c,
                                                           float* __restrict__ part, long long rows, int time, int di,
                                                           int k, int rows_per_chunk) {
-    long long d = first_index();
-    long long r = blockIdx.y;
-    if (d >= di) {
+    ChunkColumn col;
+    if (!chunk_column(di, rows, rows_per_chunk, &col)) {
         return;
     }
-    long long r0 = r * rows_per_chunk;
-    long long r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
-    float* out = part + r * (long long)(k + 1) * di + d;
+    long long d = col.j;
+    float* out = part + col.c * (long long)(k + 1) * di + d;
     for (int j = 0; j <= k; ++j) {
         float acc = 0.0f;
-        for (long long row = r0; row < r1; ++row) {
+        for (long long row = col.r0; row < col.r1; ++row) {
             float g = g_c[row * di + d];
             int src = (int)(row % time) - (k - 1) + j;
             if (j == k) {
@@ -123,17 +121,19 @@ __device__ __forceinline__ float m1_step(float dt, float a, float h, float dtx, 
     return fmaf(*e, h, dtx * bn);
 }
 
-// The scan's inputs and sizes, as every scan kernel takes them.
-struct M1Scan {
-    const float* x;
-    const float* dt;
-    const float* a;
-    const float* bc;
-    const float* cc;
-    const float* dsk;
+// The scan's inputs and sizes, as every scan kernel takes them: common.cuh's and the gate's z.
+struct M1Scan : ScanIn {
     const float* z;
-    int time, di, n, q;
 };
+
+// Step `row` (element i) of channel d: `h <- exp(dt A) h + (dt x) B`, each state element by
+// m1_step; the forward's update and the backward's recomputation.
+__device__ __forceinline__ void m1_update(const M1Scan& p, long long row, long long i, long long d, float* h) {
+    float dtv = p.dt[i], dtx = dtv * p.x[i], e;
+    for (int j = 0; j < p.n; ++j) {
+        h[j] = m1_step(dtv, p.a[d * p.n + j], h[j], dtx, p.bc[row * p.n + j], &e);
+    }
+}
 
 // The selective scan, gated: `h_t = exp(dt_t A) h_{t-1} + dt_t Bc_t x_t` from h = 0,
 // `out_t = (Cc_t . h_t + D x_t) silu(z_t)`, and the state before step c Q into ckpt[s, c].
@@ -144,48 +144,17 @@ extern "C" __global__ void mamba1_scan_fwd(const float* __restrict__ x, const fl
                                            const float* __restrict__ cc, const float* __restrict__ dsk,
                                            const float* __restrict__ z, float* __restrict__ out,
                                            float* __restrict__ ckpt, int time, int di, int n, int q) {
+    M1Scan p = {{x, dt, a, bc, cc, dsk, time, di, n, q}, z};
     long long d = first_index();
-    long long s = blockIdx.y;
-    if (d >= di) {
-        return;
-    }
-    float h[SCAN_MAX_N];
-    for (int j = 0; j < n; ++j) {
-        h[j] = 0.0f;
-    }
-    for (int t = 0; t < time; ++t) {
-        scan_save_ckpt(ckpt, h, s, d, t, time, di, n, q);
-        long long row = s * time + t, i = row * di + d;
-        float dtv = dt[i], xv = x[i], dtx = dtv * xv, y = dsk[d] * xv, e;
+    auto update = [&](long long row, long long i, float* h) { m1_update(p, row, i, d, h); };
+    auto gated = [&](long long row, long long i, const float* h) {
+        float y = dsk[d] * x[i];
         for (int j = 0; j < n; ++j) {
-            h[j] = m1_step(dtv, a[d * n + j], h[j], dtx, bc[row * n + j], &e);
             y = fmaf(cc[row * n + j], h[j], y);
         }
         out[i] = y * (z[i] * sigmoid_f(z[i]));
-    }
-}
-
-// Recomputes steps t0..t1 of channel d of sequence s from its checkpoint: the state after
-// step t0 + u into hs[s, u, :, d] ((bsz, Q, N, Di)), each by m1_step as in the forward.
-__device__ void m1_recompute(const M1Scan& p, const float* __restrict__ ckpt, float* __restrict__ hs, long long s,
-                             long long d, int c) {
-    int n = p.n, di = p.di;
-    long long chunks = (p.time + p.q - 1) / p.q;
-    const float* ck = ckpt + ((s * chunks + c) * n) * di + d;
-    float h[SCAN_MAX_N];
-    for (int j = 0; j < n; ++j) {
-        h[j] = ck[(long long)j * di];
-    }
-    int t0 = c * p.q, t1 = t0 + p.q < p.time ? t0 + p.q : p.time;
-    for (int t = t0; t < t1; ++t) {
-        long long row = s * p.time + t, i = row * di + d;
-        float dtv = p.dt[i], dtx = dtv * p.x[i], e;
-        float* out = hs + ((s * p.q + (t - t0)) * n) * di + d;
-        for (int j = 0; j < n; ++j) {
-            h[j] = m1_step(dtv, p.a[d * n + j], h[j], dtx, p.bc[row * n + j], &e);
-            out[(long long)j * di] = h[j];
-        }
-    }
+    };
+    scan_fwd_walk(ckpt, time, di, n, q, update, gated);
 }
 
 // The per-thread running values of the scan backward of one channel.
@@ -246,7 +215,7 @@ extern "C" __global__ void mamba1_scan_bwd(const float* __restrict__ x, const fl
                                            float* __restrict__ part_bc, float* __restrict__ part_a,
                                            float* __restrict__ part_d, int time, int di, int n, int q) {
     __shared__ float sh[SCAN_SHARED];
-    M1Scan p = {x, dt, a, bc, cc, dsk, z, time, di, n, q};
+    M1Scan p = {{x, dt, a, bc, cc, dsk, time, di, n, q}, z};
     long long d = first_index(), s = blockIdx.y;
     bool valid = d < di;
     M1Carry k;
@@ -256,11 +225,11 @@ extern "C" __global__ void mamba1_scan_bwd(const float* __restrict__ x, const fl
     }
     k.gd = 0.0f;
     ScanWalk w = {ckpt, hs, sh, part_bc, s, d, time, di, n, q};
-    auto recompute = [&](int c) { m1_recompute(p, ckpt, hs, s, d, c); };
+    auto update = [&](long long row, long long i, float* h) { m1_update(p, row, i, d, h); };
     auto step = [&](int t, const float* prev, const float* cur) {
         m1_back_step(p, k, prev, cur, g_out, g_x, g_dt, g_z, sh, s, d, t);
     };
-    scan_bwd_walk(w, valid, recompute, step);
+    scan_bwd_walk(w, valid, update, step);
     if (valid) {
         for (int j = 0; j < n; ++j) {
             part_a[(s * di + d) * n + j] = k.ga[j];

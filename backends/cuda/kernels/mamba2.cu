@@ -37,16 +37,19 @@ __device__ __forceinline__ float m2_decay(float dt, float a) { return expf(dt * 
 // fmaf, so that NVRTC's contraction cannot make the forward's and the recomputation's differ).
 __device__ __forceinline__ float m2_step(float e, float s, float dtx, float bn) { return fmaf(e, s, dtx * bn); }
 
-// The scan's inputs and sizes, as every scan kernel takes them.
-struct M2Scan {
-    const float* x;
-    const float* dt;
-    const float* a;
-    const float* bc;
-    const float* cc;
-    const float* dsk;
-    int time, di, n, nh, pd, q;
+// The scan's inputs and sizes, as every scan kernel takes them: common.cuh's and the heads.
+struct M2Scan : ScanIn {
+    int nh, pd;
 };
+
+// Step `row` (element i) of a lane of head h: `S <- exp(dt A) S + (dt x) B`, by m2_decay and
+// m2_step; the forward's update and the backward's recomputation.
+__device__ __forceinline__ void m2_update(const M2Scan& p, long long row, long long i, int h, float* st) {
+    float dtv = p.dt[row * p.nh + h], e = m2_decay(dtv, p.a[h]), dtx = dtv * p.x[i];
+    for (int j = 0; j < p.n; ++j) {
+        st[j] = m2_step(e, st[j], dtx, p.bc[row * p.n + j]);
+    }
+}
 
 // The scan `S_t = exp(dt_t A) S_{t-1} + dt_t x_t Bc_t^T` per head from S = 0,
 // `y_t = S_t Cc_t + D x_t` (ungated: the gate is the RMSNorm's), and the state before step
@@ -58,48 +61,17 @@ extern "C" __global__ void mamba2_scan_fwd(const float* __restrict__ x, const fl
                                            const float* __restrict__ cc, const float* __restrict__ dsk,
                                            float* __restrict__ y, float* __restrict__ ckpt, int time, int di, int n,
                                            int nh, int pd, int q) {
-    long long d = first_index(), s = blockIdx.y;
-    if (d >= di) {
-        return;
-    }
-    int h = (int)(d / pd);
-    float st[SCAN_MAX_N];
-    for (int j = 0; j < n; ++j) {
-        st[j] = 0.0f;
-    }
-    for (int t = 0; t < time; ++t) {
-        scan_save_ckpt(ckpt, st, s, d, t, time, di, n, q);
-        long long row = s * time + t, i = row * di + d;
-        float dtv = dt[row * nh + h], xv = x[i], e = m2_decay(dtv, a[h]), dtx = dtv * xv, acc = dsk[h] * xv;
+    M2Scan p = {{x, dt, a, bc, cc, dsk, time, di, n, q}, nh, pd};
+    int h = (int)(first_index() / pd);
+    auto update = [&](long long row, long long i, float* st) { m2_update(p, row, i, h, st); };
+    auto output = [&](long long row, long long i, const float* st) {
+        float acc = dsk[h] * x[i];
         for (int j = 0; j < n; ++j) {
-            st[j] = m2_step(e, st[j], dtx, bc[row * n + j]);
             acc = fmaf(cc[row * n + j], st[j], acc);
         }
         y[i] = acc;
-    }
-}
-
-// Recomputes chunk c of channel d of sequence s from its checkpoint: the state after step
-// t0 + u into hs[s, u, :, d] ((bsz, Q, N, Di)), each by m2_decay and m2_step as the forward.
-__device__ void m2_recompute(const M2Scan& p, const float* __restrict__ ckpt, float* __restrict__ hs, long long s,
-                             long long d, int c) {
-    int n = p.n, di = p.di, h = (int)(d / p.pd);
-    long long chunks = (p.time + p.q - 1) / p.q;
-    const float* ck = ckpt + ((s * chunks + c) * n) * di + d;
-    float st[SCAN_MAX_N];
-    for (int j = 0; j < n; ++j) {
-        st[j] = ck[(long long)j * di];
-    }
-    int t0 = c * p.q, t1 = t0 + p.q < p.time ? t0 + p.q : p.time;
-    for (int t = t0; t < t1; ++t) {
-        long long row = s * p.time + t;
-        float dtv = p.dt[row * p.nh + h], e = m2_decay(dtv, p.a[h]), dtx = dtv * p.x[row * di + d];
-        float* out = hs + ((s * p.q + (t - t0)) * n) * di + d;
-        for (int j = 0; j < n; ++j) {
-            st[j] = m2_step(e, st[j], dtx, p.bc[row * n + j]);
-            out[(long long)j * di] = st[j];
-        }
-    }
+    };
+    scan_fwd_walk(ckpt, time, di, n, q, update, output);
 }
 
 // The per-thread running values of the scan backward of one channel.
@@ -151,7 +123,7 @@ extern "C" __global__ void mamba2_scan_bwd(const float* __restrict__ x, const fl
                                            float* __restrict__ part_a, float* __restrict__ part_d, int time, int di,
                                            int n, int nh, int pd, int q) {
     __shared__ float sh[SCAN_SHARED];
-    M2Scan p = {x, dt, a, bc, cc, dsk, time, di, n, nh, pd, q};
+    M2Scan p = {{x, dt, a, bc, cc, dsk, time, di, n, q}, nh, pd};
     long long d = first_index(), s = blockIdx.y;
     bool valid = d < di;
     M2Carry k;
@@ -161,11 +133,12 @@ extern "C" __global__ void mamba2_scan_bwd(const float* __restrict__ x, const fl
     k.ga = 0.0f;
     k.gd = 0.0f;
     ScanWalk w = {ckpt, hs, sh, part_bc, s, d, time, di, n, q};
-    auto recompute = [&](int c) { m2_recompute(p, ckpt, hs, s, d, c); };
+    int h = (int)(d / pd);
+    auto update = [&](long long row, long long i, float* st) { m2_update(p, row, i, h, st); };
     auto step = [&](int t, const float* prev, const float* cur) {
         m2_back_step(p, k, prev, cur, g_y, g_x, gdt_term, sh, s, d, t);
     };
-    scan_bwd_walk(w, valid, recompute, step);
+    scan_bwd_walk(w, valid, update, step);
     if (valid) {
         part_a[s * di + d] = k.ga;
         part_d[s * di + d] = k.gd;
@@ -280,16 +253,16 @@ extern "C" __global__ void mamba2_gnorm_bwd_w_partial(const float* __restrict__ 
                                                       const float* __restrict__ g_o,
                                                       const float* __restrict__ rinv, float* __restrict__ part,
                                                       long long rows, int m, int rows_per_chunk) {
-    long long j = first_index(), c = blockIdx.y;
-    if (j >= m) {
+    ChunkColumn col;
+    if (!chunk_column(m, rows, rows_per_chunk, &col)) {
         return;
     }
-    long long r0 = c * rows_per_chunk, r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+    long long j = col.j;
     float acc = 0.0f;
-    for (long long r = r0; r < r1; ++r) {
+    for (long long r = col.r0; r < col.r1; ++r) {
         acc = fmaf(g_o[r * m + j], m2_gate(y[r * m + j], z[r * m + j]) * rinv[r], acc);
     }
-    part[c * m + j] = acc;
+    part[col.c * m + j] = acc;
 }
 
 // Second stage: `g_w[j] += sum_c part[c, j]`, chunks in order. Launch: 1-D, any shape; thread

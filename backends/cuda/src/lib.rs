@@ -10,8 +10,8 @@
 //!   products go to cuBLAS and the buffers are managed memory.
 //!
 //! Where to start reading: [`model::CudaModel`] is the `Model<f32>` + `DataParallel<f32>` of
-//! the trunk (Mamba-1 or Mamba-2 layers, [`mamba1::layer`], [`mamba2::layer`], with the
-//! spatial mixer of [`spatial`]), every buffer from the counting [`pool`] that [`memory`]
+//! the trunk (Mamba-1 or Mamba-2 layers, [`mamba1::layer`], [`mamba2::layer`], on the layer
+//! skeleton of [`trunk`], with the spatial mixer of [`spatial`]), every buffer from the counting [`pool`] that [`memory`]
 //! models. Below it, each op picks its launch shape ([`launch`]) and runs its kernels
 //! through the checked launchers of [`shim`], which check every length before [`exec::launch`].
 //! Products go through [`gemm`]; under bf16 autocast ([`autocast`],

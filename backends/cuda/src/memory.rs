@@ -16,7 +16,7 @@
 //!             backpropagated (g_out, g_u)
 //! head        4 rows (2 H D + D) the predictions, their gradient and the tokens (f32)
 //! workspace   the recomputation of one group of S sequences (S T rows), at its peak, the
-//!             scan backward (mamba1::layer::backward_group):
+//!             scan backward (the Mamba-1 mixer's backward):
 //!             e S T (M + 10 Di + R + 4 N)   LayerNorm out, x, z, conv pre-act, SiLU out,
 //!                 dt pre-act, dt, dr, Bc, Cc, the scan's output gradient and its x, dt, z, Bc,
 //!                 Cc gradients
@@ -37,7 +37,7 @@
 //! ckpts       4 L B P ceil(T / q) N Di      the scan's chunk-start states, (nh, Pd, N) = N Di
 //!             per sequence and chunk (f32 in both): the count of Mamba-1's
 //! workspace   the recomputation of one group of S sequences (S T rows), at the higher of the
-//!             backward's two highs (mamba2::layer::backward_group); at the scan backward:
+//!             backward's two highs (the Mamba-2 mixer's backward); at the scan backward:
 //!             e S T (M + 7 Di + 8 N + 3 nh)   LayerNorm out, z, xBC, conv pre-act, x, Bc, Cc,
 //!                 dt pre-act, dt, the gated norm's y and z gradients, the scan's x, dt, Bc, Cc
 //!                 gradients
@@ -60,9 +60,9 @@
 //! ```
 //!
 //! The layer's other highs (the recomputation, the gated norm's backward) are below the scan
-//! backward's in both precisions. The backward holds z, x, Bc, Cc and dt to the group's end
-//! (it destructures its internals with `_` for them, which does not drop them), so both highs
-//! count them: the model is of the code as written. The buffers the pool lends above their
+//! backward's in both precisions. The mixer's backward holds z, x, Bc, Cc and dt to its end,
+//! past the convolution backward (it destructures its internals with `_` for them, which
+//! does not drop them), so both highs count them: the model is of the code as written. The buffers the pool lends above their
 //! request (best fit up to twice the size) are not counted: over one layer they add 0 to 6 %
 //! of the workspace, and the two highs' buffers sharing some requests takes about as much off
 //! (tests/cuda/memory.rs). A last group under half the others' size cannot reuse theirs and

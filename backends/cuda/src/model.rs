@@ -37,15 +37,15 @@ use crate::autocast::{self, Precision};
 use crate::error::CudaError;
 use crate::exec::{Exec, Scope};
 use crate::knn::Neighbours;
-use crate::mamba1::layer::{self, LayerDims, Mamba1Params, Saved};
-use crate::mamba2::layer::{self as layer2, Layer2Dims, Mamba2Params, Saved2};
+use crate::mamba1::layer::{LayerDims, Mamba1Params};
+use crate::mamba2::layer::{Layer2Dims, Mamba2Params};
 use crate::memory::{best_chunk, StepShape};
 use crate::ops::{layernorm, layout, linear};
 use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{LaunchError, LossShape};
 use crate::spatial::{self, KnnParams};
-use crate::trunk::BackwardIn;
+use crate::trunk::{self, BackwardIn, Saved};
 use boldcast_core::collective::{all_reduce_mean, Collective};
 use boldcast_core::model::{load_state_into, NamedTensor};
 use boldcast_core::optim::{decays, Moments};
@@ -67,13 +67,6 @@ enum Mixer {
 enum Dims {
     Mamba1(LayerDims),
     Mamba2(Layer2Dims),
-}
-
-/// What the forward of either mixer keeps for its backward.
-#[derive(Debug)]
-enum MixerSaved {
-    Mamba1(Saved),
-    Mamba2(Saved2),
 }
 
 impl Mixer {
@@ -99,14 +92,10 @@ impl Mixer {
     }
 
     /// The layer's forward over `seqs` sequences: its output and what the backward needs.
-    fn forward(&self, dims: &Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, MixerSaved), LaunchError> {
+    fn forward(&self, dims: &Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved), LaunchError> {
         match (self, dims) {
-            (Self::Mamba1(p), Dims::Mamba1(d)) => {
-                layer::forward(p, d, seqs, u, pool).map(|(o, s)| (o, MixerSaved::Mamba1(s)))
-            }
-            (Self::Mamba2(p), Dims::Mamba2(d)) => {
-                layer2::forward(p, d, seqs, u, pool).map(|(o, s)| (o, MixerSaved::Mamba2(s)))
-            }
+            (Self::Mamba1(p), Dims::Mamba1(d)) => trunk::forward(p, d, seqs, u, pool),
+            (Self::Mamba2(p), Dims::Mamba2(d)) => trunk::forward(p, d, seqs, u, pool),
             _ => unreachable!("the parameters and sizes come from the same config"),
         }
     }
@@ -116,18 +105,14 @@ impl Mixer {
         &self,
         dims: &Dims,
         b: BackwardIn<'_>,
-        saved: &mut MixerSaved,
+        saved: &mut Saved,
         g: &mut Mixer,
         pool: &Pool,
     ) -> Result<Buf, LaunchError> {
-        match (self, dims, saved, g) {
-            (Self::Mamba1(p), Dims::Mamba1(d), MixerSaved::Mamba1(s), Self::Mamba1(g)) => {
-                layer::backward(p, d, b, s, g, pool)
-            }
-            (Self::Mamba2(p), Dims::Mamba2(d), MixerSaved::Mamba2(s), Self::Mamba2(g)) => {
-                layer2::backward(p, d, b, s, g, pool)
-            }
-            _ => unreachable!("the parameters, sizes and saved state come from the same config"),
+        match (self, dims, g) {
+            (Self::Mamba1(p), Dims::Mamba1(d), Self::Mamba1(g)) => trunk::backward(p, d, b, saved, g, pool),
+            (Self::Mamba2(p), Dims::Mamba2(d), Self::Mamba2(g)) => trunk::backward(p, d, b, saved, g, pool),
+            _ => unreachable!("the parameters and sizes come from the same config"),
         }
     }
 }
@@ -211,7 +196,7 @@ struct Kept {
     /// The layer input, `(B, P, T, M)`.
     input: Buf,
     /// The temporal mixer's scan checkpoints.
-    saved: MixerSaved,
+    saved: Saved,
     /// With attention, the spatial mixer's input `(B, T, P, M)`.
     mid: Option<Buf>,
 }

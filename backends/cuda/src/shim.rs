@@ -7,6 +7,7 @@
 //! Shim launches are serialized inside the shim (the kernels' shared memory is static
 //! storage); every function here may be called from any thread.
 
+use crate::exec::{self, Arg};
 use crate::launch::{Launch, MAX_BLOCK};
 use core::fmt;
 
@@ -66,17 +67,26 @@ fn check_tree(kernel: &'static str, l: Launch) -> Result<()> {
     Ok(())
 }
 
-fn check_len(kernel: &'static str, what: &str, len: usize, want: usize) -> Result<()> {
-    if len != want {
-        return refuse(kernel, format!("{what} has {len} elements, expected {want}"));
+/// Each buffer's length against what the kernel indexes: rows of `(name, length, wanted)`,
+/// checked in order, the first mismatch refused. The one length check of every launcher.
+fn check_lens(kernel: &'static str, rows: &[(&str, usize, usize)]) -> Result<()> {
+    match rows.iter().find(|&&(_, len, want)| len != want) {
+        Some(&(what, len, want)) => refuse(kernel, format!("{what} has {len} elements, expected {want}")),
+        None => Ok(()),
     }
-    Ok(())
 }
 
-/// Each buffer's length against what the kernel indexes: rows of `(name, length, wanted)`,
-/// checked in order, the first mismatch refused.
-fn check_lens(kernel: &'static str, rows: &[(&str, usize, usize)]) -> Result<()> {
-    rows.iter().try_for_each(|&(what, len, want)| check_len(kernel, what, len, want))
+/// How every launcher ends, once it has checked the launch's shape and the sizes: the
+/// buffers' lengths ([`check_lens`]), then the kernel with `args` through [`exec::launch`].
+fn run(kernel: &'static str, l: Launch, lens: &[(&str, usize, usize)], args: &mut [Arg<'_>]) -> Result<()> {
+    check_lens(kernel, lens)?;
+    exec::launch(kernel, l, args)
+}
+
+/// [`run`] for a kernel of a 1-D grid-stride launch ([`check_linear`]).
+fn run_linear(kernel: &'static str, l: Launch, lens: &[(&str, usize, usize)], args: &mut [Arg<'_>]) -> Result<()> {
+    check_linear(kernel, l)?;
+    run(kernel, l, lens, args)
 }
 
 /// The raw launchers, for the tests that check the shim's own refusals (which abort the
@@ -115,6 +125,7 @@ mod loss;
 mod mamba1;
 mod mamba2;
 mod optim;
+mod scan;
 mod selftest;
 
 pub use act::*;
@@ -126,4 +137,5 @@ pub use loss::*;
 pub use mamba1::*;
 pub use mamba2::*;
 pub use optim::*;
+pub use scan::{ScanFinal, ScanIn, ScanScratch, SCAN_MAX_N, SCAN_SHARED};
 pub use selftest::*;

@@ -10,7 +10,7 @@ pub mod layer;
 
 use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, ConvDims, Result, Scan, ScanFinal, ScanGrads};
+use crate::shim::{self, ConvDims, Result, Scan, ScanFinal, ScanGrads, ScanIn, ScanScratch};
 
 /// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
 /// so that a `d_inner` of a few hundred still spreads over several blocks, and `2 N` floats
@@ -66,79 +66,82 @@ pub fn conv_backward(
 }
 
 /// The gated scan: `out` `(seqs, time, di)` and the chunk-start states `ckpt`
-/// (`(seqs, ceil(time / q), n, di)`, [`Scan::ckpt_len`]), both overwritten.
+/// (`(seqs, ceil(time / q), n, di)`, [`crate::shim::ScanIn::ckpt_len`]), both overwritten.
 pub fn scan_forward(s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    shim::mamba1_scan_fwd(scan_launch(s.di, s.seqs), s, out, ckpt)
+    shim::mamba1_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, out, ckpt)
 }
 
-/// The scan's gradients (BACKWARD.md, "Mamba-1"), for the gated output's gradient: host
-/// vectors, or pool buffers ([`scan_backward_pooled`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ScanGradients<T = Vec<f32>> {
+/// A scan backward's scratch from the pool ([`ScanScratch`]): the recomputed states, the
+/// partials over `blocks` channel blocks, and `a_width` values of `A` per channel.
+#[derive(Debug)]
+pub(crate) struct Scratch {
+    pub hs: Buf,
+    pub part_bc: Buf,
+    pub part_a: Buf,
+    pub part_d: Buf,
+}
+
+impl Scratch {
+    pub fn new(s: &ScanIn<'_>, blocks: usize, a_width: usize, pool: &Pool) -> Self {
+        let (hs, part_bc) = (pool.zeros(s.seqs * s.q * s.n * s.di), pool.zeros(s.rows() * blocks * 2 * s.n));
+        let per_seq = s.seqs * s.di;
+        Self { hs, part_bc, part_a: pool.zeros(per_seq * a_width), part_d: pool.zeros(per_seq) }
+    }
+
+    /// The second stage's view of the partials over `blocks` channel blocks, writing the
+    /// gradients `[g_b, g_c, g_a, g_d]`.
+    pub fn second_stage<'a>(&'a self, blocks: usize, [g_b, g_c, g_a, g_d]: [&'a mut [f32]; 4]) -> ScanFinal<'a> {
+        ScanFinal { blocks, part_bc: &self.part_bc, part_a: &self.part_a, part_d: &self.part_d, g_b, g_c, g_a, g_d }
+    }
+
+    /// The buffers as the first stage's launcher takes them.
+    pub fn lend(&mut self) -> ScanScratch<'_> {
+        ScanScratch { hs: &mut self.hs, part_bc: &mut self.part_bc, part_a: &mut self.part_a, part_d: &mut self.part_d }
+    }
+}
+
+/// The scan's gradients (BACKWARD.md, "Mamba-1") for the gated output's gradient, from the
+/// pool.
+#[derive(Debug)]
+pub struct ScanGradients {
     /// Of the scan input `x`, `(seqs, time, di)`.
-    pub x: T,
+    pub x: Buf,
     /// Of `dt`, `(seqs, time, di)`.
-    pub dt: T,
+    pub dt: Buf,
     /// Of the gate input `z`, `(seqs, time, di)`.
-    pub z: T,
+    pub z: Buf,
     /// Of `A` (not `A_log`), `(di, n)`, summed over the sequences.
-    pub a: T,
+    pub a: Buf,
     /// Of `Bc`, `(seqs, time, n)`.
-    pub b: T,
+    pub b: Buf,
     /// Of `Cc`, `(seqs, time, n)`.
-    pub c: T,
+    pub c: Buf,
     /// Of `D`, `(di)`, summed over the sequences.
-    pub d: T,
+    pub d: Buf,
 }
 
-/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `q`) for the
 /// gradient `g_out` of its gated output: chunks from the last, each recomputed from its
 /// checkpoint, then walked back; the shared gradients' partials summed in a second kernel.
-/// Host vectors of [`scan_backward_pooled`].
-pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32]) -> Result<ScanGradients> {
-    let g = scan_backward_pooled(s, g_out, ckpt, &Pool::new())?;
-    let v = |b: Buf| b.to_vec();
-    Ok(ScanGradients { x: v(g.x), dt: v(g.dt), z: v(g.z), a: v(g.a), b: v(g.b), c: v(g.c), d: v(g.d) })
-}
-
-/// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
-/// scratch goes back to the pool on return).
-pub fn scan_backward_pooled(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanGradients<Buf>> {
-    let l = scan_launch(s.di, s.seqs);
+/// Its outputs and scratch come from `pool` (the scratch goes back on return).
+pub fn scan_backward(s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], pool: &Pool) -> Result<ScanGradients> {
+    let l = scan_launch(s.base.di, s.base.seqs);
     let blocks = l.grid.x as usize;
-    let (len, rows) = (s.len(), s.seqs * s.time);
+    let (len, rows) = (s.base.len(), s.base.seqs * s.base.time);
     let mut g = ScanGradients {
         x: pool.zeros(len),
         dt: pool.zeros(len),
         z: pool.zeros(len),
-        a: pool.zeros(s.di * s.n),
-        b: pool.zeros(rows * s.n),
-        c: pool.zeros(rows * s.n),
-        d: pool.zeros(s.di),
+        a: pool.zeros(s.base.di * s.base.n),
+        b: pool.zeros(rows * s.base.n),
+        c: pool.zeros(rows * s.base.n),
+        d: pool.zeros(s.base.di),
     };
-    let (mut hs, mut part_bc) = (pool.zeros(s.seqs * s.q * s.n * s.di), pool.zeros(rows * blocks * 2 * s.n));
-    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di * s.n), pool.zeros(s.seqs * s.di));
-    let mut scratch = ScanGrads {
-        g_x: &mut g.x,
-        g_dt: &mut g.dt,
-        g_z: &mut g.z,
-        hs: &mut hs,
-        part_bc: &mut part_bc,
-        part_a: &mut part_a,
-        part_d: &mut part_d,
-    };
-    shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut scratch)?;
-    let fin = elementwise((rows * 2 * s.n).max(s.di * s.n + s.di));
-    let f = ScanFinal {
-        blocks,
-        part_bc: &part_bc,
-        part_a: &part_a,
-        part_d: &part_d,
-        g_b: &mut g.b,
-        g_c: &mut g.c,
-        g_a: &mut g.a,
-        g_d: &mut g.d,
-    };
+    let mut sc = Scratch::new(&s.base, blocks, s.base.n, pool);
+    let mut grads = ScanGrads { g_x: &mut g.x, g_dt: &mut g.dt, g_z: &mut g.z, scratch: sc.lend() };
+    shim::mamba1_scan_bwd(l, s, g_out, ckpt, &mut grads)?;
+    let fin = elementwise((rows * 2 * s.base.n).max(s.base.di * s.base.n + s.base.di));
+    let f = sc.second_stage(blocks, [&mut g.b, &mut g.c, &mut g.a, &mut g.d]);
     shim::mamba1_scan_bwd_final(fin, s, f)?;
     Ok(g)
 }

@@ -1,24 +1,21 @@
 //! One Mamba-2 layer of the trunk in shim mode, `out = u + Mamba2(LayerNorm(u))` (MODEL.md,
 //! "Temporal mixer, Mamba-2", one group), forward and backward, every buffer from a [`Pool`]:
-//! the crate's LayerNorm, the Mamba-1 convolution kernels with SiLU over the `Di + 2N`
-//! channels of `xBC`, softplus, this module's scan and gated RMSNorm kernels, and [`crate::gemm`]
-//! (the shim's cuBLAS) for the projections. It mirrors [`crate::mamba1::layer`].
-//!
-//! Memory: the forward keeps the chunk-start states of the scan only (the caller keeps the
-//! layer input `u`); the backward recomputes the layer's internals from `u`, the scan output
-//! included (its forward is rerun, rewriting the same checkpoints bit for bit). Both passes
-//! run over groups of [`Layer2Dims::group`] sequences, so the workspace is that of one group;
-//! the parameter gradients accumulate group after group.
+//! the layer skeleton of [`crate::trunk`] with this mixer, the Mamba-1 convolution kernels
+//! with SiLU over the `Di + 2N` channels of `xBC`, softplus, this module's scan and gated
+//! RMSNorm kernels, and [`crate::gemm`] (the shim's cuBLAS) for the projections. Both passes
+//! run over groups of [`Layer2Dims::group`] sequences.
 //!
 //! Host work (shim mode only; a device build would fold each into a kernel's loads or
 //! stores): `A = -exp(A_log)` (nh values), the split of the convolution output into `x`,
 //! `Bc`, `Cc` and the join of their gradients, and the per-head sums into `A_log` and `D`.
 
 use super::norm_launch;
-use crate::ops::{act, layernorm, layout, linear};
+use crate::ops::layout;
 use crate::pool::{Buf, Pool};
-use crate::shim::{self, Cols, ConvDims, GnormBwd, Result, Scan2};
-use crate::trunk::{BackwardIn, Groups};
+use crate::shim::{self, Cols, ConvDims, GnormBwd, Result, Scan2, ScanIn};
+use crate::trunk::{self, Frame, Groups, MixPass, Mixer};
+
+pub use crate::trunk::{backward, forward, Saved};
 
 /// The sizes of one layer and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,10 +39,6 @@ pub struct Layer2Dims {
 }
 
 impl Layer2Dims {
-    /// How both passes cut the batch: [`Layer2Dims::group`] sequences at a time.
-    pub fn groups(&self) -> Groups {
-        Groups { group: self.group, tm: self.time * self.m, ck: self.ckpt_len(1) }
-    }
     /// Channels of the convolution, `x | Bc | Cc`: `Di + 2 N`.
     pub fn conv_dim(&self) -> usize {
         self.di + 2 * self.n
@@ -141,16 +134,9 @@ impl Mamba2Params {
     }
 }
 
-/// What the forward keeps for the backward: the scan's chunk-start states of every sequence.
-#[derive(Debug)]
-pub struct Saved2 {
-    /// `(seqs, ceil(T / q), N, Di)`.
-    pub ckpt: Buf,
-}
-
 /// The forward's internals of one group, recomputed by the backward.
-struct Internals {
-    ln: Buf,
+#[derive(Debug)]
+pub struct Internals {
     z: Buf,
     xbc: Buf,
     c: Buf,
@@ -162,52 +148,21 @@ struct Internals {
     a: Buf,
 }
 
-/// Everything from the LayerNorm to the scan's inputs for `u` of one group.
-fn internals(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<Internals> {
-    let (rows, di, n, cd) = (seqs * z.time, z.di, z.n, z.conv_dim());
-    let mut ln = pool.zeros(rows * z.m);
-    layernorm::forward(u, rows, z.m, &p.norm_w, &p.norm_b, &mut ln)?;
-    let (wz, rest) = p.in_proj.split_at(di * z.m);
-    let (wxbc, wdt) = rest.split_at(cd * z.m);
-    let (mut zg, mut xbc) = (pool.zeros(rows * di), pool.zeros(rows * cd));
-    linear::project(&ln, wz, di, 0.0, &mut zg)?;
-    linear::project(&ln, wxbc, cd, 0.0, &mut xbc)?;
-    // dt_bias enters as cuBLAS's beta = 1 on rows preset to it.
-    let mut dt_pre = pool.zeros(rows * z.nh);
-    layout::broadcast_rows(&p.dt_bias, &mut dt_pre)?;
-    linear::project(&ln, wdt, z.nh, 1.0, &mut dt_pre)?;
-    let mut dt = pool.zeros(rows * z.nh);
-    act::softplus(&dt_pre, &mut dt)?;
-    let (mut c, mut xs) = (pool.zeros(rows * cd), pool.zeros(rows * cd));
-    let conv = ConvDims { seqs, time: z.time, di: cd, k: z.k };
-    crate::mamba1::conv_forward(conv, &xbc, &p.conv_w, &p.conv_b, &mut c, &mut xs)?;
-    let (mut x, mut b, mut cc) = (pool.zeros(rows * di), pool.zeros(rows * n), pool.zeros(rows * n));
-    let band = |col: usize| Cols { width: cd, col };
-    layout::copy_cols(&xs, band(0), &mut x, Cols { width: di, col: 0 }, di)?;
-    layout::copy_cols(&xs, band(di), &mut b, Cols { width: n, col: 0 }, n)?;
-    layout::copy_cols(&xs, band(di + n), &mut cc, Cols { width: n, col: 0 }, n)?;
-    drop(xs);
-    let mut a = pool.zeros(z.nh);
-    a.iter_mut().zip(&p.a_log).for_each(|(a, l)| *a = -l.exp());
-    Ok(Internals { ln, z: zg, xbc, c, x, b, cc, dt_pre, dt, a })
-}
-
 impl Internals {
     fn scan<'a>(&'a self, p: &'a Mamba2Params, z: &Layer2Dims, seqs: usize) -> Scan2<'a> {
-        Scan2 {
-            seqs,
-            time: z.time,
-            nh: z.nh,
-            pd: z.pd(),
-            n: z.n,
-            q: z.q,
-            x: &self.x,
-            dt: &self.dt,
-            a: &self.a,
-            b: &self.b,
-            c: &self.cc,
-            d: &p.d,
-        }
+        let (time, di, n, q) = (z.time, z.di, z.n, z.q);
+        let (x, dt, a, b, c, d) = (&self.x[..], &self.dt[..], &self.a[..], &self.b[..], &self.cc[..], &p.d[..]);
+        Scan2 { base: ScanIn { seqs, time, di, n, q, x, dt, a, b, c, d }, nh: z.nh }
+    }
+}
+
+impl Layer2Dims {
+    fn conv(&self, seqs: usize) -> ConvDims {
+        ConvDims { seqs, time: self.time, di: self.conv_dim(), k: self.k }
+    }
+    /// The bands of `x | Bc | Cc` in the convolution's rows, as (column, width).
+    fn xbc_bands(&self) -> [(usize, usize); 3] {
+        [(0, self.di), (self.di, self.n), (self.di + self.n, self.n)]
     }
 }
 
@@ -218,110 +173,77 @@ fn gated_norm(p: &Mamba2Params, rows: usize, di: usize, y: &[f32], z: &[f32], po
     Ok(o)
 }
 
-/// The layer's forward for `u` `(seqs, T, M)`: the output `u + mixer(LayerNorm(u))` and the
-/// scan's checkpoints.
-pub fn forward(p: &Mamba2Params, z: &Layer2Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved2)> {
-    let mut out = pool.copy_of(u);
-    let mut ckpt = pool.zeros(z.ckpt_len(seqs));
-    let Groups { tm, ck, .. } = z.groups();
-    for (s0, s) in z.groups().of(seqs) {
-        let rows = s * z.time;
-        let it = internals(p, z, s, &u[s0 * tm..(s0 + s) * tm], pool)?;
-        let mut y = pool.zeros(rows * z.di);
-        super::scan_forward(&it.scan(p, z, s), &mut y, &mut ckpt[s0 * ck..(s0 + s) * ck])?;
-        let o = gated_norm(p, rows, z.di, &y, &it.z, pool)?;
-        drop((it, y));
-        // The residual: beta = 1 on the copy of u.
-        linear::project(&o, &p.out_proj, z.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
+/// The one-group SSD scan (as its sequential recurrence) and the gated RMSNorm after it.
+impl Mixer for Layer2Dims {
+    type Params = Mamba2Params;
+    type Internals = Internals;
+    /// The scan's output `y`, the gated norm's input.
+    type Kept = Buf;
+
+    trunk::frame_fields!(Mamba2Params);
+
+    fn groups(&self) -> Groups {
+        Groups { group: self.group, m: self.m, time: self.time, ck: self.ckpt_len(1) }
     }
-    Ok((out, Saved2 { ckpt }))
-}
 
-/// The layer's backward for the output gradient `g_out` `(seqs, T, M)`: returns `g_u`, and
-/// adds the parameter gradients to `g`. `saved` must come from [`forward`] of the same `u`
-/// and parameters; its checkpoints are rewritten with the same values.
-pub fn backward(
-    p: &Mamba2Params,
-    z: &Layer2Dims,
-    b: BackwardIn<'_>,
-    saved: &mut Saved2,
-    g: &mut Mamba2Params,
-    pool: &Pool,
-) -> Result<Buf> {
-    z.groups().backward(b, &mut saved.ckpt, pool, |b, ckpt, g_u| backward_group(p, z, b, ckpt, g_u, g, pool))
-}
+    /// `z | xBC | dt` from `in_proj`, the convolution of `xBC` split into `x`, `Bc`, `Cc`.
+    fn internals(&self, p: &Mamba2Params, seqs: usize, ln: &[f32], pool: &Pool) -> Result<Internals> {
+        let (di, cd) = (self.di, self.conv_dim());
+        let (w_zx, w_dt) = p.in_proj.split_at((di + cd) * self.m);
+        let [z, xbc] = trunk::project_bands(ln, w_zx, [di, cd], pool)?;
+        let (dt_pre, dt) = trunk::time_steps(ln, w_dt, &p.dt_bias, self.nh, pool)?;
+        let (c, xs) = trunk::conv_silu(self.conv(seqs), &xbc, &p.conv_w, &p.conv_b, pool)?;
+        let rows = seqs * self.time;
+        let [x, b, cc] = self.xbc_bands().map(|(col, width)| {
+            let mut band = pool.zeros(rows * width);
+            let r = layout::copy_cols(&xs, Cols { width: cd, col }, &mut band, Cols { width, col: 0 }, width);
+            r.map(|()| band)
+        });
+        let (x, b, cc) = (x?, b?, cc?);
+        drop(xs);
+        let a = trunk::decay(&p.a_log, pool);
+        Ok(Internals { z, xbc, c, x, b, cc, dt_pre, dt, a })
+    }
 
-/// The gated norm's backward, its outputs and scratch from the pool: returns `g_y`, `g_z`;
-/// the norm weight's gradient accumulates in `g`.
-fn gated_norm_backward(
-    p: &Mamba2Params,
-    b: GnormBwd<'_>,
-    rows: usize,
-    g: &mut Mamba2Params,
-    pool: &Pool,
-) -> Result<(Buf, Buf)> {
-    let (mut g_y, mut g_z) = (pool.zeros(rows * b.m), pool.zeros(rows * b.m));
-    super::gated_norm_backward_pooled(b, rows, &p.gnorm_w, (&mut g_y, &mut g_z), &mut g.gnorm_w, pool)?;
-    Ok((g_y, g_z))
-}
+    /// The scan's output `y` (kept) and its gated norm by `z`, `out_proj`'s input.
+    fn mix(&self, p: &Mamba2Params, it: &Internals, seqs: usize, ckpt: &mut [f32], pool: &Pool) -> Result<(Buf, Buf)> {
+        let rows = seqs * self.time;
+        let mut y = pool.zeros(rows * self.di);
+        super::scan_forward(&it.scan(p, self, seqs), &mut y, ckpt)?;
+        let o = gated_norm(p, rows, self.di, &y, &it.z, pool)?;
+        Ok((o, y))
+    }
 
-/// The backward of one group: recompute, then walk the layer back from `out_proj`, dropping
-/// each buffer once its last use is past.
-fn backward_group(
-    p: &Mamba2Params,
-    z: &Layer2Dims,
-    b: BackwardIn<'_>,
-    ckpt: &mut [f32],
-    g_u: &mut [f32],
-    g: &mut Mamba2Params,
-    pool: &Pool,
-) -> Result<()> {
-    let (rows, di, n, nh, cd) = (b.seqs * z.time, z.di, z.n, z.nh, z.conv_dim());
-    let it = internals(p, z, b.seqs, b.u, pool)?;
-    let mut y = pool.zeros(rows * di);
-    super::scan_forward(&it.scan(p, z, b.seqs), &mut y, ckpt)?;
-    let o = gated_norm(p, rows, di, &y, &it.z, pool)?;
-    linear::weight_grad(rows, b.g_out, &o, &mut g.out_proj)?;
-    drop(o);
-    let mut g_o = pool.zeros(rows * di);
-    linear::backward_input(b.g_out, &p.out_proj, z.m, 0.0, &mut g_o)?;
-    let (g_y, g_z) = gated_norm_backward(p, GnormBwd { m: di, y: &y, z: &it.z, g_o: &g_o }, rows, g, pool)?;
-    drop((g_o, y));
-    let sg = super::scan_backward_pooled(&it.scan(p, z, b.seqs), &g_y, ckpt, pool)?;
-    drop(g_y);
-    let Internals { ln, z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
-    let super::Scan2Gradients { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
-    // dA / dA_log = A.
-    g.a_log.iter_mut().zip(g_a.iter().zip(a.iter())).for_each(|(g, (ga, a))| *g += ga * a);
-    g.d.iter_mut().zip(g_d.iter()).for_each(|(g, v)| *g += v);
-    let mut g_pre = pool.zeros(rows * nh);
-    act::softplus_backward(&dt_pre, &g_dt, &mut g_pre)?;
-    drop((g_dt, dt_pre));
-    linear::bias_grad(rows, &g_pre, &mut g.dt_bias, pool)?;
-    // The gradient of silu(conv(xBC)), joined from those of x, Bc, Cc.
-    let mut g_xs = pool.zeros(rows * cd);
-    let band = |col: usize| Cols { width: cd, col };
-    layout::copy_cols(&g_x, Cols { width: di, col: 0 }, &mut g_xs, band(0), di)?;
-    layout::copy_cols(&g_b, Cols { width: n, col: 0 }, &mut g_xs, band(di), n)?;
-    layout::copy_cols(&g_c, Cols { width: n, col: 0 }, &mut g_xs, band(di + n), n)?;
-    drop((g_x, g_b, g_c));
-    let conv = ConvDims { seqs: b.seqs, time: z.time, di: cd, k: z.k };
-    let mut g_xbc = pool.zeros(c.len());
-    let cg = crate::mamba1::ConvGrads { x: &mut g_xbc, w: &mut g.conv_w, b: &mut g.conv_b };
-    crate::mamba1::conv_backward(conv, (&xbc, &c, &p.conv_w), &g_xs, cg, pool)?;
-    drop((g_xs, c, xbc));
-    let (gw_z, rest) = g.in_proj.split_at_mut(di * z.m);
-    let (gw_xbc, gw_dt) = rest.split_at_mut(cd * z.m);
-    let (w_z, rest) = p.in_proj.split_at(di * z.m);
-    let (w_xbc, w_dt) = rest.split_at(cd * z.m);
-    linear::weight_grad(rows, &g_z, &ln, gw_z)?;
-    linear::weight_grad(rows, &g_xbc, &ln, gw_xbc)?;
-    linear::weight_grad(rows, &g_pre, &ln, gw_dt)?;
-    let mut g_ln = pool.zeros(rows * z.m);
-    linear::backward_input(&g_z, w_z, di, 0.0, &mut g_ln)?;
-    linear::backward_input(&g_xbc, w_xbc, cd, 1.0, &mut g_ln)?;
-    linear::backward_input(&g_pre, w_dt, nh, 1.0, &mut g_ln)?;
-    drop((g_z, g_xbc, g_pre, ln));
-    let lg = layernorm::Grads { x: g_u, w: &mut g.norm_w, b: &mut g.norm_b };
-    layernorm::backward(b.u, rows, z.m, &p.norm_w, &g_ln, lg, pool)
+    /// Back through the gated norm, the scan, the split and the convolution: the gradients
+    /// of `z`, `xBC` and `dt`'s pre-activation, each buffer dropped once its last use is past.
+    fn backward(
+        &self,
+        p: &Mamba2Params,
+        pass: MixPass<'_, Internals, Buf>,
+        g: &mut Mamba2Params,
+        pool: &Pool,
+    ) -> Result<Vec<Buf>> {
+        let MixPass { it, kept: y, g_o, ckpt, seqs } = pass;
+        let (rows, di, cd) = (seqs * self.time, self.di, self.conv_dim());
+        let (mut g_y, mut g_z) = (pool.zeros(rows * di), pool.zeros(rows * di));
+        let gb = GnormBwd { m: di, y: &y, z: &it.z, g_o: &g_o };
+        super::gated_norm_backward(gb, rows, &p.gnorm_w, (&mut g_y, &mut g_z), &mut g.gnorm_w, pool)?;
+        drop((g_o, y));
+        let sg = super::scan_backward(&it.scan(p, self, seqs), &g_y, ckpt, pool)?;
+        drop(g_y);
+        let Internals { z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
+        let super::Scan2Gradients { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
+        trunk::add_decay_grads((&mut g.a_log, &mut g.d), &a, &g_a, &g_d);
+        let g_pre = trunk::time_steps_backward(dt_pre, g_dt, &mut g.dt_bias, pool)?;
+        // The gradient of silu(conv(xBC)), joined from those of x, Bc, Cc.
+        let mut g_xs = pool.zeros(rows * cd);
+        for ((col, width), gb) in self.xbc_bands().into_iter().zip([&g_x, &g_b, &g_c]) {
+            layout::copy_cols(gb, Cols { width, col: 0 }, &mut g_xs, Cols { width: cd, col }, width)?;
+        }
+        drop((g_x, g_b, g_c));
+        let cw = (&mut g.conv_w[..], &mut g.conv_b[..]);
+        let g_xbc = trunk::conv_silu_backward(self.conv(seqs), (&xbc, &c, &p.conv_w), &g_xs, cw, pool)?;
+        drop((g_xs, c, xbc));
+        Ok(vec![g_z, g_xbc, g_pre])
+    }
 }

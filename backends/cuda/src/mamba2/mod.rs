@@ -17,91 +17,57 @@ use crate::launch::{elementwise, Dim3, Launch, ROWS_PER_CHUNK};
 use crate::pool::{Buf, Pool};
 use crate::shim::{self, GnormBwd, LaunchError, Result, Scan2, Scan2Final, Scan2Grads, GNORM_MAX_BLOCK};
 
-/// Threads per block of the scan kernels (one thread per channel of one sequence): two warps,
-/// as Mamba-1's, so `2 N` floats per thread fit the shared array for every N up to
-/// [`shim::SCAN2_MAX_N`].
-pub const SCAN_BLOCK: u32 = 64;
-const _: () = assert!(2 * shim::SCAN2_MAX_N * SCAN_BLOCK as usize <= shim::SCAN2_SHARED);
-
-/// The scan kernels' launch: grid `(ceil(di / 64), seqs)`, blocks of [`SCAN_BLOCK`].
-pub fn scan_launch(di: usize, seqs: usize) -> Launch {
-    Launch { grid: Dim3::xy(di.div_ceil(SCAN_BLOCK as usize) as u32, seqs as u32), block: Dim3::x(SCAN_BLOCK) }
-}
+// Both scans launch alike: one thread per (sequence, channel), blocks of two warps.
+use crate::mamba1::Scratch;
+pub use crate::mamba1::{scan_launch, SCAN_BLOCK};
 
 /// The scan: `y` `(seqs, time, di)` (ungated) and the chunk-start states `ckpt`
-/// (`(seqs, ceil(time / q), n, di)`, [`Scan2::ckpt_len`]), both overwritten.
+/// (`(seqs, ceil(time / q), n, di)`, [`crate::shim::ScanIn::ckpt_len`]), both overwritten.
 pub fn scan_forward(s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    shim::mamba2_scan_fwd(scan_launch(s.di(), s.seqs), s, y, ckpt)
+    shim::mamba2_scan_fwd(scan_launch(s.base.di, s.base.seqs), s, y, ckpt)
 }
 
-/// The scan's gradients (BACKWARD.md, "Mamba-2"), for the gradient of its output `y`, in
-/// buffers of type `T` (host vectors, or the pool's [`Buf`]s).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scan2Gradients<T = Vec<f32>> {
+/// The scan's gradients (BACKWARD.md, "Mamba-2") for the gradient of its output `y`, from
+/// the pool.
+#[derive(Debug)]
+pub struct Scan2Gradients {
     /// Of the scan input `x`, `(seqs, time, di)`.
-    pub x: T,
+    pub x: Buf,
     /// Of `dt`, `(seqs, time, nh)`.
-    pub dt: T,
+    pub dt: Buf,
     /// Of `A` (not `A_log`), `(nh)`, summed over the sequences.
-    pub a: T,
+    pub a: Buf,
     /// Of `Bc`, `(seqs, time, n)`, summed over the heads.
-    pub b: T,
+    pub b: Buf,
     /// Of `Cc`, `(seqs, time, n)`, summed over the heads.
-    pub c: T,
+    pub c: Buf,
     /// Of `D`, `(nh)`, summed over the sequences.
-    pub d: T,
+    pub d: Buf,
 }
 
-/// The scan backward from the forward's checkpoints `ckpt` (made with the same `s.q`) for the
+/// The scan backward from the forward's checkpoints `ckpt` (made with the same `q`) for the
 /// gradient `g_y` of its output: chunks from the last, each recomputed from its checkpoint,
-/// then walked back; the shared gradients summed in a second kernel. Host vectors of
-/// [`scan_backward_pooled`].
-pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32]) -> Result<Scan2Gradients> {
-    let g = scan_backward_pooled(s, g_y, ckpt, &Pool::new())?;
-    let v = |b: Buf| b.to_vec();
-    Ok(Scan2Gradients { x: v(g.x), dt: v(g.dt), a: v(g.a), b: v(g.b), c: v(g.c), d: v(g.d) })
-}
-
-/// [`scan_backward`] with its outputs and scratch from `pool` (one layer's backward; the
-/// scratch goes back to the pool on return).
-pub fn scan_backward_pooled(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<Scan2Gradients<Buf>> {
-    let l = scan_launch(s.di(), s.seqs);
+/// then walked back; the shared gradients summed in a second kernel. Its outputs and scratch
+/// come from `pool` (the scratch goes back on return).
+pub fn scan_backward(s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], pool: &Pool) -> Result<Scan2Gradients> {
+    let l = scan_launch(s.base.di, s.base.seqs);
     let blocks = l.grid.x as usize;
-    let (len, rows) = (s.len(), s.seqs * s.time);
+    let (len, rows) = (s.base.len(), s.base.seqs * s.base.time);
     let mut g = Scan2Gradients {
         x: pool.zeros(len),
         dt: pool.zeros(rows * s.nh),
         a: pool.zeros(s.nh),
-        b: pool.zeros(rows * s.n),
-        c: pool.zeros(rows * s.n),
+        b: pool.zeros(rows * s.base.n),
+        c: pool.zeros(rows * s.base.n),
         d: pool.zeros(s.nh),
     };
-    let (mut gdt_term, mut hs) = (pool.zeros(len), pool.zeros(s.seqs * s.q * s.n * s.di()));
-    let mut part_bc = pool.zeros(rows * blocks * 2 * s.n);
-    let (mut part_a, mut part_d) = (pool.zeros(s.seqs * s.di()), pool.zeros(s.seqs * s.di()));
-    let mut scratch = Scan2Grads {
-        g_x: &mut g.x,
-        gdt_term: &mut gdt_term,
-        hs: &mut hs,
-        part_bc: &mut part_bc,
-        part_a: &mut part_a,
-        part_d: &mut part_d,
-    };
-    shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut scratch)?;
-    drop(hs);
-    let mut fin = Scan2Final {
-        blocks,
-        part_bc: &part_bc,
-        gdt_term: &gdt_term,
-        part_a: &part_a,
-        part_d: &part_d,
-        g_b: &mut g.b,
-        g_c: &mut g.c,
-        g_dt: &mut g.dt,
-        g_a: &mut g.a,
-        g_d: &mut g.d,
-    };
-    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.n).max(rows * s.nh)), s, &mut fin)?;
+    let mut gdt_term = pool.zeros(len);
+    let mut sc = Scratch::new(&s.base, blocks, 1, pool);
+    let mut grads = Scan2Grads { g_x: &mut g.x, gdt_term: &mut gdt_term, scratch: sc.lend() };
+    shim::mamba2_scan_bwd(l, s, g_y, ckpt, &mut grads)?;
+    let base = sc.second_stage(blocks, [&mut g.b, &mut g.c, &mut g.a, &mut g.d]);
+    let fin = Scan2Final { base, gdt_term: &gdt_term, g_dt: &mut g.dt };
+    shim::mamba2_scan_bwd_final(elementwise((rows * 2 * s.base.n).max(rows * s.nh)), s, fin)?;
     Ok(g)
 }
 
@@ -124,19 +90,8 @@ pub fn gated_norm_forward(y: &[f32], z: &[f32], rows: usize, m: usize, w: &[f32]
 
 /// Backward of [`gated_norm_forward`] for `g_o` (BACKWARD.md's gated RMSNorm): `g_y` and `g_z`
 /// are overwritten; `g_w` accumulates, summed over the rows in chunks of [`ROWS_PER_CHUNK`]
-/// rows then the chunks in order.
+/// rows then the chunks in order. Its scratch comes from `pool`.
 pub fn gated_norm_backward(
-    b: GnormBwd<'_>,
-    rows: usize,
-    w: &[f32],
-    g_yz: (&mut [f32], &mut [f32]),
-    g_w: &mut [f32],
-) -> Result<()> {
-    gated_norm_backward_pooled(b, rows, w, g_yz, g_w, &Pool::new())
-}
-
-/// [`gated_norm_backward`] with its scratch from `pool`.
-pub fn gated_norm_backward_pooled(
     b: GnormBwd<'_>,
     rows: usize,
     w: &[f32],

@@ -1,8 +1,8 @@
 //! The checked launchers of `kernels/knn.cu`. The kernels index rows by the adjacency and
 //! its reverse, so both are checked here entry by entry before a launch.
 
-use super::{check_len, check_lens, check_linear, check_tree, refuse, Result};
-use crate::exec::{self, args};
+use super::{check_lens, check_linear, check_tree, refuse, run, Result};
+use crate::exec::args;
 use crate::launch::Launch;
 
 /// The most neighbours per parcel the kernels take (`KNN_MAX_K` of `kernels/knn.cu`).
@@ -36,7 +36,7 @@ fn check_dims(kernel: &'static str, d: KnnDims) -> Result<()> {
 /// `adj` `(P, k)` holds parcels below P.
 fn check_adj(kernel: &'static str, d: KnnDims, adj: &[i32]) -> Result<()> {
     check_dims(kernel, d)?;
-    check_len(kernel, "adj", adj.len(), d.parcels * d.k)?;
+    check_lens(kernel, &[("adj", adj.len(), d.parcels * d.k)])?;
     if let Some(bad) = adj.iter().find(|&&a| a < 0 || a as usize >= d.parcels) {
         return refuse(kernel, format!("adjacency entry {bad} outside 0..{}", d.parcels));
     }
@@ -65,13 +65,9 @@ pub fn knn_attend_fwd(
     let kn = "knn_attend_fwd";
     check_adj(kn, d, adj)?;
     check_row_launch(kn, l, d)?;
-    check_lens(
-        kn,
-        &[("qkv", qkv.len(), d.rows * 3 * d.m), ("w", w.len(), d.rows * d.k), ("att", att.len(), d.rows * d.m)],
-    )?;
+    let lens = [("qkv", qkv.len(), d.rows * 3 * d.m), ("w", w.len(), d.rows * d.k), ("att", att.len(), d.rows * d.m)];
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
-    exec::launch("knn_attend_fwd", l, &mut args![qkv, adj, &mut w[..], &mut att[..], p, m, k, sc])?;
-    Ok(())
+    run(kn, l, &lens, &mut args![qkv, adj, w, att, p, m, k, sc])
 }
 
 /// What both backward kernels read: the forward's `qkv` `(rows, 3m)` and weights `w`
@@ -88,13 +84,10 @@ pub struct AttendBwd<'a> {
 
 impl AttendBwd<'_> {
     /// The inputs' and the two outputs' lengths (`gs` `(rows, k)`, `g_qkv` `(rows, 3m)`).
-    fn check(&self, kernel: &'static str, d: KnnDims, gs: usize, g_qkv: usize) -> Result<()> {
+    fn lens(&self, d: KnnDims, gs: usize, g_qkv: usize) -> [(&'static str, usize, usize); 5] {
         let (qkv, w, g_att) = (self.qkv.len(), self.w.len(), self.g_att.len());
         let (r3, rk, rm) = (d.rows * 3 * d.m, d.rows * d.k, d.rows * d.m);
-        check_lens(
-            kernel,
-            &[("qkv", qkv, r3), ("g_qkv", g_qkv, r3), ("w", w, rk), ("gs", gs, rk), ("g_att", g_att, rm)],
-        )
+        [("qkv", qkv, r3), ("g_qkv", g_qkv, r3), ("w", w, rk), ("gs", gs, rk), ("g_att", g_att, rm)]
     }
 }
 
@@ -109,11 +102,10 @@ pub fn knn_attend_bwd_q(
     let kn = "knn_attend_bwd_q";
     check_adj(kn, d, adj)?;
     check_row_launch(kn, l, d)?;
-    a.check(kn, d, gs.len(), g_qkv.len())?;
+    let lens = a.lens(d, gs.len(), g_qkv.len());
     let AttendBwd { qkv, w, g_att } = a;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
-    exec::launch("knn_attend_bwd_q", l, &mut args![qkv, adj, w, g_att, &mut gs[..], &mut g_qkv[..], p, m, k, sc])?;
-    Ok(())
+    run(kn, l, &lens, &mut args![qkv, adj, w, g_att, gs, g_qkv, p, m, k, sc])
 }
 
 /// The reverse adjacency `(rev_start (P + 1), rev (P k))` is a partition of the slots
@@ -144,13 +136,8 @@ pub fn knn_attend_bwd_kv(
     check_dims(kn, d)?;
     check_reverse(kn, d, rev_start, rev)?;
     check_linear(kn, l)?;
-    a.check(kn, d, gs.len(), g_qkv.len())?;
+    let lens = a.lens(d, gs.len(), g_qkv.len());
     let AttendBwd { qkv, w, g_att } = a;
     let (p, m, k) = (d.parcels as i32, d.m as i32, d.k as i32);
-    exec::launch(
-        "knn_attend_bwd_kv",
-        l,
-        &mut args![qkv, rev_start, rev, w, g_att, gs, &mut g_qkv[..], d.rows as i64, p, m, k],
-    )?;
-    Ok(())
+    run(kn, l, &lens, &mut args![qkv, rev_start, rev, w, g_att, gs, g_qkv, d.rows as i64, p, m, k])
 }

@@ -1,7 +1,7 @@
 //! The checked launchers of `kernels/layernorm.cu`.
 
-use super::{check_launch, check_len, check_lens, check_tree, refuse, Result};
-use crate::exec::{self, args};
+use super::{check_launch, check_lens, check_tree, refuse, run, Result};
+use crate::exec::args;
 use crate::launch::Launch;
 
 /// The row kernels' shape: one block per row, so the grid is `rows`; `x` is `(rows, m)`.
@@ -14,7 +14,7 @@ fn check_rows(kernel: &'static str, l: Launch, x: usize, m: usize) -> Result<usi
         return refuse(kernel, format!("grid {:?}: one block per row, 1-D", l.grid));
     }
     let rows = l.grid.x as usize;
-    check_len(kernel, "x", x, rows * m)?;
+    check_lens(kernel, &[("x", x, rows * m)])?;
     Ok(rows)
 }
 
@@ -22,9 +22,7 @@ fn check_rows(kernel: &'static str, l: Launch, x: usize, m: usize) -> Result<usi
 pub fn layernorm_fwd(l: Launch, x: &[f32], m: usize, w: &[f32], b: &[f32], y: &mut [f32]) -> Result<()> {
     let k = "layernorm_fwd";
     check_rows(k, l, x.len(), m)?;
-    check_lens(k, &[("w", w.len(), m), ("b", b.len(), m), ("y", y.len(), x.len())])?;
-    exec::launch("layernorm_fwd", l, &mut args![x, w, b, &mut y[..], m as i32])?;
-    Ok(())
+    run(k, l, &[("w", w.len(), m), ("b", b.len(), m), ("y", y.len(), x.len())], &mut args![x, w, b, y, m as i32])
 }
 
 /// `g_x += ` LayerNorm's input gradient; each row's `(mean, r)` into `stats` `(rows, 2)`.
@@ -39,17 +37,9 @@ pub fn layernorm_bwd_x(
 ) -> Result<()> {
     let k = "layernorm_bwd_x";
     let rows = check_rows(k, l, x.len(), m)?;
-    check_lens(
-        k,
-        &[
-            ("w", w.len(), m),
-            ("g_y", g_y.len(), x.len()),
-            ("g_x", g_x.len(), x.len()),
-            ("stats", stats.len(), 2 * rows),
-        ],
-    )?;
-    exec::launch("layernorm_bwd_x", l, &mut args![x, w, g_y, &mut g_x[..], &mut stats[..], m as i32])?;
-    Ok(())
+    let lens =
+        [("w", w.len(), m), ("g_y", g_y.len(), x.len()), ("g_x", g_x.len(), x.len()), ("stats", stats.len(), 2 * rows)];
+    run(k, l, &lens, &mut args![x, w, g_y, g_x, stats, m as i32])
 }
 
 /// Per-chunk sums over rows of `g_y xh` and `g_y` into `part` `(grid.y, 2, m)`: chunk c is
@@ -73,21 +63,13 @@ pub fn layernorm_bwd_params_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 || rows == 0 {
         return refuse(k, format!("grid {:?}: expected {want:?} for {rows} rows of {m}", l.grid));
     }
-    check_lens(
-        k,
-        &[
-            ("x", x.len(), rows * m),
-            ("g_y", g_y.len(), x.len()),
-            ("stats", stats.len(), 2 * rows),
-            ("part", part.len(), 2 * m * want.y as usize),
-        ],
-    )?;
-    exec::launch(
-        "layernorm_bwd_params_partial",
-        l,
-        &mut args![x, g_y, stats, &mut part[..], rows as i64, m as i32, rows_per_chunk as i32],
-    )?;
-    Ok(())
+    let lens = [
+        ("x", x.len(), rows * m),
+        ("g_y", g_y.len(), x.len()),
+        ("stats", stats.len(), 2 * rows),
+        ("part", part.len(), 2 * m * want.y as usize),
+    ];
+    run(k, l, &lens, &mut args![x, g_y, stats, part, rows as i64, m as i32, rows_per_chunk as i32])
 }
 
 /// `g_w += sum_c part[c, 0]`, `g_b += sum_c part[c, 1]`, chunks in order.
@@ -95,12 +77,11 @@ pub fn layernorm_bwd_params_final(l: Launch, part: &[f32], g_w: &mut [f32], g_b:
     let k = "layernorm_bwd_params_final";
     check_launch(k, l)?;
     let m = g_w.len();
-    check_len(k, "g_b", g_b.len(), m)?;
+    check_lens(k, &[("g_b", g_b.len(), m)])?;
     if m == 0 || m > i32::MAX as usize || !part.len().is_multiple_of(2 * m) || part.len() / (2 * m) > i32::MAX as usize
     {
         return refuse(k, format!("part of {} elements is not (chunks, 2, {m})", part.len()));
     }
     let chunks = (part.len() / (2 * m)) as i32;
-    exec::launch("layernorm_bwd_params_final", l, &mut args![part, &mut g_w[..], &mut g_b[..], chunks, m as i32])?;
-    Ok(())
+    run(k, l, &[], &mut args![part, g_w, g_b, chunks, m as i32])
 }

@@ -1,7 +1,7 @@
 //! The checked launchers of `kernels/layout.cu`.
 
-use super::{check_len, check_lens, check_linear, refuse, Result};
-use crate::exec::{self, args};
+use super::{check_linear, refuse, run, Result};
+use crate::exec::args;
 use crate::launch::Launch;
 
 /// `y[a, j, i, e] = x[a, i, j, e]` for `x` `(na, n1, n2, c)`.
@@ -12,8 +12,7 @@ pub fn layout_swap_axes(l: Launch, x: &[f32], na: usize, n1: usize, n2: usize, c
     if n != Some(x.len()) || [n1, n2, c].iter().any(|&d| d > i32::MAX as usize) {
         return refuse(k, format!("x has {} elements, not ({na}, {n1}, {n2}, {c}) within 2^31 per axis", x.len()));
     }
-    check_len(k, "y", y.len(), x.len())?;
-    exec::launch(k, l, &mut args![x, y, na as i64, n1 as i32, n2 as i32, c as i32])
+    run(k, l, &[("y", y.len(), x.len())], &mut args![x, y, na as i64, n1 as i32, n2 as i32, c as i32])
 }
 
 /// Where a band of columns is read and written: rows of `width` elements, from column `col`.
@@ -47,7 +46,7 @@ pub fn layout_copy_cols(
     {
         return refuse(k, format!("band of {band} from {src:?} to {dst:?}: outside the rows or over 2^31"));
     }
-    check_lens(k, &[("x", x.len(), need(src)), ("y", y.len(), need(dst))])?;
+    let lens = [("x", x.len(), need(src)), ("y", y.len(), need(dst))];
     let i = |v: usize| v as i32;
-    exec::launch(k, l, &mut args![x, y, rows as i64, i(src.width), i(src.col), i(dst.width), i(dst.col), i(band)])
+    run(k, l, &lens, &mut args![x, y, rows as i64, i(src.width), i(src.col), i(dst.width), i(dst.col), i(band)])
 }

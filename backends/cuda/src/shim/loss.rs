@@ -1,8 +1,8 @@
 //! The checked launchers of `kernels/loss.cu`. The kernels index `tokens` by the horizons,
 //! so the shape and every horizon are checked here first.
 
-use super::{check_len, check_linear, check_tree, refuse, Result};
-use crate::exec::{self, args};
+use super::{check_lens, check_linear, check_tree, refuse, run, Result};
+use crate::exec::args;
 use crate::launch::{Dim3, Launch};
 
 /// The loss's sizes: `pred` `(b, t, p, horizons.len(), d)`, `tokens` `(b, t, p, d)`.
@@ -44,8 +44,7 @@ fn check_shape(kernel: &'static str, s: LossShape, pred: usize, tokens: usize) -
     if s.horizons.iter().any(|&h| h < 1 || h as usize >= s.t) {
         return refuse(kernel, format!("horizons {:?}: each in 1..T = {}", s.horizons, s.t));
     }
-    check_len(kernel, "pred", pred, s.total())?;
-    check_len(kernel, "tokens", tokens, s.b * s.t * s.p * s.d)
+    check_lens(kernel, &[("pred", pred, s.total()), ("tokens", tokens, s.b * s.t * s.p * s.d)])
 }
 
 fn ints(s: LossShape) -> (i32, i32, i32, i32, i32) {
@@ -72,14 +71,10 @@ pub fn loss_mse_partial(
             format!("grid {:?} for {} elements in chunks of {chunk}: expected {want:?}", l.grid, s.valid()),
         );
     }
-    check_len(k, "partial", partial.len(), want.x as usize)?;
+    let lens = [("partial", partial.len(), want.x as usize)];
     let (t, tv, p, nh, d) = ints(s);
-    exec::launch(
-        "loss_mse_partial",
-        l,
-        &mut args![pred, tokens, s.horizons, &mut partial[..], s.valid() as i64, chunk as i64, t, tv, p, nh, d],
-    )?;
-    Ok(())
+    let (n, chunk) = (s.valid() as i64, chunk as i64);
+    run(k, l, &lens, &mut args![pred, tokens, s.horizons, partial, n, chunk, t, tv, p, nh, d])
 }
 
 /// `out = sum(partial) / n`, in one block.
@@ -89,8 +84,7 @@ pub fn loss_mse_final(l: Launch, partial: &[f64], n: f64, out: &mut f64) -> Resu
     if l.grid != Dim3::x(1) || partial.len() > i32::MAX as usize {
         return refuse(k, format!("grid {:?} over {} partials: one block, under 2^31", l.grid, partial.len()));
     }
-    exec::launch("loss_mse_final", l, &mut args![partial, std::slice::from_mut(out), partial.len() as i32, n])?;
-    Ok(())
+    run(k, l, &[], &mut args![partial, std::slice::from_mut(out), partial.len() as i32, n])
 }
 
 /// `g = scale (pred - target)` for `t < T_valid`, else 0, over all of `pred`.
@@ -98,12 +92,7 @@ pub fn loss_mse_bwd(l: Launch, s: LossShape, pred: &[f32], tokens: &[f32], scale
     let k = "loss_mse_bwd";
     check_linear(k, l)?;
     check_shape(k, s, pred.len(), tokens.len())?;
-    check_len(k, "g", g.len(), pred.len())?;
     let (t, tv, p, nh, d) = ints(s);
-    exec::launch(
-        "loss_mse_bwd",
-        l,
-        &mut args![pred, tokens, s.horizons, &mut g[..], pred.len() as i64, t, tv, p, nh, d, scale],
-    )?;
-    Ok(())
+    let n = pred.len();
+    run(k, l, &[("g", g.len(), n)], &mut args![pred, tokens, s.horizons, g, n as i64, t, tv, p, nh, d, scale])
 }

@@ -2,15 +2,10 @@
 //! and the checkpointed selective scan, forward and backward (layouts in [`ConvDims`] and
 //! [`Scan`]).
 
-use super::{check_launch, check_lens, check_linear, refuse, Result};
-use crate::exec::{self, args, Arg};
+use super::scan::{ScanFinal, ScanIn, ScanScratch, SCAN_MAX_N};
+use super::{check_launch, check_linear, refuse, run, run_linear, Result};
+use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
-
-/// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
-pub const SCAN_MAX_N: usize = 64;
-/// Floats of the scan backward's shared array (`SCAN_SHARED`): a block of `B` threads needs
-/// `2 N B` of them.
-pub const SCAN_SHARED: usize = 8192;
 
 /// The convolution's sizes: `seqs` sequences of `time` steps of `di` channels (buffers
 /// `(seqs, time, di)`), `k` taps (weights `(di, k)`, PyTorch's `(di, 1, k)`).
@@ -35,6 +30,10 @@ impl ConvDims {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The rows `seqs time` and the kernels' `int` sizes `time`, `di`, `k`.
+    fn ints(&self) -> (i64, [i32; 3]) {
+        ((self.seqs * self.time) as i64, [self.time as i32, self.di as i32, self.k as i32])
+    }
     fn check(&self, kernel: &'static str) -> Result<()> {
         let ConvDims { seqs, time, di, k } = *self;
         let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
@@ -58,32 +57,17 @@ pub fn mamba1_conv_fwd(
     let kn = "mamba1_conv_fwd";
     check_linear(kn, l)?;
     dims.check(kn)?;
-    check_lens(
-        kn,
-        &[
-            ("x", x.len(), dims.len()),
-            ("w", w.len(), dims.di * dims.k),
-            ("b", b.len(), dims.di),
-            ("c", c.len(), dims.len()),
-            ("xs", xs.len(), dims.len()),
-        ],
-    )?;
-    let rows = (dims.seqs * dims.time) as i64;
-    exec::launch(
-        "mamba1_conv_fwd",
-        l,
-        &mut args![x, w, b, &mut c[..], &mut xs[..], rows, dims.time as i32, dims.di as i32, dims.k as i32],
-    )?;
-    Ok(())
+    let (len, dk) = (dims.len(), dims.di * dims.k);
+    let lens =
+        [("x", x.len(), len), ("w", w.len(), dk), ("b", b.len(), dims.di), ("c", c.len(), len), ("xs", xs.len(), len)];
+    let (rows, [time, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![x, w, b, c, xs, rows, time, di, k])
 }
 
 /// `g_c = g_xs silu'(c)`, elementwise.
 pub fn mamba1_conv_bwd_gc(l: Launch, c: &[f32], g_xs: &[f32], g_c: &mut [f32]) -> Result<()> {
-    let kn = "mamba1_conv_bwd_gc";
-    check_linear(kn, l)?;
-    check_lens(kn, &[("g_xs", g_xs.len(), c.len()), ("g_c", g_c.len(), c.len())])?;
-    exec::launch("mamba1_conv_bwd_gc", l, &mut args![c, g_xs, &mut g_c[..], c.len() as i64])?;
-    Ok(())
+    let (n, lens) = (c.len(), [("g_xs", g_xs.len(), c.len()), ("g_c", g_c.len(), c.len())]);
+    run_linear("mamba1_conv_bwd_gc", l, &lens, &mut args![c, g_xs, g_c, n as i64])
 }
 
 /// `g_x = conv^T(g_c)` (the pre-conv input's gradient), overwritten.
@@ -91,17 +75,9 @@ pub fn mamba1_conv_bwd_x(l: Launch, dims: ConvDims, g_c: &[f32], w: &[f32], g_x:
     let kn = "mamba1_conv_bwd_x";
     check_linear(kn, l)?;
     dims.check(kn)?;
-    check_lens(
-        kn,
-        &[("g_c", g_c.len(), dims.len()), ("w", w.len(), dims.di * dims.k), ("g_x", g_x.len(), dims.len())],
-    )?;
-    let rows = (dims.seqs * dims.time) as i64;
-    exec::launch(
-        "mamba1_conv_bwd_x",
-        l,
-        &mut args![g_c, w, &mut g_x[..], rows, dims.time as i32, dims.di as i32, dims.k as i32],
-    )?;
-    Ok(())
+    let lens = [("g_c", g_c.len(), dims.len()), ("w", w.len(), dims.di * dims.k), ("g_x", g_x.len(), dims.len())];
+    let (rows, [time, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![g_c, w, g_x, rows, time, di, k])
 }
 
 /// Per-chunk sums over rows of the weight and bias gradients into `part`
@@ -125,29 +101,13 @@ pub fn mamba1_conv_bwd_params_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 {
         return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
     }
-    check_lens(
-        kn,
-        &[
-            ("x", x.len(), dims.len()),
-            ("g_c", g_c.len(), dims.len()),
-            ("part", part.len(), want.y as usize * (dims.k + 1) * dims.di),
-        ],
-    )?;
-    exec::launch(
-        "mamba1_conv_bwd_params_partial",
-        l,
-        &mut args![
-            x,
-            g_c,
-            &mut part[..],
-            rows as i64,
-            dims.time as i32,
-            dims.di as i32,
-            dims.k as i32,
-            rows_per_chunk as i32
-        ],
-    )?;
-    Ok(())
+    let lens = [
+        ("x", x.len(), dims.len()),
+        ("g_c", g_c.len(), dims.len()),
+        ("part", part.len(), want.y as usize * (dims.k + 1) * dims.di),
+    ];
+    let (rows, [time, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![x, g_c, part, rows, time, di, k, rows_per_chunk as i32])
 }
 
 /// `g_w += `, `g_b += ` the chunks of `part` `(chunks, k + 1, di)` in order.
@@ -165,129 +125,57 @@ pub fn mamba1_conv_bwd_params_final(
     if !part.len().is_multiple_of(per) || part.is_empty() || part.len() / per > i32::MAX as usize {
         return refuse(kn, format!("part of {} elements is not (chunks, {}, {})", part.len(), dims.k + 1, dims.di));
     }
-    check_lens(kn, &[("g_w", g_w.len(), dims.di * dims.k), ("g_b", g_b.len(), dims.di)])?;
-    exec::launch(
-        "mamba1_conv_bwd_params_final",
-        l,
-        &mut args![part, &mut g_w[..], &mut g_b[..], (part.len() / per) as i32, dims.di as i32, dims.k as i32],
-    )?;
-    Ok(())
+    let lens = [("g_w", g_w.len(), dims.di * dims.k), ("g_b", g_b.len(), dims.di)];
+    let (_, [_, di, k]) = dims.ints();
+    run(kn, l, &lens, &mut args![part, g_w, g_b, (part.len() / per) as i32, di, k])
 }
 
-/// The scan's inputs: `seqs` sequences of `time` steps, `di` channels, `n` states, chunks of
-/// `q` steps. `x`, `dt`, `z` are `(seqs, time, di)`; `a` (`A = -exp(A_log)`) `(di, n)`;
-/// `b`, `c` (`Bc`, `Cc`) `(seqs, time, n)`; `d` (the skip weights) `(di)`.
+/// The Mamba-1 scan's inputs: [`ScanIn`] with `dt` `(seqs, time, di)`, `a` `(di, n)` and `d`
+/// `(di)`, and the gate's input `z` `(seqs, time, di)`.
 #[derive(Clone, Copy, Debug)]
 pub struct Scan<'a> {
-    /// Sequences.
-    pub seqs: usize,
-    /// Steps per sequence.
-    pub time: usize,
-    /// Channels.
-    pub di: usize,
-    /// State indices.
-    pub n: usize,
-    /// Steps per chunk (between checkpoints).
-    pub q: usize,
-    /// The scan's input (post-conv, post-SiLU).
-    pub x: &'a [f32],
-    /// Time steps.
-    pub dt: &'a [f32],
-    /// `A`.
-    pub a: &'a [f32],
-    /// `Bc`.
-    pub b: &'a [f32],
-    /// `Cc`.
-    pub c: &'a [f32],
-    /// `D`.
-    pub d: &'a [f32],
+    /// The inputs both scans have.
+    pub base: ScanIn<'a>,
     /// The gate's input.
     pub z: &'a [f32],
 }
 
-impl<'a> Scan<'a> {
-    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
-    /// of every scan kernel.
-    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
-        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d, self.z].into();
-        a.extend(rest);
-        a.extend(args![self.time as i32, self.di as i32, self.n as i32, self.q as i32]);
-        exec::launch(kernel, l, &mut a)
-    }
-
-    /// Elements of a `(seqs, time, di)` buffer.
-    pub fn len(&self) -> usize {
-        self.seqs * self.time * self.di
-    }
-    /// Whether a `(seqs, time, di)` buffer is empty (never, for inputs a launcher accepts).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Chunks of `q` steps: `ceil(time / q)`.
-    pub fn chunks(&self) -> usize {
-        self.time.div_ceil(self.q.max(1))
-    }
-    /// Elements of the checkpoints `(seqs, chunks, n, di)`.
-    pub fn ckpt_len(&self) -> usize {
-        self.seqs * self.chunks() * self.n * self.di
-    }
-
-    /// The sizes and every input's length, and the launch: grid `(ceil(di / B), seqs)`, a 1-D
-    /// block whose `2 N B` floats fit the shared array.
+impl Scan<'_> {
+    /// The sizes, every input's length and the launch ([`ScanIn::check`]).
     fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
-        check_launch(kernel, l)?;
-        let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
-        let ok = [self.time, self.di, self.q, self.seqs].into_iter().all(small) && (1..=SCAN_MAX_N).contains(&self.n);
-        if !ok {
-            return refuse(
-                kernel,
-                format!("sizes {:?}: N must be 1 to {SCAN_MAX_N}, the rest 1 to 2^31 - 1", self.sizes()),
-            );
-        }
-        let want = Dim3::xy(self.di.div_ceil(l.block.x as usize) as u32, self.seqs as u32);
-        if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * self.n * l.block.x as usize > SCAN_SHARED {
-            return refuse(
-                kernel,
-                format!(
-                    "grid {:?}, block {:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN_SHARED}",
-                    l.grid, l.block
-                ),
-            );
-        }
-        let rows = self.seqs * self.time;
-        check_lens(
-            kernel,
-            &[
-                ("x", self.x.len(), self.len()),
-                ("dt", self.dt.len(), self.len()),
-                ("z", self.z.len(), self.len()),
-                ("a", self.a.len(), self.di * self.n),
-                ("b", self.b.len(), rows * self.n),
-                ("c", self.c.len(), rows * self.n),
-                ("d", self.d.len(), self.di),
-            ],
-        )?;
-        Ok(())
+        let s = &self.base;
+        let own = [
+            ("dt", s.dt.len(), s.len()),
+            ("z", self.z.len(), s.len()),
+            ("a", s.a.len(), s.di * s.n),
+            ("d", s.d.len(), s.di),
+        ];
+        s.check(kernel, l, (&self.sizes(), true), &own)
     }
 
     fn sizes(&self) -> [usize; 5] {
-        [self.seqs, self.time, self.di, self.n, self.q]
+        let s = &self.base;
+        [s.seqs, s.time, s.di, s.n, s.q]
+    }
+
+    /// The kernels' trailing sizes.
+    fn ints(&self) -> [usize; 4] {
+        let s = &self.base;
+        [s.time, s.di, s.n, s.q]
     }
 }
 
 /// The gated scan `out = (C h + D x) silu(z)` `(seqs, time, di)` and the checkpoints `ckpt`
 /// `(seqs, chunks, n, di)`.
 pub fn mamba1_scan_fwd(l: Launch, s: &Scan<'_>, out: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    let kn = "mamba1_scan_fwd";
+    let (kn, b) = ("mamba1_scan_fwd", &s.base);
     s.check(kn, l)?;
-    check_lens(kn, &[("out", out.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
-    s.launch("mamba1_scan_fwd", l, args![&mut out[..], &mut ckpt[..]])?;
-    Ok(())
+    let lens = [("out", out.len(), b.len()), ("ckpt", ckpt.len(), b.ckpt_len())];
+    b.run(kn, l, &lens, args![s.z, out, ckpt], &s.ints())
 }
 
-/// The scan backward's outputs and scratch: `g_x`, `g_dt`, `g_z` `(seqs, time, di)`
-/// (overwritten); `hs` `(seqs, q, n, di)` scratch; the partials `part_bc`
-/// `(seqs, time, grid.x, 2 n)`, `part_a` `(seqs, di, n)`, `part_d` `(seqs, di)`.
+/// The scan backward's outputs, `g_x`, `g_dt`, `g_z` `(seqs, time, di)` (overwritten), and
+/// its scratch (`part_a` `(seqs, di, n)`).
 #[derive(Debug)]
 pub struct ScanGrads<'a> {
     /// Gradient of the scan input `x`.
@@ -296,14 +184,8 @@ pub struct ScanGrads<'a> {
     pub g_dt: &'a mut [f32],
     /// Gradient of `z`.
     pub g_z: &'a mut [f32],
-    /// The chunk's recomputed states.
-    pub hs: &'a mut [f32],
-    /// Per channel block and step, the block's sums of the `Cc` then `Bc` gradient terms.
-    pub part_bc: &'a mut [f32],
-    /// Per sequence, the `A` gradient.
-    pub part_a: &'a mut [f32],
-    /// Per sequence, the `D` gradient.
-    pub part_d: &'a mut [f32],
+    /// The recomputed states and the partials.
+    pub scratch: ScanScratch<'a>,
 }
 
 /// The scan backward for the gated output's gradient `g_out`, from the forward's `ckpt`
@@ -311,102 +193,24 @@ pub struct ScanGrads<'a> {
 pub fn mamba1_scan_bwd(l: Launch, s: &Scan<'_>, g_out: &[f32], ckpt: &[f32], g: &mut ScanGrads<'_>) -> Result<()> {
     let kn = "mamba1_scan_bwd";
     s.check(kn, l)?;
-    let (per_seq, blocks) = (s.seqs * s.di, l.grid.x as usize);
-    check_lens(
-        kn,
-        &[
-            ("g_out", g_out.len(), s.len()),
-            ("ckpt", ckpt.len(), s.ckpt_len()),
-            ("g_x", g.g_x.len(), s.len()),
-            ("g_dt", g.g_dt.len(), s.len()),
-            ("g_z", g.g_z.len(), s.len()),
-            ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di),
-            ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
-            ("part_a", g.part_a.len(), per_seq * s.n),
-            ("part_d", g.part_d.len(), per_seq),
-        ],
-    )?;
-    s.launch(
-        "mamba1_scan_bwd",
-        l,
-        args![
-            g_out,
-            ckpt,
-            &mut g.hs[..],
-            &mut g.g_x[..],
-            &mut g.g_dt[..],
-            &mut g.g_z[..],
-            &mut g.part_bc[..],
-            &mut g.part_a[..],
-            &mut g.part_d[..]
-        ],
-    )?;
-    Ok(())
-}
-
-/// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
-/// outputs: `g_b`, `g_c` `(seqs, time, n)` overwritten; `g_a` `(di, n)` and `g_d` `(di)`
-/// accumulate.
-#[derive(Debug)]
-pub struct ScanFinal<'a> {
-    /// Channel blocks of the first stage's launch.
-    pub blocks: usize,
-    /// As [`ScanGrads::part_bc`].
-    pub part_bc: &'a [f32],
-    /// As [`ScanGrads::part_a`].
-    pub part_a: &'a [f32],
-    /// As [`ScanGrads::part_d`].
-    pub part_d: &'a [f32],
-    /// Gradient of `Bc`.
-    pub g_b: &'a mut [f32],
-    /// Gradient of `Cc`.
-    pub g_c: &'a mut [f32],
-    /// Gradient of `A` (not `A_log`).
-    pub g_a: &'a mut [f32],
-    /// Gradient of `D`.
-    pub g_d: &'a mut [f32],
+    let ScanGrads { g_x, g_dt, g_z, scratch } = g;
+    let own_out = vec![("g_dt", &mut g_dt[..]), ("g_z", &mut g_z[..])];
+    s.base.run_bwd((kn, l, &s.ints()), (Some(s.z), g_out, ckpt), (g_x, own_out), scratch, s.base.n)
 }
 
 /// The parameter gradients of the scan, shared across channels or sequences: `g_b`, `g_c`
 /// `(seqs, time, n)` overwritten from `part_bc` (over `blocks` channel blocks in order);
 /// `g_a` `(di, n)` and `g_d` `(di)` accumulate `part_a`, `part_d` over the sequences in order.
 pub fn mamba1_scan_bwd_final(l: Launch, s: &Scan<'_>, f: ScanFinal<'_>) -> Result<()> {
-    let ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d } = f;
     let kn = "mamba1_scan_bwd_final";
     check_linear(kn, l)?;
-    let rows = s.seqs * s.time;
-    if blocks == 0 || blocks > i32::MAX as usize || s.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&s.n) {
-        return refuse(kn, format!("{blocks} blocks, sizes {:?}", s.sizes()));
+    let (sizes, b) = (s.sizes(), &s.base);
+    if b.seqs > i32::MAX as usize || !(1..=SCAN_MAX_N).contains(&b.n) {
+        return refuse(kn, format!("sizes {sizes:?}"));
     }
-    check_lens(
-        kn,
-        &[
-            ("part_bc", part_bc.len(), rows * blocks * 2 * s.n),
-            ("part_a", part_a.len(), s.seqs * s.di * s.n),
-            ("part_d", part_d.len(), s.seqs * s.di),
-            ("g_b", g_b.len(), rows * s.n),
-            ("g_c", g_c.len(), rows * s.n),
-            ("g_a", g_a.len(), s.di * s.n),
-            ("g_d", g_d.len(), s.di),
-        ],
-    )?;
-    exec::launch(
-        "mamba1_scan_bwd_final",
-        l,
-        &mut args![
-            part_bc,
-            part_a,
-            part_d,
-            &mut g_b[..],
-            &mut g_c[..],
-            &mut g_a[..],
-            &mut g_d[..],
-            rows as i64,
-            blocks as i32,
-            s.seqs as i32,
-            s.di as i32,
-            s.n as i32
-        ],
-    )?;
-    Ok(())
+    let lens = f.lens(kn, b, b.n, (b.di * b.n, b.di))?;
+    let ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d } = f;
+    let ints = args![b.rows() as i64, blocks as i32, b.seqs as i32, b.di as i32, b.n as i32];
+    let mut a: Vec<Arg<'_>> = args![part_bc, part_a, part_d, g_b, g_c, g_a, g_d].into_iter().chain(ints).collect();
+    run(kn, l, &lens, &mut a)
 }

@@ -2,154 +2,63 @@
 //! checkpoints and its recomputing backward (layouts in [`Scan2`]), and the gated RMSNorm,
 //! forward and backward.
 
-use super::{check_launch, check_lens, check_linear, check_tree, refuse, Result};
-use crate::exec::{self, args, Arg};
+use super::scan::{ScanFinal, ScanIn, ScanScratch};
+use super::{check_launch, check_lens, check_linear, check_tree, refuse, run, Result};
+use crate::exec::{args, Arg};
 use crate::launch::{Dim3, Launch};
-
-/// The most state indices a scan thread holds (`SCAN_MAX_N` of `kernels/common.cuh`).
-pub const SCAN2_MAX_N: usize = 64;
-/// Floats of the scan backward's shared array (`SCAN_SHARED`): a block of `B` threads needs
-/// `2 N B` of them.
-pub const SCAN2_SHARED: usize = 8192;
 /// The most threads of a gated-norm block (`M2_NORM_MAX_BLOCK`).
 pub const GNORM_MAX_BLOCK: u32 = 256;
 
-/// The Mamba-2 scan's inputs: `seqs` sequences of `time` steps, `nh` heads of `pd` channels
-/// (`di = nh pd`), `n` states, chunks of `q` steps. `x` is `(seqs, time, di)`; `dt`
-/// `(seqs, time, nh)`; `a` (`A = -exp(A_log)`) and `d` (the skip weights) `(nh)`; `b`, `c`
-/// (`Bc`, `Cc`, shared by the heads) `(seqs, time, n)`.
+/// The Mamba-2 scan's inputs: [`ScanIn`] with `dt` `(seqs, time, nh)`, `a` and `d` `(nh)`,
+/// over `nh` heads of `di / nh` channels (`Bc`, `Cc` shared by the heads).
 #[derive(Clone, Copy, Debug)]
 pub struct Scan2<'a> {
-    /// Sequences.
-    pub seqs: usize,
-    /// Steps per sequence.
-    pub time: usize,
+    /// The inputs both scans have.
+    pub base: ScanIn<'a>,
     /// Heads.
     pub nh: usize,
-    /// Channels per head (`headdim`).
-    pub pd: usize,
-    /// State indices.
-    pub n: usize,
-    /// Steps per chunk (between checkpoints).
-    pub q: usize,
-    /// The scan's input (post-conv, post-SiLU).
-    pub x: &'a [f32],
-    /// Time steps, one per head.
-    pub dt: &'a [f32],
-    /// `A`.
-    pub a: &'a [f32],
-    /// `Bc`.
-    pub b: &'a [f32],
-    /// `Cc`.
-    pub c: &'a [f32],
-    /// `D`.
-    pub d: &'a [f32],
 }
 
-impl<'a> Scan2<'a> {
-    /// Runs a scan kernel: the scan's inputs, then `rest`, then its sizes, the parameter order
-    /// of every scan kernel.
-    fn launch<'b>(&'b self, kernel: &'static str, l: Launch, rest: impl IntoIterator<Item = Arg<'b>>) -> Result<()> {
-        let mut a: Vec<Arg<'b>> = args![self.x, self.dt, self.a, self.b, self.c, self.d].into();
-        a.extend(rest);
-        a.extend(args![
-            self.time as i32,
-            self.di() as i32,
-            self.n as i32,
-            self.nh as i32,
-            self.pd as i32,
-            self.q as i32
-        ]);
-        exec::launch(kernel, l, &mut a)
+impl Scan2<'_> {
+    /// Channels per head (`headdim`), `di / nh`.
+    pub fn pd(&self) -> usize {
+        self.base.di.checked_div(self.nh).unwrap_or(0)
     }
 
-    /// Channels, `nh pd`.
-    pub fn di(&self) -> usize {
-        self.nh * self.pd
-    }
-    /// Elements of a `(seqs, time, di)` buffer.
-    pub fn len(&self) -> usize {
-        self.seqs * self.time * self.di()
-    }
-    /// Whether a `(seqs, time, di)` buffer is empty (never, for inputs a launcher accepts).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Chunks of `q` steps: `ceil(time / q)`.
-    pub fn chunks(&self) -> usize {
-        self.time.div_ceil(self.q.max(1))
-    }
-    /// Elements of the checkpoints `(seqs, chunks, n, di)`.
-    pub fn ckpt_len(&self) -> usize {
-        self.seqs * self.chunks() * self.n * self.di()
-    }
-    fn sizes(&self) -> [usize; 6] {
-        [self.seqs, self.time, self.nh, self.pd, self.n, self.q]
-    }
-
-    /// The sizes, every input's length and the launch: grid `(ceil(di / B), seqs)`, a 1-D
-    /// block whose `2 N B` floats fit the shared array.
+    /// The sizes (`di` a multiple of `nh`), every input's length and the launch
+    /// ([`ScanIn::check`]).
     fn check(&self, kernel: &'static str, l: Launch) -> Result<()> {
-        check_launch(kernel, l)?;
-        let small = |v: usize| (1..=i32::MAX as usize).contains(&v);
-        let ok = self.sizes().into_iter().all(small) && small(self.di()) && self.n <= SCAN2_MAX_N;
-        if !ok || self.len() > i64::MAX as usize / 2 {
-            return refuse(
-                kernel,
-                format!("sizes {:?}: N must be 1 to {SCAN2_MAX_N}, the rest 1 to 2^31 - 1", self.sizes()),
-            );
-        }
-        let want = Dim3::xy(self.di().div_ceil(l.block.x as usize) as u32, self.seqs as u32);
-        if l.grid != want || l.block.y != 1 || l.block.z != 1 || 2 * self.n * l.block.x as usize > SCAN2_SHARED {
-            let why = format!(
-                "grid {:?}, block {:?}: expected grid {want:?}, 1-D block of 2 N B <= {SCAN2_SHARED}",
-                l.grid, l.block
-            );
-            return refuse(kernel, why);
-        }
-        let rows = self.seqs * self.time;
-        check_lens(
-            kernel,
-            &[
-                ("x", self.x.len(), self.len()),
-                ("dt", self.dt.len(), rows * self.nh),
-                ("a", self.a.len(), self.nh),
-                ("b", self.b.len(), rows * self.n),
-                ("c", self.c.len(), rows * self.n),
-                ("d", self.d.len(), self.nh),
-            ],
-        )?;
-        Ok(())
+        let s = &self.base;
+        let ok = self.pd() * self.nh == s.di && s.len() <= i64::MAX as usize / 2;
+        let own = [("dt", s.dt.len(), s.rows() * self.nh), ("a", s.a.len(), self.nh), ("d", s.d.len(), self.nh)];
+        s.check(kernel, l, (&[s.seqs, s.time, self.nh, self.pd(), s.n, s.q], ok), &own)
+    }
+
+    /// The kernels' trailing sizes.
+    fn ints(&self) -> [usize; 6] {
+        let s = &self.base;
+        [s.time, s.di, s.n, self.nh, self.pd(), s.q]
     }
 }
 
 /// The scan `y = S C + D x` `(seqs, time, di)` and the checkpoints `ckpt`
 /// `(seqs, chunks, n, di)`, both overwritten.
 pub fn mamba2_scan_fwd(l: Launch, s: &Scan2<'_>, y: &mut [f32], ckpt: &mut [f32]) -> Result<()> {
-    let kn = "mamba2_scan_fwd";
+    let (kn, b) = ("mamba2_scan_fwd", &s.base);
     s.check(kn, l)?;
-    check_lens(kn, &[("y", y.len(), s.len()), ("ckpt", ckpt.len(), s.ckpt_len())])?;
-    s.launch("mamba2_scan_fwd", l, args![&mut y[..], &mut ckpt[..]])?;
-    Ok(())
+    b.run(kn, l, &[("y", y.len(), b.len()), ("ckpt", ckpt.len(), b.ckpt_len())], args![y, ckpt], &s.ints())
 }
 
-/// The scan backward's outputs and scratch: `g_x` and the per-lane `g_dt` terms `gdt_term`
-/// `(seqs, time, di)` (overwritten); `hs` `(seqs, q, n, di)` scratch; the partials `part_bc`
-/// `(seqs, time, grid.x, 2 n)`, `part_a`, `part_d` `(seqs, di)`.
+/// The scan backward's outputs, `g_x` and the per-lane `g_dt` terms `gdt_term`
+/// `(seqs, time, di)` (overwritten), and its scratch (`part_a` `(seqs, di)`).
 #[derive(Debug)]
 pub struct Scan2Grads<'a> {
     /// Gradient of the scan input `x`.
     pub g_x: &'a mut [f32],
     /// Each lane's part of the gradient of its head's `dt`.
     pub gdt_term: &'a mut [f32],
-    /// The chunk's recomputed states.
-    pub hs: &'a mut [f32],
-    /// Per channel block and step, the block's sums of the `Cc` then `Bc` gradient terms.
-    pub part_bc: &'a mut [f32],
-    /// Per sequence and lane, the `A` gradient summed over time.
-    pub part_a: &'a mut [f32],
-    /// Per sequence and lane, the `D` gradient summed over time.
-    pub part_d: &'a mut [f32],
+    /// The recomputed states and the partials.
+    pub scratch: ScanScratch<'a>,
 }
 
 /// The scan backward for the output gradient `g_y`, from the forward's `ckpt` (first stage;
@@ -157,110 +66,37 @@ pub struct Scan2Grads<'a> {
 pub fn mamba2_scan_bwd(l: Launch, s: &Scan2<'_>, g_y: &[f32], ckpt: &[f32], g: &mut Scan2Grads<'_>) -> Result<()> {
     let kn = "mamba2_scan_bwd";
     s.check(kn, l)?;
-    let (per_seq, blocks) = (s.seqs * s.di(), l.grid.x as usize);
-    check_lens(
-        kn,
-        &[
-            ("g_y", g_y.len(), s.len()),
-            ("ckpt", ckpt.len(), s.ckpt_len()),
-            ("g_x", g.g_x.len(), s.len()),
-            ("gdt_term", g.gdt_term.len(), s.len()),
-            ("hs", g.hs.len(), s.seqs * s.q * s.n * s.di()),
-            ("part_bc", g.part_bc.len(), s.seqs * s.time * blocks * 2 * s.n),
-            ("part_a", g.part_a.len(), per_seq),
-            ("part_d", g.part_d.len(), per_seq),
-        ],
-    )?;
-    s.launch(
-        "mamba2_scan_bwd",
-        l,
-        args![
-            g_y,
-            ckpt,
-            &mut g.hs[..],
-            &mut g.g_x[..],
-            &mut g.gdt_term[..],
-            &mut g.part_bc[..],
-            &mut g.part_a[..],
-            &mut g.part_d[..]
-        ],
-    )?;
-    Ok(())
+    let Scan2Grads { g_x, gdt_term, scratch } = g;
+    let own_out = vec![("gdt_term", &mut gdt_term[..])];
+    s.base.run_bwd((kn, l, &s.ints()), (None, g_y, ckpt), (g_x, own_out), scratch, 1)
 }
 
-/// The second stage's inputs (the first stage's partials over `blocks` channel blocks) and
-/// outputs: `g_b`, `g_c` `(seqs, time, n)` and `g_dt` `(seqs, time, nh)` overwritten; `g_a`,
-/// `g_d` `(nh)` accumulate.
+/// The second stage's inputs and outputs: the common ones (`g_a`, `g_d` `(nh)`), and the
+/// per-lane `g_dt` terms summed into `g_dt` `(seqs, time, nh)`, overwritten.
 #[derive(Debug)]
 pub struct Scan2Final<'a> {
-    /// Channel blocks of the first stage's launch.
-    pub blocks: usize,
-    /// As [`Scan2Grads::part_bc`].
-    pub part_bc: &'a [f32],
+    /// The partials and gradients both scans have.
+    pub base: ScanFinal<'a>,
     /// As [`Scan2Grads::gdt_term`].
     pub gdt_term: &'a [f32],
-    /// As [`Scan2Grads::part_a`].
-    pub part_a: &'a [f32],
-    /// As [`Scan2Grads::part_d`].
-    pub part_d: &'a [f32],
-    /// Gradient of `Bc`.
-    pub g_b: &'a mut [f32],
-    /// Gradient of `Cc`.
-    pub g_c: &'a mut [f32],
     /// Gradient of `dt`.
     pub g_dt: &'a mut [f32],
-    /// Gradient of `A` (not `A_log`).
-    pub g_a: &'a mut [f32],
-    /// Gradient of `D`.
-    pub g_d: &'a mut [f32],
 }
 
 /// The scan's shared gradients, each summed in a fixed order (see the kernel).
-pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: &mut Scan2Final<'_>) -> Result<()> {
+pub fn mamba2_scan_bwd_final(l: Launch, s: &Scan2<'_>, f: Scan2Final<'_>) -> Result<()> {
     let kn = "mamba2_scan_bwd_final";
     check_linear(kn, l)?;
+    let (b, nh) = (&s.base, s.nh);
     // The sizes and inputs as the first stage checks them, under its launch shape.
-    s.check(kn, Launch { grid: Dim3::xy(s.di().div_ceil(64) as u32, s.seqs as u32), block: Dim3::x(64) })?;
-    if f.blocks == 0 || f.blocks > i32::MAX as usize {
-        return refuse(kn, format!("{} blocks", f.blocks));
-    }
-    let rows = s.seqs * s.time;
-    check_lens(
-        kn,
-        &[
-            ("part_bc", f.part_bc.len(), rows * f.blocks * 2 * s.n),
-            ("gdt_term", f.gdt_term.len(), s.len()),
-            ("part_a", f.part_a.len(), s.seqs * s.di()),
-            ("part_d", f.part_d.len(), s.seqs * s.di()),
-            ("g_b", f.g_b.len(), rows * s.n),
-            ("g_c", f.g_c.len(), rows * s.n),
-            ("g_dt", f.g_dt.len(), rows * s.nh),
-            ("g_a", f.g_a.len(), s.nh),
-            ("g_d", f.g_d.len(), s.nh),
-        ],
-    )?;
-    exec::launch(
-        "mamba2_scan_bwd_final",
-        l,
-        &mut args![
-            f.part_bc,
-            f.gdt_term,
-            f.part_a,
-            f.part_d,
-            &mut f.g_b[..],
-            &mut f.g_c[..],
-            &mut f.g_dt[..],
-            &mut f.g_a[..],
-            &mut f.g_d[..],
-            rows as i64,
-            f.blocks as i32,
-            s.seqs as i32,
-            s.n as i32,
-            s.nh as i32,
-            s.pd as i32
-        ],
-    )?;
-    Ok(())
+    s.check(kn, Launch { grid: Dim3::xy(b.di.div_ceil(64) as u32, b.seqs as u32), block: Dim3::x(64) })?;
+    let mut lens = f.base.lens(kn, b, 1, (nh, nh))?.to_vec();
+    let Scan2Final { base: ScanFinal { blocks, part_bc, part_a, part_d, g_b, g_c, g_a, g_d }, gdt_term, g_dt } = f;
+    lens.extend([("gdt_term", gdt_term.len(), b.len()), ("g_dt", g_dt.len(), b.rows() * nh)]);
+    let ints = args![b.rows() as i64, blocks as i32, b.seqs as i32, b.n as i32, nh as i32, s.pd() as i32];
+    let bufs = args![part_bc, gdt_term, part_a, part_d, g_b, g_c, g_dt, g_a, g_d];
+    let mut a: Vec<Arg<'_>> = bufs.into_iter().chain(ints).collect();
+    run(kn, l, &lens, &mut a)
 }
 
 /// The gated norm's row kernels: a power-of-two block of at most [`GNORM_MAX_BLOCK`], one
@@ -289,9 +125,8 @@ pub fn mamba2_gnorm_fwd(
 ) -> Result<()> {
     let kn = "mamba2_gnorm_fwd";
     let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
-    check_lens(kn, &[("w", w.len(), m), ("o", o.len(), rows * m), ("rinv", rinv.len(), rows)])?;
-    exec::launch("mamba2_gnorm_fwd", l, &mut args![y, z, w, &mut o[..], &mut rinv[..], m as i32])?;
-    Ok(())
+    let lens = [("w", w.len(), m), ("o", o.len(), rows * m), ("rinv", rinv.len(), rows)];
+    run(kn, l, &lens, &mut args![y, z, w, o, rinv, m as i32])
 }
 
 /// What the gated norm's backward kernels read: rows of width `m` of the norm's inputs `y`,
@@ -319,22 +154,15 @@ pub fn mamba2_gnorm_bwd_x(
     let kn = "mamba2_gnorm_bwd_x";
     let GnormBwd { m, y, z, g_o } = b;
     let rows = check_norm_rows(kn, l, y.len(), z.len(), m)?;
-    check_lens(
-        kn,
-        &[
-            ("w", w.len(), m),
-            ("g_o", g_o.len(), rows * m),
-            ("g_y", g_y.len(), rows * m),
-            ("g_z", g_z.len(), rows * m),
-            ("rinv", rinv.len(), rows),
-        ],
-    )?;
-    exec::launch(
-        "mamba2_gnorm_bwd_x",
-        l,
-        &mut args![y, z, w, g_o, &mut g_y[..], &mut g_z[..], &mut rinv[..], m as i32],
-    )?;
-    Ok(())
+    let rm = rows * m;
+    let lens = [
+        ("w", w.len(), m),
+        ("g_o", g_o.len(), rm),
+        ("g_y", g_y.len(), rm),
+        ("g_z", g_z.len(), rm),
+        ("rinv", rinv.len(), rows),
+    ];
+    run(kn, l, &lens, &mut args![y, z, w, g_o, g_y, g_z, rinv, m as i32])
 }
 
 /// Per-chunk sums over rows of `g_o v r` into `part` `(grid.y, m)`; the grid must be
@@ -357,21 +185,10 @@ pub fn mamba2_gnorm_bwd_w_partial(
     if l.grid != want || l.block.y != 1 || l.block.z != 1 || l.block.x > GNORM_MAX_BLOCK {
         return refuse(kn, format!("grid {:?}, block {:?}: expected grid {want:?}, 1-D block", l.grid, l.block));
     }
-    check_lens(
-        kn,
-        &[
-            ("y", y.len(), rows * m),
-            ("z", z.len(), rows * m),
-            ("g_o", g_o.len(), rows * m),
-            ("part", part.len(), want.y as usize * m),
-        ],
-    )?;
-    exec::launch(
-        "mamba2_gnorm_bwd_w_partial",
-        l,
-        &mut args![y, z, g_o, rinv, &mut part[..], rows as i64, m as i32, rows_per_chunk as i32],
-    )?;
-    Ok(())
+    let rm = rows * m;
+    let lens =
+        [("y", y.len(), rm), ("z", z.len(), rm), ("g_o", g_o.len(), rm), ("part", part.len(), want.y as usize * m)];
+    run(kn, l, &lens, &mut args![y, z, g_o, rinv, part, rows as i64, m as i32, rows_per_chunk as i32])
 }
 
 /// `g_w += sum_c part[c]`, chunks in order.
@@ -382,6 +199,5 @@ pub fn mamba2_gnorm_bwd_w_final(l: Launch, part: &[f32], g_w: &mut [f32]) -> Res
     if m == 0 || m > i32::MAX as usize || !part.len().is_multiple_of(m) || part.len() / m > i32::MAX as usize {
         return refuse(kn, format!("part of {} elements is not (chunks, {m})", part.len()));
     }
-    exec::launch("mamba2_gnorm_bwd_w_final", l, &mut args![part, &mut g_w[..], (part.len() / m) as i32, m as i32])?;
-    Ok(())
+    run(kn, l, &[], &mut args![part, g_w, (part.len() / m) as i32, m as i32])
 }

@@ -1,6 +1,6 @@
 //! The checked launchers of `kernels/optim.cu`.
 
-use super::{check_len, check_lens, check_linear, check_tree, refuse, Result};
+use super::{check_tree, refuse, run, run_linear, Result};
 use crate::exec::{self, args};
 use crate::launch::{Dim3, Launch};
 
@@ -30,31 +30,10 @@ pub struct AdamArgs {
 
 /// One Adam step of parameters `p` with gradient `g` and moments `m`, `v`, in place.
 pub fn optim_adam_step(l: Launch, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], a: AdamArgs) -> Result<()> {
-    let k = "optim_adam_step";
-    check_linear(k, l)?;
-    check_lens(k, &[("g", g.len(), p.len()), ("m", m.len(), p.len()), ("v", v.len(), p.len())])?;
-    let n = p.len() as i64;
-    exec::launch(
-        "optim_adam_step",
-        l,
-        &mut args![
-            &mut p[..],
-            g,
-            &mut m[..],
-            &mut v[..],
-            n,
-            a.coupled,
-            a.decoupled,
-            a.b1,
-            a.b2,
-            a.ob1,
-            a.ob2,
-            a.step,
-            a.sbc2,
-            a.eps
-        ],
-    )?;
-    Ok(())
+    let n = p.len();
+    let lens = [("g", g.len(), n), ("m", m.len(), n), ("v", v.len(), n)];
+    let mut all = args![p, g, m, v, n as i64, a.coupled, a.decoupled, a.b1, a.b2, a.ob1, a.ob2, a.step, a.sbc2, a.eps];
+    run_linear("optim_adam_step", l, &lens, &mut all)
 }
 
 /// Per-block sums of squares (f64) of `chunk`-element pieces of `g` into `partial`; the grid
@@ -69,9 +48,8 @@ pub fn optim_sumsq_partial(l: Launch, g: &[f32], chunk: usize, partial: &mut [f6
             format!("grid {:?} for {} elements in chunks of {chunk}: expected {want:?}", l.grid, g.len()),
         );
     }
-    check_len(k, "partial", partial.len(), want.x as usize)?;
-    exec::launch("optim_sumsq_partial", l, &mut args![g, &mut partial[..], g.len() as i64, chunk as i64])?;
-    Ok(())
+    let lens = [("partial", partial.len(), want.x as usize)];
+    run(k, l, &lens, &mut args![g, partial, g.len() as i64, chunk as i64])
 }
 
 /// `out = [sum of partial, its square root]`, in one block.
@@ -81,8 +59,7 @@ pub fn optim_sumsq_final(l: Launch, partial: &[f64], out: &mut [f64; 2]) -> Resu
     if l.grid != Dim3::x(1) || partial.len() > i32::MAX as usize {
         return refuse(k, format!("grid {:?} over {} partials: one block, under 2^31", l.grid, partial.len()));
     }
-    exec::launch("optim_sumsq_final", l, &mut args![partial, &mut out[..], partial.len() as i32])?;
-    Ok(())
+    run(k, l, &[], &mut args![partial, &mut out[..], partial.len() as i32])
 }
 
 /// The clipping factor of `norm` for `max_norm`, one thread.
@@ -95,8 +72,6 @@ pub fn optim_clip_factor(norm: f64, max_norm: f64) -> Result<f64> {
 
 /// `g *= (f32) factor`.
 pub fn optim_scale(l: Launch, g: &mut [f32], factor: f64) -> Result<()> {
-    check_linear("optim_scale", l)?;
     let n = g.len() as i64;
-    exec::launch("optim_scale", l, &mut args![g, &[factor][..], n])?;
-    Ok(())
+    run_linear("optim_scale", l, &[], &mut args![g, &[factor][..], n])
 }

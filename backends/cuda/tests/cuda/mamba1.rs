@@ -16,21 +16,13 @@
 
 use crate::common;
 
-use boldcast_cuda::mamba1::{self, ScanGradients};
+use boldcast_cuda::mamba1;
 use boldcast_cuda::pool::Pool;
-use boldcast_cuda::shim::{ConvDims, Scan};
-use common::{check, check_central, check_reference_gradients, f64s, sig, uniform, Reference, U32 as U};
+use boldcast_cuda::shim::{ConvDims, Scan, ScanIn};
+use common::scan::{Bounds, ScanTest};
+use common::{check, check_central, f64s, sig, uniform, U32 as U};
 
 /// The scan's inputs in f64, `(seqs, time, di)` etc. as [`Scan`]'s.
-impl Reference for In {
-    fn inputs_mut(&mut self) -> &mut [Vec<f64>] {
-        &mut self.v
-    }
-    fn loss_of(&self, g: &[f64]) -> f64 {
-        self.loss(g)
-    }
-}
-
 #[derive(Clone)]
 struct In {
     seqs: usize,
@@ -60,12 +52,13 @@ fn inputs(seed: u64, seqs: usize, time: usize, di: usize, n: usize) -> [Vec<f32>
     ]
 }
 
-fn scan_of<'a>(v: &'a [Vec<f32>; 7], seqs: usize, time: usize, di: usize, n: usize, q: usize) -> Scan<'a> {
-    Scan { seqs, time, di, n, q, x: &v[0], dt: &v[1], a: &v[2], b: &v[3], c: &v[4], d: &v[5], z: &v[6] }
+fn scan_of<'a>(v: &'a [Vec<f32>], seqs: usize, time: usize, di: usize, n: usize, q: usize) -> Scan<'a> {
+    let base = ScanIn { seqs, time, di, n, q, x: &v[0], dt: &v[1], a: &v[2], b: &v[3], c: &v[4], d: &v[5] };
+    Scan { base, z: &v[6] }
 }
 
 impl In {
-    fn new(v: &[Vec<f32>; 7], seqs: usize, time: usize, di: usize, n: usize) -> In {
+    fn new(v: &[Vec<f32>], seqs: usize, time: usize, di: usize, n: usize) -> In {
         In { seqs, time, di, n, v: core::array::from_fn(|k| f64s(&v[k])) }
     }
 
@@ -151,134 +144,76 @@ impl In {
         }
         r
     }
-
-    /// `L = sum out g`, the loss whose gradient [`In::backward`] gives.
-    fn loss(&self, g: &[f64]) -> f64 {
-        self.forward(false).0.iter().zip(g).map(|(o, g)| o * g).sum()
-    }
-}
-
-/// The kernel's gradients in [`NAMES`] order.
-fn kernel_grads(g: &ScanGradients) -> [&[f32]; 7] {
-    [&g.x, &g.dt, &g.a, &g.b, &g.c, &g.d, &g.z]
 }
 
 const SEQS: usize = 2;
 const TIME: usize = 13;
 const DI: usize = 100;
 
-/// The per-decay relative error factor `max |dt A| + 3` of the header.
-fn decay_factor(p: &In) -> f64 {
-    let n = p.n;
-    let mut worst = 0.0f64;
-    for (i, dt) in p.v[1].iter().enumerate() {
-        let d = i % p.di;
-        for j in 0..n {
-            worst = worst.max((dt * p.v[2][d * n + j]).abs());
-        }
-    }
-    worst + 3.0
-}
+/// The Mamba-1 scan under the shared checks.
+struct M1;
 
-fn run_forward(v: &[Vec<f32>; 7], n: usize, q: usize) -> (Vec<f32>, Vec<f32>) {
-    let s = scan_of(v, SEQS, TIME, DI, n, q);
-    let (mut out, mut ckpt) = (vec![f32::NAN; s.len()], vec![f32::NAN; s.ckpt_len()]);
-    mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap();
-    (out, ckpt)
+impl ScanTest for M1 {
+    const SEQS: usize = SEQS;
+    const TIME: usize = TIME;
+    const DI: usize = DI;
+    const NAMES: &'static [&'static str] = &NAMES;
+    const OUT: &'static str = "scan out";
+    type Ref = In;
+    fn inputs_mut(r: &mut In) -> &mut [Vec<f64>] {
+        &mut r.v
+    }
+    fn inputs(seed: u64, n: usize) -> Vec<Vec<f32>> {
+        inputs(seed, SEQS, TIME, DI, n).into()
+    }
+    fn reference(v: &[Vec<f32>], n: usize) -> In {
+        In::new(v, SEQS, TIME, DI, n)
+    }
+    fn forward(r: &In, abs: bool) -> (Vec<f64>, Vec<f64>) {
+        r.forward(abs)
+    }
+    fn backward(r: &In, g: &[f64], hs: &[f64], abs: bool) -> Vec<Vec<f64>> {
+        r.backward(g, hs, abs).into()
+    }
+    /// The header's `max |dt A| + 3`.
+    fn decay_factor(p: &In) -> f64 {
+        let n = p.n;
+        let mut worst = 0.0f64;
+        for (i, dt) in p.v[1].iter().enumerate() {
+            let d = i % p.di;
+            for j in 0..n {
+                worst = worst.max((dt * p.v[2][d * n + j]).abs());
+            }
+        }
+        worst + 3.0
+    }
+    fn run_forward(v: &[Vec<f32>], n: usize, q: usize) -> (Vec<f32>, Vec<f32>) {
+        let s = scan_of(v, SEQS, TIME, DI, n, q);
+        let (mut out, mut ckpt) = (vec![f32::NAN; s.base.len()], vec![f32::NAN; s.base.ckpt_len()]);
+        mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap();
+        (out, ckpt)
+    }
+    fn run_backward(v: &[Vec<f32>], n: usize, q: usize, g: &[f32]) -> Vec<Vec<f32>> {
+        let (_, ckpt) = Self::run_forward(v, n, q);
+        let r = mamba1::scan_backward(&scan_of(v, SEQS, TIME, DI, n, q), g, &ckpt, &Pool::new()).unwrap();
+        [r.x, r.dt, r.a, r.b, r.c, r.d, r.z].map(|b| b.to_vec()).into()
+    }
 }
 
 /// Outputs: `c = F (t + 1) + N + 6` (t + 1 decays on the oldest term of the state, the N + 1
 /// terms of `C h + D x`, the gate's SiLU and product); checkpoints (the state before step t):
-/// `c = F t`, exactly zero before step 0. Times 1.1 for second-order terms.
-#[test]
-fn scan_forward_matches_the_reference() {
-    for (k, n) in [4usize, 16].into_iter().enumerate() {
-        let q = 4;
-        let v = inputs(100 * k as u64, SEQS, TIME, DI, n);
-        let (out, ckpt) = run_forward(&v, n, q);
-        let p = In::new(&v, SEQS, TIME, DI, n);
-        let ((want, hs), (mag, hmag)) = (p.forward(false), p.forward(true));
-        let f = decay_factor(&p);
-        let bound: Vec<f64> =
-            (0..want.len()).map(|i| 1.1 * U * (f * ((i / DI) % TIME + 1) as f64 + n as f64 + 6.0) * mag[i]).collect();
-        check(&format!("scan out, N {n}"), &out, &want, &bound);
-        let chunks = TIME.div_ceil(q);
-        let (mut cw, mut cb) = (vec![0.0; ckpt.len()], vec![0.0; ckpt.len()]);
-        for s in 0..SEQS {
-            for c in 1..chunks {
-                for j in 0..n {
-                    for d in 0..DI {
-                        let (at, src) =
-                            (((s * chunks + c) * n + j) * DI + d, ((s * TIME + c * q - 1) * DI + d) * n + j);
-                        cw[at] = hs[src];
-                        cb[at] = 1.1 * U * f * (c * q) as f64 * hmag[src];
-                    }
-                }
-            }
-        }
-        check(&format!("checkpoints, N {n}"), &ckpt, &cw, &cb);
-    }
-}
+/// `c = F t`. Every gradient: `c = F (2T + 2) + seqs T + N + Di + 16`: a term is a product of
+/// at most 2T + 2 decays or decayed states (the carry walks back over up to T decays, the
+/// state it meets was built over up to T), and passes through at most seqs T (g_A, g_D over
+/// time and sequences), Di (g_B, g_C over channels) or N (g_x, g_dt over states) additions,
+/// plus the gate's and the products' few roundings.
+const BOUNDS: Bounds = Bounds { out: 6.0, ckpt: 0.0, adds: |n| SEQS * TIME + n + DI + 16, q: 4 };
 
-fn run_backward(v: &[Vec<f32>; 7], n: usize, q: usize, g: &[f32]) -> ScanGradients {
-    let (_, ckpt) = run_forward(v, n, q);
-    mamba1::scan_backward(&scan_of(v, SEQS, TIME, DI, n, q), g, &ckpt).unwrap()
-}
-
-/// Every gradient: `c = F (2T + 2) + seqs T + N + Di + 16`: a term is a product of at most
-/// 2T + 2 decays or decayed states (the carry walks back over up to T decays, the state it
-/// meets was built over up to T), and passes through at most seqs T (g_A, g_D over time and
-/// sequences), Di (g_B, g_C over channels) or N (g_x, g_dt over states) additions, plus the
-/// gate's and the products' few roundings. One bound for all seven, so loose for some.
-#[test]
-fn scan_backward_matches_the_reference() {
-    for (k, n) in [4usize, 16].into_iter().enumerate() {
-        let v = inputs(100 * k as u64 + 7, SEQS, TIME, DI, n);
-        let g = uniform(99 + k as u64, SEQS * TIME * DI, -1.0, 1.0);
-        let got = run_backward(&v, n, 4, &g);
-        let p = In::new(&v, SEQS, TIME, DI, n);
-        let (g64, (_, hs), (_, hmag)) = (f64s(&g), p.forward(false), p.forward(true));
-        let (want, mag) = (p.backward(&g64, &hs, false), p.backward(&g64, &hmag, true));
-        let c = decay_factor(&p) * (2 * TIME + 2) as f64 + (SEQS * TIME + n + DI + 16) as f64;
-        for (k, got) in kernel_grads(&got).into_iter().enumerate() {
-            let bound: Vec<f64> = mag[k].iter().map(|m| 1.1 * U * c * m).collect();
-            check(&format!("g_{}, N {n}", NAMES[k]), got, &want[k], &bound);
-        }
-    }
-}
-
-/// The reference's analytic gradients against central differences of its loss, on three
-/// coordinates of each input, in f64: step `h = 1e-5 max(1, |v|)`, so the truncation error
-/// (h^2 times third derivatives of order one) and the roundoff (`2^-53 |L| / h`, |L| < 1e3)
-/// are both under 1e-8; the tolerance 1e-6 (1 + |gradient|) leaves a margin of 100.
-#[test]
-fn reference_gradients_match_finite_differences() {
-    let n = 4;
-    let v = inputs(5, SEQS, TIME, DI, n);
-    let g = f64s(&uniform(6, SEQS * TIME * DI, -1.0, 1.0));
-    let p = In::new(&v, SEQS, TIME, DI, n);
-    let an = p.backward(&g, &p.forward(false).1, false);
-    check_reference_gradients(&p, &g, &an, &NAMES[..7]);
-}
-
-/// The recomputation from checkpoints gives the forward's states bit for bit (one state
-/// update expression), so the backward is the same bits for any chunk length, here 4, 5 and
-/// the whole sequence; and the same bits from run to run (fixed-order sums, no atomics).
-#[test]
-fn backward_is_bitwise_the_same_for_any_chunk_length_and_run() {
-    let n = 16;
-    let v = inputs(11, SEQS, TIME, DI, n);
-    let g = uniform(12, SEQS * TIME * DI, -1.0, 1.0);
-    let bits = |q: usize| -> Vec<u32> {
-        let r = run_backward(&v, n, q, &g);
-        kernel_grads(&r).concat().iter().map(|x| x.to_bits()).collect()
-    };
-    let first = bits(4);
-    assert_eq!(first, bits(4), "two runs differ");
-    assert_eq!(first, bits(5), "Q = 4 and Q = 5 differ");
-    assert_eq!(first, bits(TIME), "Q = 4 and one chunk differ");
-    assert_eq!(run_forward(&v, n, 4).0, run_forward(&v, n, 5).0, "the forward depends on Q");
-}
+// The reference's central differences in f64 (`scan::check_reference`): step `h = 1e-5 max(1,
+// |v|)`, so the truncation error (h^2 times third derivatives of order one) and the roundoff
+// (`2^-53 |L| / h`, |L| < 1e3) are both under 1e-8; the tolerance 1e-6 (1 + |gradient|) leaves
+// a margin of 100.
+crate::scan_tests!(M1, BOUNDS);
 
 /// The convolution of MODEL.md step 2 in f64 (with `abs`, every term by its absolute value):
 /// the pre-activation `c` `(seqs, time, di)`.
@@ -419,14 +354,14 @@ fn bad_scan_launches_are_refused() {
     let n = SCAN_MAX_N + 1;
     let v = inputs(1, 1, 3, 8, n);
     let s = scan_of(&v, 1, 3, 8, n, 2);
-    let (mut out, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut out, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     let err = mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap_err();
     assert!(err.why.contains("N must be"), "{err}");
     let v = inputs(1, 1, 3, 100, 4);
     let s = scan_of(&v, 1, 3, 100, 4, 2);
-    let (mut out, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut out, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     let short = Launch { grid: Dim3::xy(1, 1), block: Dim3::x(64) };
     assert!(mamba1_scan_fwd(short, &s, &mut out, &mut ckpt).unwrap_err().why.contains("expected grid"));
-    let mut ckpt = vec![0.0; s.ckpt_len() - 1];
+    let mut ckpt = vec![0.0; s.base.ckpt_len() - 1];
     assert!(mamba1::scan_forward(&s, &mut out, &mut ckpt).unwrap_err().why.contains("ckpt"));
 }

@@ -8,17 +8,15 @@ use crate::common;
 use boldcast_cuda::mamba1::layer::{backward, forward, LayerDims, Mamba1Params};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::trunk::BackwardIn;
-use common::{silu, softplus, uniform};
+use common::layer::{conv_silu_ref, fill_uniform, reference_layer, Frame64};
+use common::{silu, softplus};
 
 const DIMS: LayerDims = LayerDims { m: 6, di: 12, n: 4, k: 3, r: 2, time: 11, q: 4, group: 2 };
 const SEQS: usize = 3;
 
 fn params(z: &LayerDims, seed: u64) -> Mamba1Params {
     let mut p = Mamba1Params::zeros(z);
-    for (i, t) in p.tensors_mut().into_iter().enumerate() {
-        let n = t.len();
-        *t = uniform(seed + i as u64, n, -0.5, 0.5);
-    }
+    fill_uniform(p.tensors_mut().into(), seed);
     // Around MODEL.md's initialization: unit LayerNorm weight, A_log = ln(n + 1) plus noise,
     // D near 1, dt's bias near softplus^-1(0.05) so the decays stay in (0, 1) away from both.
     p.norm_w.iter_mut().for_each(|w| *w += 1.0);
@@ -33,54 +31,32 @@ fn params(z: &LayerDims, seed: u64) -> Mamba1Params {
 /// state-dict order.
 fn reference(z: &LayerDims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
     let [nw, nb, cw, cb, inp, xp, dtw, dtb, alog, dd, outp] = p else { unreachable!() };
-    let (m, di, n, k, r, t) = (z.m, z.di, z.n, z.k, z.r, z.time);
-    let mut out = u.to_vec();
-    for s in 0..u.len() / (t * m) {
-        let row = |i: usize| &u[(s * t + i) * m..(s * t + i + 1) * m];
-        let mut x = vec![vec![0.0; di]; t];
-        let mut zz = vec![vec![0.0; di]; t];
-        for i in 0..t {
-            let v = row(i);
-            let mean = v.iter().sum::<f64>() / m as f64;
-            let var = v.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / m as f64;
-            let ln: Vec<f64> = (0..m).map(|j| (v[j] - mean) / (var + 1e-5).sqrt() * nw[j] + nb[j]).collect();
-            for o in 0..2 * di {
-                let a: f64 = (0..m).map(|j| inp[o * m + j] * ln[j]).sum();
-                if o < di {
-                    x[i][o] = a
-                } else {
-                    zz[i][o - di] = a
-                }
-            }
-        }
+    let (di, n, r) = (z.di, z.n, z.r);
+    let f = Frame64 { norm: (nw, nb), in_proj: inp, out_proj: outp };
+    // The in_proj rows of a step: x, then z.
+    let mix = |proj: &[Vec<f64>]| -> Vec<Vec<f64>> {
         let mut h = vec![0.0; di * n];
-        for i in 0..t {
-            let xs: Vec<f64> = (0..di)
-                .map(|d| {
-                    let conv: f64 =
-                        (0..k).filter(|&j| i + j >= k - 1).map(|j| cw[d * k + j] * x[i + j + 1 - k][d]).sum();
-                    silu(cb[d] + conv)
-                })
-                .collect();
-            let w: Vec<f64> = (0..r + 2 * n).map(|o| (0..di).map(|d| xp[o * di + d] * xs[d]).sum()).collect();
-            let (dr, bc, cc) = (&w[..r], &w[r..r + n], &w[r + n..]);
-            let mut y = vec![0.0; di];
-            for d in 0..di {
-                let dt = softplus((0..r).map(|j| dtw[d * r + j] * dr[j]).sum::<f64>() + dtb[d]);
-                let mut acc = dd[d] * xs[d];
-                for q in 0..n {
-                    let a = -alog[d * n + q].exp();
-                    h[d * n + q] = (dt * a).exp() * h[d * n + q] + dt * bc[q] * xs[d];
-                    acc += cc[q] * h[d * n + q];
+        (0..proj.len())
+            .map(|i| {
+                let xs = conv_silu_ref(proj, i, (0, di), cw, cb);
+                let w: Vec<f64> = (0..r + 2 * n).map(|o| (0..di).map(|d| xp[o * di + d] * xs[d]).sum()).collect();
+                let (dr, bc, cc) = (&w[..r], &w[r..r + n], &w[r + n..]);
+                let mut y = vec![0.0; di];
+                for d in 0..di {
+                    let dt = softplus((0..r).map(|j| dtw[d * r + j] * dr[j]).sum::<f64>() + dtb[d]);
+                    let mut acc = dd[d] * xs[d];
+                    for q in 0..n {
+                        let a = -alog[d * n + q].exp();
+                        h[d * n + q] = (dt * a).exp() * h[d * n + q] + dt * bc[q] * xs[d];
+                        acc += cc[q] * h[d * n + q];
+                    }
+                    y[d] = acc * silu(proj[i][di + d]);
                 }
-                y[d] = acc * silu(zz[i][d]);
-            }
-            for o in 0..m {
-                out[(s * t + i) * m + o] += (0..di).map(|d| outp[o * di + d] * y[d]).sum::<f64>();
-            }
-        }
-    }
-    out
+                y
+            })
+            .collect()
+    };
+    reference_layer(u, (z.m, z.time), f, mix)
 }
 
 // (tensor, index): one coordinate of the conv, x_proj's Bc rows, dt_proj, A_log, D, out_proj.

@@ -17,9 +17,11 @@
 
 use crate::common;
 
-use boldcast_cuda::mamba2::{self, Scan2Gradients};
-use boldcast_cuda::shim::{GnormBwd, Scan2};
-use common::{check, check_central, check_reference_gradients, f64s, sig, uniform, Reference, U32 as U};
+use boldcast_cuda::mamba2;
+use boldcast_cuda::pool::Pool;
+use boldcast_cuda::shim::{GnormBwd, Scan2, ScanIn};
+use common::scan::{Bounds, ScanTest};
+use common::{check, check_central, f64s, sig, uniform, U32 as U};
 
 const SEQS: usize = 2;
 const TIME: usize = 13;
@@ -46,20 +48,12 @@ fn inputs(seed: u64, n: usize) -> [Vec<f32>; 6] {
     ]
 }
 
-fn scan_of(v: &[Vec<f32>; 6], n: usize, q: usize) -> Scan2<'_> {
-    Scan2 { seqs: SEQS, time: TIME, nh: NH, pd: PD, n, q, x: &v[0], dt: &v[1], a: &v[2], b: &v[3], c: &v[4], d: &v[5] }
+fn scan_of(v: &[Vec<f32>], n: usize, q: usize) -> Scan2<'_> {
+    let (x, dt, a, b, c, d) = (&v[0][..], &v[1][..], &v[2][..], &v[3][..], &v[4][..], &v[5][..]);
+    Scan2 { base: ScanIn { seqs: SEQS, time: TIME, di: NH * PD, n, q, x, dt, a, b, c, d }, nh: NH }
 }
 
 /// The reference's inputs in f64.
-impl Reference for In {
-    fn inputs_mut(&mut self) -> &mut [Vec<f64>] {
-        &mut self.v
-    }
-    fn loss_of(&self, g: &[f64]) -> f64 {
-        self.loss(g)
-    }
-}
-
 #[derive(Clone)]
 struct In {
     n: usize,
@@ -67,7 +61,7 @@ struct In {
 }
 
 impl In {
-    fn new(v: &[Vec<f32>; 6], n: usize) -> In {
+    fn new(v: &[Vec<f32>], n: usize) -> In {
         In { n, v: core::array::from_fn(|k| f64s(&v[k])) }
     }
 
@@ -103,11 +97,6 @@ impl In {
             }
         }
         (y, hs)
-    }
-
-    /// `L = sum y g`, the loss whose gradient [`In::backward`] gives.
-    fn loss(&self, g: &[f64]) -> f64 {
-        self.forward(false).0.iter().zip(g).map(|(y, g)| y * g).sum()
     }
 }
 
@@ -148,117 +137,64 @@ impl In {
     }
 }
 
-/// The per-decay relative error factor `max |dt A| + 3` of the header.
-fn decay_factor(p: &In) -> f64 {
-    let worst = p.v[1].iter().enumerate().map(|(i, dt)| (dt * p.v[2][i % NH]).abs()).fold(0.0, f64::max);
-    worst + 3.0
-}
+/// The Mamba-2 scan under the shared checks.
+struct M2;
 
-fn run_forward(v: &[Vec<f32>; 6], n: usize, q: usize) -> (Vec<f32>, Vec<f32>) {
-    let s = scan_of(v, n, q);
-    let (mut y, mut ckpt) = (vec![f32::NAN; s.len()], vec![f32::NAN; s.ckpt_len()]);
-    mamba2::scan_forward(&s, &mut y, &mut ckpt).unwrap();
-    (y, ckpt)
-}
-
-fn run_backward(v: &[Vec<f32>; 6], n: usize, q: usize, g: &[f32]) -> Scan2Gradients {
-    let (_, ckpt) = run_forward(v, n, q);
-    mamba2::scan_backward(&scan_of(v, n, q), g, &ckpt).unwrap()
-}
-
-fn kernel_grads(g: &Scan2Gradients) -> [&[f32]; 6] {
-    [&g.x, &g.dt, &g.a, &g.b, &g.c, &g.d]
+impl ScanTest for M2 {
+    const SEQS: usize = SEQS;
+    const TIME: usize = TIME;
+    const DI: usize = DI;
+    const NAMES: &'static [&'static str] = &NAMES;
+    const OUT: &'static str = "scan y";
+    type Ref = In;
+    fn inputs_mut(r: &mut In) -> &mut [Vec<f64>] {
+        &mut r.v
+    }
+    fn inputs(seed: u64, n: usize) -> Vec<Vec<f32>> {
+        inputs(seed, n).into()
+    }
+    fn reference(v: &[Vec<f32>], n: usize) -> In {
+        In::new(v, n)
+    }
+    fn forward(r: &In, abs: bool) -> (Vec<f64>, Vec<f64>) {
+        r.forward(abs)
+    }
+    fn backward(r: &In, g: &[f64], hs: &[f64], abs: bool) -> Vec<Vec<f64>> {
+        r.backward(g, hs, abs).into()
+    }
+    /// The header's `max |dt A| + 3`.
+    fn decay_factor(p: &In) -> f64 {
+        let worst = p.v[1].iter().enumerate().map(|(i, dt)| (dt * p.v[2][i % NH]).abs()).fold(0.0, f64::max);
+        worst + 3.0
+    }
+    fn run_forward(v: &[Vec<f32>], n: usize, q: usize) -> (Vec<f32>, Vec<f32>) {
+        let s = scan_of(v, n, q);
+        let (mut y, mut ckpt) = (vec![f32::NAN; s.base.len()], vec![f32::NAN; s.base.ckpt_len()]);
+        mamba2::scan_forward(&s, &mut y, &mut ckpt).unwrap();
+        (y, ckpt)
+    }
+    fn run_backward(v: &[Vec<f32>], n: usize, q: usize, g: &[f32]) -> Vec<Vec<f32>> {
+        let (_, ckpt) = Self::run_forward(v, n, q);
+        let r = mamba2::scan_backward(&scan_of(v, n, q), g, &ckpt, &Pool::new()).unwrap();
+        [r.x, r.dt, r.a, r.b, r.c, r.d].map(|b| b.to_vec()).into()
+    }
 }
 
 /// Outputs: `c = F (t + 1) + N + 3` (t + 1 decays on the oldest term of the state, the
 /// products `dt x`, `(dt x) B`, and the N + 1 terms of `S C + D x`); checkpoints (the state
-/// before step t): `c = F t`, exactly zero before step 0. Times 1.1 for second-order terms.
-#[test]
-fn scan_forward_matches_the_reference() {
-    for (k, n) in [4usize, 16].into_iter().enumerate() {
-        let q = 4;
-        let v = inputs(100 * k as u64, n);
-        let (y, ckpt) = run_forward(&v, n, q);
-        let p = In::new(&v, n);
-        let ((want, hs), (mag, hmag)) = (p.forward(false), p.forward(true));
-        let f = decay_factor(&p);
-        let bound: Vec<f64> =
-            (0..want.len()).map(|i| 1.1 * U * (f * ((i / DI) % TIME + 1) as f64 + n as f64 + 3.0) * mag[i]).collect();
-        check(&format!("scan y, N {n}"), &y, &want, &bound);
-        let chunks = TIME.div_ceil(q);
-        let (mut cw, mut cb) = (vec![0.0; ckpt.len()], vec![0.0; ckpt.len()]);
-        for s in 0..SEQS {
-            for c in 1..chunks {
-                for j in 0..n {
-                    for d in 0..DI {
-                        let at = ((s * chunks + c) * n + j) * DI + d;
-                        let src = ((s * TIME + c * q - 1) * DI + d) * n + j;
-                        cw[at] = hs[src];
-                        cb[at] = 1.1 * U * (f * (c * q) as f64 + 2.0) * hmag[src];
-                    }
-                }
-            }
-        }
-        check(&format!("checkpoints, N {n}"), &ckpt, &cw, &cb);
-    }
-}
+/// before step t): `c = F t + 2`. Every gradient: `c = F (2T + 2) + T + seqs Pd + Di + N +
+/// 16`: a term is a product of at most 2T + 2 decays or decayed states (the carry walks back
+/// over up to T decays, the state it meets was built over up to T), and passes through at
+/// most T + seqs Pd additions (g_A, g_D: a thread's sum over time, then the sequences'
+/// lanes), Di (g_B, g_C over channels: a block's threads, then the blocks), Pd + N (g_dt over
+/// a head's lanes of N-term sums) or N (g_x), plus the products' few roundings.
+const BOUNDS: Bounds = Bounds { out: 3.0, ckpt: 2.0, adds: |n| TIME + SEQS * PD + DI + n + 16, q: 5 };
 
-/// Every gradient: `c = F (2T + 2) + T + seqs Pd + Di + N + 16`: a term is a product of at
-/// most 2T + 2 decays or decayed states (the carry walks back over up to T decays, the state
-/// it meets was built over up to T), and passes through at most T + seqs Pd additions (g_A,
-/// g_D: a thread's sum over time, then the sequences' lanes), Di (g_B, g_C over channels:
-/// a block's threads, then the blocks), Pd + N (g_dt over a head's lanes of N-term sums) or N
-/// (g_x), plus the products' few roundings. One bound for all six, so loose for some.
-#[test]
-fn scan_backward_matches_the_reference() {
-    for (k, n) in [4usize, 16].into_iter().enumerate() {
-        let v = inputs(100 * k as u64 + 7, n);
-        let g = uniform(99 + k as u64, SEQS * TIME * DI, -1.0, 1.0);
-        let got = run_backward(&v, n, 5, &g);
-        let p = In::new(&v, n);
-        let (g64, (_, hs), (_, hmag)) = (f64s(&g), p.forward(false), p.forward(true));
-        let (want, mag) = (p.backward(&g64, &hs, false), p.backward(&g64, &hmag, true));
-        let c = decay_factor(&p) * (2 * TIME + 2) as f64 + (TIME + SEQS * PD + DI + n + 16) as f64;
-        for (k, got) in kernel_grads(&got).into_iter().enumerate() {
-            let bound: Vec<f64> = mag[k].iter().map(|m| 1.1 * U * c * m).collect();
-            check(&format!("g_{}, N {n}", NAMES[k]), got, &want[k], &bound);
-        }
-    }
-}
-
-/// The reference's analytic gradients against central differences of its loss, on three
-/// coordinates of each input, in f64: step `h = 1e-5 max(1, |v|)`, so the truncation error
-/// (h^2 times third derivatives of order one, times at most the Di T terms a shared input
-/// touches) and the roundoff (`2^-53 |L| / h`, |L| < 1e3) stay under 1e-7; the tolerance
-/// 1e-6 (1 + |gradient|) leaves a margin of 10.
-#[test]
-fn reference_gradients_match_finite_differences() {
-    let n = 4;
-    let v = inputs(5, n);
-    let g = f64s(&uniform(6, SEQS * TIME * DI, -1.0, 1.0));
-    let p = In::new(&v, n);
-    let an = p.backward(&g, &p.forward(false).1, false);
-    check_reference_gradients(&p, &g, &an, &NAMES[..6]);
-}
-
-/// The recomputation from checkpoints gives the forward's states bit for bit (one decay and
-/// one update expression), so the backward is the same bits for chunk lengths 4, 5 and the
-/// whole sequence; and the same bits from run to run (fixed-order sums, no atomics).
-#[test]
-fn backward_is_bitwise_the_same_for_any_chunk_length_and_run() {
-    let n = 16;
-    let v = inputs(11, n);
-    let g = uniform(12, SEQS * TIME * DI, -1.0, 1.0);
-    let bits = |q: usize| -> Vec<u32> {
-        let r = run_backward(&v, n, q, &g);
-        kernel_grads(&r).concat().iter().map(|x| x.to_bits()).collect()
-    };
-    let first = bits(4);
-    assert_eq!(first, bits(4), "two runs differ");
-    assert_eq!(first, bits(5), "Q = 4 and Q = 5 differ");
-    assert_eq!(first, bits(TIME), "Q = 4 and one chunk differ");
-    assert_eq!(run_forward(&v, n, 4).0, run_forward(&v, n, 5).0, "the forward depends on Q");
-}
+// The reference's central differences in f64 (`scan::check_reference`): step `h = 1e-5 max(1,
+// |v|)`, so the truncation error (h^2 times third derivatives of order one, times at most the
+// Di T terms a shared input touches) and the roundoff (`2^-53 |L| / h`, |L| < 1e3) stay under
+// 1e-7; the tolerance 1e-6 (1 + |gradient|) leaves a margin of 10.
+crate::scan_tests!(M2, BOUNDS);
 
 /// `(rows, m)` of the norm cases.
 const NORM: [(usize, usize); 2] = [(SEQS * TIME, DI), (140, 300)];
@@ -321,6 +257,13 @@ fn gated_norm_forward_matches_the_reference() {
     }
 }
 
+/// The gated norm's backward of `[y, z, w, g_o]` (rows of `m`) through the shim, with a pool
+/// of its own.
+fn norm_backward([y, z, w, g]: [&[f32]; 4], m: usize, g_yz: (&mut [f32], &mut [f32]), g_w: &mut [f32]) {
+    let rows = y.len() / m;
+    mamba2::gated_norm_backward(GnormBwd { m, y, z, g_o: g }, rows, w, g_yz, g_w, &Pool::new()).unwrap();
+}
+
 /// `g_v`: r twice (`2 (m / 2 + 9)`), `vr` (`m / 2 + 10`), `c1` (m additions and a few
 /// products), the difference and product: `c = 2 m + 40` on the magnitude
 /// `r (|w g_o| + |vr| mean|vr w g_o|)`; then `g_y` adds silu (6), `g_z` `y silu'(z)` (8): one
@@ -333,8 +276,7 @@ fn gated_norm_backward_matches_the_reference() {
         let [y, z, w, g] = norm_data(rows, m);
         let (mut gy, mut gz, mut gw) = (vec![f32::NAN; rows * m], vec![f32::NAN; rows * m], uniform(54, m, -1.0, 1.0));
         let gw0 = f64s(&gw);
-        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
-            .unwrap();
+        norm_backward([&y, &z, &w, &g], m, (&mut gy, &mut gz), &mut gw);
         let (y64, z64, w64, g64) = (f64s(&y), f64s(&z), f64s(&w), f64s(&g));
         let want = norm_bwd_ref(&y64, &z64, &w64, &g64, m, false);
         let mag = norm_bwd_ref(&y64, &z64, &w64, &g64, m, true);
@@ -374,8 +316,7 @@ fn gated_norm_is_bitwise_the_same_from_run_to_run() {
         let (mut o, mut gy, mut gz, mut gw) =
             (vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; rows * m], vec![0.0; m]);
         mamba2::gated_norm_forward(&y, &z, rows, m, &w, &mut o).unwrap();
-        mamba2::gated_norm_backward(GnormBwd { m, y: &y, z: &z, g_o: &g }, rows, &w, (&mut gy, &mut gz), &mut gw)
-            .unwrap();
+        norm_backward([&y, &z, &w, &g], m, (&mut gy, &mut gz), &mut gw);
         [o, gy, gz, gw].concat().iter().map(|v| v.to_bits()).collect()
     };
     assert_eq!(run(), run());
@@ -386,18 +327,18 @@ fn gated_norm_is_bitwise_the_same_from_run_to_run() {
 #[test]
 fn bad_launches_are_refused() {
     use boldcast_cuda::launch::{Dim3, Launch};
-    use boldcast_cuda::shim::{mamba2_gnorm_fwd, mamba2_scan_fwd, SCAN2_MAX_N};
-    let n = SCAN2_MAX_N + 1;
+    use boldcast_cuda::shim::{mamba2_gnorm_fwd, mamba2_scan_fwd, SCAN_MAX_N};
+    let n = SCAN_MAX_N + 1;
     let v = inputs(1, n);
     let s = scan_of(&v, n, 2);
-    let (mut y, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut y, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     assert!(mamba2::scan_forward(&s, &mut y, &mut ckpt).unwrap_err().why.contains("N must be"));
     let v = inputs(1, 4);
     let s = scan_of(&v, 4, 2);
-    let (mut y, mut ckpt) = (vec![0.0; s.len()], vec![0.0; s.ckpt_len()]);
+    let (mut y, mut ckpt) = (vec![0.0; s.base.len()], vec![0.0; s.base.ckpt_len()]);
     let short = Launch { grid: Dim3::xy(1, SEQS as u32), block: Dim3::x(64) };
     assert!(mamba2_scan_fwd(short, &s, &mut y, &mut ckpt).unwrap_err().why.contains("expected grid"));
-    let mut ckpt = vec![0.0; s.ckpt_len() - 1];
+    let mut ckpt = vec![0.0; s.base.ckpt_len() - 1];
     assert!(mamba2::scan_forward(&s, &mut y, &mut ckpt).unwrap_err().why.contains("ckpt"));
     let (y, mut o, mut r) = (vec![0.0; 2 * 1024], vec![0.0; 2 * 1024], vec![0.0; 2]);
     let wide = Launch { grid: Dim3::x(2), block: Dim3::x(512) };

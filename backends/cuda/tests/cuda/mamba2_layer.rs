@@ -8,17 +8,15 @@ use crate::common;
 use boldcast_cuda::mamba2::layer::{backward, forward, Layer2Dims, Mamba2Params};
 use boldcast_cuda::pool::Pool;
 use boldcast_cuda::trunk::BackwardIn;
-use common::{silu, softplus, uniform};
+use common::layer::{conv_silu_ref, fill_uniform, reference_layer, Frame64};
+use common::{silu, softplus};
 
 const DIMS: Layer2Dims = Layer2Dims { m: 6, di: 12, n: 4, k: 3, nh: 3, time: 11, q: 4, group: 2 };
 const SEQS: usize = 3;
 
 fn params(z: &Layer2Dims, seed: u64) -> Mamba2Params {
     let mut p = Mamba2Params::zeros(z);
-    for (i, t) in p.tensors_mut().into_iter().enumerate() {
-        let n = t.len();
-        *t = uniform(seed + i as u64, n, -0.5, 0.5);
-    }
+    fill_uniform(p.tensors_mut().into(), seed);
     // Around MODEL.md's initialization: unit norm weights, A_log = ln(h + 1) plus noise,
     // D near 1, dt_bias near softplus^-1(0.05) so the decays stay in (0, 1) away from both.
     p.norm_w.iter_mut().for_each(|w| *w += 1.0);
@@ -33,54 +31,38 @@ fn params(z: &Layer2Dims, seed: u64) -> Mamba2Params {
 /// state-dict order.
 fn reference(z: &Layer2Dims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
     let [nw, nb, dtb, cw, cb, inp, alog, dd, gw, outp] = p else { unreachable!() };
-    let (m, di, n, k, nh, t) = (z.m, z.di, z.n, z.k, z.nh, z.time);
-    let (cd, w, pd) = (di + 2 * n, 2 * di + 2 * n + nh, di / nh);
-    let mut out = u.to_vec();
-    for s in 0..u.len() / (t * m) {
-        let row = |i: usize| &u[(s * t + i) * m..(s * t + i + 1) * m];
-        let proj: Vec<Vec<f64>> = (0..t)
-            .map(|i| {
-                let v = row(i);
-                let mean = v.iter().sum::<f64>() / m as f64;
-                let var = v.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / m as f64;
-                let ln: Vec<f64> = (0..m).map(|j| (v[j] - mean) / (var + 1e-5).sqrt() * nw[j] + nb[j]).collect();
-                (0..w).map(|o| (0..m).map(|j| inp[o * m + j] * ln[j]).sum()).collect()
-            })
-            .collect();
+    let (di, n, nh) = (z.di, z.n, z.nh);
+    let (cd, pd) = (di + 2 * n, di / nh);
+    let f = Frame64 { norm: (nw, nb), in_proj: inp, out_proj: outp };
+    // The in_proj rows of a step: z, then xBC, then dtr.
+    let mix = |proj: &[Vec<f64>]| -> Vec<Vec<f64>> {
         let mut st = vec![0.0; nh * pd * n];
-        for i in 0..t {
-            let xs: Vec<f64> = (0..cd)
-                .map(|d| {
-                    let conv: f64 =
-                        (0..k).filter(|&j| i + j >= k - 1).map(|j| cw[d * k + j] * proj[i + j + 1 - k][di + d]).sum();
-                    silu(cb[d] + conv)
-                })
-                .collect();
-            let (x, bc, cc) = (&xs[..di], &xs[di..di + n], &xs[di + n..]);
-            let mut y = vec![0.0; di];
-            for h in 0..nh {
-                let dt = softplus(proj[i][di + cd + h] + dtb[h]);
-                let decay = (dt * -alog[h].exp()).exp();
-                for e in 0..pd {
-                    let c = h * pd + e;
-                    let mut acc = dd[h] * x[c];
-                    for q in 0..n {
-                        let sv = &mut st[c * n + q];
-                        *sv = decay * *sv + dt * x[c] * bc[q];
-                        acc += *sv * cc[q];
+        (0..proj.len())
+            .map(|i| {
+                let xs = conv_silu_ref(proj, i, (di, cd), cw, cb);
+                let (x, bc, cc) = (&xs[..di], &xs[di..di + n], &xs[di + n..]);
+                let mut y = vec![0.0; di];
+                for h in 0..nh {
+                    let dt = softplus(proj[i][di + cd + h] + dtb[h]);
+                    let decay = (dt * -alog[h].exp()).exp();
+                    for e in 0..pd {
+                        let c = h * pd + e;
+                        let mut acc = dd[h] * x[c];
+                        for q in 0..n {
+                            let sv = &mut st[c * n + q];
+                            *sv = decay * *sv + dt * x[c] * bc[q];
+                            acc += *sv * cc[q];
+                        }
+                        y[c] = acc;
                     }
-                    y[c] = acc;
                 }
-            }
-            let v: Vec<f64> = (0..di).map(|c| y[c] * silu(proj[i][c])).collect();
-            let r = 1.0 / (v.iter().map(|a| a * a).sum::<f64>() / di as f64 + 1e-5).sqrt();
-            let o: Vec<f64> = (0..di).map(|c| v[c] * r * gw[c]).collect();
-            for j in 0..m {
-                out[(s * t + i) * m + j] += (0..di).map(|c| outp[j * di + c] * o[c]).sum::<f64>();
-            }
-        }
-    }
-    out
+                let v: Vec<f64> = (0..di).map(|c| y[c] * silu(proj[i][c])).collect();
+                let r = 1.0 / (v.iter().map(|a| a * a).sum::<f64>() / di as f64 + 1e-5).sqrt();
+                (0..di).map(|c| v[c] * r * gw[c]).collect()
+            })
+            .collect()
+    };
+    reference_layer(u, (z.m, z.time), f, mix)
 }
 
 // (tensor, index): dt_bias, the conv over a Bc channel, in_proj's xBC and dtr rows, A_log,

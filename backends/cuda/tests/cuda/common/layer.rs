@@ -20,6 +20,69 @@ pub trait Layer {
     fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64>;
 }
 
+/// Every tensor uniform in [-0.5, 0.5), tensor i from `seed + i`: the noise a test's
+/// parameters start from.
+pub fn fill_uniform(tensors: Vec<&mut Vec<f32>>, seed: u64) {
+    for (i, t) in tensors.into_iter().enumerate() {
+        let n = t.len();
+        *t = super::uniform(seed + i as u64, n, -0.5, 0.5);
+    }
+}
+
+/// The tensors of MODEL.md's layer skeleton in f64: the pre-norm's weight and bias, `in_proj`
+/// and `out_proj`.
+pub struct Frame64<'a> {
+    /// `norm.weight`, `norm.bias`.
+    pub norm: (&'a [f64], &'a [f64]),
+    /// `in_proj.weight` (rows, M).
+    pub in_proj: &'a [f64],
+    /// `out_proj.weight` (M, Di).
+    pub out_proj: &'a [f64],
+}
+
+/// MODEL.md's layer `u + out_proj(mix(in_proj(LayerNorm(u))))` in f64 for `u` `(seqs, T, M)`:
+/// per sequence, `mix` maps every step's `in_proj` rows to its `out_proj` input.
+pub fn reference_layer(
+    u: &[f64],
+    (m, t): (usize, usize),
+    f: Frame64<'_>,
+    mix: impl Fn(&[Vec<f64>]) -> Vec<Vec<f64>>,
+) -> Vec<f64> {
+    let (nw, nb) = f.norm;
+    let (w, di) = (f.in_proj.len() / m, f.out_proj.len() / m);
+    let mut out = u.to_vec();
+    for s in 0..u.len() / (t * m) {
+        let proj: Vec<Vec<f64>> = (0..t)
+            .map(|i| {
+                let v = &u[(s * t + i) * m..(s * t + i + 1) * m];
+                let mean = v.iter().sum::<f64>() / m as f64;
+                let var = v.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / m as f64;
+                let ln: Vec<f64> = (0..m).map(|j| (v[j] - mean) / (var + 1e-5).sqrt() * nw[j] + nb[j]).collect();
+                (0..w).map(|o| (0..m).map(|j| f.in_proj[o * m + j] * ln[j]).sum()).collect()
+            })
+            .collect();
+        for (i, y) in mix(&proj).iter().enumerate() {
+            for o in 0..m {
+                out[(s * t + i) * m + o] += (0..di).map(|d| f.out_proj[o * di + d] * y[d]).sum::<f64>();
+            }
+        }
+    }
+    out
+}
+
+/// The causal depthwise convolution with SiLU at step i in f64: channel d of `width` reads
+/// column `col + d` of the rows, weights `cw` `(width, k)`, bias `cb`.
+pub fn conv_silu_ref(rows: &[Vec<f64>], i: usize, (col, width): (usize, usize), cw: &[f64], cb: &[f64]) -> Vec<f64> {
+    let k = cw.len() / width;
+    (0..width)
+        .map(|d| {
+            let conv: f64 =
+                (0..k).filter(|&j| i + j >= k - 1).map(|j| cw[d * k + j] * rows[i + j + 1 - k][col + d]).sum();
+            super::silu(cb[d] + conv)
+        })
+        .collect()
+}
+
 /// One input of a layer test.
 pub struct Case<P> {
     /// The parameters.

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod layer;
+pub mod scan;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -62,14 +63,6 @@ pub const U32: f64 = 1.0 / 16_777_216.0;
 /// The f64 unit roundoff, 2^-53.
 pub const U64: f64 = f64::EPSILON / 2.0;
 
-/// A scan reference whose inputs are f64 vectors, for [`check_reference_gradients`].
-pub trait Reference: Clone {
-    /// The inputs, in the order of the analytic gradients.
-    fn inputs_mut(&mut self) -> &mut [Vec<f64>];
-    /// `<g, out>` of the reference's forward.
-    fn loss_of(&self, g: &[f64]) -> f64;
-}
-
 /// A few coordinates of each input: the first, one past the middle, the last.
 pub fn coords(len: usize) -> [usize; 3] {
     [0, len / 2 + 1, len - 1]
@@ -93,17 +86,4 @@ pub fn check_central(names: &[&str], v: &[Vec<f64>], an: &[Vec<f64>], loss: impl
             assert!((fd - an[k][i]).abs() <= tol, "g_{name}[{i}]: analytic {:e}, central difference {fd:e}", an[k][i]);
         }
     }
-}
-
-/// [`check_central`] for a scan reference: its first `names.len()` inputs, its loss `<g, out>`.
-pub fn check_reference_gradients<R: Reference>(p: &R, g: &[f64], an: &[Vec<f64>], names: &[&str]) {
-    let mut p = p.clone();
-    let v = p.inputs_mut()[..names.len()].to_vec();
-    check_central(names, &v, an, |v| {
-        let mut q = p.clone();
-        for (dst, src) in q.inputs_mut().iter_mut().zip(v) {
-            dst.clone_from(src);
-        }
-        q.loss_of(g)
-    });
 }
