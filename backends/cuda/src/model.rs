@@ -47,19 +47,20 @@ use crate::shim::{LaunchError, LossShape};
 use crate::spatial::{self, KnnParams};
 use crate::trunk::{self, BackwardIn, Saved};
 use boldcast_core::collective::{all_reduce_mean, Collective};
-use boldcast_core::model::{load_state_into, NamedTensor};
+use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{decays, Moments};
+use boldcast_core::params::{ParamStore, WeightBias};
 use boldcast_core::{
     Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
-    ParamSpec, Temporal, Tokens,
+    Temporal, Tokens,
 };
 
 /// One layer's temporal mixer (or its gradients): `layers.{i}.mamba.norm.*` and
 /// `layers.{i}.mamba.mamba.*`, in state-dict order.
-#[derive(Clone, Debug)]
-enum Mixer {
-    Mamba1(Mamba1Params),
-    Mamba2(Mamba2Params),
+#[derive(Debug)]
+enum Mixer<S> {
+    Mamba1(Mamba1Params<S>),
+    Mamba2(Mamba2Params<S>),
 }
 
 /// The sizes of the temporal mixer of either kind for one sequence length.
@@ -69,28 +70,7 @@ enum Dims {
     Mamba2(Layer2Dims),
 }
 
-impl Mixer {
-    fn zeros(dims: &Dims) -> Self {
-        match dims {
-            Dims::Mamba1(d) => Self::Mamba1(Mamba1Params::zeros(d)),
-            Dims::Mamba2(d) => Self::Mamba2(Mamba2Params::zeros(d)),
-        }
-    }
-
-    fn tensors(&self) -> Vec<&[f32]> {
-        match self {
-            Self::Mamba1(p) => p.tensors().into_iter().map(|t| &t[..]).collect(),
-            Self::Mamba2(p) => p.tensors().into_iter().map(|t| &t[..]).collect(),
-        }
-    }
-
-    fn tensors_mut(&mut self) -> Vec<&mut [f32]> {
-        match self {
-            Self::Mamba1(p) => p.tensors_mut().into_iter().map(|t| &mut t[..]).collect(),
-            Self::Mamba2(p) => p.tensors_mut().into_iter().map(|t| &mut t[..]).collect(),
-        }
-    }
-
+impl Mixer<&[f32]> {
     /// The layer's forward over `seqs` sequences: its output and what the backward needs.
     fn forward(&self, dims: &Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved), LaunchError> {
         match (self, dims) {
@@ -106,79 +86,50 @@ impl Mixer {
         dims: &Dims,
         b: BackwardIn<'_>,
         saved: &mut Saved,
-        g: &mut Mixer,
+        g: &mut Mixer<&mut [f32]>,
         pool: &Pool,
     ) -> Result<Buf, LaunchError> {
         match (self, dims, g) {
-            (Self::Mamba1(p), Dims::Mamba1(d), Self::Mamba1(g)) => trunk::backward(p, d, b, saved, g, pool),
-            (Self::Mamba2(p), Dims::Mamba2(d), Self::Mamba2(g)) => trunk::backward(p, d, b, saved, g, pool),
+            (Self::Mamba1(p), Dims::Mamba1(d), Mixer::Mamba1(g)) => trunk::backward(p, d, b, saved, g, pool),
+            (Self::Mamba2(p), Dims::Mamba2(d), Mixer::Mamba2(g)) => trunk::backward(p, d, b, saved, g, pool),
             _ => unreachable!("the parameters and sizes come from the same config"),
         }
     }
 }
 
-/// One layer's parameters (or gradients).
-#[derive(Clone, Debug)]
-struct LayerParams {
+/// One layer's tensors (or gradients).
+struct LayerParams<S> {
     /// `layers.{i}.mamba.norm.*` and `layers.{i}.mamba.mamba.*`.
-    mamba: Mixer,
+    mamba: Mixer<S>,
     /// `layers.{i}.knn.*`, absent when `k_neighbors == 0`.
-    knn: Option<KnnParams>,
+    knn: Option<KnnParams<S>>,
 }
 
-/// Every tensor of the model (or its gradient), PyTorch layouts.
-#[derive(Clone, Debug)]
-struct Params {
-    embed_w: Vec<f32>,
-    embed_b: Vec<f32>,
-    layers: Vec<LayerParams>,
-    final_w: Vec<f32>,
-    final_b: Vec<f32>,
-    head_w: Vec<f32>,
-    head_b: Vec<f32>,
+/// Every tensor of the model (or its gradient) as the layers read it: views of a
+/// [`ParamStore`], PyTorch layouts.
+struct Params<S> {
+    embed: WeightBias<S>,
+    layers: Vec<LayerParams<S>>,
+    final_norm: WeightBias<S>,
+    head: WeightBias<S>,
 }
 
-impl Params {
-    fn zeros(cfg: &ModelConfig, dims: &Dims) -> Self {
-        let (m, hd) = (cfg.d_model, cfg.n_horizons() * cfg.d_in);
-        let z = |n: usize| vec![0.0f32; n];
-        let layer =
-            || LayerParams { mamba: Mixer::zeros(dims), knn: (cfg.k_neighbors > 0).then(|| KnnParams::zeros(m)) };
-        Self {
-            embed_w: z(m * cfg.d_in),
-            embed_b: z(m),
-            layers: (0..cfg.n_layers).map(|_| layer()).collect(),
-            final_w: z(m),
-            final_b: z(m),
-            head_w: z(hd * m),
-            head_b: z(hd),
+impl<S> Params<S> {
+    /// The groups of `tensors`, given in state-dict order ([`ModelConfig::param_specs`]).
+    fn take(cfg: &ModelConfig, tensors: impl Iterator<Item = S>) -> Self {
+        let it = &mut tensors.into_iter();
+        let embed = WeightBias::take(it);
+        let mut layers = Vec::with_capacity(cfg.n_layers);
+        for _ in 0..cfg.n_layers {
+            let mamba = match cfg.temporal {
+                Temporal::Mamba => Mixer::Mamba1(Mamba1Params::take(it)),
+                Temporal::Mamba2 => Mixer::Mamba2(Mamba2Params::take(it)),
+            };
+            let knn = (cfg.k_neighbors > 0).then(|| KnnParams::take(it));
+            layers.push(LayerParams { mamba, knn });
         }
-    }
-
-    /// The tensors in [`ModelConfig::param_specs`] order.
-    fn slices(&self) -> Vec<&[f32]> {
-        let mut v: Vec<&[f32]> = vec![&self.embed_w, &self.embed_b];
-        for l in &self.layers {
-            v.extend(l.mamba.tensors());
-            if let Some(k) = &l.knn {
-                v.extend(k.tensors().into_iter().map(|t| &t[..]));
-            }
-        }
-        v.extend([&self.final_w[..], &self.final_b, &self.head_w, &self.head_b]);
-        v
-    }
-
-    /// Mutable [`Params::slices`], same order.
-    fn slices_mut(&mut self) -> Vec<&mut [f32]> {
-        let mut v: Vec<&mut [f32]> = vec![&mut self.embed_w, &mut self.embed_b];
-        for l in &mut self.layers {
-            v.extend(l.mamba.tensors_mut());
-            if let Some(k) = &mut l.knn {
-                v.extend(k.tensors_mut().into_iter().map(|t| &mut t[..]));
-            }
-        }
-        v.extend([&mut self.final_w[..], &mut self.final_b, &mut self.head_w, &mut self.head_b]);
-        v
+        let (final_norm, head) = (WeightBias::take(it), WeightBias::take(it));
+        Self { embed, layers, final_norm, head }
     }
 }
 
@@ -215,9 +166,9 @@ pub struct CudaModel {
     cfg: ModelConfig,
     adj: Option<Adjacency>,
     nb: Option<Neighbours>,
-    specs: Vec<ParamSpec>,
-    params: Params,
-    grads: Params,
+    /// The parameters and their gradients, state-dict order ([`ParamStore`]).
+    params: ParamStore<f32>,
+    grads: ParamStore<f32>,
     adam: AdamState,
     pool: Pool,
     /// Where the launches run: the shim, or the device the pool lends memory of.
@@ -239,19 +190,10 @@ impl CudaModel {
             (Some(a), k) => return Err(Error::config("adjacency.k", a.k(), format!("model.k_neighbors is {k}"))),
             (None, k) => return Err(Error::config("model.k_neighbors", k, "needs an adjacency (P, k)")),
         };
-        let dims = Self::layer_dims(&cfg, 1, 1);
-        let specs = cfg.param_specs();
-        let params = Params::zeros(&cfg, &dims);
-        // The names come from param_specs, the buffers from the structs: they must agree.
-        for (s, t) in specs.iter().zip(params.slices()) {
-            if s.numel() != t.len() {
-                return Err(Error::Param { name: s.name.clone(), reason: format!("buffer of {}", t.len()) });
-            }
-        }
-        let grads = params.clone();
+        let (params, grads) = (ParamStore::zeros(cfg.param_specs()), ParamStore::zeros(cfg.param_specs()));
         let (adam, pool, exec) = (AdamState::default(), Pool::new(), Exec::shim());
         let precision = Precision::F32;
-        Ok(Self { cfg, adj: adjacency, nb, specs, params, grads, adam, pool, exec, precision })
+        Ok(Self { cfg, adj: adjacency, nb, params, grads, adam, pool, exec, precision })
     }
 
     /// [`CudaModel::new`] with the initial weights of `seed`, those the CPU backend draws for
@@ -263,9 +205,14 @@ impl CudaModel {
         Ok(m)
     }
 
+    /// The parameters as the layers read them.
+    fn view(&self) -> Params<&[f32]> {
+        Params::take(&self.cfg, self.params.tensors())
+    }
+
     /// Draws the initial weights of `seed` into the parameters.
     fn init(&mut self, seed: u64) -> Result<(), Error> {
-        boldcast_cpu::init::initialize(&self.specs, self.params.slices_mut(), seed)
+        self.params.initialize(seed)
     }
 
     /// [`CudaModel::seeded`] on CUDA device 0 (`--backend cuda`); no usable device is an
@@ -395,10 +342,11 @@ impl CudaModel {
     fn trunk(&self, tok: &[f32], s: Batch, keep: bool) -> Result<(Buf, Vec<Kept>), Error> {
         let (m, pool) = (self.cfg.d_model, &self.pool);
         let dims = self.dims(s);
+        let prm = self.view();
         let mut x = pool.zeros(s.rows() * m);
-        linear::forward(tok, &self.params.embed_w, Some(&self.params.embed_b), m, &mut x)?;
+        linear::forward(tok, prm.embed.w, Some(prm.embed.b), m, &mut x)?;
         let mut kept = Vec::new();
-        for l in &self.params.layers {
+        for l in &prm.layers {
             let (out, saved) = l.mamba.forward(&dims, s.b * s.p, &x, pool)?;
             let input = std::mem::replace(&mut x, out);
             let mid = match (&l.knn, &self.nb) {
@@ -422,7 +370,8 @@ impl CudaModel {
     fn final_norm(&self, x: &[f32], rows: usize) -> Result<Buf, Error> {
         let m = self.cfg.d_model;
         let mut e = self.pool.zeros(rows * m);
-        layernorm::forward(x, rows, m, &self.params.final_w, &self.params.final_b, &mut e)?;
+        let norm = &self.view().final_norm;
+        layernorm::forward(x, rows, m, norm.w, norm.b, &mut e)?;
         Ok(e)
     }
 
@@ -430,7 +379,8 @@ impl CudaModel {
     fn head(&self, e: &[f32], s: Batch) -> Result<Buf, Error> {
         let hd = self.cfg.n_horizons() * self.cfg.d_in;
         let mut ps = self.pool.zeros(s.rows() * hd);
-        linear::forward(e, &self.params.head_w, Some(&self.params.head_b), hd, &mut ps)?;
+        let head = &self.view().head;
+        linear::forward(e, head.w, Some(head.b), hd, &mut ps)?;
         let mut pred = self.pool.zeros(ps.len());
         layout::swap_axes(&ps, s.b, s.p, s.t, hd, &mut pred)?;
         Ok(pred)
@@ -479,19 +429,20 @@ impl CudaModel {
         let mut g_ps = pool.zeros(g_pred.len());
         layout::swap_axes(&g_pred, s.b, s.t, s.p, hd, &mut g_ps)?;
         drop(g_pred);
-        let (prm, grd) = (&self.params, &mut self.grads);
-        linear::backward_params(rows, &e, &g_ps, &mut grd.head_w, Some(&mut grd.head_b))?;
+        let prm = Params::take(&self.cfg, self.params.tensors());
+        let grd = Params::take(&self.cfg, self.grads.tensors_mut());
+        linear::backward_params(rows, &e, &g_ps, grd.head.w, Some(grd.head.b))?;
         let mut g_e = pool.zeros(rows * m);
-        linear::backward_input(&g_ps, &prm.head_w, hd, 0.0, &mut g_e)?;
+        linear::backward_input(&g_ps, prm.head.w, hd, 0.0, &mut g_e)?;
         // layernorm::backward adds to its input gradient.
         let mut g = pool.zeros(rows * m);
         layernorm::backward(
             x,
             rows,
             m,
-            &prm.final_w,
+            prm.final_norm.w,
             &g_e,
-            layernorm::Grads { x: &mut g, w: &mut grd.final_w, b: &mut grd.final_b },
+            layernorm::Grads { x: &mut g, w: grd.final_norm.w, b: grd.final_norm.b },
             &pool,
         )?;
         Ok((loss, g))
@@ -503,16 +454,14 @@ impl CudaModel {
         let _on = self.on()?;
         let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
-        for g in self.grads.slices_mut() {
-            g.fill(0.0);
-        }
+        self.grads.zero();
         let tok = self.tokens_seq(tokens.data(), s)?;
         let (x, kept) = self.trunk(&tok, s, true)?;
         let (loss, g) = self.head_backward(&x, tokens.data(), s, offset)?;
         drop(x);
         let g = self.layers_backward(kept, g, s)?;
-        let grd = &mut self.grads;
-        linear::backward_params(s.rows(), &tok, &g, &mut grd.embed_w, Some(&mut grd.embed_b))?;
+        let grd = Params::take(&self.cfg, self.grads.tensors_mut());
+        linear::backward_params(s.rows(), &tok, &g, grd.embed.w, Some(grd.embed.b))?;
         Ok(loss)
     }
 
@@ -521,7 +470,9 @@ impl CudaModel {
     fn layers_backward(&mut self, kept: Vec<Kept>, mut g: Buf, s: Batch) -> Result<Buf, Error> {
         let (pool, m) = (self.pool.clone(), self.cfg.d_model);
         let dims = self.dims(s);
-        let layers = self.params.layers.iter().zip(self.grads.layers.iter_mut());
+        let prm = Params::take(&self.cfg, self.params.tensors());
+        let mut grd = Params::take(&self.cfg, self.grads.tensors_mut());
+        let layers = prm.layers.iter().zip(grd.layers.iter_mut());
         for ((l, lg), mut k) in layers.zip(kept).rev() {
             if let (Some(kp), Some(kg), Some(nb), Some(mid)) = (&l.knn, &mut lg.knn, &self.nb, &k.mid) {
                 let mut gt = pool.zeros(g.len());
@@ -557,7 +508,8 @@ impl CudaModel {
     /// copy; a device build holds each group contiguous.
     fn adam_group(&mut self, members: &[usize], args: crate::shim::AdamArgs) -> Result<u64, Error> {
         let (mut p, mut g, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (params, grads) = (self.params.slices(), self.grads.slices());
+        let (params, grads): (Vec<&[f32]>, Vec<&[f32]>) =
+            (self.params.tensors().collect(), self.grads.tensors().collect());
         for &i in members {
             let len = params[i].len();
             let (mi, vi) = self.adam.moments[i].get_or_insert_with(|| (vec![0.0; len], vec![0.0; len]));
@@ -567,7 +519,7 @@ impl CudaModel {
             v.extend_from_slice(vi);
         }
         adam_step(&mut p, &g, &mut m, &mut v, args)?;
-        let mut params = self.params.slices_mut();
+        let mut params: Vec<&mut [f32]> = self.params.tensors_mut().collect();
         let mut at = 0;
         for &i in members {
             let len = params[i].len();
@@ -579,14 +531,6 @@ impl CudaModel {
         }
         Ok(p.len() as u64)
     }
-}
-
-fn named(specs: &[ParamSpec], slices: Vec<&[f32]>) -> Vec<NamedTensor<f32>> {
-    specs
-        .iter()
-        .zip(slices)
-        .map(|(s, t)| NamedTensor { name: s.name.clone(), shape: s.shape.clone(), data: t.to_vec() })
-        .collect()
 }
 
 impl Model<f32> for CudaModel {
@@ -640,9 +584,7 @@ impl Model<f32> for CudaModel {
     fn grad_sq_norm(&self) -> f64 {
         // As in scale_grads: without the device, the shim sums the host copy.
         let _on = self.on().ok();
-        let mut flat = Vec::new();
-        self.grads_to_flat(&mut flat);
-        global_norm(&flat).map_or(f64::NAN, |(sq, _)| sq)
+        global_norm(self.grads.flat()).map_or(f64::NAN, |(sq, _)| sq)
     }
 
     /// One launch over every gradient entry (through a flat copy in shim mode, for the same
@@ -650,10 +592,7 @@ impl Model<f32> for CudaModel {
     fn scale_grads(&mut self, factor: f64) {
         // The gradients are host buffers: should the device not be entered, the shim scales them.
         let _on = self.on().ok();
-        let mut flat = Vec::new();
-        self.grads_to_flat(&mut flat);
-        crate::optim::scale(&mut flat, factor).expect("an elementwise launch over the gradients is valid");
-        self.grads_from_flat(&flat).expect("the flat buffer was made from these gradients");
+        crate::optim::scale(self.grads.flat_mut(), factor).expect("an elementwise launch over the gradients is valid");
     }
 
     /// Only the core's Adam runs here (the crate's Adam kernel, moments held by the model);
@@ -666,16 +605,16 @@ impl Model<f32> for CudaModel {
         cfg.validate()?;
         let t = self.next_step(opt)?;
         opt.begin_step();
-        let n = self.specs.len();
+        let n = self.params.specs().len();
         self.adam.moments.resize(n, None);
-        let decaying: Vec<bool> = self.specs.iter().map(|s| decays(&s.name, &s.shape)).collect();
+        let decaying: Vec<bool> = self.params.specs().iter().map(|s| decays(&s.name, &s.shape)).collect();
         let mut decayed = 0;
         // The step's scalars differ between tensors only by their weight decay, so the tensors
         // that decay and those that do not each take one launch over their concatenation.
         for group in [true, false] {
             let members: Vec<usize> = (0..n).filter(|&i| decaying[i] == group).collect();
             let Some(&first) = members.first() else { continue };
-            let spec = &self.specs[first];
+            let spec = &self.params.specs()[first];
             let args = adam_args(&cfg, t, lr, &spec.name, &spec.shape);
             let count = self.adam_group(&members, args)?;
             if group && cfg.weight_decay != 0.0 {
@@ -688,15 +627,15 @@ impl Model<f32> for CudaModel {
     }
 
     fn state(&self) -> Vec<NamedTensor<f32>> {
-        named(&self.specs, self.params.slices())
+        self.params.named()
     }
 
     fn grads(&self) -> Vec<NamedTensor<f32>> {
-        named(&self.specs, self.grads.slices())
+        self.grads.named()
     }
 
     fn load_state(&mut self, tensors: &[NamedTensor<f32>]) -> Result<(), Error> {
-        load_state_into(&self.specs, self.params.slices_mut(), tensors)
+        self.params.load(tensors)
     }
 
     fn optimizer_state(&self) -> Option<(u64, Vec<Moments<f32>>)> {
@@ -704,17 +643,17 @@ impl Model<f32> for CudaModel {
             Some(Some((m, v))) => Moments { m: m.clone(), v: v.clone() },
             _ => Moments::default(),
         };
-        Some((self.adam.t, (0..self.specs.len()).map(entry).collect()))
+        Some((self.adam.t, (0..self.params.specs().len()).map(entry).collect()))
     }
 
     /// One entry per parameter at most (missing or empty: not updated yet); a non-empty
     /// entry must have its tensor's size, or nothing changes and the error names it.
     fn restore_optimizer_state(&mut self, t: u64, moments: &[Moments<f32>]) -> Result<(), Error> {
-        if moments.len() > self.specs.len() {
-            return Err(Error::shape("optimizer moments (tensors)", self.specs.len(), moments.len()));
+        if moments.len() > self.params.specs().len() {
+            return Err(Error::shape("optimizer moments (tensors)", self.params.specs().len(), moments.len()));
         }
-        let mut out = vec![None; self.specs.len()];
-        for ((s, mo), slot) in self.specs.iter().zip(moments).zip(&mut out) {
+        let mut out = vec![None; self.params.specs().len()];
+        for ((s, mo), slot) in self.params.specs().iter().zip(moments).zip(&mut out) {
             if mo.m.is_empty() && mo.v.is_empty() {
                 continue;
             }
@@ -734,7 +673,7 @@ impl Model<f32> for CudaModel {
     }
 }
 
-/// The gradient buffers are copied straight to and from the flat buffer. The all-reduce of
+/// The gradients are one flat buffer already, in the collective's layout. The all-reduce of
 /// data-parallel training goes through a flat buffer of the model's pool, on a device its
 /// managed memory, so that NCCL (`boldcast-comm`'s `nccl`) sums it on the device where it is.
 impl DataParallel<f32> for CudaModel {
@@ -742,35 +681,17 @@ impl DataParallel<f32> for CudaModel {
         if c.size() <= 1 {
             return Ok(());
         }
-        let n: usize = self.grads.slices().iter().map(|s| s.len()).sum();
-        let mut flat = self.pool.zeros(n);
-        let mut at = 0;
-        for s in self.grads.slices() {
-            flat[at..at + s.len()].copy_from_slice(s);
-            at += s.len();
-        }
+        let mut flat = self.pool.copy_of(self.grads.flat());
         all_reduce_mean(c, &mut flat)?;
         self.grads_from_flat(&flat)
     }
 
     fn grads_to_flat(&self, flat: &mut Vec<f32>) {
         flat.clear();
-        for s in self.grads.slices() {
-            flat.extend_from_slice(s);
-        }
+        flat.extend_from_slice(self.grads.flat());
     }
 
     fn grads_from_flat(&mut self, flat: &[f32]) -> Result<(), Error> {
-        let n: usize = self.grads.slices().iter().map(|s| s.len()).sum();
-        if flat.len() != n {
-            return Err(Error::shape("gradients (flat)", n, flat.len()));
-        }
-        let mut rest = flat;
-        for s in self.grads.slices_mut() {
-            let (head, tail) = rest.split_at(s.len());
-            s.copy_from_slice(head);
-            rest = tail;
-        }
-        Ok(())
+        self.grads.copy_from_flat("gradients (flat)", flat)
     }
 }

@@ -10,85 +10,48 @@ use crate::ops::{layernorm, linear};
 use crate::pool::{Buf, Pool};
 use crate::shim::Result;
 
-/// The block's parameters (or gradients), PyTorch layouts: `Linear` weights `(M, M)`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KnnParams {
-    /// `knn.norm.weight` (M).
-    pub norm_w: Vec<f32>,
-    /// `knn.norm.bias` (M).
-    pub norm_b: Vec<f32>,
-    /// `knn.q.weight` (M, M).
-    pub q_w: Vec<f32>,
-    /// `knn.q.bias` (M).
-    pub q_b: Vec<f32>,
-    /// `knn.kproj.weight` (M, M).
-    pub k_w: Vec<f32>,
-    /// `knn.kproj.bias` (M).
-    pub k_b: Vec<f32>,
-    /// `knn.v.weight` (M, M).
-    pub v_w: Vec<f32>,
-    /// `knn.v.bias` (M).
-    pub v_b: Vec<f32>,
-    /// `knn.out.weight` (M, M).
-    pub out_w: Vec<f32>,
-    /// `knn.out.bias` (M).
-    pub out_b: Vec<f32>,
+boldcast_core::param_group! {
+    /// The block's parameters (or gradients), PyTorch layouts: `Linear` weights `(M, M)`, in
+    /// state-dict order. `S` is `Vec<f32>` (owned), `&[f32]` (a view of the model's store) or
+    /// `&mut [f32]` (gradients to add to).
+    pub struct KnnParams {
+        /// `knn.norm.weight` (M).
+        norm_w,
+        /// `knn.norm.bias` (M).
+        norm_b,
+        /// `knn.q.weight` (M, M).
+        q_w,
+        /// `knn.q.bias` (M).
+        q_b,
+        /// `knn.kproj.weight` (M, M).
+        k_w,
+        /// `knn.kproj.bias` (M).
+        k_b,
+        /// `knn.v.weight` (M, M).
+        v_w,
+        /// `knn.v.bias` (M).
+        v_b,
+        /// `knn.out.weight` (M, M).
+        out_w,
+        /// `knn.out.bias` (M).
+        out_b,
+    }
 }
 
-impl KnnParams {
+impl KnnParams<Vec<f32>> {
     /// All zeros for width `m`.
     pub fn zeros(m: usize) -> Self {
-        let (v, w) = (vec![0.0f32; m], vec![0.0f32; m * m]);
-        Self {
-            norm_w: v.clone(),
-            norm_b: v.clone(),
-            q_w: w.clone(),
-            q_b: v.clone(),
-            k_w: w.clone(),
-            k_b: v.clone(),
-            v_w: w.clone(),
-            v_b: v.clone(),
-            out_w: w,
-            out_b: v,
-        }
+        let (v, w) = (|| vec![0.0f32; m], || vec![0.0f32; m * m]);
+        let (norm_w, norm_b) = (v(), v());
+        Self { norm_w, norm_b, q_w: w(), q_b: v(), k_w: w(), k_b: v(), v_w: w(), v_b: v(), out_w: w(), out_b: v() }
     }
+}
 
-    /// Every tensor, in state-dict order.
-    pub fn tensors(&self) -> [&Vec<f32>; 10] {
-        [
-            &self.norm_w,
-            &self.norm_b,
-            &self.q_w,
-            &self.q_b,
-            &self.k_w,
-            &self.k_b,
-            &self.v_w,
-            &self.v_b,
-            &self.out_w,
-            &self.out_b,
-        ]
-    }
-
-    /// Every tensor, mutably, in state-dict order.
-    pub fn tensors_mut(&mut self) -> [&mut Vec<f32>; 10] {
-        [
-            &mut self.norm_w,
-            &mut self.norm_b,
-            &mut self.q_w,
-            &mut self.q_b,
-            &mut self.k_w,
-            &mut self.k_b,
-            &mut self.v_w,
-            &mut self.v_b,
-            &mut self.out_w,
-            &mut self.out_b,
-        ]
-    }
-
+impl KnnParams<&[f32]> {
     /// The stacked `(3M, M)` weight and `(3M)` bias of q, k and v (a device build keeps them
     /// stacked in its parameter buffer instead of copying them per call).
     fn stacked(&self) -> (Vec<f32>, Vec<f32>) {
-        ([&self.q_w[..], &self.k_w, &self.v_w].concat(), [&self.q_b[..], &self.k_b, &self.v_b].concat())
+        ([self.q_w, self.k_w, self.v_w].concat(), [self.q_b, self.k_b, self.v_b].concat())
     }
 }
 
@@ -101,10 +64,17 @@ struct Internals {
 }
 
 /// Everything up to the attention's output (before the out projection).
-fn internals(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32], pool: &Pool) -> Result<Internals> {
+fn internals(
+    p: &KnnParams<&[f32]>,
+    nb: &Neighbours,
+    m: usize,
+    groups: usize,
+    x: &[f32],
+    pool: &Pool,
+) -> Result<Internals> {
     let rows = x.len() / m;
     let mut h = pool.zeros(rows * m);
-    layernorm::forward(x, rows, m, &p.norm_w, &p.norm_b, &mut h)?;
+    layernorm::forward(x, rows, m, p.norm_w, p.norm_b, &mut h)?;
     let (w3, b3) = p.stacked();
     let mut qkv = pool.zeros(rows * 3 * m);
     linear::forward(&h, &w3, Some(&b3), 3 * m, &mut qkv)?;
@@ -117,28 +87,28 @@ fn internals(p: &KnnParams, nb: &Neighbours, m: usize, groups: usize, x: &[f32],
 pub type Mixing<'a> = (&'a Neighbours, usize, usize);
 
 /// `x + attention(x)` for `x` `(groups P, M)`.
-pub fn forward(p: &KnnParams, (nb, m, groups): Mixing<'_>, x: &[f32], pool: &Pool) -> Result<Buf> {
+pub fn forward(p: &KnnParams<&[f32]>, (nb, m, groups): Mixing<'_>, x: &[f32], pool: &Pool) -> Result<Buf> {
     let it = internals(p, nb, m, groups, x, pool)?;
     // The residual: the out projection adds onto a copy of x.
     let mut out = pool.copy_of(x);
-    linear::forward_add(&it.att, &p.out_w, &p.out_b, m, &mut out)?;
+    linear::forward_add(&it.att, p.out_w, p.out_b, m, &mut out)?;
     Ok(out)
 }
 
 /// The backward of [`forward`] for the output gradient `g_out`: returns `g_x`, and adds the
 /// parameter gradients to `g`.
 pub fn backward(
-    p: &KnnParams,
+    p: &KnnParams<&[f32]>,
     (nb, m, groups): Mixing<'_>,
     (x, g_out): (&[f32], &[f32]),
-    g: &mut KnnParams,
+    g: &mut KnnParams<&mut [f32]>,
     pool: &Pool,
 ) -> Result<Buf> {
     let rows = x.len() / m;
     let it = internals(p, nb, m, groups, x, pool)?;
-    linear::backward_params(rows, &it.att, g_out, &mut g.out_w, Some(&mut g.out_b))?;
+    linear::backward_params(rows, &it.att, g_out, g.out_w, Some(&mut g.out_b))?;
     let mut g_att = pool.zeros(rows * m);
-    linear::backward_input(g_out, &p.out_w, m, 0.0, &mut g_att)?;
+    linear::backward_input(g_out, p.out_w, m, 0.0, &mut g_att)?;
     let mut g_qkv = pool.zeros(rows * 3 * m);
     attend_backward(nb, m, groups, &it.qkv, &it.w, &g_att, &mut g_qkv)?;
     drop(g_att);
@@ -157,7 +127,7 @@ pub fn backward(
     drop((g_qkv, it));
     // The residual's gradient; the LayerNorm's backward adds to it.
     let mut g_x = pool.copy_of(g_out);
-    let lg = layernorm::Grads { x: &mut g_x, w: &mut g.norm_w, b: &mut g.norm_b };
-    layernorm::backward(x, rows, m, &p.norm_w, &g_h, lg, pool)?;
+    let lg = layernorm::Grads { x: &mut g_x, w: g.norm_w, b: g.norm_b };
+    layernorm::backward(x, rows, m, p.norm_w, &g_h, lg, pool)?;
     Ok(g_x)
 }

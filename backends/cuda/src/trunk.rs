@@ -80,8 +80,8 @@ pub struct Saved {
 /// The part of a layer that differs between the mixers: from the pre-norm's output `ln` to
 /// the input of `out_proj`, and back. Implemented by each layer's sizes.
 pub trait Mixer {
-    /// The layer's parameters (or their gradients).
-    type Params;
+    /// The layer's parameters (or their gradients), with storage `S` (a `param_group!`).
+    type Params<S>;
     /// The forward's internals of one group, recomputed by the backward.
     type Internals;
     /// What the backward keeps of the output stage besides the internals.
@@ -90,16 +90,16 @@ pub trait Mixer {
     /// How both passes cut the batch, and the layer's width.
     fn groups(&self) -> Groups;
     /// The tensors around the mixer.
-    fn frame(p: &Self::Params) -> Frame<&[f32]>;
+    fn frame<'a>(p: &Self::Params<&'a [f32]>) -> Frame<&'a [f32]>;
     /// The gradients of the tensors around the mixer.
-    fn frame_mut(g: &mut Self::Params) -> Frame<&mut [f32]>;
+    fn frame_mut<'a>(g: &'a mut Self::Params<&mut [f32]>) -> Frame<&'a mut [f32]>;
     /// Everything from `ln` (`(seqs, T, M)`) to the scan's inputs.
-    fn internals(&self, p: &Self::Params, seqs: usize, ln: &[f32], pool: &Pool) -> Result<Self::Internals>;
+    fn internals(&self, p: &Self::Params<&[f32]>, seqs: usize, ln: &[f32], pool: &Pool) -> Result<Self::Internals>;
     /// The scan (its checkpoints into `ckpt`) and what gates it: the input of `out_proj`,
     /// and what the backward keeps.
     fn mix(
         &self,
-        p: &Self::Params,
+        p: &Self::Params<&[f32]>,
         it: &Self::Internals,
         seqs: usize,
         ckpt: &mut [f32],
@@ -109,9 +109,9 @@ pub trait Mixer {
     /// `in_proj`'s bands of rows, in row order; the mixer's parameter gradients add to `g`.
     fn backward(
         &self,
-        p: &Self::Params,
+        p: &Self::Params<&[f32]>,
         pass: MixPass<'_, Self::Internals, Self::Kept>,
-        g: &mut Self::Params,
+        g: &mut Self::Params<&mut [f32]>,
         pool: &Pool,
     ) -> Result<Vec<Buf>>;
 }
@@ -133,7 +133,7 @@ pub struct MixPass<'a, I, K> {
 }
 
 /// The pre-norm of `rows` rows of `u`, its output from the pool.
-fn pre_norm<L: Mixer>(z: &L, p: &L::Params, u: &[f32], pool: &Pool) -> Result<Buf> {
+fn pre_norm<L: Mixer>(z: &L, p: &L::Params<&[f32]>, u: &[f32], pool: &Pool) -> Result<Buf> {
     let (f, m) = (L::frame(p), z.groups().m);
     let rows = u.len() / m;
     let mut ln = pool.zeros(rows * m);
@@ -143,7 +143,7 @@ fn pre_norm<L: Mixer>(z: &L, p: &L::Params, u: &[f32], pool: &Pool) -> Result<Bu
 
 /// The layer's forward for `u` `(seqs, T, M)`: the output `u + mixer(LayerNorm(u))` and the
 /// scan's checkpoints.
-pub fn forward<L: Mixer>(p: &L::Params, z: &L, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved)> {
+pub fn forward<L: Mixer>(p: &L::Params<&[f32]>, z: &L, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved)> {
     let groups = z.groups();
     let (tm, ck) = (groups.tm(), groups.ck);
     let mut out = pool.copy_of(u);
@@ -164,11 +164,11 @@ pub fn forward<L: Mixer>(p: &L::Params, z: &L, seqs: usize, u: &[f32], pool: &Po
 /// and parameters; its checkpoints are rewritten with the same values. `g_u` starts as
 /// `g_out` (the residual's gradient) and each group adds the rest of its own.
 pub fn backward<L: Mixer>(
-    p: &L::Params,
+    p: &L::Params<&[f32]>,
     z: &L,
     b: BackwardIn<'_>,
     saved: &mut Saved,
-    g: &mut L::Params,
+    g: &mut L::Params<&mut [f32]>,
     pool: &Pool,
 ) -> Result<Buf> {
     let groups = z.groups();
@@ -184,12 +184,12 @@ pub fn backward<L: Mixer>(
 
 /// The backward of one group: recompute, then walk the layer back from `out_proj`.
 fn backward_group<L: Mixer>(
-    p: &L::Params,
+    p: &L::Params<&[f32]>,
     z: &L,
     b: BackwardIn<'_>,
     ckpt: &mut [f32],
     g_u: &mut [f32],
-    g: &mut L::Params,
+    g: &mut L::Params<&mut [f32]>,
     pool: &Pool,
 ) -> Result<()> {
     let (f, m) = (L::frame(p), z.groups().m);
@@ -215,12 +215,17 @@ fn backward_group<L: Mixer>(
 /// [`Mixer::frame`] and [`Mixer::frame_mut`] of a parameter struct whose tensors around the
 /// mixer are its fields `norm_w`, `norm_b`, `in_proj` and `out_proj`.
 macro_rules! frame_fields {
-    ($params:ty) => {
-        fn frame(p: &$params) -> Frame<&[f32]> {
-            Frame { norm_w: &p.norm_w, norm_b: &p.norm_b, in_proj: &p.in_proj, out_proj: &p.out_proj }
+    () => {
+        fn frame<'a>(p: &Self::Params<&'a [f32]>) -> Frame<&'a [f32]> {
+            Frame { norm_w: p.norm_w, norm_b: p.norm_b, in_proj: p.in_proj, out_proj: p.out_proj }
         }
-        fn frame_mut(g: &mut $params) -> Frame<&mut [f32]> {
-            Frame { norm_w: &mut g.norm_w, norm_b: &mut g.norm_b, in_proj: &mut g.in_proj, out_proj: &mut g.out_proj }
+        fn frame_mut<'a>(g: &'a mut Self::Params<&mut [f32]>) -> Frame<&'a mut [f32]> {
+            Frame {
+                norm_w: &mut *g.norm_w,
+                norm_b: &mut *g.norm_b,
+                in_proj: &mut *g.in_proj,
+                out_proj: &mut *g.out_proj,
+            }
         }
     };
 }

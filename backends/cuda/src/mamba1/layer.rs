@@ -43,85 +43,42 @@ impl LayerDims {
     }
 }
 
-/// The layer's parameters (or their gradients), PyTorch layout, row-major (MODEL.md's table).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Mamba1Params {
-    /// `norm.weight` (M).
-    pub norm_w: Vec<f32>,
-    /// `norm.bias` (M).
-    pub norm_b: Vec<f32>,
-    /// `conv1d.weight` (Di, K).
-    pub conv_w: Vec<f32>,
-    /// `conv1d.bias` (Di).
-    pub conv_b: Vec<f32>,
-    /// `in_proj.weight` (2 Di, M): the rows of `x`, then those of `z`.
-    pub in_proj: Vec<f32>,
-    /// `x_proj.weight` (R + 2 N, Di): the rows of `dr`, `Bc`, `Cc`.
-    pub x_proj: Vec<f32>,
-    /// `dt_proj.weight` (Di, R).
-    pub dt_w: Vec<f32>,
-    /// `dt_proj.bias` (Di).
-    pub dt_b: Vec<f32>,
-    /// `A_log` (Di, N).
-    pub a_log: Vec<f32>,
-    /// `D` (Di).
-    pub d: Vec<f32>,
-    /// `out_proj.weight` (M, Di).
-    pub out_proj: Vec<f32>,
+boldcast_core::param_group! {
+    /// The layer's parameters (or their gradients), PyTorch layout, row-major (MODEL.md's
+    /// table), in state-dict order. `S` is `Vec<f32>` (owned), `&[f32]` (a view of the model's
+    /// store) or `&mut [f32]` (gradients to add to).
+    pub struct Mamba1Params {
+        /// `norm.weight` (M).
+        norm_w,
+        /// `norm.bias` (M).
+        norm_b,
+        /// `conv1d.weight` (Di, K).
+        conv_w,
+        /// `conv1d.bias` (Di).
+        conv_b,
+        /// `in_proj.weight` (2 Di, M): the rows of `x`, then those of `z`.
+        in_proj,
+        /// `x_proj.weight` (R + 2 N, Di): the rows of `dr`, `Bc`, `Cc`.
+        x_proj,
+        /// `dt_proj.weight` (Di, R).
+        dt_w,
+        /// `dt_proj.bias` (Di).
+        dt_b,
+        /// `A_log` (Di, N).
+        a_log,
+        /// `D` (Di).
+        d,
+        /// `out_proj.weight` (M, Di).
+        out_proj,
+    }
 }
 
-impl Mamba1Params {
+impl Mamba1Params<Vec<f32>> {
     /// All zeros (a gradient to accumulate into).
     pub fn zeros(z: &LayerDims) -> Self {
-        let v = |n: usize| vec![0.0f32; n];
         let (m, di) = (z.m, z.di);
-        Self {
-            norm_w: v(m),
-            norm_b: v(m),
-            conv_w: v(di * z.k),
-            conv_b: v(di),
-            in_proj: v(2 * di * m),
-            x_proj: v(z.w() * di),
-            dt_w: v(di * z.r),
-            dt_b: v(di),
-            a_log: v(di * z.n),
-            d: v(di),
-            out_proj: v(m * di),
-        }
-    }
-
-    /// Every tensor, in state-dict order.
-    pub fn tensors(&self) -> [&Vec<f32>; 11] {
-        [
-            &self.norm_w,
-            &self.norm_b,
-            &self.conv_w,
-            &self.conv_b,
-            &self.in_proj,
-            &self.x_proj,
-            &self.dt_w,
-            &self.dt_b,
-            &self.a_log,
-            &self.d,
-            &self.out_proj,
-        ]
-    }
-
-    /// Every tensor, mutably, in state-dict order.
-    pub fn tensors_mut(&mut self) -> [&mut Vec<f32>; 11] {
-        [
-            &mut self.norm_w,
-            &mut self.norm_b,
-            &mut self.conv_w,
-            &mut self.conv_b,
-            &mut self.in_proj,
-            &mut self.x_proj,
-            &mut self.dt_w,
-            &mut self.dt_b,
-            &mut self.a_log,
-            &mut self.d,
-            &mut self.out_proj,
-        ]
+        let lens = [m, m, di * z.k, di, 2 * di * m, z.w() * di, di * z.r, di, di * z.n, di, m * di];
+        Self::take(&mut lens.into_iter().map(|n| vec![0.0f32; n]))
     }
 }
 
@@ -141,9 +98,9 @@ pub struct Internals {
 }
 
 impl Internals {
-    fn scan<'a>(&'a self, p: &'a Mamba1Params, z: &LayerDims, seqs: usize) -> Scan<'a> {
+    fn scan<'a>(&'a self, p: &Mamba1Params<&'a [f32]>, z: &LayerDims, seqs: usize) -> Scan<'a> {
         let (time, di, n, q) = (z.time, z.di, z.n, z.q);
-        let (x, dt, a, b, c, d) = (&self.xs[..], &self.dt[..], &self.a[..], &self.bc[..], &self.cc[..], &p.d[..]);
+        let (x, dt, a, b, c, d) = (&self.xs[..], &self.dt[..], &self.a[..], &self.bc[..], &self.cc[..], p.d);
         Scan { base: ScanIn { seqs, time, di, n, q, x, dt, a, b, c, d }, z: &self.z }
     }
 }
@@ -156,28 +113,35 @@ impl LayerDims {
 
 /// The gated selective scan, with `dt_proj` and `x_proj` feeding it.
 impl Mixer for LayerDims {
-    type Params = Mamba1Params;
+    type Params<S> = Mamba1Params<S>;
     type Internals = Internals;
     type Kept = ();
 
-    trunk::frame_fields!(Mamba1Params);
+    trunk::frame_fields!();
 
     fn groups(&self) -> Groups {
         Groups { group: self.group, m: self.m, time: self.time, ck: self.ckpt_len(1) }
     }
 
     /// `x | z` from `in_proj`, the convolution, `dr | Bc | Cc` from `x_proj`, and `dt`.
-    fn internals(&self, p: &Mamba1Params, seqs: usize, ln: &[f32], pool: &Pool) -> Result<Internals> {
-        let [x, z] = trunk::project_bands(ln, &p.in_proj, [self.di; 2], pool)?;
-        let (c, xs) = trunk::conv_silu(self.conv(seqs), &x, &p.conv_w, &p.conv_b, pool)?;
-        let [dr, bc, cc] = trunk::project_bands(&xs, &p.x_proj, [self.r, self.n, self.n], pool)?;
-        let (dt_pre, dt) = trunk::time_steps(&dr, &p.dt_w, &p.dt_b, self.di, pool)?;
-        let a = trunk::decay(&p.a_log, pool);
+    fn internals(&self, p: &Mamba1Params<&[f32]>, seqs: usize, ln: &[f32], pool: &Pool) -> Result<Internals> {
+        let [x, z] = trunk::project_bands(ln, p.in_proj, [self.di; 2], pool)?;
+        let (c, xs) = trunk::conv_silu(self.conv(seqs), &x, p.conv_w, p.conv_b, pool)?;
+        let [dr, bc, cc] = trunk::project_bands(&xs, p.x_proj, [self.r, self.n, self.n], pool)?;
+        let (dt_pre, dt) = trunk::time_steps(&dr, p.dt_w, p.dt_b, self.di, pool)?;
+        let a = trunk::decay(p.a_log, pool);
         Ok(Internals { x, z, c, xs, dr, bc, cc, dt_pre, dt, a })
     }
 
     /// The scan's gated output, `out_proj`'s input.
-    fn mix(&self, p: &Mamba1Params, it: &Internals, seqs: usize, ckpt: &mut [f32], pool: &Pool) -> Result<(Buf, ())> {
+    fn mix(
+        &self,
+        p: &Mamba1Params<&[f32]>,
+        it: &Internals,
+        seqs: usize,
+        ckpt: &mut [f32],
+        pool: &Pool,
+    ) -> Result<(Buf, ())> {
         let mut y = pool.zeros(seqs * self.time * self.di);
         super::scan_forward(&it.scan(p, self, seqs), &mut y, ckpt)?;
         Ok((y, ()))
@@ -188,9 +152,9 @@ impl Mixer for LayerDims {
     /// peak at the scan backward).
     fn backward(
         &self,
-        p: &Mamba1Params,
+        p: &Mamba1Params<&[f32]>,
         pass: MixPass<'_, Internals, ()>,
-        g: &mut Mamba1Params,
+        g: &mut Mamba1Params<&mut [f32]>,
         pool: &Pool,
     ) -> Result<Vec<Buf>> {
         let MixPass { it, g_o: g_y, ckpt, seqs, .. } = pass;
@@ -200,14 +164,14 @@ impl Mixer for LayerDims {
         let Internals { x, z: _, c, xs, dr, bc: _, cc: _, dt_pre, dt: _, a } = it;
         let super::ScanGradients { x: mut g_xs, dt: g_dt, z: g_z, b: g_b, c: g_c, a: g_a, d: g_d } = sg;
         trunk::add_decay_grads((&mut g.a_log, &mut g.d), &a, &g_a, &g_d);
-        let g_pre = trunk::time_steps_backward(dt_pre, g_dt, &mut g.dt_b, pool)?;
+        let g_pre = trunk::time_steps_backward(dt_pre, g_dt, g.dt_b, pool)?;
         let mut g_dr = pool.zeros(rows * self.r);
-        trunk::bands_backward(rows, &dr, (&p.dt_w, &mut g.dt_w), &[&g_pre], (&mut g_dr, 0.0))?;
+        trunk::bands_backward(rows, &dr, (p.dt_w, &mut g.dt_w), &[&g_pre], (&mut g_dr, 0.0))?;
         drop((g_pre, dr));
-        trunk::bands_backward(rows, &xs, (&p.x_proj, &mut g.x_proj), &[&g_dr, &g_b, &g_c], (&mut g_xs, 1.0))?;
+        trunk::bands_backward(rows, &xs, (p.x_proj, &mut g.x_proj), &[&g_dr, &g_b, &g_c], (&mut g_xs, 1.0))?;
         drop((g_dr, g_b, g_c, xs));
         let cw = (&mut g.conv_w[..], &mut g.conv_b[..]);
-        let g_x = trunk::conv_silu_backward(self.conv(seqs), (&x, &c, &p.conv_w), &g_xs, cw, pool)?;
+        let g_x = trunk::conv_silu_backward(self.conv(seqs), (&x, &c, p.conv_w), &g_xs, cw, pool)?;
         drop((g_xs, c, x));
         Ok(vec![g_x, g_z])
     }

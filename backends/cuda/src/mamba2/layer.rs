@@ -57,80 +57,40 @@ impl Layer2Dims {
     }
 }
 
-/// The layer's parameters (or their gradients), PyTorch layout, row-major (MODEL.md's table).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Mamba2Params {
-    /// `norm.weight` of the layer's LayerNorm (M).
-    pub norm_w: Vec<f32>,
-    /// `norm.bias` (M).
-    pub norm_b: Vec<f32>,
-    /// `dt_bias` (nh).
-    pub dt_bias: Vec<f32>,
-    /// `conv1d.weight` (Di + 2N, K).
-    pub conv_w: Vec<f32>,
-    /// `conv1d.bias` (Di + 2N).
-    pub conv_b: Vec<f32>,
-    /// `in_proj.weight` (2 Di + 2N + nh, M): the rows of `z`, `xBC`, `dtr`.
-    pub in_proj: Vec<f32>,
-    /// `A_log` (nh).
-    pub a_log: Vec<f32>,
-    /// `D` (nh).
-    pub d: Vec<f32>,
-    /// `norm.weight` of the gated RMSNorm (Di).
-    pub gnorm_w: Vec<f32>,
-    /// `out_proj.weight` (M, Di).
-    pub out_proj: Vec<f32>,
+boldcast_core::param_group! {
+    /// The layer's parameters (or their gradients), PyTorch layout, row-major (MODEL.md's
+    /// table), in state-dict order. `S` is `Vec<f32>` (owned), `&[f32]` (a view of the model's
+    /// store) or `&mut [f32]` (gradients to add to).
+    pub struct Mamba2Params {
+        /// `norm.weight` of the layer's LayerNorm (M).
+        norm_w,
+        /// `norm.bias` (M).
+        norm_b,
+        /// `dt_bias` (nh).
+        dt_bias,
+        /// `conv1d.weight` (Di + 2N, K).
+        conv_w,
+        /// `conv1d.bias` (Di + 2N).
+        conv_b,
+        /// `in_proj.weight` (2 Di + 2N + nh, M): the rows of `z`, `xBC`, `dtr`.
+        in_proj,
+        /// `A_log` (nh).
+        a_log,
+        /// `D` (nh).
+        d,
+        /// `norm.weight` of the gated RMSNorm (Di).
+        gnorm_w,
+        /// `out_proj.weight` (M, Di).
+        out_proj,
+    }
 }
 
-impl Mamba2Params {
+impl Mamba2Params<Vec<f32>> {
     /// All zeros (a gradient to accumulate into).
     pub fn zeros(z: &Layer2Dims) -> Self {
-        let v = |n: usize| vec![0.0f32; n];
-        let (m, di, cd) = (z.m, z.di, z.conv_dim());
-        Self {
-            norm_w: v(m),
-            norm_b: v(m),
-            dt_bias: v(z.nh),
-            conv_w: v(cd * z.k),
-            conv_b: v(cd),
-            in_proj: v(z.proj_dim() * m),
-            a_log: v(z.nh),
-            d: v(z.nh),
-            gnorm_w: v(di),
-            out_proj: v(m * di),
-        }
-    }
-
-    /// Every tensor, in state-dict order.
-    pub fn tensors(&self) -> [&Vec<f32>; 10] {
-        [
-            &self.norm_w,
-            &self.norm_b,
-            &self.dt_bias,
-            &self.conv_w,
-            &self.conv_b,
-            &self.in_proj,
-            &self.a_log,
-            &self.d,
-            &self.gnorm_w,
-            &self.out_proj,
-        ]
-    }
-
-    /// Every tensor, mutably, in state-dict order.
-    pub fn tensors_mut(&mut self) -> [&mut Vec<f32>; 10] {
-        [
-            &mut self.norm_w,
-            &mut self.norm_b,
-            &mut self.dt_bias,
-            &mut self.conv_w,
-            &mut self.conv_b,
-            &mut self.in_proj,
-            &mut self.a_log,
-            &mut self.d,
-            &mut self.gnorm_w,
-            &mut self.out_proj,
-        ]
+        let (m, di, cd, nh) = (z.m, z.di, z.conv_dim(), z.nh);
+        let lens = [m, m, nh, cd * z.k, cd, z.proj_dim() * m, nh, nh, di, m * di];
+        Self::take(&mut lens.into_iter().map(|n| vec![0.0f32; n]))
     }
 }
 
@@ -149,9 +109,9 @@ pub struct Internals {
 }
 
 impl Internals {
-    fn scan<'a>(&'a self, p: &'a Mamba2Params, z: &Layer2Dims, seqs: usize) -> Scan2<'a> {
+    fn scan<'a>(&'a self, p: &Mamba2Params<&'a [f32]>, z: &Layer2Dims, seqs: usize) -> Scan2<'a> {
         let (time, di, n, q) = (z.time, z.di, z.n, z.q);
-        let (x, dt, a, b, c, d) = (&self.x[..], &self.dt[..], &self.a[..], &self.b[..], &self.cc[..], &p.d[..]);
+        let (x, dt, a, b, c, d) = (&self.x[..], &self.dt[..], &self.a[..], &self.b[..], &self.cc[..], p.d);
         Scan2 { base: ScanIn { seqs, time, di, n, q, x, dt, a, b, c, d }, nh: z.nh }
     }
 }
@@ -167,32 +127,32 @@ impl Layer2Dims {
 }
 
 /// The gated RMSNorm of `y` by `z` (rows of Di), its output from the pool.
-fn gated_norm(p: &Mamba2Params, rows: usize, di: usize, y: &[f32], z: &[f32], pool: &Pool) -> Result<Buf> {
+fn gated_norm(p: &Mamba2Params<&[f32]>, rows: usize, di: usize, y: &[f32], z: &[f32], pool: &Pool) -> Result<Buf> {
     let (mut o, mut rinv) = (pool.zeros(rows * di), pool.zeros(rows));
-    shim::mamba2_gnorm_fwd(norm_launch("mamba2_gnorm_fwd", rows, di)?, di, y, z, &p.gnorm_w, &mut o, &mut rinv)?;
+    shim::mamba2_gnorm_fwd(norm_launch("mamba2_gnorm_fwd", rows, di)?, di, y, z, p.gnorm_w, &mut o, &mut rinv)?;
     Ok(o)
 }
 
 /// The one-group SSD scan (as its sequential recurrence) and the gated RMSNorm after it.
 impl Mixer for Layer2Dims {
-    type Params = Mamba2Params;
+    type Params<S> = Mamba2Params<S>;
     type Internals = Internals;
     /// The scan's output `y`, the gated norm's input.
     type Kept = Buf;
 
-    trunk::frame_fields!(Mamba2Params);
+    trunk::frame_fields!();
 
     fn groups(&self) -> Groups {
         Groups { group: self.group, m: self.m, time: self.time, ck: self.ckpt_len(1) }
     }
 
     /// `z | xBC | dt` from `in_proj`, the convolution of `xBC` split into `x`, `Bc`, `Cc`.
-    fn internals(&self, p: &Mamba2Params, seqs: usize, ln: &[f32], pool: &Pool) -> Result<Internals> {
+    fn internals(&self, p: &Mamba2Params<&[f32]>, seqs: usize, ln: &[f32], pool: &Pool) -> Result<Internals> {
         let (di, cd) = (self.di, self.conv_dim());
         let (w_zx, w_dt) = p.in_proj.split_at((di + cd) * self.m);
         let [z, xbc] = trunk::project_bands(ln, w_zx, [di, cd], pool)?;
-        let (dt_pre, dt) = trunk::time_steps(ln, w_dt, &p.dt_bias, self.nh, pool)?;
-        let (c, xs) = trunk::conv_silu(self.conv(seqs), &xbc, &p.conv_w, &p.conv_b, pool)?;
+        let (dt_pre, dt) = trunk::time_steps(ln, w_dt, p.dt_bias, self.nh, pool)?;
+        let (c, xs) = trunk::conv_silu(self.conv(seqs), &xbc, p.conv_w, p.conv_b, pool)?;
         let rows = seqs * self.time;
         let [x, b, cc] = self.xbc_bands().map(|(col, width)| {
             let mut band = pool.zeros(rows * width);
@@ -201,12 +161,19 @@ impl Mixer for Layer2Dims {
         });
         let (x, b, cc) = (x?, b?, cc?);
         drop(xs);
-        let a = trunk::decay(&p.a_log, pool);
+        let a = trunk::decay(p.a_log, pool);
         Ok(Internals { z, xbc, c, x, b, cc, dt_pre, dt, a })
     }
 
     /// The scan's output `y` (kept) and its gated norm by `z`, `out_proj`'s input.
-    fn mix(&self, p: &Mamba2Params, it: &Internals, seqs: usize, ckpt: &mut [f32], pool: &Pool) -> Result<(Buf, Buf)> {
+    fn mix(
+        &self,
+        p: &Mamba2Params<&[f32]>,
+        it: &Internals,
+        seqs: usize,
+        ckpt: &mut [f32],
+        pool: &Pool,
+    ) -> Result<(Buf, Buf)> {
         let rows = seqs * self.time;
         let mut y = pool.zeros(rows * self.di);
         super::scan_forward(&it.scan(p, self, seqs), &mut y, ckpt)?;
@@ -218,23 +185,23 @@ impl Mixer for Layer2Dims {
     /// of `z`, `xBC` and `dt`'s pre-activation, each buffer dropped once its last use is past.
     fn backward(
         &self,
-        p: &Mamba2Params,
+        p: &Mamba2Params<&[f32]>,
         pass: MixPass<'_, Internals, Buf>,
-        g: &mut Mamba2Params,
+        g: &mut Mamba2Params<&mut [f32]>,
         pool: &Pool,
     ) -> Result<Vec<Buf>> {
         let MixPass { it, kept: y, g_o, ckpt, seqs } = pass;
         let (rows, di, cd) = (seqs * self.time, self.di, self.conv_dim());
         let (mut g_y, mut g_z) = (pool.zeros(rows * di), pool.zeros(rows * di));
         let gb = GnormBwd { m: di, y: &y, z: &it.z, g_o: &g_o };
-        super::gated_norm_backward(gb, rows, &p.gnorm_w, (&mut g_y, &mut g_z), &mut g.gnorm_w, pool)?;
+        super::gated_norm_backward(gb, rows, p.gnorm_w, (&mut g_y, &mut g_z), g.gnorm_w, pool)?;
         drop((g_o, y));
         let sg = super::scan_backward(&it.scan(p, self, seqs), &g_y, ckpt, pool)?;
         drop(g_y);
         let Internals { z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
         let super::Scan2Gradients { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
         trunk::add_decay_grads((&mut g.a_log, &mut g.d), &a, &g_a, &g_d);
-        let g_pre = trunk::time_steps_backward(dt_pre, g_dt, &mut g.dt_bias, pool)?;
+        let g_pre = trunk::time_steps_backward(dt_pre, g_dt, g.dt_bias, pool)?;
         // The gradient of silu(conv(xBC)), joined from those of x, Bc, Cc.
         let mut g_xs = pool.zeros(rows * cd);
         for ((col, width), gb) in self.xbc_bands().into_iter().zip([&g_x, &g_b, &g_c]) {
@@ -242,7 +209,7 @@ impl Mixer for Layer2Dims {
         }
         drop((g_x, g_b, g_c));
         let cw = (&mut g.conv_w[..], &mut g.conv_b[..]);
-        let g_xbc = trunk::conv_silu_backward(self.conv(seqs), (&xbc, &c, &p.conv_w), &g_xs, cw, pool)?;
+        let g_xbc = trunk::conv_silu_backward(self.conv(seqs), (&xbc, &c, p.conv_w), &g_xs, cw, pool)?;
         drop((g_xs, c, xbc));
         Ok(vec![g_z, g_xbc, g_pre])
     }

@@ -14,9 +14,9 @@ use common::{silu, softplus};
 const DIMS: LayerDims = LayerDims { m: 6, di: 12, n: 4, k: 3, r: 2, time: 11, q: 4, group: 2 };
 const SEQS: usize = 3;
 
-fn params(z: &LayerDims, seed: u64) -> Mamba1Params {
+fn params(z: &LayerDims, seed: u64) -> Mamba1Params<Vec<f32>> {
     let mut p = Mamba1Params::zeros(z);
-    fill_uniform(p.tensors_mut().into(), seed);
+    fill_uniform(p.view_mut().into_tensors(), seed);
     // Around MODEL.md's initialization: unit LayerNorm weight, A_log = ln(n + 1) plus noise,
     // D near 1, dt's bias near softplus^-1(0.05) so the decays stay in (0, 1) away from both.
     p.norm_w.iter_mut().for_each(|w| *w += 1.0);
@@ -62,7 +62,7 @@ fn reference(z: &LayerDims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
 // (tensor, index): one coordinate of the conv, x_proj's Bc rows, dt_proj, A_log, D, out_proj.
 crate::layer_tests!(
     Mamba1Layer,
-    Mamba1Params,
+    Mamba1Params<Vec<f32>>,
     seeds: (10, 1, 2),
     names: ["norm_w", "norm_b", "conv_w", "conv_b", "in_proj", "x_proj", "dt_w", "dt_b", "a_log", "d", "out_proj"],
     coords: [(2, 5), (5, 2 * 12 + 3), (6, 7), (8, 9), (9, 4), (10, 13), (4, 100)]

@@ -14,9 +14,9 @@ use common::{silu, softplus};
 const DIMS: Layer2Dims = Layer2Dims { m: 6, di: 12, n: 4, k: 3, nh: 3, time: 11, q: 4, group: 2 };
 const SEQS: usize = 3;
 
-fn params(z: &Layer2Dims, seed: u64) -> Mamba2Params {
+fn params(z: &Layer2Dims, seed: u64) -> Mamba2Params<Vec<f32>> {
     let mut p = Mamba2Params::zeros(z);
-    fill_uniform(p.tensors_mut().into(), seed);
+    fill_uniform(p.view_mut().into_tensors(), seed);
     // Around MODEL.md's initialization: unit norm weights, A_log = ln(h + 1) plus noise,
     // D near 1, dt_bias near softplus^-1(0.05) so the decays stay in (0, 1) away from both.
     p.norm_w.iter_mut().for_each(|w| *w += 1.0);
@@ -69,7 +69,7 @@ fn reference(z: &Layer2Dims, p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
 // D, the gated norm's weight, out_proj.
 crate::layer_tests!(
     Mamba2Layer,
-    Mamba2Params,
+    Mamba2Params<Vec<f32>>,
     seeds: (20, 3, 4),
     names: ["norm_w", "norm_b", "dt_bias", "conv_w", "conv_b", "in_proj", "a_log", "d", "gnorm_w", "out_proj"],
     coords: [(2, 1), (3, 13 * 3 + 2), (5, 20 * 6 + 1), (5, 33 * 6 + 4), (6, 2), (7, 0), (8, 5), (9, 13)]

@@ -32,9 +32,10 @@ fn the_pool_peak_of_one_layer_matches_the_model() {
         p.norm_w.fill(1.0);
         let u: Vec<f32> = (0..rows * z.m).map(|i| (i as f32 * 0.1).sin()).collect();
         let pool = Pool::new();
-        let (out, mut saved) = forward(&p, &z, seqs, &u, &pool).unwrap();
+        let (out, mut saved) = forward(&p.view(), &z, seqs, &u, &pool).unwrap();
         let mut g = Mamba1Params::zeros(&z);
-        let g_u = backward(&p, &z, BackwardIn { seqs, u: &u, g_out: &u }, &mut saved, &mut g, &pool).unwrap();
+        let g_u = backward(&p.view(), &z, BackwardIn { seqs, u: &u, g_out: &u }, &mut saved, &mut g.view_mut(), &pool)
+            .unwrap();
         drop((out, g_u, saved));
         // The layer's terms: its output (the next layer's kept input), its checkpoints, the
         // input gradient it returns, and one group's workspace with the pool's allowance.
@@ -86,9 +87,11 @@ fn mamba2_layer_peaks(z: &Layer2Dims, seqs: usize) -> (usize, usize) {
     p.gnorm_w.fill(1.0);
     let u: Vec<f32> = (0..rows * z.m).map(|i| (i as f32 * 0.1).sin()).collect();
     let pool = Pool::new();
-    let (out, mut saved) = layer2::forward(&p, z, seqs, &u, &pool).unwrap();
+    let (out, mut saved) = layer2::forward(&p.view(), z, seqs, &u, &pool).unwrap();
     let mut g = Mamba2Params::zeros(z);
-    let g_u = layer2::backward(&p, z, BackwardIn { seqs, u: &u, g_out: &u }, &mut saved, &mut g, &pool).unwrap();
+    let g_u =
+        layer2::backward(&p.view(), z, BackwardIn { seqs, u: &u, g_out: &u }, &mut saved, &mut g.view_mut(), &pool)
+            .unwrap();
     assert!(g_u.iter().chain(&g.in_proj).all(|v| v.is_finite()));
     drop((out, g_u, saved));
     assert_eq!(pool.in_use(), 0);

@@ -9,9 +9,9 @@ pub trait Layer {
     /// The parameters (and gradients).
     type Params: Clone;
     /// The parameters' tensors, in state-dict order.
-    fn tensors(p: &Self::Params) -> Vec<&Vec<f32>>;
+    fn tensors(p: &Self::Params) -> Vec<&[f32]>;
     /// The same, mutably.
-    fn tensors_mut(p: &mut Self::Params) -> Vec<&mut Vec<f32>>;
+    fn tensors_mut(p: &mut Self::Params) -> Vec<&mut [f32]>;
     /// The f32 forward's output for `u`.
     fn forward(p: &Self::Params, u: &[f32], pool: &Pool) -> Vec<f32>;
     /// The f32 layer's output, input gradient and parameter gradients for `g_out`.
@@ -22,10 +22,9 @@ pub trait Layer {
 
 /// Every tensor uniform in [-0.5, 0.5), tensor i from `seed + i`: the noise a test's
 /// parameters start from.
-pub fn fill_uniform(tensors: Vec<&mut Vec<f32>>, seed: u64) {
+pub fn fill_uniform<'a>(tensors: impl IntoIterator<Item = &'a mut [f32]>, seed: u64) {
     for (i, t) in tensors.into_iter().enumerate() {
-        let n = t.len();
-        *t = super::uniform(seed + i as u64, n, -0.5, 0.5);
+        t.copy_from_slice(&super::uniform(seed + i as u64, t.len(), -0.5, 0.5));
     }
 }
 
@@ -192,20 +191,20 @@ macro_rules! layer_under_test {
 
         impl $crate::common::layer::Layer for $name {
             type Params = $params;
-            fn tensors(p: &$params) -> Vec<&Vec<f32>> {
-                p.tensors().into()
+            fn tensors(p: &$params) -> Vec<&[f32]> {
+                p.view().into_tensors().into()
             }
-            fn tensors_mut(p: &mut $params) -> Vec<&mut Vec<f32>> {
-                p.tensors_mut().into()
+            fn tensors_mut(p: &mut $params) -> Vec<&mut [f32]> {
+                p.view_mut().into_tensors().into()
             }
             fn forward(p: &$params, u: &[f32], pool: &Pool) -> Vec<f32> {
-                forward(p, &DIMS, SEQS, u, pool).unwrap().0.to_vec()
+                forward(&p.view(), &DIMS, SEQS, u, pool).unwrap().0.to_vec()
             }
             fn run(p: &$params, u: &[f32], g_out: &[f32], pool: &Pool) -> (Vec<f32>, Vec<f32>, $params) {
-                let (out, mut saved) = forward(p, &DIMS, SEQS, u, pool).unwrap();
+                let (out, mut saved) = forward(&p.view(), &DIMS, SEQS, u, pool).unwrap();
                 let mut g = <$params>::zeros(&DIMS);
                 let b = BackwardIn { seqs: SEQS, u, g_out };
-                let g_u = backward(p, &DIMS, b, &mut saved, &mut g, pool).unwrap();
+                let g_u = backward(&p.view(), &DIMS, b, &mut saved, &mut g.view_mut(), pool).unwrap();
                 (out.to_vec(), g_u.to_vec(), g)
             }
             fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
