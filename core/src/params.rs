@@ -234,6 +234,81 @@ param_group! {
     }
 }
 
+param_group! {
+    /// A layer's spatial attention (`layers.{i}.knn.*`), PyTorch layouts, in state-dict order
+    /// ([`crate::KNN_PARAMS`]): `Linear` weights `(out, in) = (M, M)`.
+    pub struct KnnParams names crate::KNN_PARAMS {
+        /// `norm.weight` (M).
+        norm_w,
+        /// `norm.bias` (M).
+        norm_b,
+        /// `q.weight` (M, M).
+        q_w,
+        /// `q.bias` (M).
+        q_b,
+        /// `kproj.weight` (M, M).
+        k_w,
+        /// `kproj.bias` (M).
+        k_b,
+        /// `v.weight` (M, M).
+        v_w,
+        /// `v.bias` (M).
+        v_b,
+        /// `out.weight` (M, M).
+        out_w,
+        /// `out.bias` (M).
+        out_b,
+    }
+}
+
+impl<E: Elem> KnnParams<Vec<E>> {
+    /// All zeros for width `m` (a gradient to accumulate into).
+    pub fn zeros(m: usize) -> Self {
+        let v = || alloc::vec![E::of(0.0); m];
+        let w = || alloc::vec![E::of(0.0); m * m];
+        let (norm_w, norm_b) = (v(), v());
+        Self { norm_w, norm_b, q_w: w(), q_b: v(), k_w: w(), k_b: v(), v_w: w(), v_b: v(), out_w: w(), out_b: v() }
+    }
+}
+
+impl<S> KnnParams<S> {
+    /// The q, k and v projections stacked into one `(3M, M)` weight and `(3M)` bias, so that
+    /// one product gives every row's `[q | k | v]`.
+    pub fn stacked<E: Copy>(&self) -> (Vec<E>, Vec<E>)
+    where
+        S: AsRef<[E]>,
+    {
+        let [q_w, k_w, v_w, q_b, k_b, v_b] = [&self.q_w, &self.k_w, &self.v_w, &self.q_b, &self.k_b, &self.v_b];
+        ([q_w.as_ref(), k_w.as_ref(), v_w.as_ref()].concat(), [q_b.as_ref(), k_b.as_ref(), v_b.as_ref()].concat())
+    }
+}
+
+/// A whole model's tensors as groups, `L` a backend's layer: `embed_proj`, the layers,
+/// `final_norm` and `head`, in state-dict order.
+#[derive(Debug)]
+pub struct ModelParams<S, L> {
+    /// `embed_proj.{weight,bias}`.
+    pub embed: WeightBias<S>,
+    /// `layers.{i}.*`.
+    pub layers: Vec<L>,
+    /// `final_norm.{weight,bias}`.
+    pub final_norm: WeightBias<S>,
+    /// `head.{weight,bias}`.
+    pub head: WeightBias<S>,
+}
+
+impl<S, L> ModelParams<S, L> {
+    /// The groups of `tensors`, given in state-dict order: `n_layers` layers, each taken by
+    /// `layer` from the tensors that follow.
+    pub fn take<I: Iterator<Item = S>>(n_layers: usize, mut tensors: I, mut layer: impl FnMut(&mut I) -> L) -> Self {
+        let it = &mut tensors;
+        let embed = WeightBias::take(it);
+        let layers = (0..n_layers).map(|_| layer(it)).collect();
+        let (final_norm, head) = (WeightBias::take(it), WeightBias::take(it));
+        Self { embed, layers, final_norm, head }
+    }
+}
+
 /// The number of identifiers given, as a constant expression ([`param_group!`](crate::param_group)).
 #[doc(hidden)]
 #[macro_export]

@@ -17,51 +17,13 @@ use crate::ops::{layernorm, linear, simd, CpuElem};
 use crate::par;
 use boldcast_core::Adjacency;
 
-boldcast_core::param_group! {
-    /// The block's parameters (`layers.{i}.knn.*`), PyTorch layouts, in state-dict order:
-    /// `Linear` weights `(out, in) = (M, M)`. `S` is `Vec<E>` (owned), `&[E]` (a view of the
-    /// model's store) or `&mut [E]` (gradients to add to).
-    pub struct KnnParams names boldcast_core::KNN_PARAMS {
-        /// `knn.norm.weight` (M).
-        norm_w,
-        /// `knn.norm.bias` (M).
-        norm_b,
-        /// `knn.q.weight` (M, M).
-        q_w,
-        /// `knn.q.bias` (M).
-        q_b,
-        /// `knn.kproj.weight` (M, M).
-        k_w,
-        /// `knn.kproj.bias` (M).
-        k_b,
-        /// `knn.v.weight` (M, M).
-        v_w,
-        /// `knn.v.bias` (M).
-        v_b,
-        /// `knn.out.weight` (M, M).
-        out_w,
-        /// `knn.out.bias` (M).
-        out_b,
-    }
-}
+pub use boldcast_core::params::KnnParams;
 
-impl<E: CpuElem> KnnParams<Vec<E>> {
-    /// All zeros for width `m` (gradient buffers; the model initializes parameters itself).
-    pub fn zeros(m: usize) -> Self {
-        let v = || vec![E::zero(); m];
-        let w = || vec![E::zero(); m * m];
-        let (norm_w, norm_b) = (v(), v());
-        Self { norm_w, norm_b, q_w: w(), q_b: v(), k_w: w(), k_b: v(), v_w: w(), v_b: v(), out_w: w(), out_b: v() }
-    }
-}
-
-impl<E: CpuElem> KnnParams<&mut [E]> {
-    /// Adds `other` entry by entry (reducing per-block partial gradients).
-    fn add(&mut self, other: &KnnParams<Vec<E>>) {
-        for (a, b) in self.view_mut().into_tensors().into_iter().zip(other.view().into_tensors()) {
-            for (x, &y) in a.iter_mut().zip(b) {
-                *x += y;
-            }
+/// Adds `other` to `acc` entry by entry (reducing per-block partial gradients).
+fn add<E: CpuElem>(acc: &mut KnnParams<&mut [E]>, other: &KnnParams<Vec<E>>) {
+    for (a, b) in acc.view_mut().into_tensors().into_iter().zip(other.view().into_tensors()) {
+        for (x, &y) in a.iter_mut().zip(b) {
+            *x += y;
         }
     }
 }
@@ -82,7 +44,8 @@ struct Stacked<E> {
 
 impl<E: CpuElem> Stacked<E> {
     fn new(prm: &KnnParams<&[E]>) -> Self {
-        Self { w: [prm.q_w, prm.k_w, prm.v_w].concat(), b: [prm.q_b, prm.k_b, prm.v_b].concat() }
+        let (w, b) = prm.stacked();
+        Self { w, b }
     }
 }
 
@@ -393,7 +356,7 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     });
     let mut grads = grads.view_mut();
     for p in &parts {
-        grads.add(p);
+        add(&mut grads, p);
     }
 }
 

@@ -37,7 +37,7 @@ use crate::ops::{layernorm, CpuElem};
 use crate::par;
 use boldcast_core::collective::{all_reduce_mean, Collective, Reduce};
 use boldcast_core::model::NamedTensor;
-use boldcast_core::params::{ParamStore, WeightBias};
+use boldcast_core::params::{ModelParams, ParamStore, WeightBias};
 use boldcast_core::{
     Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
     ParamMut, ParamSpec, Temporal, Tokens,
@@ -129,31 +129,19 @@ struct LayerParams<S> {
 
 /// Every tensor of the model (or its gradient) as the layers read it: views of a
 /// [`ParamStore`], PyTorch layouts.
-struct Params<S> {
-    embed: WeightBias<S>,
-    layers: Vec<LayerParams<S>>,
-    final_norm: WeightBias<S>,
-    head: WeightBias<S>,
-}
+type Params<S> = ModelParams<S, LayerParams<S>>;
 
-impl<S> Params<S> {
-    /// The groups of `tensors`, given in state-dict order ([`ModelConfig::param_specs`]).
-    fn take(cfg: &ModelConfig, dims: MixerDims, tensors: impl Iterator<Item = S>) -> Self {
-        let it = &mut tensors.into_iter();
-        let embed = WeightBias::take(it);
-        let mut layers = Vec::with_capacity(cfg.n_layers);
-        for _ in 0..cfg.n_layers {
-            let norm = WeightBias::take(it);
-            let mamba = match dims {
-                MixerDims::Mamba1(_) => Mixer::Mamba1(Mamba1Params::take(it)),
-                MixerDims::Mamba2(_) => Mixer::Mamba2(Mamba2Params::take(it)),
-            };
-            let knn = (cfg.k_neighbors > 0).then(|| KnnParams::take(it));
-            layers.push(LayerParams { norm, mamba, knn });
-        }
-        let (final_norm, head) = (WeightBias::take(it), WeightBias::take(it));
-        Self { embed, layers, final_norm, head }
-    }
+/// The groups of `tensors`, given in state-dict order ([`ModelConfig::param_specs`]).
+fn groups<S>(cfg: &ModelConfig, dims: MixerDims, tensors: impl Iterator<Item = S>) -> Params<S> {
+    ModelParams::take(cfg.n_layers, tensors, |it| {
+        let norm = WeightBias::take(it);
+        let mamba = match dims {
+            MixerDims::Mamba1(_) => Mixer::Mamba1(Mamba1Params::take(it)),
+            MixerDims::Mamba2(_) => Mixer::Mamba2(Mamba2Params::take(it)),
+        };
+        let knn = (cfg.k_neighbors > 0).then(|| KnnParams::take(it));
+        LayerParams { norm, mamba, knn }
+    })
 }
 
 /// What the forward keeps for the backward: per layer its input and (with attention) its
@@ -299,7 +287,7 @@ impl<E: CpuElem> CpuModel<E> {
 
     /// The parameters as the layers read them.
     fn view(&self) -> Params<&[E]> {
-        Params::take(&self.cfg, self.dims, self.params.tensors())
+        groups(&self.cfg, self.dims, self.params.tensors())
     }
 
     /// The spatial neighbourhood the model was built with (`None` when `k_neighbors == 0`).
@@ -444,8 +432,8 @@ impl<E: CpuElem> CpuModel<E> {
         let loss = self.loss_of(&pred, tokens.data(), b, t, p, Some(&mut g_pred));
         pool.give(pred);
 
-        let prm = Params::take(&self.cfg, self.dims, self.params.tensors());
-        let mut grd = Params::take(&self.cfg, self.dims, self.grads.tensors_mut());
+        let prm = groups(&self.cfg, self.dims, self.params.tensors());
+        let mut grd = groups(&self.cfg, self.dims, self.grads.tensors_mut());
         // head, then final_norm: g is the gradient with respect to the trunk output.
         let mut g_e = pool.take(rows * m);
         let head = Weight { w: prm.head.w, inp: m, out: hd };

@@ -49,7 +49,7 @@ use crate::trunk::{self, BackwardIn, Saved};
 use boldcast_core::collective::{all_reduce_mean, Collective};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{decays, Moments};
-use boldcast_core::params::{ParamStore, WeightBias};
+use boldcast_core::params::{ModelParams, ParamStore};
 use boldcast_core::{
     Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
     Temporal, Tokens,
@@ -107,30 +107,18 @@ struct LayerParams<S> {
 
 /// Every tensor of the model (or its gradient) as the layers read it: views of a
 /// [`ParamStore`], PyTorch layouts.
-struct Params<S> {
-    embed: WeightBias<S>,
-    layers: Vec<LayerParams<S>>,
-    final_norm: WeightBias<S>,
-    head: WeightBias<S>,
-}
+type Params<S> = ModelParams<S, LayerParams<S>>;
 
-impl<S> Params<S> {
-    /// The groups of `tensors`, given in state-dict order ([`ModelConfig::param_specs`]).
-    fn take(cfg: &ModelConfig, tensors: impl Iterator<Item = S>) -> Self {
-        let it = &mut tensors.into_iter();
-        let embed = WeightBias::take(it);
-        let mut layers = Vec::with_capacity(cfg.n_layers);
-        for _ in 0..cfg.n_layers {
-            let mamba = match cfg.temporal {
-                Temporal::Mamba => Mixer::Mamba1(Mamba1Params::take(it)),
-                Temporal::Mamba2 => Mixer::Mamba2(Mamba2Params::take(it)),
-            };
-            let knn = (cfg.k_neighbors > 0).then(|| KnnParams::take(it));
-            layers.push(LayerParams { mamba, knn });
-        }
-        let (final_norm, head) = (WeightBias::take(it), WeightBias::take(it));
-        Self { embed, layers, final_norm, head }
-    }
+/// The groups of `tensors`, given in state-dict order ([`ModelConfig::param_specs`]).
+fn groups<S>(cfg: &ModelConfig, tensors: impl Iterator<Item = S>) -> Params<S> {
+    ModelParams::take(cfg.n_layers, tensors, |it| {
+        let mamba = match cfg.temporal {
+            Temporal::Mamba => Mixer::Mamba1(Mamba1Params::take(it)),
+            Temporal::Mamba2 => Mixer::Mamba2(Mamba2Params::take(it)),
+        };
+        let knn = (cfg.k_neighbors > 0).then(|| KnnParams::take(it));
+        LayerParams { mamba, knn }
+    })
 }
 
 /// The Adam state the model holds, as a device backend holds it: the step count, per tensor
@@ -207,7 +195,7 @@ impl CudaModel {
 
     /// The parameters as the layers read them.
     fn view(&self) -> Params<&[f32]> {
-        Params::take(&self.cfg, self.params.tensors())
+        groups(&self.cfg, self.params.tensors())
     }
 
     /// Draws the initial weights of `seed` into the parameters.
@@ -429,8 +417,8 @@ impl CudaModel {
         let mut g_ps = pool.zeros(g_pred.len());
         layout::swap_axes(&g_pred, s.b, s.t, s.p, hd, &mut g_ps)?;
         drop(g_pred);
-        let prm = Params::take(&self.cfg, self.params.tensors());
-        let grd = Params::take(&self.cfg, self.grads.tensors_mut());
+        let prm = groups(&self.cfg, self.params.tensors());
+        let grd = groups(&self.cfg, self.grads.tensors_mut());
         linear::backward_params(rows, &e, &g_ps, grd.head.w, Some(grd.head.b))?;
         let mut g_e = pool.zeros(rows * m);
         linear::backward_input(&g_ps, prm.head.w, hd, 0.0, &mut g_e)?;
@@ -460,7 +448,7 @@ impl CudaModel {
         let (loss, g) = self.head_backward(&x, tokens.data(), s, offset)?;
         drop(x);
         let g = self.layers_backward(kept, g, s)?;
-        let grd = Params::take(&self.cfg, self.grads.tensors_mut());
+        let grd = groups(&self.cfg, self.grads.tensors_mut());
         linear::backward_params(s.rows(), &tok, &g, grd.embed.w, Some(grd.embed.b))?;
         Ok(loss)
     }
@@ -470,8 +458,8 @@ impl CudaModel {
     fn layers_backward(&mut self, kept: Vec<Kept>, mut g: Buf, s: Batch) -> Result<Buf, Error> {
         let (pool, m) = (self.pool.clone(), self.cfg.d_model);
         let dims = self.dims(s);
-        let prm = Params::take(&self.cfg, self.params.tensors());
-        let mut grd = Params::take(&self.cfg, self.grads.tensors_mut());
+        let prm = groups(&self.cfg, self.params.tensors());
+        let mut grd = groups(&self.cfg, self.grads.tensors_mut());
         let layers = prm.layers.iter().zip(grd.layers.iter_mut());
         for ((l, lg), mut k) in layers.zip(kept).rev() {
             if let (Some(kp), Some(kg), Some(nb), Some(mid)) = (&l.knn, &mut lg.knn, &self.nb, &k.mid) {

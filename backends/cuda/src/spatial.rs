@@ -10,50 +10,7 @@ use crate::ops::{layernorm, linear};
 use crate::pool::{Buf, Pool};
 use crate::shim::Result;
 
-boldcast_core::param_group! {
-    /// The block's parameters (or gradients), PyTorch layouts: `Linear` weights `(M, M)`, in
-    /// state-dict order. `S` is `Vec<f32>` (owned), `&[f32]` (a view of the model's store) or
-    /// `&mut [f32]` (gradients to add to).
-    pub struct KnnParams {
-        /// `knn.norm.weight` (M).
-        norm_w,
-        /// `knn.norm.bias` (M).
-        norm_b,
-        /// `knn.q.weight` (M, M).
-        q_w,
-        /// `knn.q.bias` (M).
-        q_b,
-        /// `knn.kproj.weight` (M, M).
-        k_w,
-        /// `knn.kproj.bias` (M).
-        k_b,
-        /// `knn.v.weight` (M, M).
-        v_w,
-        /// `knn.v.bias` (M).
-        v_b,
-        /// `knn.out.weight` (M, M).
-        out_w,
-        /// `knn.out.bias` (M).
-        out_b,
-    }
-}
-
-impl KnnParams<Vec<f32>> {
-    /// All zeros for width `m`.
-    pub fn zeros(m: usize) -> Self {
-        let (v, w) = (|| vec![0.0f32; m], || vec![0.0f32; m * m]);
-        let (norm_w, norm_b) = (v(), v());
-        Self { norm_w, norm_b, q_w: w(), q_b: v(), k_w: w(), k_b: v(), v_w: w(), v_b: v(), out_w: w(), out_b: v() }
-    }
-}
-
-impl KnnParams<&[f32]> {
-    /// The stacked `(3M, M)` weight and `(3M)` bias of q, k and v (a device build keeps them
-    /// stacked in its parameter buffer instead of copying them per call).
-    fn stacked(&self) -> (Vec<f32>, Vec<f32>) {
-        ([self.q_w, self.k_w, self.v_w].concat(), [self.q_b, self.k_b, self.v_b].concat())
-    }
-}
+pub use boldcast_core::params::KnnParams;
 
 /// The forward's internals, recomputed by the backward.
 struct Internals {
