@@ -13,16 +13,15 @@
 //!   with a checkpointed scan;
 //! - [`mamba2`]: the Mamba-2 (SSD) temporal mixer, likewise;
 //! - [`mixer`]: what both mixers share: the call's shape ([`mixer::Seqs`]), the backward's
-//!   buffers ([`mixer::BackwardIo`]), size checks and the `(B, T, P, M)` sequence layout;
+//!   buffers ([`mixer::BackwardIo`]), size checks, the `(B, T, P, M)` sequence layout and the
+//!   skeleton of a call (blocks of sequences in cached workspaces, partials in block order);
 //! - [`knn`]: the spatial mixer, k-nearest-neighbour attention, forward and backward;
-//! - [`init`]: seeded initialization with PyTorch's defaults (the core's, re-exported);
 //! - [`model`]: [`CpuModel`], the whole forecaster behind [`boldcast_core::Model`];
 //! - [`alloc`]: the training process's allocator policy (glibc keeps freed large buffers,
 //!   and [`alloc::CacheAligned`] puts buffers on cache-line boundaries for the 16-lane loops).
 #![deny(missing_docs)]
 
 pub mod alloc;
-pub mod init;
 pub mod knn;
 /// The Mamba-1 temporal mixer: parameters, forward, and hand-written backward.
 pub mod mamba1;

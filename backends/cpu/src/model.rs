@@ -254,7 +254,7 @@ impl<T: Default> Clone for Reused<T> {
 
 impl<E: CpuElem> CpuModel<E> {
     /// A model with every parameter drawn from `ChaCha8Rng::seed_from_u64(seed)` as MODEL.md,
-    /// "Initialization" (see [`crate::init`]); the same seed gives the same model.
+    /// "Initialization" (the core's [`ParamStore::initialize`]); the same seed gives the same model.
     ///
     /// Errors (each naming the value): an invalid `cfg` ([`ModelConfig::validate`], which
     /// also checks that `headdim` divides `d_inner` for Mamba-2); `k_neighbors > 0` without an

@@ -184,8 +184,8 @@ impl CudaModel {
         Ok(Self { cfg, adj: adjacency, nb, params, grads, adam, pool, exec, precision })
     }
 
-    /// [`CudaModel::new`] with the initial weights of `seed`, those the CPU backend draws for
-    /// it (`boldcast_cpu::init`), so one seed starts both backends from the same model: the
+    /// [`CudaModel::new`] with the initial weights of `seed`, the core's draw
+    /// ([`ParamStore::initialize`]), so one seed starts every backend from the same model: the
     /// `(config, adjacency, seed)` constructor the command line's backend switch takes.
     pub fn seeded(cfg: ModelConfig, adjacency: Option<Adjacency>, seed: u64) -> Result<Self, Error> {
         let mut m = Self::new(cfg, adjacency)?;

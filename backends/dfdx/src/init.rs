@@ -1,19 +1,16 @@
 //! Initial weights when none are loaded (MODEL.md, "Initialization"): the core's seeded draw
-//! ([`boldcast_core::init::initialize`]) on the host, copied to the device afterwards. One seed
+//! ([`ParamStore::initialize`]) on the host, copied to the device afterwards. One seed
 //! gives the same model here as on the other backends.
 
 use boldcast_core::model::NamedTensor;
+use boldcast_core::params::ParamStore;
 use boldcast_core::{Elem, Error, ModelConfig};
 
 /// Every parameter of `cfg`, initialized from `seed`, in state-dict order.
 pub fn init_params<E: Elem>(cfg: &ModelConfig, seed: u64) -> Result<Vec<NamedTensor<E>>, Error> {
-    let specs = cfg.param_specs();
-    let mut out: Vec<NamedTensor<E>> = specs
-        .iter()
-        .map(|s| NamedTensor { name: s.name.clone(), shape: s.shape.clone(), data: vec![E::of(0.0); s.numel()] })
-        .collect();
-    boldcast_core::init::initialize(&specs, out.iter_mut().map(|t| t.data.as_mut_slice()).collect(), seed)?;
-    Ok(out)
+    let mut store = ParamStore::zeros(cfg.param_specs());
+    store.initialize(seed)?;
+    Ok(store.named())
 }
 
 #[cfg(test)]
