@@ -91,25 +91,30 @@ fn ar_p_chooses_p1_and_reaches_the_floor_of_the_ar1_fixture() {
     }
 }
 
+/// One run of `TRS` TRs x `parcels` per subject, subject by subject: `data()` gives its
+/// values, TR-major.
+fn subject_runs(parcels: usize, mut data: impl FnMut() -> Vec<f64>) -> Vec<SynthRun> {
+    let run = |s: usize, data| SynthRun { subject: format!("{:02}", s + 1), run: "1".into(), n_tr: TRS, parcels, data };
+    (0..SUBJECTS).map(|s| run(s, data())).collect()
+}
+
 /// AR(2) runs `x(n) = 1.2 x(n-1) - 0.5 x(n-2) + e` (an oscillation), unit-variance innovations.
 fn ar2_runs(parcels: usize) -> Vec<SynthRun> {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    (0..SUBJECTS)
-        .map(|s| {
-            let mut data = vec![0.0f64; TRS * parcels];
-            for p in 0..parcels {
-                let (mut a, mut b) = (0.0f64, 0.0f64);
-                for n in 0..TRS + 100 {
-                    let e: f64 = StandardNormal.sample(&mut rng);
-                    (a, b) = (1.2 * a - 0.5 * b + e, a);
-                    if n >= 100 {
-                        data[(n - 100) * parcels + p] = a;
-                    }
+    subject_runs(parcels, || {
+        let mut data = vec![0.0f64; TRS * parcels];
+        for p in 0..parcels {
+            let (mut a, mut b) = (0.0f64, 0.0f64);
+            for n in 0..TRS + 100 {
+                let e: f64 = StandardNormal.sample(&mut rng);
+                (a, b) = (1.2 * a - 0.5 * b + e, a);
+                if n >= 100 {
+                    data[(n - 100) * parcels + p] = a;
                 }
             }
-            SynthRun { subject: format!("{:02}", s + 1), run: "1".into(), n_tr: TRS, parcels, data }
-        })
-        .collect()
+        }
+        data
+    })
 }
 
 #[test]
@@ -132,25 +137,23 @@ fn ar_p_chooses_p2_on_ar2_data_and_beats_the_iterated_ar1() {
 fn low_rank_runs(parcels: usize) -> Vec<SynthRun> {
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     let loading = |p: usize, k: usize| ((p * 7 + k * 3) % 5) as f64 / 4.0 - 0.5 + if k == p % 2 { 0.8 } else { 0.0 };
-    (0..SUBJECTS)
-        .map(|s| {
-            let mut data = vec![0.0f64; TRS * parcels];
-            let mut z = [0.0f64; 2];
-            for n in 0..TRS + 100 {
-                for (k, rho) in [0.9, 0.6].into_iter().enumerate() {
-                    let e: f64 = StandardNormal.sample(&mut rng);
-                    z[k] = rho * z[k] + e;
-                }
-                for p in 0..parcels {
-                    let e: f64 = StandardNormal.sample(&mut rng);
-                    if n >= 100 {
-                        data[(n - 100) * parcels + p] = loading(p, 0) * z[0] + loading(p, 1) * z[1] + 0.3 * e;
-                    }
+    subject_runs(parcels, || {
+        let mut data = vec![0.0f64; TRS * parcels];
+        let mut z = [0.0f64; 2];
+        for n in 0..TRS + 100 {
+            for (k, rho) in [0.9, 0.6].into_iter().enumerate() {
+                let e: f64 = StandardNormal.sample(&mut rng);
+                z[k] = rho * z[k] + e;
+            }
+            for p in 0..parcels {
+                let e: f64 = StandardNormal.sample(&mut rng);
+                if n >= 100 {
+                    data[(n - 100) * parcels + p] = loading(p, 0) * z[0] + loading(p, 1) * z[1] + 0.3 * e;
                 }
             }
-            SynthRun { subject: format!("{:02}", s + 1), run: "1".into(), n_tr: TRS, parcels, data }
-        })
-        .collect()
+        }
+        data
+    })
 }
 
 #[test]

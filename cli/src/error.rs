@@ -1,8 +1,6 @@
 //! The error of every command. Its message names the file, field or value at fault; `main`
 //! prints it as `error: <message>` and exits with status 2 (status 1 is a failed verdict).
 
-use std::path::PathBuf;
-
 /// What a command can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -36,24 +34,10 @@ pub enum CliError {
     /// A figure could not be drawn.
     #[error(transparent)]
     Plot(#[from] boldcast_plot::PlotError),
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    /// A file (or standard output) could not be read or written.
+    #[error(transparent)]
+    Storage(#[from] boldcast::storage::StorageError),
     /// Anything else, described in words.
     #[error("{0}")]
     Msg(String),
-}
-
-impl CliError {
-    /// An I/O error on `path`.
-    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CliError {
-        let path = path.into();
-        move |source| CliError::Io { path, source }
-    }
 }

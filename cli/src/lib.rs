@@ -31,7 +31,8 @@ macro_rules! errln {
 pub fn write_result(text: &str) -> Result<(), CliError> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::io("standard output"))
+    let stdout = std::path::Path::new("standard output");
+    Ok(out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(boldcast::storage::io_err(stdout))?)
 }
 
 pub mod args;

@@ -10,7 +10,7 @@ use boldcast_core::{Collective, Error};
 use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
 use std::cell::RefCell;
 
 /// This process's rank of the MPI world. Holds MPI initialized; dropping it finalizes MPI.
@@ -45,6 +45,14 @@ impl MpiCollective {
     pub fn world(&self) -> &SimpleCommunicator {
         &self.world
     }
+
+    /// Sums `buf` over the ranks in place; `send` is the scratch copy MPI reads from (a send
+    /// buffer may not alias the receive buffer).
+    fn sum_into<T: Equivalence + Copy>(&self, send: &mut Vec<T>, buf: &mut [T]) {
+        send.clear();
+        send.extend_from_slice(buf);
+        self.world.all_reduce_into(&send[..], buf, SystemOperation::sum());
+    }
 }
 
 impl Collective for MpiCollective {
@@ -58,17 +66,11 @@ impl Collective for MpiCollective {
         self.size
     }
     fn all_reduce_sum_f32(&self, buf: &mut [f32]) -> Result<(), Error> {
-        let mut send = self.scratch32.borrow_mut();
-        send.clear();
-        send.extend_from_slice(buf);
-        self.world.all_reduce_into(&send[..], buf, SystemOperation::sum());
+        self.sum_into(&mut self.scratch32.borrow_mut(), buf);
         Ok(())
     }
     fn all_reduce_sum_f64(&self, buf: &mut [f64]) -> Result<(), Error> {
-        let mut send = self.scratch64.borrow_mut();
-        send.clear();
-        send.extend_from_slice(buf);
-        self.world.all_reduce_into(&send[..], buf, SystemOperation::sum());
+        self.sum_into(&mut self.scratch64.borrow_mut(), buf);
         Ok(())
     }
     fn broadcast(&self, buf: &mut [u8], root: usize) -> Result<(), Error> {

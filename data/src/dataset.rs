@@ -780,7 +780,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         write(d.path(), "sub-01_run-1_bold.tsv", &tsv_run(20, 3));
         let raw: Vec<f32> = (0..60).map(|i| ((i * 7) % 11) as f32).collect();
-        write_npy_f32(&d.path().join("sub-02_run-1_bold.npy"), 20, 3, &raw);
+        npy_file(&d.path().join("sub-02_run-1_bold.npy"), 20, 3, &raw);
         write(d.path(), "notes.tsv", "x\n1\n");
         write(d.path(), "README.md", "hello");
         let ds = Dataset::load(d.path()).unwrap();
@@ -855,7 +855,7 @@ mod tests {
         symlink(p.join("sub-03_run-1.tsv"), p.join("sub-03_run-1.tsv")).unwrap();
         std::fs::create_dir(p.join("sub-04_run-1.npy")).unwrap();
         std::fs::create_dir(p.join("parcels.tsv")).unwrap();
-        write_npy_f64(&p.join("sub-05_run-1.NPY"), 20, 3, &[1.0; 60]);
+        npy_file(&p.join("sub-05_run-1.NPY"), 20, 3, &[1.0; 60]);
         // Not named like runs or data: skipped without a word, as before.
         std::fs::create_dir(p.join("derivatives")).unwrap();
         symlink(p.join("nowhere"), p.join("README")).unwrap();
@@ -946,7 +946,7 @@ mod tests {
             x[t * p + 7] = ramp[t] - 50.0;
         }
         let d = tempfile::tempdir().unwrap();
-        write_npy_f64(&d.path().join("sub-01_run-1_bold.npy"), n, p, &x);
+        npy_file(&d.path().join("sub-01_run-1_bold.npy"), n, p, &x);
         let ds = Dataset::load(d.path()).unwrap();
         // The only warning is the truly constant parcel's.
         assert_eq!(
@@ -1008,7 +1008,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut x: Vec<f64> = (0..12).map(|i| (i * i) as f64).collect();
         x[5] = f64::INFINITY;
-        write_npy_f64(&d.path().join("sub-01_run-1.npy"), 4, 3, &x);
+        npy_file(&d.path().join("sub-01_run-1.npy"), 4, 3, &x);
         let e = Dataset::load(d.path()).unwrap_err().to_string();
         assert!(e.ends_with("sub-01_run-1.npy, row 1, column 3: non-finite value inf"), "{e}");
     }

@@ -31,16 +31,9 @@ pub(crate) fn tsv_run(n: usize, p: usize) -> String {
     tsv(&refs, &nr)
 }
 
-pub(crate) fn write_npy_f32(path: &Path, n: usize, p: usize, data: &[f32]) {
-    use npyz::WriterBuilder;
-    let mut f = std::fs::File::create(path).unwrap();
-    let mut w =
-        npyz::WriteOptions::new().default_dtype().shape(&[n as u64, p as u64]).writer(&mut f).begin_nd().unwrap();
-    w.extend(data.iter().copied()).unwrap();
-    w.finish().unwrap();
-}
-
-pub(crate) fn write_npy_f64(path: &Path, n: usize, p: usize, data: &[f64]) {
+/// Writes an `(n, p)` `.npy` file of `data` in its own element type, with npyz (not the
+/// crate's encoder, so that the reader is checked against another writer).
+pub(crate) fn npy_file<T: npyz::AutoSerialize + Copy>(path: &Path, n: usize, p: usize, data: &[T]) {
     use npyz::WriterBuilder;
     let mut f = std::fs::File::create(path).unwrap();
     let mut w =

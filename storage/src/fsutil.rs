@@ -326,6 +326,17 @@ mod tests {
         assert!(e.contains("already exists and is not empty"), "{e}");
         drop(StagedDir::new(&d.path().join("other")).unwrap());
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "an uncommitted stage is removed");
+        // Another process fills the destination after the stage was made: the commit names it.
+        let late = d.path().join("late");
+        let s = StagedDir::new(&late).unwrap();
+        std::fs::write(s.path().join("mine"), b"x").unwrap();
+        std::fs::create_dir(&late).unwrap();
+        std::fs::write(late.join("theirs"), b"y").unwrap();
+        let e = s.commit().unwrap_err().to_string();
+        assert!(e.contains("already exists and is not empty") && e.contains("late"), "{e}");
+        assert!(!e.contains("os error"), "{e}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2, "the loser's stage is removed");
+        assert!(late.join("theirs").is_file());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! `golden: also ran N case(s) from ../shared/golden: ...`. When it is absent nothing fails.
 
 use crate::golden::{case_dirs, GoldenError};
+use boldcast_storage::io_err;
 use std::path::{Path, PathBuf};
 
 /// The repository's root (the folder above this crate's manifest).
@@ -55,10 +56,8 @@ impl CaseSet {
     pub fn find(primary: &Path, extra: &Path, label: &str) -> Result<CaseSet, GoldenError> {
         let primary_dirs = case_dirs(primary)?;
         if primary_dirs.is_empty() {
-            return Err(GoldenError::Io {
-                path: primary.to_path_buf(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no golden case (a folder with config.json)"),
-            });
+            let none = std::io::Error::new(std::io::ErrorKind::NotFound, "no golden case (a folder with config.json)");
+            return Err(io_err(primary)(none).into());
         }
         let mut set = CaseSet { primary: primary_dirs, extra: Vec::new(), identical: Vec::new(), extra_label: None };
         if !extra.is_dir() {
@@ -120,10 +119,9 @@ impl CaseSet {
 /// Whether two case directories hold the same file names with the same bytes.
 fn same_files(a: &Path, b: &Path) -> Result<bool, GoldenError> {
     let list = |dir: &Path| -> Result<Vec<PathBuf>, GoldenError> {
-        let io = |source| GoldenError::Io { path: dir.to_path_buf(), source };
         let mut out = Vec::new();
-        for e in std::fs::read_dir(dir).map_err(io)? {
-            let p = e.map_err(io)?.path();
+        for e in std::fs::read_dir(dir).map_err(io_err(dir))? {
+            let p = e.map_err(io_err(dir))?.path();
             if p.is_file() {
                 out.push(p);
             }
@@ -136,7 +134,7 @@ fn same_files(a: &Path, b: &Path) -> Result<bool, GoldenError> {
         return Ok(false);
     }
     for (x, y) in fa.iter().zip(&fb) {
-        let read = |p: &Path| std::fs::read(p).map_err(|source| GoldenError::Io { path: p.to_path_buf(), source });
+        let read = |p: &Path| std::fs::read(p).map_err(io_err(p));
         if read(x)? != read(y)? {
             return Ok(false);
         }

@@ -130,7 +130,8 @@ pub fn compare_with_cpu<M: DataParallel<f32>>(
     let mut candidate = build(case.model.clone(), case.adjacency.clone())?;
     candidate.load_state(&reference.state())?;
     let tokens: Tokens<f32> = boldcast_fixtures::ar1_tokens(case.tokens, case.rho, seed.wrapping_add(1));
-    let mut checks = compare_passes(&mut candidate, &mut reference, &tokens, seed)?;
+    let mut checks =
+        compare_passes(&mut Pair { candidate: &mut candidate, reference: &mut reference, tokens: &tokens }, seed)?;
     let gb = reference.grads();
     checks.extend(compare_flat(&mut candidate)?);
     checks.extend(compare_adam_step(&mut candidate, &mut reference, &gb)?);
@@ -149,13 +150,16 @@ fn compare_flag(group: &str, name: &str, holds: bool) -> Check {
     compare_values(group, name, &[1], &[f64::from(u8::from(holds))], &[1], &[1.0], Tolerance::FORWARD)
 }
 
+/// A candidate model and the CPU reference, on one batch of tokens.
+struct Pair<'a, M> {
+    candidate: &'a mut M,
+    reference: &'a mut CpuModel<f32>,
+    tokens: &'a Tokens<f32>,
+}
+
 /// The forward, the embedding, the offset path, the loss and the gradients of one backward.
-fn compare_passes<M: DataParallel<f32>>(
-    candidate: &mut M,
-    reference: &mut CpuModel<f32>,
-    tokens: &Tokens<f32>,
-    seed: u64,
-) -> Result<Vec<Check>> {
+fn compare_passes<M: DataParallel<f32>>(p: &mut Pair<'_, M>, seed: u64) -> Result<Vec<Check>> {
+    let Pair { candidate, reference, tokens } = p;
     let tol = Tolerance::FORWARD;
     let mut checks = Vec::new();
     let (a, b) = (candidate.forward(tokens)?, reference.forward(tokens)?);
@@ -165,7 +169,8 @@ fn compare_passes<M: DataParallel<f32>>(
     let (da, db) = (a.shape().dims(), b.shape().dims());
     checks.push(compare_tensors("embed", "embed", (&da, &widen(a.data())), (&db, &widen(b.data())), tol));
     // Before the plain backward, whose gradients the later checks use.
-    checks.extend(compare_offset(candidate, reference, tokens, seed.wrapping_add(2))?);
+    checks.extend(compare_offset(p, seed.wrapping_add(2))?);
+    let Pair { candidate, reference, tokens } = p;
     let (la, lb) = (candidate.loss_and_grads(tokens)?, reference.loss_and_grads(tokens)?);
     checks.push(compare_values("loss", "loss", &[1], &[la], &[1], &[lb], tol));
     checks.extend(compare_grads("grad", &candidate.grads(), &reference.grads()));
@@ -288,12 +293,8 @@ fn compare_grads(group: &str, got: &[NamedTensor<f32>], want: &[NamedTensor<f32>
 /// [`Model::loss_and_grads_offset`] of `candidate` and the CPU backend with one random
 /// offset (uniform in ±0.5, from `seed`): the loss (`offset.loss`) and every gradient
 /// (`offset.<param>`). Overwrites both models' gradients.
-fn compare_offset<M: Model<f32>>(
-    candidate: &mut M,
-    reference: &mut CpuModel<f32>,
-    tokens: &Tokens<f32>,
-    seed: u64,
-) -> Result<Vec<Check>> {
+fn compare_offset<M: Model<f32>>(p: &mut Pair<'_, M>, seed: u64) -> Result<Vec<Check>> {
+    let Pair { candidate, reference, tokens } = p;
     let s = tokens.shape();
     let shape = ForecastShape::new(s.batch, s.time, s.parcels, reference.config().n_horizons(), s.d_in);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

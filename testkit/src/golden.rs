@@ -29,6 +29,7 @@ use boldcast_core::{
     Schedule, ScheduleConfig, ScheduleKind, Shape, StepRecord, Temporal, TokenShape, Tokens, Trainer,
 };
 use boldcast_storage::tensorfile::{in_spec_order, CheckpointError, SafetensorsFile};
+use boldcast_storage::{io_err, StorageError};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
@@ -37,13 +38,6 @@ use std::path::{Path, PathBuf};
 /// What went wrong loading or checking a golden case.
 #[derive(Debug)]
 pub enum GoldenError {
-    /// A file or directory could not be read.
-    Io {
-        /// The path.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
     /// `config.json` is malformed, has an unknown key, or an invalid value.
     Config {
         /// The config file.
@@ -51,8 +45,9 @@ pub enum GoldenError {
         /// What is wrong, naming the key.
         reason: String,
     },
-    /// A safetensors file could not be read or lacks a tensor.
-    Safetensors(CheckpointError),
+    /// A file or directory could not be read, or a safetensors file could not be read or
+    /// lacks a tensor ([`StorageError::TensorFile`]).
+    Storage(StorageError),
     /// An input or weight tensor does not fit the case's configuration.
     Input {
         /// The file.
@@ -72,9 +67,8 @@ pub enum GoldenError {
 impl fmt::Display for GoldenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GoldenError::Io { path, source } => write!(f, "reading {}: {source}", path.display()),
             GoldenError::Config { path, reason } => write!(f, "{}: {reason}", path.display()),
-            GoldenError::Safetensors(e) => write!(f, "{e}"),
+            GoldenError::Storage(e) => write!(f, "{e}"),
             GoldenError::Input { path, reason } => write!(f, "{}: {reason}", path.display()),
             GoldenError::Model { during, source } => write!(f, "{during}: {source}"),
         }
@@ -84,17 +78,23 @@ impl fmt::Display for GoldenError {
 impl std::error::Error for GoldenError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            GoldenError::Io { source, .. } => Some(source),
-            GoldenError::Safetensors(e) => Some(e),
+            GoldenError::Storage(e) => std::error::Error::source(e),
             GoldenError::Model { source, .. } => Some(source),
             _ => None,
         }
     }
 }
 
+impl From<StorageError> for GoldenError {
+    fn from(e: StorageError) -> Self {
+        GoldenError::Storage(e)
+    }
+}
+
+/// A tensor file's error reaches `?` through [`StorageError`].
 impl From<CheckpointError> for GoldenError {
     fn from(e: CheckpointError) -> Self {
-        GoldenError::Safetensors(e)
+        GoldenError::Storage(e.into())
     }
 }
 
@@ -386,8 +386,7 @@ impl GoldenCase {
     pub fn load(dir: impl AsRef<Path>) -> Result<Self, GoldenError> {
         let dir = dir.as_ref().to_path_buf();
         let cfg_path = dir.join("config.json");
-        let text =
-            std::fs::read_to_string(&cfg_path).map_err(|source| GoldenError::Io { path: cfg_path.clone(), source })?;
+        let text = std::fs::read_to_string(&cfg_path).map_err(io_err(&cfg_path))?;
         let config = GoldenConfig::parse(&text, &cfg_path)?;
         let mc = config.model_config();
 
@@ -553,10 +552,10 @@ fn finite<E: Elem>(path: &Path, name: &str, data: &[E]) -> Result<(), GoldenErro
 /// A missing `root` is an error naming it.
 pub fn case_dirs(root: impl AsRef<Path>) -> Result<Vec<PathBuf>, GoldenError> {
     let root = root.as_ref();
-    let rd = std::fs::read_dir(root).map_err(|source| GoldenError::Io { path: root.to_path_buf(), source })?;
+    let rd = std::fs::read_dir(root).map_err(io_err(root))?;
     let mut out = Vec::new();
     for e in rd {
-        let e = e.map_err(|source| GoldenError::Io { path: root.to_path_buf(), source })?;
+        let e = e.map_err(io_err(root))?;
         let p = e.path();
         if p.is_dir() && p.join("config.json").is_file() {
             out.push(p);

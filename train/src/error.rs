@@ -1,7 +1,7 @@
 //! [`TrainError`]: what a run can fail with. Every variant names the file, field or step at
 //! fault; the texts are those `bc-cli train` has always printed after `error: `.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn or_none(p: &Option<PathBuf>, none: &str) -> String {
     p.as_ref().map_or(none.to_string(), |p| p.display().to_string())
@@ -22,19 +22,10 @@ pub enum TrainError {
     /// The model, optimizer, trainer or collective failed.
     #[error(transparent)]
     Model(#[from] boldcast_core::Error),
-    /// An output could not be written where it was asked for, or a safetensors file could
-    /// not be written or read.
+    /// A file could not be read or written, an output could not be written where it was
+    /// asked for, or a safetensors file could not be written or read.
     #[error(transparent)]
     Storage(#[from] boldcast_storage::StorageError),
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
     /// A checkpoint file is not what this run wrote (format, hash, shapes, metadata).
     #[error("{}: {reason}", path.display())]
     Checkpoint {
@@ -248,14 +239,6 @@ pub enum TrainError {
     /// A linear baseline cannot be fitted or scored.
     #[error(transparent)]
     Baselines(#[from] boldcast_baselines::BaselineError),
-}
-
-impl TrainError {
-    /// An I/O error on `path`.
-    pub fn io(path: impl AsRef<Path>) -> impl FnOnce(std::io::Error) -> TrainError {
-        let path = path.as_ref().to_path_buf();
-        move |source| TrainError::Io { path, source }
-    }
 }
 
 /// A tensor file's error reaches `?` through [`boldcast_storage::StorageError`].

@@ -11,6 +11,7 @@
 use crate::error::TrainError;
 use boldcast_core::{Logger, StepRecord};
 use boldcast_storage::hash::Fnv64;
+use boldcast_storage::io_err;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -29,7 +30,7 @@ pub struct RunLog {
 impl RunLog {
     /// Creates (truncates) the log at `path`.
     pub fn create(path: &Path) -> Result<Self, TrainError> {
-        let file = Some(std::fs::File::create(path).map_err(TrainError::io(path))?);
+        let file = Some(std::fs::File::create(path).map_err(io_err(path))?);
         Ok(Self { file, path: path.to_path_buf(), bytes: 0, hash: Fnv64::default(), losses: Vec::new() })
     }
 
@@ -38,8 +39,8 @@ impl RunLog {
     /// kill during the truncation leaves the old log. A log shorter than `bytes` is an error.
     pub fn open_at(path: &Path, bytes: u64) -> Result<Self, TrainError> {
         let mut prefix = Vec::new();
-        let f = std::fs::File::open(path).map_err(TrainError::io(path))?;
-        f.take(bytes).read_to_end(&mut prefix).map_err(TrainError::io(path))?;
+        let f = std::fs::File::open(path).map_err(io_err(path))?;
+        f.take(bytes).read_to_end(&mut prefix).map_err(io_err(path))?;
         let bad = |reason: String| TrainError::Log { path: path.to_path_buf(), reason };
         if (prefix.len() as u64) < bytes {
             return Err(bad(format!(
@@ -52,8 +53,8 @@ impl RunLog {
                 "the checkpoint's length {bytes} does not end a line: the log is not the one of this run"
             )));
         }
-        boldcast_storage::fsutil::write_atomic(path, &prefix).map_err(TrainError::io(path))?;
-        let file = Some(std::fs::OpenOptions::new().append(true).open(path).map_err(TrainError::io(path))?);
+        boldcast_storage::fsutil::write_atomic(path, &prefix).map_err(io_err(path))?;
+        let file = Some(std::fs::OpenOptions::new().append(true).open(path).map_err(io_err(path))?);
         let mut hash = Fnv64::default();
         hash.update(&prefix);
         Ok(Self { file, path: path.to_path_buf(), bytes, hash, losses: Vec::new() })
@@ -84,7 +85,7 @@ impl RunLog {
     /// Forces the log to disk (before a checkpoint records its length).
     pub fn sync(&self) -> Result<(), TrainError> {
         match &self.file {
-            Some(f) => f.sync_data().map_err(TrainError::io(&self.path)),
+            Some(f) => Ok(f.sync_data().map_err(io_err(&self.path))?),
             None => Ok(()),
         }
     }
@@ -92,7 +93,7 @@ impl RunLog {
     /// Appends one line holding `v` (a struct keeps its field order; a `json!` map is sorted).
     pub fn write_value<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> Result<(), TrainError> {
         let line = serde_json::to_string(v).expect("JSON serializes") + "\n";
-        self.write_line(&line).map_err(TrainError::io(&self.path))
+        Ok(self.write_line(&line).map_err(io_err(&self.path))?)
     }
 
     fn write_line(&mut self, line: &str) -> std::io::Result<()> {
@@ -149,7 +150,7 @@ pub fn read_step_field(path: &Path, field: &str) -> Result<Curve, TrainError> {
 }
 
 fn read_lines(path: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
-    let text = std::fs::read_to_string(path).map_err(TrainError::io(path))?;
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
     text.lines()
         .enumerate()
         .map(|(i, line)| {

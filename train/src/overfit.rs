@@ -21,6 +21,7 @@ use boldcast_core::{Adam, Adjacency, Model, OptimConfig, ScheduleConfig, Tokens,
 use boldcast_data::{Dataset, WindowSpec};
 use boldcast_fixtures::{circle_centroids, Ar1Spec, Layout};
 use boldcast_storage::fsutil::write_atomic;
+use boldcast_storage::io_err;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -190,7 +191,7 @@ impl OverfitReport {
     pub fn write_summary(&self, extra: &serde_json::Map<String, serde_json::Value>) -> Result<(), TrainError> {
         let sp = self.out.join("summary.json");
         let text = serde_json::to_string_pretty(&self.summary_json(extra)).expect("JSON serializes") + "\n";
-        write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))
+        Ok(write_atomic(&sp, text.as_bytes()).map_err(io_err(&sp))?)
     }
 }
 
@@ -205,7 +206,7 @@ pub fn train_overfit<M: Model<f32>>(
     opts: &OverfitOptions,
     observers: &mut [&mut dyn Observer],
 ) -> Result<OverfitReport, TrainError> {
-    std::fs::create_dir_all(&opts.out).map_err(TrainError::io(&opts.out))?;
+    std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
     let logger = RunLog::create(&opts.out.join("loss_log.jsonl"))?;
     let mut trainer =
         Trainer::new(model, Adam::<f32>::new(opts.optim.clone())?, opts.schedule.clone(), logger, opts.max_norm);

@@ -31,6 +31,7 @@ use crate::summary::{summary_json, StopReason, TrainReport};
 use boldcast_core::accept::heldout_verdict;
 use boldcast_core::{Adam, DataParallel, Model, Optimizer, ParamSpec, Schedule, ScheduleConfig, Trainer};
 use boldcast_data::WindowRef;
+use boldcast_storage::io_err;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -309,8 +310,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         if self.start == 0 || !self.run.dist.is_root() {
             return Ok(());
         }
-        let text =
-            std::fs::read_to_string(self.trainer.logger.path()).map_err(TrainError::io(self.trainer.logger.path()))?;
+        let text = std::fs::read_to_string(self.trainer.logger.path()).map_err(io_err(self.trainer.logger.path()))?;
         for line in text.lines() {
             if let Ok(v) = serde_json::from_str::<ValRecord>(line) {
                 self.flags.extend(self.judge.observe(v.step, v.val_over_train));
@@ -666,7 +666,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         let summary = summary_json(report, self.run.cfg, self.run.data, &self.run.summary_extra);
         let sp = self.run.out.join("summary.json");
         let text = serde_json::to_string_pretty(&summary).expect("JSON serializes") + "\n";
-        boldcast_storage::fsutil::write_atomic(&sp, text.as_bytes()).map_err(TrainError::io(&sp))?;
+        boldcast_storage::fsutil::write_atomic(&sp, text.as_bytes()).map_err(io_err(&sp))?;
         // Times differ from run to run, so they have a file of their own: summary.json stays
         // the same bits whether a run was interrupted or not.
         let t = &report.data_timing;
@@ -680,7 +680,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         });
         let tp = self.run.out.join(TIMING);
         let text = serde_json::to_string_pretty(&timing).expect("JSON serializes") + "\n";
-        boldcast_storage::fsutil::write_atomic(&tp, text.as_bytes()).map_err(TrainError::io(&tp))
+        Ok(boldcast_storage::fsutil::write_atomic(&tp, text.as_bytes()).map_err(io_err(&tp))?)
     }
 }
 

@@ -14,7 +14,7 @@
 use crate::checkpoint::{CKPT_DIR, PRUNED_PREFIX};
 use crate::config::RunConfig;
 use crate::error::TrainError;
-use boldcast_storage::StorageError;
+use boldcast_storage::{io_err, StorageError};
 use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -81,7 +81,7 @@ pub fn owner(out: &Path) -> Result<Owner, TrainError> {
     if !out.is_dir() {
         return Err(StorageError::OutputNotADir { path: out.to_path_buf() }.into());
     }
-    let mut entries = std::fs::read_dir(out).map_err(TrainError::io(out))?;
+    let mut entries = std::fs::read_dir(out).map_err(io_err(out))?;
     if entries.all(|e| e.is_ok_and(|e| e.file_name() == LOCK_FILE)) {
         return Ok(Owner::Nobody);
     }
@@ -130,13 +130,13 @@ pub fn check_continue(out: &Path, kind: RunKind) -> Result<(), TrainError> {
 /// `config.resolved.toml`.
 pub fn start(out: &Path, kind: RunKind, cfg: &RunConfig) -> Result<RunDirLock, TrainError> {
     check_start(out, kind)?;
-    std::fs::create_dir_all(out).map_err(TrainError::io(out))?;
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
     let lock = RunDirLock::acquire(out)?;
     check_start(out, kind)?;
     remove_leftovers(out)?;
     let marker = out.join(KIND_FILE);
     boldcast_storage::fsutil::write_atomic(&marker, format!("{}\n", kind.name()).as_bytes())
-        .map_err(TrainError::io(&marker))?;
+        .map_err(io_err(&marker))?;
     cfg.write_resolved(out)?;
     Ok(lock)
 }
@@ -161,7 +161,7 @@ impl RunDirLock {
             writeln!(f, "{}", std::process::id())?;
             f.sync_data()
         };
-        write(&mut file).map_err(TrainError::io(&path))?;
+        write(&mut file).map_err(io_err(&path))?;
         Ok(RunDirLock { _file: file, path })
     }
 
@@ -183,7 +183,7 @@ fn try_lock(out: &Path) -> Result<(File, PathBuf), TrainError> {
             let _ = file.read_to_string(&mut text);
             Err(TrainError::Busy { dir: out.to_path_buf(), pid: text.trim().parse().ok() })
         }
-        Err(TryLockError::Error(e)) => Err(TrainError::Io { path, source: e }),
+        Err(TryLockError::Error(e)) => Err(StorageError::Io { path, source: e }.into()),
     }
 }
 
@@ -275,7 +275,7 @@ fn open_existing_listing(out: &Path) -> Result<(RunDirLock, Vec<String>), TrainE
     let removed = remove_leftovers(out)?;
     let marker = out.join(KIND_FILE);
     if !marker.exists() {
-        boldcast_storage::fsutil::write_atomic(&marker, b"train\n").map_err(TrainError::io(&marker))?;
+        boldcast_storage::fsutil::write_atomic(&marker, b"train\n").map_err(io_err(&marker))?;
     }
     Ok((lock, removed))
 }
@@ -319,17 +319,17 @@ fn remove_leftovers(out: &Path) -> Result<Vec<String>, TrainError> {
     for dir in [out.to_path_buf(), out.join("figures"), out.join(CKPT_DIR)] {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries {
-            let e = e.map_err(TrainError::io(&dir))?;
+            let e = e.map_err(io_err(&dir))?;
             if !is_leftover(&e.file_name().to_string_lossy()) {
                 continue;
             }
             let p = e.path();
-            let r = if e.file_type().map_err(TrainError::io(&p))?.is_dir() {
+            let r = if e.file_type().map_err(io_err(&p))?.is_dir() {
                 std::fs::remove_dir_all(&p)
             } else {
                 std::fs::remove_file(&p)
             };
-            r.map_err(TrainError::io(&p))?;
+            r.map_err(io_err(&p))?;
             removed.push(format!("removed {}, left by a killed process", p.display()));
         }
     }
@@ -343,7 +343,7 @@ pub fn read_resolved(out: &Path) -> Result<RunConfig, TrainError> {
     if !p.is_file() {
         return Err(TrainError::NotARunDir { dir: out.to_path_buf() });
     }
-    let text = std::fs::read_to_string(&p).map_err(TrainError::io(&p))?;
+    let text = std::fs::read_to_string(&p).map_err(io_err(&p))?;
     let cfg: RunConfig = toml::from_str(&text)
         .map_err(|e| TrainError::Checkpoint { path: p.clone(), reason: format!("not a run configuration: {e}") })?;
     cfg.validate()?;

@@ -26,6 +26,7 @@ use crate::error::TrainError;
 use crate::observer::ValRecord;
 use crate::run::Run;
 use boldcast_core::{Adjacency, DataParallel, ModelConfig};
+use boldcast_storage::io_err;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -373,7 +374,7 @@ pub fn is_finished(dir: &Path) -> Result<bool, TrainError> {
 /// of its best step in `loss_log.jsonl`.
 fn read_outcome(dir: &Path, r: &mut TrialResult) -> Result<(), TrainError> {
     let sp = dir.join("summary.json");
-    let text = std::fs::read_to_string(&sp).map_err(TrainError::io(&sp))?;
+    let text = std::fs::read_to_string(&sp).map_err(io_err(&sp))?;
     let s: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| TrainError::Checkpoint { path: sp.clone(), reason: format!("not JSON: {e}") })?;
     r.steps = s["steps"].as_u64();
@@ -381,7 +382,7 @@ fn read_outcome(dir: &Path, r: &mut TrialResult) -> Result<(), TrainError> {
     r.best_step = s["best"]["step"].as_u64();
     r.best_val_loss = s["best"]["val_loss"].as_f64();
     let log = crate::run::log_path(dir);
-    let text = std::fs::read_to_string(&log).map_err(TrainError::io(&log))?;
+    let text = std::fs::read_to_string(&log).map_err(io_err(&log))?;
     let val = text
         .lines()
         .rev()

@@ -50,10 +50,10 @@ use crate::eval::Weights;
 use crate::AnalysisError;
 use boldcast_core::{Adjacency, Model, ModelConfig};
 use boldcast_data::Run;
+use boldcast_storage::io_err;
 use boldcast_train::config::RunConfig;
 use boldcast_train::data::{load_data, DataIdentity, LoadedData, Split};
 use boldcast_train::linear_path::LinearPathModel;
-use boldcast_train::TrainError;
 use std::path::PathBuf;
 
 /// What to open: the weights and, optionally, other data.
@@ -330,7 +330,7 @@ impl JobHeader {
 
 /// Writes `value` as pretty JSON to `path`, atomically.
 fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), AnalysisError> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(|e| TrainError::io(path)(std::io::Error::other(e)))?;
+    let mut text = serde_json::to_vec_pretty(value).map_err(|e| io_err(path)(std::io::Error::other(e)))?;
     text.push(b'\n');
-    Ok(boldcast_storage::fsutil::write_atomic(path, &text).map_err(TrainError::io(path))?)
+    Ok(boldcast_storage::fsutil::write_atomic(path, &text).map_err(io_err(path))?)
 }

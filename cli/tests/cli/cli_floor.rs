@@ -51,10 +51,7 @@ fn floor_argument_errors_are_clean() {
 fn empirical_floor_of_a_long_ar1_dataset_is_near_the_exact_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = synth(&out, "--subjects 4 --runs 2 --trs 4000 --parcels 3 --rho 0.9,0.7,0.5 --mix 0.5 --seed 3");
-    assert!(o.status.success(), "{}", text(&o).1);
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
+    let meta = synth_ok(&out, "--subjects 4 --runs 2 --trs 4000 --parcels 3 --rho 0.9,0.7,0.5 --mix 0.5 --seed 3");
     let exact = meta["floor"]["overall"].as_f64().unwrap();
     let o = run(&["floor", "--data", out.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", text(&o).1);

@@ -168,8 +168,7 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
     // floor of the data, far below its start.
     assert!(rep.losses[149] < 1.0, "{}", rep.losses[149]);
     // summary.json carries the verdict numbers.
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s = common::json(&out.join("summary.json"));
     let first = rep.losses[..50].iter().sum::<f64>() / 50.0;
     let last = rep.losses[100..].iter().sum::<f64>() / 50.0;
     assert!((s["mean_first_50"].as_f64().unwrap() - first).abs() < 1e-12);
@@ -212,8 +211,7 @@ fn a_flat_loss_fails_the_verdict() {
     )
     .unwrap();
     assert!(!rep.verdict.passed);
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s = common::json(&out.join("summary.json"));
     assert_eq!(s["passed"], false);
 }
 
@@ -261,24 +259,30 @@ fn overfit_on_a_dataset_needs_exactly_four_windows() {
     assert!(!out.exists());
 }
 
+/// Runs `bc-cli overfit --preset quick --max-steps 150 EXTRA...` into `out`, which must pass;
+/// returns its standard output and its 150 log lines.
+fn passing_overfit(out: &Path, extra: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let o = quick("overfit", out, &[&["--max-steps", "150"][..], extra].concat());
+    let (so, se) = common::text(&o);
+    assert!(o.status.success(), "{so}\n{se}");
+    assert!(so.contains("verdict: PASS  mean(last 50) = "), "{so}");
+    let log = log_lines(&out.join("loss_log.jsonl"));
+    assert_eq!(log.len(), 150);
+    (so, log)
+}
+
 /// The wired command on the CPU model: the quick preset's synthetic batch drops well below
 /// 70 % of its start within 150 steps.
 #[test]
 fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = quick("overfit", &out, &["--max-steps", "150"]);
-    let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{so}\n{se}");
-    assert!(so.contains("verdict: PASS  mean(last 50) = "), "{so}");
+    let (so, log) = passing_overfit(&out, &[]);
     assert!(so.contains("exact AR(1) floor 0.420661"), "{so}");
     assert!(so.contains("step     10  loss "), "a line every log_every = 10 steps: {so}");
-    let log = log_lines(&out.join("loss_log.jsonl"));
-    assert_eq!(log.len(), 150);
     let keys: Vec<&String> = log[0].as_object().unwrap().keys().collect();
     assert_eq!(keys.len(), 4);
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s = common::json(&out.join("summary.json"));
     assert_eq!(s["passed"], true);
     let losses: Vec<f64> = log.iter().map(|r| r["loss"].as_f64().unwrap()).collect();
     let v = boldcast::core::accept::overfit_verdict(&losses).unwrap();
@@ -294,24 +298,7 @@ fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
 fn overfit_binary_on_the_dfdx_mamba2_model_passes_with_the_quick_preset() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = run(&[
-        "overfit",
-        "--preset",
-        "quick",
-        "--backend",
-        "dfdx-cpu",
-        "--temporal",
-        "mamba2",
-        "--out",
-        out.to_str().unwrap(),
-        "--max-steps",
-        "150",
-    ]);
-    let (so, se) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{so}\n{se}");
-    assert!(so.contains("verdict: PASS  mean(last 50) = "), "{so}");
-    let log = log_lines(&out.join("loss_log.jsonl"));
-    assert_eq!(log.len(), 150);
+    let (_, log) = passing_overfit(&out, &["--backend", "dfdx-cpu", "--temporal", "mamba2"]);
     let losses: Vec<f64> = log.iter().map(|r| r["loss"].as_f64().unwrap()).collect();
     let v = boldcast::core::accept::overfit_verdict(&losses).unwrap();
     assert!(v.passed, "{v:?}");

@@ -8,13 +8,6 @@ use boldcast::fixtures::{Layout, Var1Spec};
 use common::*;
 use std::path::Path;
 
-fn ls(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
-}
-
 /// The shape, the values (widened to f64) and the bytes per value of a `.npy` run.
 fn read_npy(path: &Path) -> (Vec<u64>, Vec<f64>, u64) {
     let bytes = std::fs::read(path).unwrap();
@@ -35,8 +28,7 @@ fn read_npy(path: &Path) -> (Vec<u64>, Vec<f64>, u64) {
 fn synth_npy_writes_runs_parcels_and_exact_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = synth(&out, "--subjects 3 --runs 2 --trs 40 --parcels 5 --rho 0.5:0.9 --seed 7");
-    assert!(o.status.success(), "{}", text(&o).1);
+    let meta = synth_ok(&out, "--subjects 3 --runs 2 --trs 40 --parcels 5 --rho 0.5:0.9 --seed 7");
     assert_eq!(
         ls(&out),
         [
@@ -53,8 +45,6 @@ fn synth_npy_writes_runs_parcels_and_exact_floor() {
     let (shape, data, size) = read_npy(&out.join("sub-02_run-1_bold.npy"));
     assert_eq!((shape.as_slice(), size), ([40, 5].as_slice(), 4), "float32 by default");
     assert!(data.iter().all(|v| v.is_finite()) && data.iter().any(|&v| v != 0.0));
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
     assert_eq!(meta["generator"], "ar1");
     let rhos: Vec<f64> = meta["rho"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert_eq!(rhos.len(), 5);
@@ -109,10 +99,7 @@ fn synth_tsv_has_a_header_of_parcel_names() {
 fn synth_var1_records_its_lyapunov_floor() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("ds");
-    let o = synth(&out, "--var1 --parcels 6 --k 3 --self-coef 0.5 --neighbor-coef 0.4 --trs 20 --dtype f64");
-    assert!(o.status.success(), "{}", text(&o).1);
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("synth.json")).unwrap()).unwrap();
+    let meta = synth_ok(&out, "--var1 --parcels 6 --k 3 --self-coef 0.5 --neighbor-coef 0.4 --trs 20 --dtype f64");
     assert_eq!(meta["generator"], "var1");
     let spec = Var1Spec {
         layout: Layout { subjects: 4, runs: 1, trs: 20, parcels: 6, seed: 0 },

@@ -5,24 +5,11 @@ use crate::common;
 use boldcast_train::config::RunConfig;
 use common::*;
 
+const FLAGS: &[&str] =
+    &["--max-steps", "4", "--val-every", "2", "--subjects-train", "01,02,03", "--subjects-heldout", "04"];
+
 fn tune(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "tune",
-        "--preset",
-        "quick",
-        "--max-steps",
-        "4",
-        "--val-every",
-        "2",
-        "--subjects-train",
-        "01,02,03",
-        "--subjects-heldout",
-        "04",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    run(&args)
+    quick("tune", out, &[FLAGS, extra].concat())
 }
 
 #[test]
@@ -36,8 +23,7 @@ fn a_two_by_one_grid_writes_the_table_and_the_winning_configuration() {
     assert!(stdout.contains("trial 1/2 trial-000 model.d_model=8 train.lr=0.001: best val_mse"), "{stdout}");
     assert!(stdout.contains("trial 2/2 trial-001 model.d_model=16 train.lr=0.001: best val_mse"), "{stdout}");
 
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let json = json(&out.join("results.json"));
     assert_eq!(json["keys"], serde_json::json!(["model.d_model", "train.lr"]));
     assert_eq!(json["validation_subjects"], serde_json::json!(["04"]));
     let trials = json["trials"].as_array().unwrap();

@@ -16,14 +16,17 @@ fn run_with_closed_output(args: &[&str]) -> Option<i32> {
 }
 
 #[test]
-fn a_training_run_with_closed_output_finishes_and_writes_its_files() {
+fn a_training_run_and_the_overfit_check_with_closed_output_finish_and_write_their_files() {
     let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("run");
-    let code = run_with_closed_output(&["train", "--preset", "quick", "--out", out.to_str().unwrap()]);
-    // 0 or 1 is the held-out verdict; a panic would be 101.
-    assert!(matches!(code, Some(0 | 1)), "exit code {code:?}");
-    for f in ["summary.json", "loss_log.jsonl", "best.safetensors", "checkpoints/latest", "figures/loss_curves.png"] {
-        assert!(out.join(f).exists(), "{f} missing");
+    let train = ["summary.json", "loss_log.jsonl", "best.safetensors", "checkpoints/latest", "figures/loss_curves.png"];
+    for (cmd, files) in [("train", &train[..]), ("overfit", &["summary.json", "loss_log.jsonl"][..])] {
+        let out = d.path().join(cmd);
+        let code = run_with_closed_output(&[cmd, "--preset", "quick", "--out", common::s(&out)]);
+        // 0 or 1 is the verdict; a panic would be 101.
+        assert!(matches!(code, Some(0 | 1)), "{cmd}: exit code {code:?}");
+        for f in files {
+            assert!(out.join(f).exists(), "{cmd}: {f} missing");
+        }
     }
 }
 
@@ -31,13 +34,4 @@ fn a_training_run_with_closed_output_finishes_and_writes_its_files() {
 fn an_error_with_closed_output_still_exits_2() {
     let code = run_with_closed_output(&["floor", "--data", "/nonexistent/boldcast-data", "--horizons", "1"]);
     assert_eq!(code, Some(2));
-}
-
-#[test]
-fn overfit_with_closed_output_writes_its_summary() {
-    let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("ov");
-    let code = run_with_closed_output(&["overfit", "--preset", "quick", "--out", out.to_str().unwrap()]);
-    assert!(matches!(code, Some(0 | 1)), "exit code {code:?}");
-    assert!(out.join("summary.json").exists() && out.join("loss_log.jsonl").exists());
 }

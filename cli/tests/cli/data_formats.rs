@@ -90,8 +90,7 @@ fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
     assert_eq!(la.len(), 20);
     // The steps' times and the fraction spent waiting for data (the next batch is made while a
     // step runs), in a file of their own.
-    let timing: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ob.join("timing.json")).unwrap()).unwrap();
+    let timing = json(&ob.join("timing.json"));
     assert_eq!(timing["steps"], 20);
     let (wait, step) = (timing["data_wait_s"].as_f64().unwrap(), timing["step_s"].as_f64().unwrap());
     assert!(step > 0.0 && (0.0..=step).contains(&wait), "{timing}");
@@ -119,8 +118,7 @@ fn an_xcpd_tree_gives_the_floor_and_loss_series_of_the_same_numbers_as_npy() {
     assert!(resolved.contains(&format!("cache = \"{}\"", s(&cache))), "{resolved}");
 
     // What the run trained on, in summary.json and in every checkpoint's weights.
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ob.join("summary.json")).unwrap()).unwrap();
+    let summary = json(&ob.join("summary.json"));
     let p = &summary["provenance"];
     assert_eq!(p["root"].as_str(), Some(s(&tree).as_str()));
     assert_eq!(p["tr_seconds"].as_f64(), Some(0.72));

@@ -53,8 +53,7 @@ fn the_training_figure_has_a_title_axis_labels_ticks_and_a_legend() {
     let want = format!("mean of the first 3 validations = {first:.4}");
     assert!(texts.contains(&want), "`{want}` not among {texts:?}");
     assert!(texts.iter().any(|t| t.starts_with("mean of the last 3 validations = ")), "{texts:?}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = common::json(&out.join("summary.json"));
     assert_eq!(summary["figure_svg"], "figures/loss_curves.svg");
 }
 
@@ -99,8 +98,7 @@ fn svg_rects(path: &Path, color: (u8, u8, u8), y_max: f64) -> Vec<(f64, f64)> {
 fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");
-    let o = common::quick("train", &out, &["--max-steps", "20"]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", common::text(&o));
+    common::quick_run(&out, &["--max-steps", "20"]);
     let png = d.path().join("figs/eval.png");
     let o = common::run(&["eval", "--checkpoint", out.to_str().unwrap(), "--json", "--figure", png.to_str().unwrap()]);
     let (stdout, stderr) = common::text(&o);
@@ -177,8 +175,7 @@ fn a_figure_replaces_only_regular_files_and_only_with_overwrite_and_its_twin_fol
     use std::os::unix::fs::FileTypeExt;
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");
-    let o = common::quick("train", &out, &["--max-steps", "20"]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", common::text(&o));
+    common::quick_run(&out, &["--max-steps", "20"]);
     for command in ["eval", "fingerprint"] {
         let dir = d.path().join(command);
         std::fs::create_dir(&dir).unwrap();

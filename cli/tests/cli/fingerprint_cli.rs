@@ -19,26 +19,12 @@ fn write_dataset(dir: &Path, spec: &IdentitySpec) {
 }
 
 fn train(data: &Path, out: &Path, backend: &str) {
-    let o = run(&[
-        "train",
-        "--preset",
-        "quick",
-        "--max-steps",
-        "20",
-        "--backend",
-        backend,
-        "--data",
-        data.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+    quick_run(out, &["--max-steps", "20", "--backend", backend, "--data", s(data)]);
 }
 
 /// Runs `bc-cli fingerprint` of `run_dir` on `data` with `extra` flags.
 fn fingerprint_run(run_dir: &Path, data: &Path, backend: &str, extra: &[&str]) -> std::process::Output {
-    let (r, d) = (run_dir.to_str().unwrap(), data.to_str().unwrap());
-    run(&[&["fingerprint", "--checkpoint", r, "--data", d, "--backend", backend][..], extra].concat())
+    run(&[&["fingerprint", "--checkpoint", s(run_dir), "--data", s(data), "--backend", backend][..], extra].concat())
 }
 
 fn fingerprint(run_dir: &Path, data: &Path, backend: &str, extra: &[&str]) -> serde_json::Value {
@@ -106,16 +92,7 @@ fn planted_identities_are_found_and_identical_subjects_give_chance() {
     let e = &r["methods"][0];
     assert_eq!((e["pooling"].as_str(), e["similarity"].as_str()), (Some("mean"), Some("cosine")), "{e}");
     // Bad input: an unknown subject names the flag.
-    let out = d.path().join("run-cpu");
-    let o = run(&[
-        "fingerprint",
-        "--checkpoint",
-        out.to_str().unwrap(),
-        "--data",
-        planted.to_str().unwrap(),
-        "--subjects",
-        "99",
-    ]);
+    let o = fingerprint_run(&d.path().join("run-cpu"), &planted, "cpu", &["--subjects", "99"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--subjects") && stderr(&o).contains("99"), "{}", stderr(&o));
 }
@@ -145,17 +122,7 @@ fn segments_of_runs_are_fingerprinted_and_bad_lengths_refused() {
         let lo = s["idiff_bootstrap"]["lo"].as_f64().unwrap();
         assert!(lo <= idiff && idiff <= s["idiff_bootstrap"]["hi"].as_f64().unwrap(), "{s}");
     }
-    let args = |n: &str| {
-        run(&[
-            "fingerprint",
-            "--checkpoint",
-            out.to_str().unwrap(),
-            "--data",
-            planted.to_str().unwrap(),
-            "--segment",
-            n,
-        ])
-    };
+    let args = |n: &str| fingerprint_run(&out, &planted, "cpu", &["--segment", n]);
     let o = args("60");
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);

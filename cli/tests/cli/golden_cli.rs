@@ -16,10 +16,10 @@ fn cases() -> Vec<PathBuf> {
     dirs
 }
 
-#[test]
-fn every_case_passes_on_the_cpu_backend() {
-    for dir in cases() {
-        let out = bc().arg("golden").arg(&dir).args(["--backend", "cpu"]).output().unwrap();
+/// Every case of `dirs` passes on `backend`, with a line per tensor group.
+fn all_pass(dirs: &[PathBuf], backend: &str) {
+    for dir in dirs {
+        let out = bc().arg("golden").arg(dir).args(["--backend", backend]).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{}:\n{text}{}", dir.display(), String::from_utf8_lossy(&out.stderr));
         assert!(text.contains(": PASS"), "{text}");
@@ -27,6 +27,11 @@ fn every_case_passes_on_the_cpu_backend() {
             assert!(text.lines().any(|l| l.trim_start().starts_with(group)), "no `{group}` line:\n{text}");
         }
     }
+}
+
+#[test]
+fn every_case_passes_on_the_cpu_backend() {
+    all_pass(&cases(), "cpu");
 }
 
 #[test]
@@ -119,15 +124,7 @@ fn every_case_passes_on_the_dfdx_cpu_backend() {
     // Both mixers: the Mamba-2 cases (`tiny-mamba2`, `mamba2-full-k`) included.
     let dirs = cases();
     assert!(dirs.iter().filter(|d| d.to_string_lossy().contains("mamba2")).count() >= 2, "{dirs:?}");
-    for dir in dirs {
-        let out = bc().arg("golden").arg(&dir).args(["--backend", "dfdx-cpu"]).output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), Some(0), "{}:\n{text}{}", dir.display(), String::from_utf8_lossy(&out.stderr));
-        assert!(text.contains(": PASS"), "{text}");
-        for group in ["pred", "embed", "loss", "grad", "opt", "train.loss", "train.grad_norm"] {
-            assert!(text.lines().any(|l| l.trim_start().starts_with(group)), "no `{group}` line:\n{text}");
-        }
-    }
+    all_pass(&dirs, "dfdx-cpu");
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -7,7 +7,7 @@
 //! missing check shows as a failed test, not a hung one).
 
 use crate::common;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -92,23 +92,18 @@ fn all_ok(results: Vec<Result<String, String>>) -> Vec<String> {
     results.into_iter().map(|r| r.unwrap()).collect()
 }
 
-/// `bc-cli train --config FILE --out DIR` with `toml` as the file.
-fn train(dir: &Path, name: &str, toml: &str) -> (Option<Output>, std::path::PathBuf) {
-    let cfg = dir.join(format!("{name}.toml"));
-    std::fs::write(&cfg, toml).unwrap();
+/// `bc-cli CMD --config DIR/NAME.toml --out DIR/out-NAME EXTRA...` with `toml` as the file,
+/// within the time limit.
+fn with_config(cmd: &str, dir: &Path, name: &str, toml: &str, extra: &[&str]) -> (Option<Output>, PathBuf) {
+    let cfg = common::write_file(dir, &format!("{name}.toml"), toml);
     let out = dir.join(format!("out-{name}"));
-    let o = run_limited(&[
-        "train",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--max-steps",
-        "1",
-        "--val-every",
-        "1",
-    ]);
+    let o = run_limited(&[&[cmd, "--config", common::s(&cfg), "--out", common::s(&out)][..], extra].concat());
     (o, out)
+}
+
+/// `bc-cli train --config FILE --out DIR` with `toml` as the file.
+fn train(dir: &Path, name: &str, toml: &str) -> (Option<Output>, PathBuf) {
+    with_config("train", dir, name, toml, &["--max-steps", "1", "--val-every", "1"])
 }
 
 /// The four cases quoted in the issue, and the other size fields of `[model]`, `[window]`,
@@ -206,10 +201,7 @@ fn the_overfit_check_refuses_a_model_larger_than_the_machine() {
         ("d_state", "[model]\nd_state = 100000000000\n", "model.d_state"),
         ("parcels", "[data.synthetic]\nparcels = 10000000\n", "data.synthetic.parcels"),
     ] {
-        let cfg = d.path().join(format!("{name}.toml"));
-        std::fs::write(&cfg, toml).unwrap();
-        let out = d.path().join(format!("out-{name}"));
-        let o = run_limited(&["overfit", "--config", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        let (o, out) = with_config("overfit", d.path(), name, toml, &[]);
         results.push(refused(name, o, field, &out).and_then(|e| {
             if e.contains("the configuration would need about") && e.contains("this machine has") {
                 Ok(e)

@@ -5,10 +5,10 @@
 
 use crate::common;
 
-use common::{bc, run, text};
-use std::io::{BufRead, BufReader};
+use boldcast::core::model::NamedTensor;
+use boldcast::storage::tensorfile::{save_safetensors, SafetensorsFile};
+use common::{bc, run, s, spawn_paused, text, zero_parcel_data};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 /// A quick run of `steps` steps, checkpointing every 10, in a new directory under `d`.
 fn stopped_run(d: &Path, steps: &str) -> PathBuf {
@@ -16,10 +16,6 @@ fn stopped_run(d: &Path, steps: &str) -> PathBuf {
     let o = run(&["train", "--preset", "quick", "--ckpt-every", "10", "--stop-after", steps, "--out", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn resume(out: &Path) -> (Option<i32>, String, String) {
@@ -38,7 +34,7 @@ type Edit = fn(&mut serde_json::Value);
 /// Edits `state.json` of a checkpoint with `f`.
 fn edit_state(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
     let p = dir.join("state.json");
-    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let mut v = common::json(&p);
     f(&mut v);
     std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
 }
@@ -69,28 +65,10 @@ fn a_batch_larger_than_the_data_creates_no_directory() {
     assert!(!out.exists(), "the refused run created {}", out.display());
 }
 
-/// A `.npy` file of `f8` zeros of shape `(rows, cols)`, written by hand.
-fn npy_zeros(path: &Path, rows: usize, cols: usize) {
-    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.resize(bytes.len() + rows * cols * 8, 0);
-    std::fs::write(path, bytes).unwrap();
-}
-
 #[test]
 fn zero_parcel_data_creates_no_directory() {
     let d = tempfile::tempdir().unwrap();
-    let data = d.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    for sub in ["01", "02", "03", "04"] {
-        npy_zeros(&data.join(format!("sub-{sub}_run-1_bold.npy")), 100, 0);
-    }
+    let data = zero_parcel_data(d.path(), 100);
     let out = d.path().join("run");
     let o = run(&["train", "--preset", "quick", "--data", s(&data), "--out", s(&out)]);
     let se = text(&o).1;
@@ -111,14 +89,9 @@ fn a_run_killed_before_its_first_checkpoint_starts_again_with_resume() {
     assert_eq!(bc().args(args(&reference)).output().unwrap().status.code(), Some(0));
     // Killed inside the write of its first checkpoint.
     let out = d.path().join("run");
-    let mut child = bc()
-        .args(args(&out))
-        .env(bc_cli::train::PAUSE_HOOK_ENV, "10")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_pause(&mut child);
+    let mut cmd = bc();
+    cmd.args(args(&out));
+    let mut child = spawn_paused(cmd, "10", PAUSED).child;
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!out.join("checkpoints/latest").exists());
@@ -131,14 +104,22 @@ fn a_run_killed_before_its_first_checkpoint_starts_again_with_resume() {
     common::assert_same_tensors(&out.join("best.safetensors"), &reference.join("best.safetensors"));
 }
 
+/// A quick run at learning rate 100, checkpointing every `ckpt_every` steps, in `d/run`: it
+/// stops with exit status 2 at step 6, the first step whose weights give NaN. Returns the run
+/// directory and the standard error.
+fn non_finite_run(d: &Path, ckpt_every: &str) -> (PathBuf, String) {
+    let out = d.join("run");
+    let o = run(&["train", "--preset", "quick", "--lr", "100", "--ckpt-every", ckpt_every, "--out", s(&out)]);
+    let se = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("non-finite loss (NaN) at step 6"), "{se}");
+    (out, se)
+}
+
 #[test]
 fn a_non_finite_stop_before_the_first_checkpoint_leaves_a_directory_resume_accepts() {
     let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("run");
-    let o = run(&["train", "--preset", "quick", "--lr", "100", "--ckpt-every", "1000", "--out", s(&out)]);
-    let first = text(&o).1;
-    assert_eq!(o.status.code(), Some(2), "{first}");
-    assert!(first.contains("non-finite loss (NaN) at step 6"), "{first}");
+    let (out, _) = non_finite_run(d.path(), "1000");
     // The directory is accepted: the run starts again and meets the same stop.
     let (code, so, se) = resume(&out);
     assert_eq!(code, Some(2), "{so}\n{se}");
@@ -164,56 +145,62 @@ fn an_optimizer_t_of_zero_is_refused() {
     assert_refused(&out, &["step-000020", "optimizer_t"]);
 }
 
-#[test]
-fn a_model_or_optimizer_file_from_another_step_is_refused() {
+/// For the model and the optimizer file of step 20 of a fresh run: after `edit(out, file)`,
+/// resuming is refused naming the file.
+fn each_tensor_file_refused(edit: impl Fn(&Path, &str)) {
     for file in ["model.safetensors", "optimizer.safetensors"] {
         let d = tempfile::tempdir().unwrap();
         let out = stopped_run(d.path(), "20");
-        std::fs::copy(step_dir(&out, 10).join(file), step_dir(&out, 20).join(file)).unwrap();
+        edit(&out, file);
         assert_refused(&out, &[&format!("step-000020/{file}")]);
     }
 }
 
 #[test]
-fn moments_removed_from_the_optimizer_file_are_refused() {
-    use boldcast::storage::tensorfile::{save_safetensors, SafetensorsFile};
-    let d = tempfile::tempdir().unwrap();
-    let out = stopped_run(d.path(), "20");
-    let p = step_dir(&out, 20).join("optimizer.safetensors");
+fn a_model_or_optimizer_file_from_another_step_is_refused() {
+    each_tensor_file_refused(|out, file| {
+        std::fs::copy(step_dir(out, 10).join(file), step_dir(out, 20).join(file)).unwrap();
+    });
+}
+
+/// A tensor file's metadata.
+type Metadata = std::collections::HashMap<String, String>;
+
+/// Rewrites the tensor file `file` of step 20 of a fresh run with `edit` applied to its tensors
+/// and metadata, the recorded hash left as it was; returns the run directory.
+fn edited_step_20(d: &Path, file: &str, edit: impl FnOnce(&mut Vec<NamedTensor<f32>>, &mut Metadata)) -> PathBuf {
+    let out = stopped_run(d, "20");
+    let p = step_dir(&out, 20).join(file);
     let f = SafetensorsFile::open(&p).unwrap();
-    let meta = f.metadata();
-    let kept: Vec<_> = f.all::<f32>().unwrap().into_iter().filter(|t| !t.name.ends_with("head.weight")).collect();
-    save_safetensors(&p, &kept, meta).unwrap();
+    let (mut tensors, mut meta) = (f.all::<f32>().unwrap(), f.metadata().unwrap());
+    edit(&mut tensors, &mut meta);
+    save_safetensors(&p, &tensors, Some(meta)).unwrap();
+    out
+}
+
+#[test]
+fn moments_removed_from_the_optimizer_file_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let out = edited_step_20(d.path(), "optimizer.safetensors", |tensors, _| {
+        tensors.retain(|t| !t.name.ends_with("head.weight"));
+    });
     assert_refused(&out, &["step-000020/optimizer.safetensors"]);
 }
 
 #[test]
 fn a_model_file_whose_metadata_names_another_configuration_is_refused() {
-    use boldcast::storage::tensorfile::{save_safetensors, SafetensorsFile};
     let d = tempfile::tempdir().unwrap();
-    let out = stopped_run(d.path(), "20");
-    let p = step_dir(&out, 20).join("model.safetensors");
-    let f = SafetensorsFile::open(&p).unwrap();
-    let mut meta = f.metadata().unwrap();
-    let config = meta["config"].replace("seed = 0", "seed = 7");
-    assert_ne!(config, meta["config"], "the edit changes the configuration");
-    meta.insert("config".into(), config);
-    save_safetensors(&p, &f.all::<f32>().unwrap(), Some(meta)).unwrap();
+    let out = edited_step_20(d.path(), "model.safetensors", |_, meta| {
+        let config = meta["config"].replace("seed = 0", "seed = 7");
+        assert_ne!(config, meta["config"], "the edit changes the configuration");
+        meta.insert("config".into(), config);
+    });
     assert_refused(&out, &["step-000020/model.safetensors", "metadata `config`"]);
 }
 
 #[test]
 fn a_flipped_bit_in_tensor_data_is_refused() {
-    for file in ["model.safetensors", "optimizer.safetensors"] {
-        let d = tempfile::tempdir().unwrap();
-        let out = stopped_run(d.path(), "20");
-        let p = step_dir(&out, 20).join(file);
-        let mut bytes = std::fs::read(&p).unwrap();
-        let n = bytes.len();
-        bytes[n - 3] ^= 0x04;
-        std::fs::write(&p, bytes).unwrap();
-        assert_refused(&out, &[&format!("step-000020/{file}")]);
-    }
+    each_tensor_file_refused(|out, file| common::flip_tensor_bit(&step_dir(out, 20).join(file)));
 }
 
 #[test]
@@ -242,13 +229,9 @@ fn state_fields_that_contradict_the_configuration_are_refused() {
 #[test]
 fn the_last_good_checkpoint_of_a_non_finite_stop_can_train() {
     let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("run");
-    let o = run(&["train", "--preset", "quick", "--lr", "100", "--ckpt-every", "1", "--out", s(&out)]);
-    let se = text(&o).1;
-    assert_eq!(o.status.code(), Some(2), "{se}");
-    // Step 6 is the first step whose weights (those after 6 steps) give NaN: the checkpoint of
-    // step 6 is not good; the one of step 5 is, and `latest` names it again.
-    assert!(se.contains("non-finite loss (NaN) at step 6"), "{se}");
+    // The checkpoint of step 6 is not good (its weights, those after 6 steps, give NaN); the
+    // one of step 5 is, and `latest` names it again.
+    let (out, se) = non_finite_run(d.path(), "1");
     assert!(se.contains("last good checkpoint is") && se.contains("step-000005"), "{se}");
     assert_eq!(common::latest(&out), step_dir(&out, 5));
     // Training goes on from it: the resumed run's first step (step 5, from the weights after 5
@@ -265,17 +248,14 @@ fn the_last_good_checkpoint_of_a_non_finite_stop_can_train() {
 
 #[test]
 fn eval_of_non_finite_weights_is_an_error() {
-    use boldcast::storage::tensorfile::{save_safetensors_hashed, SafetensorsFile};
     let d = tempfile::tempdir().unwrap();
     let out = stopped_run(d.path(), "20");
     let p = out.join("best.safetensors");
-    let f = SafetensorsFile::open(&p).unwrap();
-    let meta = f.metadata().unwrap();
-    let mut ts = f.all::<f32>().unwrap();
-    let t = ts.iter_mut().find(|t| t.name == "head.weight").unwrap();
-    t.data[1] = f32::NAN;
-    // Written with a matching tensors_hash: the NaN, not an altered file, is what is refused.
-    save_safetensors_hashed(&p, &ts, meta).unwrap();
+    common::edited_copy(&p, &p, |t| {
+        if t.name == "head.weight" {
+            t.data[1] = f32::NAN;
+        }
+    });
     let o = run(&["eval", "--checkpoint", s(&p)]);
     let (so, se) = text(&o);
     assert_eq!(o.status.code(), Some(2), "stdout:\n{so}\nstderr:\n{se}");
@@ -285,29 +265,16 @@ fn eval_of_non_finite_weights_is_an_error() {
 
 // ---- item 8: one process per run directory ----
 
-/// Waits for the pause hook's line on the child's stderr.
-fn wait_for_pause(child: &mut std::process::Child) {
-    let err = child.stderr.take().unwrap();
-    for line in BufReader::new(err).lines() {
-        if line.unwrap().contains("test hook: paused") {
-            return;
-        }
-    }
-    panic!("the child ended before the pause hook");
-}
+/// The pause hook's line on standard error.
+const PAUSED: &str = "test hook: paused";
 
 #[test]
 fn a_second_process_in_a_run_directory_is_refused_naming_the_first() {
     let d = tempfile::tempdir().unwrap();
     let out = stopped_run(d.path(), "10");
-    let mut first = bc()
-        .args(["train", "--resume", s(&out)])
-        .env(bc_cli::train::PAUSE_HOOK_ENV, "20")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_pause(&mut first);
+    let mut cmd = bc();
+    cmd.args(["train", "--resume", s(&out)]);
+    let mut first = spawn_paused(cmd, "20", PAUSED).child;
     let log = std::fs::read(out.join("loss_log.jsonl")).unwrap();
     let (code, _, se) = resume(&out);
     let pid = first.id();

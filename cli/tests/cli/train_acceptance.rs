@@ -38,8 +38,7 @@ fn a_small_run_reaches_the_floor_and_beats_the_baselines() {
     let (stdout, stderr) = text(&o);
     assert_eq!(o.status.code(), Some(0), "the held-out rule passes: {stdout}{stderr}");
     assert!(stdout.contains("verdict: PASS  mean(last 3 val)"), "{stdout}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = json(&out.join("summary.json"));
     assert_eq!(summary["split"]["heldout_subjects"], serde_json::json!(["05", "06"]));
     assert_eq!(summary["passed"], true);
     let floor = summary["floor"]["value"].as_f64().unwrap();

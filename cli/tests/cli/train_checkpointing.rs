@@ -89,12 +89,7 @@ fn round_trip_pruning_and_the_latest_pointer() {
         let want = ["model.safetensors", "optimizer.safetensors", "state.json"].map(|f| tmp.join(f));
         assert_eq!(files, want);
     }
-    let mut names: Vec<String> = std::fs::read_dir(out.join("checkpoints"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    assert_eq!(names, ["latest", "step-000020", "step-000030"]);
+    assert_eq!(crate::common::ls(&out.join("checkpoints")), ["latest", "step-000020", "step-000030"]);
     let l = load_checkpoint(&latest_checkpoint(out).unwrap().unwrap(), &specs).unwrap();
     assert!(l.state.files.is_some(), "the write records the tensor files' hashes");
     assert_eq!(TrainState { files: None, ..l.state.clone() }, state(30), "floats in state.json come back exactly");

@@ -26,9 +26,7 @@ fn an_old_run_directory_resumes_to_the_old_numbers() {
     let out = d.path().join("run");
     copy_dir(&fixture, &out);
     let old_log = std::fs::read(fixture.join("loss_log.jsonl")).unwrap();
-    let state: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("checkpoints/step-000020/state.json")).unwrap())
-            .unwrap();
+    let state = common::json(&fixture.join("checkpoints/step-000020/state.json"));
     let kept = state["log_bytes"].as_u64().unwrap() as usize;
     let o =
         common::bc().env("RAYON_NUM_THREADS", "1").args(["train", "--resume", out.to_str().unwrap()]).output().unwrap();
@@ -41,7 +39,6 @@ fn an_old_run_directory_resumes_to_the_old_numbers() {
     assert!(so.contains("finished (max_steps) at step 60: val_loss 1.343717, exact AR(1) floor 0.420661"), "{so}");
     let log = std::fs::read(out.join("loss_log.jsonl")).unwrap();
     assert_eq!(&log[..kept], &old_log[..kept], "the log continues the old one from the checkpoint's length");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = common::json(&out.join("summary.json"));
     assert_eq!((summary["steps"].as_u64(), summary["red_flags"].as_array().map(Vec::len)), (Some(60), Some(0)));
 }

@@ -3,17 +3,19 @@
 
 use crate::common;
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
 
-const FLAGS: &[&str] = &["--preset", "quick", "--max-steps", "60", "--val-every", "20", "--ckpt-every", "10"];
+const FLAGS: &[&str] = &["--max-steps", "60", "--val-every", "20", "--ckpt-every", "10"];
 
 fn train(out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["train", "--out", out.to_str().unwrap()];
-    args.extend_from_slice(FLAGS);
-    args.extend_from_slice(extra);
-    run(&args)
+    quick("train", out, &[FLAGS, extra].concat())
+}
+
+/// The uninterrupted run, in `d/full`.
+fn full_run(d: &Path) -> PathBuf {
+    let a = d.join("full");
+    quick_run(&a, FLAGS);
+    a
 }
 
 /// Everything that must be equal between two finished runs.
@@ -34,20 +36,13 @@ fn assert_same_run(a: &Path, b: &Path) {
 #[test]
 fn stop_after_then_resume_equals_the_uninterrupted_run() {
     let d = tempfile::tempdir().unwrap();
-    let (a, b) = (d.path().join("full"), d.path().join("split"));
-    let o = train(&a, &[]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
+    let (a, b) = (full_run(d.path()), d.path().join("split"));
     let log = log_lines(&a.join("loss_log.jsonl"));
     assert_eq!(log.iter().filter(|v| v.get("loss").is_some()).count(), 60);
     assert_eq!(log.iter().filter(|v| v.get("val_loss").is_some()).count(), 4, "validations at 0, 20, 40, 60");
     assert_eq!(log.last().unwrap()["event"], "finished");
     // Keeps the last two checkpoints.
-    let mut names: Vec<String> = std::fs::read_dir(a.join("checkpoints"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert_eq!(names, ["latest", "step-000050", "step-000060"]);
+    assert_eq!(ls(&a.join("checkpoints")), ["latest", "step-000050", "step-000060"]);
 
     // Half the run (a step that is not a checkpoint step: the stop writes one), then resume.
     let o = train(&b, &["--stop-after", "25"]);
@@ -63,7 +58,7 @@ fn stop_after_then_resume_equals_the_uninterrupted_run() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("give no other configuration flag"), "{:?}", text(&o));
     let o = run(&["train", "--resume", b.to_str().unwrap()]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
+    assert_verdict(&o);
     assert!(text(&o).0.contains("resuming from"), "{:?}", text(&o));
     assert_same_run(&a, &b);
     // A finished run is not resumed.
@@ -79,28 +74,12 @@ fn stop_after_then_resume_equals_the_uninterrupted_run() {
 #[test]
 fn sigkill_during_a_checkpoint_write_keeps_the_previous_one_and_resume_equals_the_uninterrupted_run() {
     let d = tempfile::tempdir().unwrap();
-    let (a, c) = (d.path().join("full"), d.path().join("killed"));
-    let o = train(&a, &[]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
+    let (a, c) = (full_run(d.path()), d.path().join("killed"));
 
-    let mut args = vec!["train", "--out", c.to_str().unwrap()];
-    args.extend_from_slice(FLAGS);
-    let mut child = bc()
-        .args(&args)
-        .env(bc_cli::train::PAUSE_HOOK_ENV, "40")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "the run ended without reaching the hook");
-        if line.contains("test hook: paused in the checkpoint write of step 40") {
-            break;
-        }
-    }
+    let mut cmd = bc();
+    cmd.args(["train", "--preset", "quick", "--out", s(&c)]).args(FLAGS);
+    let Paused { mut child, err: _err, .. } =
+        spawn_paused(cmd, "40", "test hook: paused in the checkpoint write of step 40");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     // Mid-write: the half-written checkpoint is only a temporary directory; latest is intact.
@@ -114,7 +93,7 @@ fn sigkill_during_a_checkpoint_write_keeps_the_previous_one_and_resume_equals_th
     assert!(log.iter().any(|v| v["step"] == 40 && v.get("val_loss").is_some()));
 
     let o = run(&["train", "--resume", c.to_str().unwrap()]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
+    assert_verdict(&o);
     assert!(!tmp.exists(), "the leftover of the killed write is removed");
     assert_same_run(&a, &c);
 
@@ -125,6 +104,6 @@ fn sigkill_during_a_checkpoint_write_keeps_the_previous_one_and_resume_equals_th
     std::fs::write(c.join("loss_log.jsonl"), &log[..bytes]).unwrap();
     std::fs::remove_file(c.join("summary.json")).unwrap();
     let o = run(&["train", "--resume", c.to_str().unwrap()]);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));
+    assert_verdict(&o);
     assert_same_run(&a, &c);
 }

@@ -114,33 +114,15 @@ fn the_epoch_order_is_a_seeded_permutation_that_changes_every_epoch() {
 
 #[test]
 fn runs_without_parcels_are_an_error_naming_the_file() {
-    use npyz::WriterBuilder;
     let d = tempfile::tempdir().unwrap();
-    let data = d.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    for s in ["01", "02", "03", "04"] {
-        let mut f = std::fs::File::create(data.join(format!("sub-{s}_run-1.npy"))).unwrap();
-        let w = npyz::WriteOptions::<f64>::new().default_dtype().shape(&[300, 0]).writer(&mut f).begin_nd().unwrap();
-        w.finish().unwrap();
-    }
+    let data = zero_parcel_data(d.path(), 300);
     // Without spatial attention, so that nothing else refuses 0 parcels first.
-    let cfg = d.path().join("k0.toml");
-    std::fs::write(&cfg, "[model]\nk_neighbors = 0\n").unwrap();
+    let cfg = write_file(d.path(), "k0.toml", "[model]\nk_neighbors = 0\n");
     let out = d.path().join("r");
-    let o = run(&[
-        "train",
-        "--preset",
-        "quick",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = run(&["train", "--preset", "quick", "--config", s(&cfg), "--data", s(&data), "--out", s(&out)]);
     assert_eq!(o.status.code(), Some(2));
     let e = text(&o).1;
-    assert!(e.starts_with("error: ") && e.contains("sub-01_run-1.npy") && e.contains("no parcels"), "{e}");
+    assert!(e.starts_with("error: ") && e.contains("sub-01_run-1_bold.npy") && e.contains("no parcels"), "{e}");
     assert!(!e.contains('{') && !e.contains("TokenShape"), "a sentence, not a Debug struct: {e}");
     assert!(!out.exists(), "nothing written");
 }

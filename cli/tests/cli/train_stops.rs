@@ -71,8 +71,7 @@ fn early_stopping_ends_the_run_and_best_holds_the_best_validation_weights() {
     // The run's end is a checkpoint, marked finished.
     assert_eq!(latest(&out), out.join("checkpoints/step-000010"));
     assert_eq!(state(&latest(&out))["finished"], "early_stopping");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = json(&out.join("summary.json"));
     assert_eq!((summary["stop_reason"].as_str(), summary["steps"].as_u64()), (Some("early_stopping"), Some(10)));
     // best.safetensors holds the lowest validation loss, and says which.
     let (bs, bv) = vals

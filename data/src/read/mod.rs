@@ -51,7 +51,7 @@ mod tests {
     #[test]
     fn zero_parcels_are_an_error_naming_the_file() {
         let d = tempfile::tempdir().unwrap();
-        write_npy_f32(&d.path().join("sub-01_run-1.npy"), 100, 0, &[]);
+        npy_file::<f32>(&d.path().join("sub-01_run-1.npy"), 100, 0, &[]);
         let e = Dataset::load(d.path()).unwrap_err().to_string();
         assert!(e.contains("sub-01_run-1.npy") && e.contains("no parcels"), "{e}");
         assert!(!e.contains('{'), "a sentence, not a Debug struct: {e}");

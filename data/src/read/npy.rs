@@ -204,7 +204,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut v = vec![0.5f32; 12];
         v[7] = f32::NAN;
-        write_npy_f32(&d.path().join("sub-01_run-1.npy"), 4, 3, &v);
+        npy_file(&d.path().join("sub-01_run-1.npy"), 4, 3, &v);
         let e = Dataset::load(d.path()).unwrap_err().to_string();
         assert!(e.contains("sub-01_run-1.npy, row 2, column 2: non-finite value NaN"), "{e}");
         let d = tempfile::tempdir().unwrap();
@@ -229,6 +229,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         write_npy_raw(&d.path().join("sub-01_run-1_bold.npy"), dict, data);
         Dataset::load(d.path()).unwrap_err().to_string()
+    }
+
+    /// A run with the header `dict` and the bytes `data` is refused for its shape: `why`
+    /// follows the file name and `header shape `.
+    fn assert_shape_error(dict: &str, data: &[u8], why: &str) {
+        let e = load_raw_err(dict, data);
+        assert!(e.contains(&format!("sub-01_run-1_bold.npy: header shape {why}")), "{e}");
     }
 
     /// Fuzzing (issue 17): npyz's header parser backtracks exponentially on nested brackets:
@@ -284,67 +291,64 @@ mod tests {
 
     #[test]
     fn npy_shape_product_overflow_is_an_error() {
-        let e = load_raw_err("{'descr': '<f8', 'fortran_order': True, 'shape': (8589934592, 2147483648), }", &[]);
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (8589934592, 2147483648): the element count overflows"),
-            "{e}"
+        assert_shape_error(
+            "{'descr': '<f8', 'fortran_order': True, 'shape': (8589934592, 2147483648), }",
+            &[],
+            "(8589934592, 2147483648): the element count overflows",
         );
-        let e = load_raw_err(
+        assert_shape_error(
             "{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427388104, 4), }",
             &f8_bytes(800),
-        );
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (4611686018427388104, 4): the element count overflows"),
-            "{e}"
+            "(4611686018427388104, 4): the element count overflows",
         );
     }
 
     #[test]
     fn npy_shape_wrapping_to_zero_is_an_error() {
         // 2^32 * 2^32 elements wrap to 0 in u64.
-        let e = load_raw_err("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", &[]);
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (4294967296, 4294967296): the element count overflows"),
-            "{e}"
+        assert_shape_error(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+            &[],
+            "(4294967296, 4294967296): the element count overflows",
         );
     }
 
     #[test]
     fn npy_huge_shape_is_refused_before_allocating() {
         // 12.9e9 doubles: 103 GB claimed, 16 bytes present; refused before anything is allocated.
-        let e = load_raw_err("{'descr': '<f8', 'fortran_order': False, 'shape': (3221225472, 4), }", &f8_bytes(2));
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (3221225472, 4) needs 103079215104 bytes of data, the file holds 16"),
-            "{e}"
+        assert_shape_error(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (3221225472, 4), }",
+            &f8_bytes(2),
+            "(3221225472, 4) needs 103079215104 bytes of data, the file holds 16",
         );
-        let e = load_raw_err("{'descr': '<f4', 'fortran_order': True, 'shape': (3221225472, 8), }", &[]);
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (3221225472, 8) needs 103079215104 bytes of data, the file holds 0"),
-            "{e}"
+        assert_shape_error(
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (3221225472, 8), }",
+            &[],
+            "(3221225472, 8) needs 103079215104 bytes of data, the file holds 0",
         );
     }
 
     #[test]
     fn npy_extra_rows_or_trailing_bytes_are_errors() {
         // The header claims 3 rows of 2; the file holds 4.
-        let e = load_raw_err("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2), }", &f8_bytes(8));
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (3, 2) needs 48 bytes of data, the file holds 64"),
-            "{e}"
+        assert_shape_error(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2), }",
+            &f8_bytes(8),
+            "(3, 2) needs 48 bytes of data, the file holds 64",
         );
         // 3 trailing bytes after the data.
         let mut data = f8_bytes(8);
         data.extend_from_slice(b"abc");
-        let e = load_raw_err("{'descr': '<f8', 'fortran_order': True, 'shape': (4, 2), }", &data);
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (4, 2) needs 64 bytes of data, the file holds 67"),
-            "{e}"
+        assert_shape_error(
+            "{'descr': '<f8', 'fortran_order': True, 'shape': (4, 2), }",
+            &data,
+            "(4, 2) needs 64 bytes of data, the file holds 67",
         );
         // Too few bytes is refused too, and an exact file still loads.
-        let e = load_raw_err("{'descr': '<f8', 'fortran_order': False, 'shape': (4, 2), }", &f8_bytes(7));
-        assert!(
-            e.contains("sub-01_run-1_bold.npy: header shape (4, 2) needs 64 bytes of data, the file holds 56"),
-            "{e}"
+        assert_shape_error(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 2), }",
+            &f8_bytes(7),
+            "(4, 2) needs 64 bytes of data, the file holds 56",
         );
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("sub-01_run-1_bold.npy");

@@ -25,6 +25,13 @@ fn put_run(path: &Path, r: &SynthRun) {
     write_run(path, r, &names, RunFormat::Tsv).unwrap();
 }
 
+/// Two subjects' runs in their `func` folders, without sidecars (so without a TR).
+fn two_subjects(root: &Path) {
+    for (sub, seed) in [("01", 1), ("02", 2)] {
+        put_run(&root.join(format!("sub-{sub}/func/sub-{sub}_task-rest_run-1_bold.tsv")), &run(sub, seed, 30, 2));
+    }
+}
+
 /// An XCP-D-shaped tree: sub-01 with a session, sub-02 without one (and without a run entity,
 /// in the older `atlas-` spelling), two parcellations, and the tables XCP-D writes beside them.
 fn xcpd_tree(root: &Path) {
@@ -164,8 +171,7 @@ fn compressed_runs_are_listed_and_every_format_is_named() {
 fn runs_without_a_tr_are_named() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    put_run(&root.join("sub-01/func/sub-01_task-rest_run-1_bold.tsv"), &run("01", 1, 30, 2));
-    put_run(&root.join("sub-02/func/sub-02_task-rest_run-1_bold.tsv"), &run("02", 2, 30, 2));
+    two_subjects(root);
     put(&root.join("sub-01/func/sub-01_task-rest_run-1_bold.json"), "\u{feff}{\"RepetitionTime\": 2.0}");
     let e = Dataset::load(root).unwrap_err().to_string();
     assert!(e.contains("runs with and without a TR"), "{e}");
@@ -221,8 +227,7 @@ fn sessions_and_run_labels_follow_bids() {
 fn trs_come_from_the_nearest_sidecar_and_must_agree() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    put_run(&root.join("sub-01/func/sub-01_task-rest_run-1_bold.tsv"), &run("01", 1, 30, 2));
-    put_run(&root.join("sub-02/func/sub-02_task-rest_run-1_bold.tsv"), &run("02", 2, 30, 2));
+    two_subjects(root);
     // Without sidecars: no TR, unless given.
     let ds = Dataset::load(root).unwrap();
     assert_eq!((ds.tr, ds.runs[0].tr.as_ref()), (None, None));

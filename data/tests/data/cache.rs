@@ -34,21 +34,23 @@ fn cache_note(ds: &Dataset) -> String {
     ds.reader_notes.iter().find(|n| n.starts_with("cache ")).cloned().unwrap_or_default()
 }
 
-/// Three subjects of AR(1) text runs (float64 values: the cache keeps them as float64).
-fn text_dataset(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
+/// Three subjects of AR(1) text runs (float64 values: the cache keeps them as float64) in
+/// `d/data`; returns it and the cache folder, `d/cache`.
+fn text_dataset(d: &Path) -> (PathBuf, PathBuf) {
+    let dir = d.join("data");
+    std::fs::create_dir_all(&dir).unwrap();
     let spec = Ar1Spec::new(Layout { subjects: 3, runs: 1, trs: 150, parcels: 4, seed: 9 }, 0.8);
     for r in spec.generate().unwrap() {
         let name = format!("sub-{}_task-rest_bold.tsv", r.subject);
         write_run(&dir.join(name), &r, &parcel_names(4), RunFormat::Tsv).unwrap();
     }
+    (dir, d.join("cache"))
 }
 
 #[test]
 fn cached_text_runs_give_the_bits_of_runs_in_memory_and_are_reused_until_changed() {
     let d = tempfile::tempdir().unwrap();
-    let (data, cache) = (d.path().join("data"), d.path().join("cache"));
-    text_dataset(&data);
+    let (data, cache) = text_dataset(d.path());
     let mem = Dataset::load(&data).unwrap();
     assert!(mem.runs.iter().all(|r| !r.on_disk()));
     let first = Dataset::load_with(&data, &with_cache(&cache)).unwrap();
@@ -138,8 +140,7 @@ fn a_non_finite_value_is_not_cached_and_its_error_names_the_source() {
 #[test]
 fn an_entry_whose_array_was_changed_is_converted_again() {
     let d = tempfile::tempdir().unwrap();
-    let (data, cache) = (d.path().join("data"), d.path().join("cache"));
-    text_dataset(&data);
+    let (data, cache) = text_dataset(d.path());
     let mem = Dataset::load(&data).unwrap();
     Dataset::load_with(&data, &with_cache(&cache)).unwrap();
     let npys = entries(&cache, "npy");
@@ -164,8 +165,7 @@ fn an_entry_whose_array_was_changed_is_converted_again() {
 #[test]
 fn concurrent_loaders_fill_one_new_cache() {
     let d = tempfile::tempdir().unwrap();
-    let data = d.path().join("data");
-    text_dataset(&data);
+    let (data, _) = text_dataset(d.path());
     let want = bits(&Dataset::load(&data).unwrap());
     for round in 0..12 {
         let cache = d.path().join(format!("cache-{round}"));
@@ -194,8 +194,7 @@ fn concurrent_loaders_fill_one_new_cache() {
 #[test]
 fn a_killed_conversion_leaves_no_temporary_after_the_next_load() {
     let d = tempfile::tempdir().unwrap();
-    let (data, cache) = (d.path().join("data"), d.path().join("cache"));
-    text_dataset(&data);
+    let (data, cache) = text_dataset(d.path());
     Dataset::load_with(&data, &with_cache(&cache)).unwrap();
     let key = entries(&cache, "npy")[0].file_stem().unwrap().to_string_lossy().into_owned();
     let stale = [

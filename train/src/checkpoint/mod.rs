@@ -62,6 +62,7 @@ pub use write::{write_checkpoint, CheckpointData};
 use crate::data::DataIdentity;
 use crate::error::TrainError;
 use boldcast_core::Adjacency;
+use boldcast_storage::io_err;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -240,8 +241,8 @@ pub fn step_dirs(ck: &Path) -> Result<Vec<(u64, PathBuf)>, TrainError> {
     if !ck.is_dir() {
         return Ok(v);
     }
-    for e in std::fs::read_dir(ck).map_err(TrainError::io(ck))? {
-        let e = e.map_err(TrainError::io(ck))?;
+    for e in std::fs::read_dir(ck).map_err(io_err(ck))? {
+        let e = e.map_err(io_err(ck))?;
         if let Some(s) = parse_step_dir(&e.file_name().to_string_lossy()) {
             if e.path().is_dir() {
                 v.push((s, e.path()));

@@ -9,6 +9,7 @@ use crate::error::TrainError;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Adjacency, ParamSpec};
+use boldcast_storage::io_err;
 use boldcast_storage::tensorfile::SafetensorsFile;
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,7 @@ pub fn find_checkpoint(out: &Path) -> Result<Option<Found>, TrainError> {
     let named = match std::fs::read_to_string(&pointer) {
         Ok(text) => Some(text.trim().to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(TrainError::Io { path: pointer, source: e }),
+        Err(e) => return Err(io_err(&pointer)(e).into()),
     };
     if let Some(name) = &named {
         let d = ck.join(name);
@@ -92,7 +93,7 @@ pub struct Loaded {
 /// for the checks).
 pub fn read_state(dir: &Path) -> Result<TrainState, TrainError> {
     let sp = dir.join("state.json");
-    let text = std::fs::read_to_string(&sp).map_err(TrainError::io(&sp))?;
+    let text = std::fs::read_to_string(&sp).map_err(io_err(&sp))?;
     serde_json::from_str(&text)
         .map_err(|e| TrainError::Checkpoint { path: sp.clone(), reason: format!("not a training state: {e}") })
 }

@@ -8,6 +8,7 @@ use crate::error::TrainError;
 use crate::order::epoch_order;
 use boldcast_core::model::NamedTensor;
 use boldcast_core::Schedule;
+use boldcast_storage::io_err;
 use boldcast_storage::tensorfile::{CheckpointError, SafetensorsFile};
 use std::path::Path;
 
@@ -127,9 +128,8 @@ pub fn check_log(dir: &Path, log: &Path, state: &TrainState) -> Result<(), Train
         return Ok(());
     };
     let mut prefix = Vec::new();
-    let f = std::fs::File::open(log).map_err(TrainError::io(log))?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(f, state.log_bytes), &mut prefix)
-        .map_err(TrainError::io(log))?;
+    let f = std::fs::File::open(log).map_err(io_err(log))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, state.log_bytes), &mut prefix).map_err(io_err(log))?;
     let got = boldcast_storage::hash::fnv1a_hex(&prefix);
     if prefix.len() as u64 != state.log_bytes || &got != want {
         return Err(bad(format!(

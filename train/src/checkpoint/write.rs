@@ -11,6 +11,7 @@ use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::Moments;
 use boldcast_core::{Adjacency, ParamSpec};
 use boldcast_storage::fsutil::{sync_dir, write_atomic};
+use boldcast_storage::io_err;
 use boldcast_storage::tensorfile::{save_safetensors_hashed, SafetensorsFile};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -61,14 +62,14 @@ pub fn write_checkpoint(
     on_file: &mut dyn FnMut(&Path),
 ) -> Result<PathBuf, TrainError> {
     let ck = out.join(CKPT_DIR);
-    std::fs::create_dir_all(&ck).map_err(TrainError::io(&ck))?;
+    std::fs::create_dir_all(&ck).map_err(io_err(&ck))?;
     let step = data.state.step;
     let name = step_dir_name(step);
     let tmp = ck.join(format!(".{name}.tmp"));
     if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
+        std::fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
     }
-    std::fs::create_dir(&tmp).map_err(TrainError::io(&tmp))?;
+    std::fs::create_dir(&tmp).map_err(io_err(&tmp))?;
     let model = tmp.join("model.safetensors");
     let meta = model_metadata(step, &data.state.config, data.adjacency, data.data);
     save_safetensors_hashed(&model, &data.params, meta)?;
@@ -82,7 +83,7 @@ pub fn write_checkpoint(
     let state = TrainState { files: Some(files), data: Some(data.data.clone()), ..data.state.clone() };
     let state_path = tmp.join("state.json");
     let text = serde_json::to_string_pretty(&state).expect("state serializes") + "\n";
-    write_atomic(&state_path, text.as_bytes()).map_err(TrainError::io(&state_path))?;
+    write_atomic(&state_path, text.as_bytes()).map_err(io_err(&state_path))?;
     on_file(&state_path);
     sync_dir(&tmp);
     let dest = ck.join(&name);
@@ -90,7 +91,7 @@ pub fn write_checkpoint(
         // A stale checkpoint of this step from a run killed before `latest` named it.
         remove_by_rename(&ck, &dest)?;
     }
-    std::fs::rename(&tmp, &dest).map_err(TrainError::io(&dest))?;
+    std::fs::rename(&tmp, &dest).map_err(io_err(&dest))?;
     sync_dir(&ck);
     point_latest(&ck, Some(&name))?;
     prune(&ck, step)?;
@@ -101,8 +102,8 @@ pub fn write_checkpoint(
 fn point_latest(ck: &Path, name: Option<&str>) -> Result<(), TrainError> {
     let latest = ck.join(LATEST);
     match name {
-        Some(n) => write_atomic(&latest, format!("{n}\n").as_bytes()).map_err(TrainError::io(&latest))?,
-        None if latest.exists() => std::fs::remove_file(&latest).map_err(TrainError::io(&latest))?,
+        Some(n) => write_atomic(&latest, format!("{n}\n").as_bytes()).map_err(io_err(&latest))?,
+        None if latest.exists() => std::fs::remove_file(&latest).map_err(io_err(&latest))?,
         None => {}
     }
     sync_dir(ck);
@@ -115,11 +116,11 @@ fn remove_by_rename(ck: &Path, dir: &Path) -> Result<(), TrainError> {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let gone = ck.join(format!("{PRUNED_PREFIX}{name}"));
     if gone.exists() {
-        std::fs::remove_dir_all(&gone).map_err(TrainError::io(&gone))?;
+        std::fs::remove_dir_all(&gone).map_err(io_err(&gone))?;
     }
-    std::fs::rename(dir, &gone).map_err(TrainError::io(dir))?;
+    std::fs::rename(dir, &gone).map_err(io_err(dir))?;
     sync_dir(ck);
-    std::fs::remove_dir_all(&gone).map_err(TrainError::io(&gone))
+    Ok(std::fs::remove_dir_all(&gone).map_err(io_err(&gone))?)
 }
 
 /// Keeps the [`KEEP`] newest checkpoints up to `latest`; removes older ones and stale ones
@@ -153,9 +154,9 @@ pub fn demote(out: &Path, step: u64) -> Result<Option<(u64, PathBuf)>, TrainErro
     if dir.is_dir() {
         let dest = ck.join(format!("{}{DEMOTED_SUFFIX}", step_dir_name(step)));
         if dest.exists() {
-            std::fs::remove_dir_all(&dest).map_err(TrainError::io(&dest))?;
+            std::fs::remove_dir_all(&dest).map_err(io_err(&dest))?;
         }
-        std::fs::rename(&dir, &dest).map_err(TrainError::io(&dir))?;
+        std::fs::rename(&dir, &dest).map_err(io_err(&dir))?;
     }
     let before = step_dirs(&ck)?.into_iter().rev().find(|(s, p)| *s < step && p.join("state.json").is_file());
     let name = before.as_ref().map(|(s, _)| step_dir_name(*s));
