@@ -3,6 +3,7 @@
 //! differences in f64, and central differences of the f32 layer on a few coordinates.
 
 use boldcast_cuda::pool::Pool;
+use boldcast_testkit::fd;
 
 /// A layer under test: its f32 passes and its f64 reference, parameters in state-dict order.
 pub trait Layer {
@@ -124,17 +125,20 @@ fn reference_gradient<L: Layer>(c: &Case<L::Params>, which: Option<usize>) -> Ve
     let h = 1e-5;
     (0..len)
         .map(|i| {
-            let mut at = |delta: f64| {
+            let x0 = match which {
+                Some(t) => p[t][i],
+                None => u[i],
+            };
+            let mut at = |x: f64| {
                 match which {
-                    Some(t) => p[t][i] += delta,
-                    None => u[i] += delta,
+                    Some(t) => p[t][i] = x,
+                    None => u[i] = x,
                 }
                 dot(&go, &L::reference(&p, &u))
             };
-            let plus = at(h);
-            let minus = at(-2.0 * h);
-            at(h);
-            (plus - minus) / (2.0 * h)
+            let fd = fd::along(h, |d| at(x0 + d));
+            at(x0);
+            fd
         })
         .collect()
 }
@@ -170,12 +174,7 @@ pub fn check_f32_differences<L: Layer>(c: &Case<L::Params>, coords: &[(usize, us
     };
     for &(t, i) in coords {
         let h = 1e-2f32;
-        let mut p = c.p.clone();
-        L::tensors_mut(&mut p)[t][i] += h;
-        let plus = loss(&p);
-        L::tensors_mut(&mut p)[t][i] -= 2.0 * h;
-        let minus = loss(&p);
-        let fd = (plus - minus) / (2.0 * f64::from(h));
+        let fd = fd::central(&c.p, f64::from(h), |p, d| L::tensors_mut(p)[t][i] += d as f32, |p| loss(p));
         let got = f64::from(L::tensors(&g)[t][i]);
         // Truncation O(h^2) and f32 rounding of the losses over h: 1e-3 absolute, 1 % relative.
         assert!((got - fd).abs() <= 1e-3 + 1e-2 * fd.abs(), "tensor {t}[{i}]: {got} vs {fd}");

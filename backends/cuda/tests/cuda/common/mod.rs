@@ -4,6 +4,7 @@
 pub mod layer;
 pub mod scan;
 
+use boldcast_testkit::fd;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -75,13 +76,12 @@ pub fn check_central(names: &[&str], v: &[Vec<f64>], an: &[Vec<f64>], loss: impl
     let mut v = v.to_vec();
     for (k, name) in names.iter().enumerate() {
         for i in coords(v[k].len()) {
-            let h = 1e-5 * v[k][i].abs().max(1.0);
-            v[k][i] += h;
-            let up = loss(&v);
-            v[k][i] -= 2.0 * h;
-            let down = loss(&v);
-            v[k][i] += h;
-            let fd = (up - down) / (2.0 * h);
+            let (x0, h) = (v[k][i], 1e-5 * v[k][i].abs().max(1.0));
+            let fd = fd::along(h, |d| {
+                v[k][i] = x0 + d;
+                loss(&v)
+            });
+            v[k][i] = x0;
             let tol = 1e-6 * (1.0 + an[k][i].abs());
             assert!((fd - an[k][i]).abs() <= tol, "g_{name}[{i}]: analytic {:e}, central difference {fd:e}", an[k][i]);
         }
