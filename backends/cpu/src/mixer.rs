@@ -45,11 +45,16 @@ pub(crate) trait MixerSizes: Copy + Debug {
     fn named_sizes(&self) -> Vec<(&'static str, usize)>;
     /// Lengths of the parameter tensors, state-dict order.
     fn lens(&self) -> Vec<usize>;
+    /// Panics, naming the size, when the sizes cannot run: every one positive by default.
+    fn check(&self) {
+        check_sizes(*self);
+    }
 }
 
 /// The constructors and checks every mixer's parameter group has, written once: `zeros`
-/// (a gradient accumulator), `cast` (another element type) and `check` (lengths against the
-/// sizes, panicking with the tensor's name).
+/// (a gradient accumulator), `cast` (another element type), `check` (lengths against the
+/// sizes, panicking with the tensor's name) and `prepare` (every check of a call, then its
+/// layout).
 macro_rules! mixer_params {
     ($group:ident, $dims:ty) => {
         impl<E: CpuElem> $group<Vec<E>> {
@@ -73,6 +78,17 @@ macro_rules! mixer_params {
                 S: AsRef<[E]>,
             {
                 $crate::mixer::check_lens(dims, what, &self.view().named(), &dims.lens());
+            }
+
+            /// Checks the sizes, these parameters and the activations `tensors`, and returns
+            /// the layout, or `None` when there is nothing to compute.
+            fn prepare<E>(&self, dims: $dims, tensors: &[(&str, usize)], seqs: Seqs) -> Option<Layout>
+            where
+                S: AsRef<[E]>,
+            {
+                dims.check();
+                self.check(dims, "parameter");
+                $crate::mixer::layout(dims, tensors, seqs)
             }
         }
     };

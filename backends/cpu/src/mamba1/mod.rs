@@ -190,18 +190,6 @@ impl<E: CpuElem> Prepared<E> {
     }
 }
 
-/// Checks every size and returns the layout, or `None` when there is nothing to compute.
-fn prepare<E: CpuElem>(
-    dims: Mamba1Dims,
-    p: &Mamba1Params<&[E]>,
-    tensors: &[(&str, usize)],
-    seqs: Seqs,
-) -> Option<Layout> {
-    mixer::check_sizes(dims);
-    p.check(dims, "parameter");
-    mixer::layout(dims, tensors, seqs)
-}
-
 /// Forward over all B*P sequences of an activation in the model's (B, T, P, M) layout:
 /// for each (b, p), the sequence u[b, :, p, :] of length T goes through the mixer and the
 /// result is written to y[b, :, p, :]. `y` is overwritten. Parallel over sequences (rayon).
@@ -239,7 +227,7 @@ fn forward_impl<E: CpuElem>(
     y: &mut [E],
     keep: Option<(usize, usize, &mut [E])>,
 ) {
-    let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], seqs) else {
+    let Some(lay) = p.prepare(dims, &[("u", u.len()), ("y", y.len())], seqs) else {
         return;
     };
     let a = mixer::decay_rates(p.a_log);
@@ -299,7 +287,7 @@ fn backward_q<E: CpuElem>(
     given: Option<&[E]>,
 ) {
     grads.check(dims, "gradient");
-    let Some(lay) = prepare(dims, p, &io.lens(), seqs) else {
+    let Some(lay) = p.prepare(dims, &io.lens(), seqs) else {
         return;
     };
     assert!(q > 0, "mamba1: the chunk length must be positive");

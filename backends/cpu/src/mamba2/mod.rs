@@ -63,18 +63,17 @@ impl Mamba2Dims {
     fn proj_dim(&self) -> usize {
         2 * self.d_inner + 2 * self.d_state + self.nheads
     }
+}
 
+impl MixerSizes for Mamba2Dims {
+    const NAME: &'static str = "mamba2";
     /// Panics with the offending size when one is zero or the heads do not tile `Di`: every
-    /// loop below assumes non-empty rows and `Di = nheads * headdim`.
+    /// loop assumes non-empty rows and `Di = nheads * headdim`.
     fn check(&self) {
         mixer::check_sizes(*self);
         let Self { d_inner, nheads, headdim, .. } = *self;
         assert_eq!(nheads * headdim, d_inner, "mamba2: nheads * headdim must equal d_inner (dims {self:?})");
     }
-}
-
-impl MixerSizes for Mamba2Dims {
-    const NAME: &'static str = "mamba2";
     fn d_model(&self) -> usize {
         self.d_model
     }
@@ -131,21 +130,9 @@ fn blocks(n_seq: usize) -> Vec<std::ops::Range<usize>> {
     crate::par::blocks(n_seq, 1)
 }
 
-/// Checks every size and returns the layout, or `None` when there is nothing to compute.
-fn prepare<E: CpuElem>(
-    dims: Mamba2Dims,
-    p: &Mamba2Params<&[E]>,
-    tensors: &[(&str, usize)],
-    seqs: Seqs,
-) -> Option<Layout> {
-    dims.check();
-    p.check(dims, "parameter");
-    mixer::layout(dims, tensors, seqs)
-}
-
 /// The forward of both evaluations of the scan, parallel over blocks of sequences.
 fn forward_with<E: CpuElem>(dims: Mamba2Dims, p: &Mamba2Params<&[E]>, u: &[E], seqs: Seqs, y: &mut [E], chunked: bool) {
-    let Some(lay) = prepare(dims, p, &[("u", u.len()), ("y", y.len())], seqs) else {
+    let Some(lay) = p.prepare(dims, &[("u", u.len()), ("y", y.len())], seqs) else {
         return;
     };
     let a = mixer::decay_rates(p.a_log);
@@ -194,7 +181,7 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
 ) {
     let (p, grads) = (&p.view(), &mut grads.view_mut());
     grads.check(dims, "gradient");
-    let Some(lay) = prepare(dims, p, &io.lens(), seqs) else {
+    let Some(lay) = p.prepare(dims, &io.lens(), seqs) else {
         return;
     };
     let a = mixer::decay_rates(p.a_log);
