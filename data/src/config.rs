@@ -64,6 +64,22 @@ pub struct DataConfig {
     /// unchanged. Unset: such runs are held in memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<PathBuf>,
+    /// What a missing cell (`n/a`, empty, NaN) in a run does (`--missing`): `"error"` (the
+    /// default) or `"drop-parcel"` ([`crate::missing`]).
+    #[serde(default, skip_serializing_if = "crate::missing::Missing::is_error")]
+    pub missing: crate::missing::Missing,
+    /// Confounds regressed out of every run, with detrending (`--confounds`, e.g.
+    /// `"motion24+wm_csf"`; [`crate::confounds`]); unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confounds: Option<crate::confounds::ConfoundStrategy>,
+    /// The labelled 3-D NIfTI atlas that averages 4-D NIfTI runs into parcels
+    /// (`--atlas-image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atlas_image: Option<PathBuf>,
+    /// The label table (`index`, `name`) naming the parcels of `atlas_image`
+    /// (`--atlas-labels`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atlas_labels: Option<PathBuf>,
 }
 
 impl DataConfig {
@@ -86,6 +102,10 @@ impl DataConfig {
             tr: None,
             allow_mixed_tr: false,
             cache: None,
+            missing: crate::missing::Missing::Error,
+            confounds: None,
+            atlas_image: None,
+            atlas_labels: None,
         }
     }
 
@@ -112,6 +132,18 @@ impl DataConfig {
         if sel.cache.is_some() {
             self.cache.clone_from(&sel.cache);
         }
+        if let Some(m) = sel.missing {
+            self.missing = m;
+        }
+        if sel.confounds.is_some() {
+            self.confounds.clone_from(&sel.confounds);
+        }
+        if sel.atlas_image.is_some() {
+            self.atlas_image.clone_from(&sel.atlas_image);
+        }
+        if sel.atlas_labels.is_some() {
+            self.atlas_labels.clone_from(&sel.atlas_labels);
+        }
     }
 
     /// How the runs of `dir` are picked ([`crate::Selection`]).
@@ -125,6 +157,10 @@ impl DataConfig {
             tr: self.tr,
             allow_mixed_tr: self.allow_mixed_tr,
             cache: self.cache.clone(),
+            missing: (!self.missing.is_error()).then_some(self.missing),
+            confounds: self.confounds.clone(),
+            atlas_image: self.atlas_image.clone(),
+            atlas_labels: self.atlas_labels.clone(),
         }
     }
 }

@@ -169,6 +169,9 @@ pub struct Dataset {
     /// What the readers left out and why (a label of a parcellation without grayordinates),
     /// once each.
     pub reader_notes: Vec<String>,
+    /// Parcels dropped from every run for their missing values (`--missing drop-parcel`),
+    /// in the files' column order; [`Dataset::parcel_names`] no longer holds them.
+    pub dropped_parcels: Vec<crate::missing::DroppedParcel>,
 }
 
 impl Dataset {
@@ -306,7 +309,15 @@ impl Dataset {
         let trs: Vec<(PathBuf, Option<Tr>)> = raws.iter().map(|(_, p, _, t)| (p.clone(), t.0.clone())).collect();
         let tr = common_tr(&trs, sel)?;
         reader_notes.extend(untimed_note(&trs));
-        let (parcel_names, centroids) = check_parcels(&raws, disc.parcels.as_deref())?;
+        let (mut parcel_names, mut centroids) = check_parcels(&raws, disc.parcels.as_deref())?;
+        let dropped = if sel.missing() == crate::missing::Missing::DropParcel {
+            drop_missing(&mut raws, &mut parcel_names, &mut centroids)?
+        } else {
+            Vec::new()
+        };
+        if let Some(strategy) = &sel.confounds {
+            reader_notes.push(regress_confounds(&mut raws, &disc.tables, strategy)?);
+        }
         let p = raws[0].2.parcels();
         let trs: Vec<(Option<Tr>, FileStamp)> = raws.iter().map(|r| r.3.clone()).collect();
         let runs = raws.into_iter().map(|(id, path, raw, _)| (id, path, raw)).collect();
@@ -316,9 +327,19 @@ impl Dataset {
         }
         ds.tr = tr;
         ds.warnings.extend(unusual_trs(&ds.runs));
+        if !dropped.is_empty() {
+            ds.warnings.push(crate::missing::dropped_warning(&dropped, p + dropped.len()));
+        }
+        ds.dropped_parcels = dropped;
         ds.ignored = disc.ignored;
         ds.skipped = disc.skipped;
         ds.tables = disc.tables;
+        if let (Some(dir), true) = (&sel.cache, sel.in_memory()) {
+            reader_notes.push(format!(
+                "cache {} not used: --missing drop-parcel, --confounds and --atlas-image read every run into memory",
+                dir.display()
+            ));
+        }
         if let (Some(dir), true) = (&sel.cache, cached.converted + cached.reused > 0) {
             reader_notes.push(format!(
                 "cache {}: {} run(s) converted to .npy, {} reused",
@@ -390,6 +411,7 @@ impl Dataset {
             tables: Vec::new(),
             tr: None,
             reader_notes: Vec::new(),
+            dropped_parcels: Vec::new(),
         })
     }
 
@@ -547,7 +569,7 @@ fn load_run(
     sel: &Selection,
     count: &mut CacheCount,
 ) -> Result<(Loaded, Option<f64>, Vec<String>), DataError> {
-    let Some(dir) = &sel.cache else { return read_run(f, stamp, sel) };
+    let Some(dir) = sel.cache.as_ref().filter(|_| !sel.in_memory()) else { return read_run(f, stamp, sel) };
     if f.ext == "npy" && npy_layout(&f.path)?.is_some() {
         return read_run(f, stamp, sel);
     }
@@ -577,17 +599,33 @@ fn load_run(
 /// [`Selection::parcellation`].
 fn read_run(f: &RunFile, stamp: FileStamp, sel: &Selection) -> Result<(Loaded, Option<f64>, Vec<String>), DataError> {
     let cifti = |c: crate::read::cifti::CiftiRun| (Loaded::Raw(c.raw), c.tr_seconds, c.notes);
+    let drop = sel.missing() == crate::missing::Missing::DropParcel;
     Ok(match f.ext {
-        "npy" => match npy_layout(&f.path)? {
+        "npy" => match npy_layout(&f.path)?.filter(|_| !sel.in_memory()) {
             Some((offset, elem, n_tr, parcels)) => {
                 let disk = DiskRun { path: f.path.clone(), offset, elem, n_tr, parcels, stamp };
                 (Loaded::Disk(disk, None, None), None, Vec::new())
             }
-            None => (Loaded::Raw(read_npy(&f.path)?), None, Vec::new()),
+            None => (Loaded::Raw(read_npy(&f.path, drop)?), None, Vec::new()),
         },
-        "tsv" => (Loaded::Raw(read_text(&f.path, '\t')?), None, Vec::new()),
-        "csv" => (Loaded::Raw(read_text(&f.path, ',')?), None, Vec::new()),
+        "tsv" => (Loaded::Raw(read_text(&f.path, '\t', sel.missing())?), None, Vec::new()),
+        "csv" => (Loaded::Raw(read_text(&f.path, ',', sel.missing())?), None, Vec::new()),
         "ptseries.nii" => cifti(crate::read::cifti::read_ptseries(&f.path)?),
+        "nii" | "nii.gz" => {
+            let Some(image) = &sel.atlas_image else {
+                return Err(DataError::Select {
+                    reason: format!(
+                        "{}: a 4-D NIfTI run is averaged into parcels: give the labelled atlas image on its grid \
+                         with --atlas-image FILE.nii.gz (data.atlas_image), and its names with --atlas-labels \
+                         FILE.tsv",
+                        f.path.display()
+                    ),
+                });
+            };
+            let atlas = crate::read::nifti::Atlas { image, labels: sel.atlas_labels.as_deref() };
+            let (raw, notes) = crate::read::nifti::parcellate(&f.path, &atlas)?;
+            (Loaded::Raw(raw), None, notes)
+        }
         _ => {
             let Some(labels) = &sel.parcellation else {
                 return Err(DataError::Select {
@@ -701,6 +739,71 @@ fn untimed_note(trs: &[(PathBuf, Option<Tr>)]) -> Option<String> {
             untimed.join(", ")
         )
     })
+}
+
+/// Regresses the confounds of `strategy` out of every run (in memory here,
+/// [`Selection::in_memory`]) from its table among `tables` ([`crate::confounds`]); gives the
+/// note that says so.
+#[allow(clippy::type_complexity)]
+fn regress_confounds(
+    raws: &mut [(RunId, PathBuf, Loaded, (Option<Tr>, FileStamp))],
+    tables: &[PathBuf],
+    strategy: &crate::confounds::ConfoundStrategy,
+) -> Result<String, DataError> {
+    let mut columns: Option<usize> = None;
+    for (id, path, loaded, _) in raws.iter_mut() {
+        let Loaded::Raw(r) = loaded else { continue };
+        let c = crate::confounds::confounds_of_run(tables, id, path, r.n_tr, strategy)?;
+        let k = c.names.len();
+        columns = Some(columns.map_or(k, |m| m.max(k)));
+        crate::confounds::clean(&mut r.data, r.n_tr, r.parcels, c.data, k);
+    }
+    Ok(format!(
+        "confounds `{strategy}` ({} column(s)) regressed out of {} run(s), with linear detrending",
+        columns.unwrap_or(0),
+        raws.len()
+    ))
+}
+
+/// Drops the parcels with a missing value (NaN as read) in any run from every run, from the
+/// names and the centroids; gives what was dropped (an error when nothing would be left).
+/// Every run is in memory here ([`Selection::in_memory`]).
+#[allow(clippy::type_complexity)]
+fn drop_missing(
+    raws: &mut [(RunId, PathBuf, Loaded, (Option<Tr>, FileStamp))],
+    names: &mut Vec<String>,
+    centroids: &mut Option<Vec<[f64; 3]>>,
+) -> Result<Vec<crate::missing::DroppedParcel>, DataError> {
+    use crate::missing::{keep_columns, missing_parcels, MissingScan};
+    let scans: Vec<MissingScan<'_>> = raws
+        .iter()
+        .filter_map(|(_, path, loaded, _)| match loaded {
+            Loaded::Raw(r) => Some(MissingScan { path, text: r.names.is_some(), parcels: r.parcels, data: &r.data }),
+            Loaded::Disk(..) => None,
+        })
+        .collect();
+    let dropped = missing_parcels(&scans, names);
+    if dropped.is_empty() {
+        return Ok(dropped);
+    }
+    if dropped.len() == names.len() {
+        return Err(crate::missing::all_dropped(&dropped));
+    }
+    let keep: Vec<usize> = (0..names.len()).filter(|q| !dropped.iter().any(|d| d.column == q + 1)).collect();
+    for (_, _, loaded, _) in raws.iter_mut() {
+        if let Loaded::Raw(r) = loaded {
+            r.data = keep_columns(&r.data, r.parcels, &keep);
+            r.parcels = keep.len();
+            if let Some(n) = &mut r.names {
+                *n = keep.iter().map(|&q| n[q].clone()).collect();
+            }
+        }
+    }
+    *names = keep.iter().map(|&q| names[q].clone()).collect();
+    if let Some(c) = centroids {
+        *c = keep.iter().map(|&q| c[q]).collect();
+    }
+    Ok(dropped)
 }
 
 /// Checks the parcel count and names of every run against the first (and the first named)

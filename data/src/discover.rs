@@ -194,7 +194,7 @@ fn file(name: &str, path: PathBuf, depth: usize, scope: Scope<'_>, out: &mut Dis
         }
         return Ok(());
     }
-    if name.strip_suffix(".gz").and_then(crate::names::parse_run_name).is_some() {
+    if name.strip_suffix(".gz").and_then(crate::names::parse_run_name).is_some_and(|(_, ext)| ext != "nii") {
         out.skipped.push((path, "gzip-compressed: gunzip it to read it".into()));
         return Ok(());
     }
@@ -206,6 +206,11 @@ fn file(name: &str, path: PathBuf, depth: usize, scope: Scope<'_>, out: &mut Dis
         }
         return Ok(());
     };
+    // fMRIPrep writes masks, references and segmentations as NIfTI beside the BOLD runs: only
+    // `*_bold.nii[.gz]` is a run.
+    if ext.starts_with("nii") && b.suffix.as_deref() != Some("bold") {
+        return Ok(());
+    }
     if let Err(why) = readable_file(&path) {
         out.skipped.push((path, why));
         return Ok(());

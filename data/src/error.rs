@@ -21,7 +21,7 @@ pub enum DataError {
     },
     /// No file matched the run pattern.
     #[error(
-        "no runs found in {} or its sub-*/[ses-*/]func/ folders: expected files named sub-<label>[_ses-<label>][_<key>-<value>...][_<suffix>].npy|.tsv|.csv|.ptseries.nii|.dtseries.nii{}{}",
+        "no runs found in {} or its sub-*/[ses-*/]func/ folders: expected files named sub-<label>[_ses-<label>][_<key>-<value>...][_<suffix>].npy|.tsv|.csv|.ptseries.nii|.dtseries.nii, or _bold.nii|_bold.nii.gz{}{}",
         dir.display(),
         if ignored.is_empty() { String::new() } else { format!(" (ignored: {})", ignored.join(", ")) },
         if skipped.is_empty() { String::new() } else { format!(" (cannot be read: {})", skipped.join("; ")) }
@@ -84,6 +84,24 @@ pub enum DataError {
         /// The table.
         path: PathBuf,
         /// Why, in words.
+        reason: String,
+    },
+    /// A confounds table beside a run cannot be used (a strategy's column missing, a bad
+    /// cell, too large, or not as long as its run).
+    #[error("{}: {reason}", path.display())]
+    Confounds {
+        /// The table.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A NIfTI run, atlas image or label table is malformed, of an unsupported kind, or on
+    /// another grid than its run.
+    #[error("{}: {reason}", path.display())]
+    Nifti {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, in a sentence.
         reason: String,
     },
     /// A header names a parcel with an empty or repeated name.

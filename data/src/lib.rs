@@ -75,10 +75,12 @@
 mod adjacency;
 mod cache;
 pub mod config;
+pub mod confounds;
 mod dataset;
 mod discover;
 mod error;
 pub mod groups;
+pub mod missing;
 pub mod motion;
 mod names;
 mod parcels;

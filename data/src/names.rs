@@ -20,7 +20,7 @@ pub const VARIANT_KEYS: [&str; 9] = ["space", "seg", "atlas", "res", "den", "des
 
 /// The data extensions a run file may have (a compound one such as `ptseries.nii` before any
 /// it ends with).
-pub const RUN_EXTENSIONS: [&str; 5] = ["ptseries.nii", "dtseries.nii", "npy", "tsv", "csv"];
+pub const RUN_EXTENSIONS: [&str; 7] = ["ptseries.nii", "dtseries.nii", "nii.gz", "nii", "npy", "tsv", "csv"];
 
 /// The BIDS entities that identify a run.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

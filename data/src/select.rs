@@ -59,12 +59,50 @@ pub struct Selection {
     /// trains in any format (the same numbers; reused while the sources are unchanged).
     #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub cache: Option<PathBuf>,
+    /// What a missing cell (`n/a`, empty, NaN: XCP-D's low-coverage parcels) does: `error`
+    /// (the default; the message names the file, line, column and parcel) or `drop-parcel`
+    /// (a parcel missing in any run is dropped from every run, and the dropped ones are
+    /// named). drop-parcel reads every run into memory (no --cache, no .npy left on disk).
+    #[cfg_attr(feature = "clap", arg(long, value_enum, value_name = "POLICY"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<crate::missing::Missing>,
+    /// Regress confounds out of every run, with linear detrending, as nilearn's
+    /// `signal.clean(detrend=True, standardize=False)` does, from the confounds table beside
+    /// each run (fMRIPrep's *_desc-confounds_timeseries.tsv, else XCP-D's *_motion.tsv):
+    /// motion6, motion24, wm_csf, global_signal, acompcor (or acompcor:N) or columns:A,B,...; join several
+    /// with + (e.g. motion24+wm_csf). Reads every run into memory.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "STRATEGY"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confounds: Option<crate::confounds::ConfoundStrategy>,
+    /// A labelled 3-D NIfTI atlas on the grid of the 4-D NIfTI runs (*_bold.nii, *_bold.nii.gz):
+    /// each run is averaged into its labels (0 is background; labels in ascending order), as
+    /// nilearn's NiftiLabelsMasker(strategy="mean") does. Not resampled: another grid is an
+    /// error. (`--atlas` picks a parcellation by name; this is an image.)
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE.nii[.gz]"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atlas_image: Option<PathBuf>,
+    /// The parcel names of --atlas-image: a TSV with `index` and `name` columns (BIDS
+    /// dseg.tsv); without it, parcels are named label-N (N the label value).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE.tsv", requires = "atlas_image"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atlas_labels: Option<PathBuf>,
 }
 
 impl Selection {
     /// Whether any pick is made.
     pub fn any(&self) -> bool {
         *self != Selection::default()
+    }
+
+    /// The missing-value policy ([`crate::missing::Missing::Error`] unless set).
+    pub fn missing(&self) -> crate::missing::Missing {
+        self.missing.unwrap_or_default()
+    }
+
+    /// Whether every run is read into memory (a policy that changes the values or the parcels
+    /// after reading): the conversion cache and `.npy` runs on disk are not used then.
+    pub(crate) fn in_memory(&self) -> bool {
+        self.missing() != crate::missing::Missing::Error || self.confounds.is_some() || self.atlas_image.is_some()
     }
 }
 

@@ -137,7 +137,7 @@ impl DiskRun {
         let stats = r.map_err(|e| DataError::Cell {
             path: self.path.clone(),
             location: format!("row {}, column {}", e.row, e.parcel + 1),
-            reason: format!("non-finite value {}", e.value),
+            reason: crate::missing::non_finite_reason(e.value),
         })?;
         Ok((stats, h.hex()))
     }
@@ -221,6 +221,9 @@ mod tests {
         let run = DiskRun { stamp: FileStamp::of(&path).unwrap(), ..run };
         let (a, b) = (run.stats_within(usize::MAX).unwrap_err(), run.stats_within(0).unwrap_err());
         assert_eq!(a.to_string(), b.to_string());
-        assert!(a.to_string().ends_with("run.npy, row 2100, column 2: non-finite value NaN"), "{a}");
+        assert!(
+            a.to_string().contains("run.npy, row 2100, column 2: non-finite value NaN; pass --missing drop-parcel"),
+            "{a}"
+        );
     }
 }

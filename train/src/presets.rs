@@ -184,7 +184,7 @@ pub fn resolve_train(o: &Overrides, t: &TrainOverrides, default_preset: &str) ->
 }
 
 /// Sets the picks `sel` gives (`--task --space --seg --format --parcellation --tr
-/// --allow-mixed-tr --cache`) into `table`'s `[data]`.
+/// --allow-mixed-tr --cache --missing --confounds --atlas-image --atlas-labels`) into `table`'s `[data]`.
 fn set_picks(table: &mut toml::Table, sel: &Selection) {
     for (key, v) in [("task", &sel.task), ("space", &sel.space), ("seg", &sel.seg), ("format", &sel.format)] {
         if let Some(v) = v {
@@ -202,6 +202,19 @@ fn set_picks(table: &mut toml::Table, sel: &Selection) {
     }
     if let Some(p) = &sel.cache {
         set(table, "data", "cache", path_value(p));
+    }
+    if let Some(m) = sel.missing {
+        let word = if m.is_error() { "error" } else { "drop-parcel" };
+        set(table, "data", "missing", toml::Value::String(word.into()));
+    }
+    if let Some(c) = &sel.confounds {
+        set(table, "data", "confounds", toml::Value::String(c.to_string()));
+    }
+    if let Some(p) = &sel.atlas_image {
+        set(table, "data", "atlas_image", path_value(p));
+    }
+    if let Some(p) = &sel.atlas_labels {
+        set(table, "data", "atlas_labels", path_value(p));
     }
 }
 
@@ -230,7 +243,7 @@ fn merge(base: &mut toml::Table, top: toml::Table) {
 }
 
 /// The keys of the schema that a preset need not list (they have defaults), by section.
-pub const OPTIONAL_KEYS: [(&str, &str); 15] = [
+pub const OPTIONAL_KEYS: [(&str, &str); 19] = [
     ("data", "dir"),
     ("data", "task"),
     ("data", "space"),
@@ -241,6 +254,10 @@ pub const OPTIONAL_KEYS: [(&str, &str); 15] = [
     ("data", "tr"),
     ("data", "allow_mixed_tr"),
     ("data", "cache"),
+    ("data", "missing"),
+    ("data", "confounds"),
+    ("data", "atlas_image"),
+    ("data", "atlas_labels"),
     ("train", "out"),
     ("train", "eval_every"),
     ("train", "overfit_ratio"),
@@ -254,7 +271,20 @@ pub fn schema() -> toml::Table {
         .expect("the default preset parses");
     t.insert("preset".into(), toml::Value::String(String::new()));
     if let Some(toml::Value::Table(d)) = t.get_mut("data") {
-        for key in ["dir", "task", "space", "seg", "atlas", "format", "parcellation", "cache"] {
+        for key in [
+            "dir",
+            "task",
+            "space",
+            "seg",
+            "atlas",
+            "format",
+            "parcellation",
+            "cache",
+            "missing",
+            "confounds",
+            "atlas_image",
+            "atlas_labels",
+        ] {
             d.insert(key.into(), toml::Value::String(String::new()));
         }
         d.insert("tr".into(), toml::Value::Float(0.0));

@@ -37,6 +37,9 @@ pub struct Provenance {
     pub source: String,
     /// The parcel names, in the runs' column order.
     pub parcels: Vec<String>,
+    /// Parcels dropped from every run for missing values (`data.missing = "drop-parcel"`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_parcels: Vec<boldcast_data::missing::DroppedParcel>,
     /// The TR every run shares, in seconds, when known.
     pub tr_seconds: Option<f64>,
     /// The training subjects.
@@ -74,6 +77,7 @@ impl Provenance {
             root,
             source: source.to_string(),
             parcels: ds.parcel_names.clone(),
+            dropped_parcels: ds.dropped_parcels.clone(),
             tr_seconds: ds.tr,
             train_subjects: split.train_subjects.clone(),
             heldout_subjects: split.heldout_subjects.clone(),

@@ -227,3 +227,47 @@ fn forecasts_on_cifti_with_picks(d: &Path, run_dir: &Path, npy: &Path, dense: &P
         assert_eq!(x, y, "sub-{s}: the same numbers forecast the same");
     }
 }
+
+/// XCP-D writes `n/a` for a parcel under its coverage threshold in a run: without a policy
+/// the load stops naming the cell and the fix; with `--missing drop-parcel` the parcel leaves
+/// every run, training runs on the others and the run's provenance names what was dropped.
+#[test]
+fn an_xcpd_tree_with_missing_cells_trains_with_drop_parcel() {
+    let d = tempfile::tempdir().unwrap();
+    let tree = d.path().join("xcp_d");
+    let set = runs(5);
+    xcpd(&tree, &set, &runs(6));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let sub = &set[1].subject;
+    let tsv = tree.join(format!(
+        "sub-{sub}/ses-1/func/sub-{sub}_ses-1_task-rest_space-fsLR_seg-4S156Parcels_stat-mean_timeseries.tsv"
+    ));
+    let text = std::fs::read_to_string(&tsv).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut cells: Vec<String> = lines[3].split('\t').map(str::to_string).collect();
+    cells[2] = "n/a".into();
+    lines[3] = cells.join("\t");
+    std::fs::write(&tsv, lines.join("\n") + "\n").unwrap();
+    let base = ["train", "--preset", "quick", "--max-steps", "10", "--data", &s(&tree), "--seg", "4S156Parcels"];
+    let out = d.path().join("run");
+    let o = run(&[&base[..], &["--out", &s(&out)]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains(&format!("{}, line 4, column 3 (parcel-002): missing value `n/a`", tsv.display())), "{e}");
+    assert!(e.contains("pass --missing drop-parcel"), "{e}");
+    let o = run(&[&base[..], &["--out", &s(&out), "--missing", "drop-parcel"]].concat());
+    assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: dropped 1 of 4 parcel(s) with missing values from every run (--missing drop-parcel): `parcel-002` (column 3; 1 run(s)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(losses(&out).len(), 10);
+    let summary = json(&out.join("summary.json"));
+    let prov = &summary["provenance"];
+    assert_eq!(prov["parcels"], serde_json::json!(["parcel-000", "parcel-001", "parcel-003"]));
+    assert_eq!(prov["dropped_parcels"][0]["name"], "parcel-002");
+    assert_eq!(prov["dropped_parcels"][0]["location"], "line 4");
+    let resolved = std::fs::read_to_string(out.join("config.resolved.toml")).unwrap();
+    assert!(resolved.contains("missing = \"drop-parcel\""), "{resolved}");
+}

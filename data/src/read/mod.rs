@@ -2,6 +2,7 @@
 //! header of parcel names), each giving a [`RawRun`] (values as read, before standardization).
 
 pub mod cifti;
+pub(crate) mod nifti;
 pub(crate) mod npy;
 pub(crate) mod table;
 

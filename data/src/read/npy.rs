@@ -12,7 +12,10 @@ use std::path::Path;
 /// with checked arithmetic, times the element size must be exactly the bytes after the header,
 /// so a shape whose product overflows, a shape claiming more data than the file holds, and a
 /// shape claiming less (extra rows, trailing bytes) are all errors naming the file.
-pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
+///
+/// With `allow_nan` (`--missing drop-parcel`) a NaN is kept for the caller to drop its parcel;
+/// an infinity is always an error.
+pub(crate) fn read_npy(path: &Path, allow_nan: bool) -> Result<RawRun, DataError> {
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     let npy_err = |reason: String| DataError::Npy { path: path.to_path_buf(), reason };
     // npyz allocates the header length the file claims before reading it, so a header that
@@ -73,11 +76,11 @@ pub(crate) fn read_npy(path: &Path) -> Result<RawRun, DataError> {
     } else {
         data
     };
-    if let Some(i) = data.iter().position(|v| !v.is_finite()) {
+    if let Some(i) = data.iter().position(|v| v.is_infinite() || (v.is_nan() && !allow_nan)) {
         return Err(DataError::Cell {
             path: path.to_path_buf(),
             location: format!("row {}, column {}", i / p, i % p + 1),
-            reason: format!("non-finite value {}", data[i]),
+            reason: crate::missing::non_finite_reason(data[i]),
         });
     }
     Ok(RawRun { n_tr: n, parcels: p, names: None, data })
@@ -256,7 +259,7 @@ mod tests {
         );
         // A flat dict with a 2-D shape (depth 2) still loads.
         write_npy_raw(&p, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 1), }", &[0; 8]);
-        assert_eq!(super::read_npy(&p).unwrap().n_tr, 2);
+        assert_eq!(super::read_npy(&p, false).unwrap().n_tr, 2);
     }
 
     /// Fuzzing (issue 17): npyz allocated the header length a version-2 file claims (up to
@@ -353,7 +356,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("sub-01_run-1_bold.npy");
         write_npy_raw(&p, "{'descr': '<f8', 'fortran_order': True, 'shape': (4, 2), }", &f8_bytes(8));
-        let r = super::read_npy(&p).unwrap();
+        let r = super::read_npy(&p, false).unwrap();
         assert_eq!((r.n_tr, r.parcels), (4, 2));
         assert_eq!(r.data, [0.0, 4.0, 1.0, 5.0, 2.0, 6.0, 3.0, 7.0]);
     }

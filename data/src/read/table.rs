@@ -1,9 +1,11 @@
 //! Text run files (`.tsv`, `.csv`): an optional UTF-8 byte-order mark, a header row of distinct,
 //! non-empty parcel names, then one row per TR; every cell a finite number, errors naming the
-//! line and column.
+//! line and column. A missing cell (`n/a`, `N/A`, `NA`, empty, `NaN`) is an error naming the
+//! fix, or NaN under [`Missing::DropParcel`] (`crate::missing`).
 
 use super::RawRun;
 use crate::error::{io_err, DataError};
+use crate::missing::{Missing, MISSING_FIX};
 use std::path::Path;
 
 /// Every parcel needs a name of its own: an empty or repeated name is an error naming the
@@ -26,8 +28,8 @@ fn check_names(path: &Path, names: &[String]) -> Result<(), DataError> {
     Ok(())
 }
 
-/// Reads a text run with cells separated by `sep`.
-pub(crate) fn read_text(path: &Path, sep: char) -> Result<RawRun, DataError> {
+/// Reads a text run with cells separated by `sep`; `missing` says what a missing cell does.
+pub(crate) fn read_text(path: &Path, sep: char, missing: Missing) -> Result<RawRun, DataError> {
     let text = std::fs::read_to_string(path).map_err(io_err(path))?;
     // A UTF-8 byte-order mark (spreadsheet exports write one) is not part of the first name.
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
@@ -54,11 +56,15 @@ pub(crate) fn read_text(path: &Path, sep: char) -> Result<RawRun, DataError> {
                 reason,
             };
             let v = match cell {
-                "n/a" | "N/A" | "NA" => return Err(bad(format!("missing value `{cell}`"))),
-                "" => return Err(bad("empty cell".into())),
+                "n/a" | "N/A" | "NA" | "" | "NaN" | "nan" | "NAN" if missing == Missing::DropParcel => f64::NAN,
+                "n/a" | "N/A" | "NA" => return Err(bad(format!("missing value `{cell}`; {MISSING_FIX}"))),
+                "" => return Err(bad(format!("empty cell; {MISSING_FIX}"))),
                 _ => cell.parse::<f64>().map_err(|_| bad(format!("`{cell}` is not a number")))?,
             };
-            if !v.is_finite() {
+            if v.is_nan() && missing != Missing::DropParcel {
+                return Err(bad(format!("non-finite value `{cell}`; {MISSING_FIX}")));
+            }
+            if v.is_infinite() {
                 return Err(bad(format!("non-finite value `{cell}`")));
             }
             data.push(v);

@@ -137,7 +137,10 @@ fn a_format_must_be_known_and_match_a_file() {
     put_run(&d.path().join("sub-02_run-1_bold.tsv"), &run("02", 2, 30, 2));
     let format = |f: &str| Selection { format: Some(f.into()), ..Selection::default() };
     let e = Dataset::load_with(d.path(), &format("xlsx")).unwrap_err().to_string();
-    assert!(e.contains("--format xlsx is not a format read here: ptseries.nii, dtseries.nii, npy, tsv, csv"), "{e}");
+    assert!(
+        e.contains("--format xlsx is not a format read here: ptseries.nii, dtseries.nii, nii.gz, nii, npy, tsv, csv"),
+        "{e}"
+    );
     let e = Dataset::load_with(d.path(), &format("npy")).unwrap_err().to_string();
     assert!(e.contains("--format npy matches no run under") && e.ends_with("it holds tsv (2 runs)"), "{e}");
     assert_eq!(Dataset::load_with(d.path(), &format("tsv")).unwrap().runs.len(), 2);
@@ -159,7 +162,10 @@ fn compressed_runs_are_listed_and_every_format_is_named() {
     assert!(notes.contains(&gz("sub-03_run-1_bold.tsv.gz")), "{notes}");
     std::fs::remove_file(d.path().join("sub-01_run-1_bold.tsv")).unwrap();
     let e = Dataset::load(d.path()).unwrap_err().to_string();
-    assert!(e.contains("].npy|.tsv|.csv|.ptseries.nii|.dtseries.nii (cannot be read: "), "{e}");
+    assert!(
+        e.contains("].npy|.tsv|.csv|.ptseries.nii|.dtseries.nii, or _bold.nii|_bold.nii.gz (cannot be read: "),
+        "{e}"
+    );
     assert!(e.contains("sub-02_run-1_bold.ptseries.nii.gz, gzip-compressed: gunzip it to read it"), "{e}");
 }
 

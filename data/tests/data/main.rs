@@ -3,4 +3,6 @@
 mod bids_tree;
 mod cache;
 mod cifti;
+mod confounds;
 mod disk_runs;
+mod nifti;
