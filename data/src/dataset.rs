@@ -268,7 +268,8 @@ impl Dataset {
                 skipped: disc.skipped.iter().map(|(p, why)| format!("{}, {why}", name(p))).collect(),
             });
         }
-        let found = pick(disc.runs, sel, dir)?;
+        let (runs, nifti_note) = without_unread_nifti(disc.runs, sel);
+        let found = pick(runs, sel, dir)?;
         if let Some(cache) = &sel.cache {
             crate::cache::sweep(cache);
         }
@@ -282,7 +283,7 @@ impl Dataset {
             }
         }
         let mut raws = Vec::new();
-        let mut reader_notes: Vec<String> = Vec::new();
+        let mut reader_notes: Vec<String> = nifti_note.into_iter().collect();
         let mut cached = CacheCount::default();
         let (total, mut held) = (found.len(), 0u64);
         for f in found {
@@ -739,6 +740,24 @@ fn untimed_note(trs: &[(PathBuf, Option<Tr>)]) -> Option<String> {
             untimed.join(", ")
         )
     })
+}
+
+/// The runs to pick from: without [`Selection::atlas_image`], 4-D NIfTI runs beside runs of
+/// other formats are left out with a note (a tree of XCP-D's that holds both the volumes and
+/// their parcel series loads as before); alone, they are kept, and reading them is the error
+/// that names the flag.
+fn without_unread_nifti(runs: Vec<RunFile>, sel: &Selection) -> (Vec<RunFile>, Option<String>) {
+    let nifti = |r: &RunFile| r.ext.starts_with("nii");
+    if sel.atlas_image.is_some() || runs.iter().all(nifti) || !runs.iter().any(nifti) {
+        return (runs, None);
+    }
+    let (left, kept): (Vec<RunFile>, Vec<RunFile>) = runs.into_iter().partition(nifti);
+    let note = format!(
+        "{} 4-D NIfTI run(s) (*_bold.nii, *_bold.nii.gz) left out: give --atlas-image FILE (data.atlas_image) to \
+         average them into parcels",
+        left.len()
+    );
+    (kept, Some(note))
 }
 
 /// Regresses the confounds of `strategy` out of every run (in memory here,

@@ -271,3 +271,46 @@ fn an_xcpd_tree_with_missing_cells_trains_with_drop_parcel() {
     let resolved = std::fs::read_to_string(out.join("config.resolved.toml")).unwrap();
     assert!(resolved.contains("missing = \"drop-parcel\""), "{resolved}");
 }
+
+/// fMRIPrep-shaped runs: a 4-D NIfTI per subject with its confounds table beside it; without
+/// `--atlas-image` the error names the flag; with it (and `--confounds`), `floor` reads the
+/// labels' means with the motion regressed out.
+#[test]
+fn nifti_runs_with_an_atlas_and_confounds_load_through_the_flags() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/tests/fixtures/nifti");
+    let d = tempfile::tempdir().unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let motion: String =
+        (0..12).map(|t| format!("{}\t{}\n", (t * 7 % 5) as f64 * 0.01, (t * 3 % 4) as f64 * 0.02)).collect();
+    for sub in ["01", "02"] {
+        let func = d.path().join(format!("sub-{sub}/func"));
+        std::fs::create_dir_all(&func).unwrap();
+        std::fs::copy(fx.join("f32_bold.nii.gz"), func.join(format!("sub-{sub}_task-rest_desc-preproc_bold.nii.gz")))
+            .unwrap();
+        std::fs::write(
+            func.join(format!("sub-{sub}_task-rest_desc-confounds_timeseries.tsv")),
+            format!("trans_x\trot_z\n{motion}"),
+        )
+        .unwrap();
+    }
+    let o = run(&["floor", "--data", &s(d.path()), "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("a 4-D NIfTI run is averaged into parcels") && stderr(&o).contains("--atlas-image"),
+        "{}",
+        stderr(&o)
+    );
+    let atlas = ["--atlas-image", &s(&fx.join("f32_atlas.nii.gz")), "--atlas-labels", &s(&fx.join("labels.tsv"))];
+    let root = s(d.path());
+    let args = [&["floor", "--data", &root, "--horizons", "1", "--json"][..], &atlas[..]].concat();
+    let plain = json_of(&args);
+    let cleaned = json_of(&[&args[..], &["--confounds", "columns:trans_x,rot_z"]].concat());
+    assert_eq!(plain["per_parcel"].as_array().unwrap().len(), 4);
+    assert_ne!(plain["per_parcel"], cleaned["per_parcel"], "the confounds changed the runs");
+    let o = run(&[&args[..], &["--confounds", "motion6"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no column trans_y, trans_z, rot_x, rot_y for confounds `motion6`"), "{}", stderr(&o));
+    let o = run(&[&args[..], &["--confounds", "motion12"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("`motion12` is not a confound strategy"), "{}", stderr(&o));
+}

@@ -293,6 +293,8 @@ pub(crate) fn read_image(path: &Path) -> Result<Image, DataError> {
             all.len()
         )));
     }
+    // The header read may have taken bytes past the data of a short image.
+    all.truncate(need as usize);
     let bytes = all.split_off(header.vox_offset as usize);
     debug_assert_eq!(bytes.len(), data_bytes);
     let affine = header.affine(&dims);
@@ -459,4 +461,60 @@ pub(crate) fn parcellate(path: &Path, atlas: &Atlas<'_>) -> Result<(RawRun, Vec<
         Vec::new()
     };
     Ok((RawRun { n_tr, parcels: p, names: Some(names), data }, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nifti").join(name)
+    }
+
+    /// Every byte of the headers (NIfTI-1 and NIfTI-2) set to values that break sizes, offsets
+    /// and types: each read is a value or an error, never a panic or an unbounded allocation.
+    #[test]
+    fn garbled_headers_are_errors_not_panics() {
+        let d = tempfile::tempdir().unwrap();
+        let (bold, atlas) = (d.path().join("bold.nii"), d.path().join("atlas.nii"));
+        std::fs::copy(fixture("i16_atlas.nii"), &atlas).unwrap();
+        let at = Atlas { image: &atlas, labels: None };
+        let mut errors = 0;
+        for name in ["i16_bold.nii", "i16_atlas.nii"] {
+            let raw = std::fs::read(fixture(name)).unwrap();
+            let header = if name.starts_with("i16_bold") { 544 } else { 352 };
+            for i in 0..header {
+                for v in [0u8, 0x7f, 0xff] {
+                    let mut b = raw.clone();
+                    b[i] = v;
+                    std::fs::write(&bold, &b).unwrap();
+                    errors += usize::from(parcellate(&bold, &at).is_err());
+                    errors += usize::from(read_image(&bold).is_err());
+                }
+            }
+        }
+        assert!(errors > 300, "{errors}");
+        // The untouched pair reads.
+        std::fs::copy(fixture("i16_bold.nii"), &bold).unwrap();
+        let (run, notes) = parcellate(&bold, &at).unwrap();
+        assert_eq!((run.n_tr, run.parcels, notes.len()), (12, 4, 0));
+    }
+
+    #[test]
+    fn label_tables_need_index_and_name() {
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path().join("l.tsv");
+        std::fs::write(&t, "index\tlabel\n1\ta\n").unwrap();
+        let e = read_label_table(&t).unwrap_err().to_string();
+        assert!(e.ends_with("line 1: a label table needs `index` and `name` columns, found index, label"), "{e}");
+        std::fs::write(&t, "name\tindex\nA\t1\nB\tx\n").unwrap();
+        let e = read_label_table(&t).unwrap_err().to_string();
+        assert!(e.ends_with("line 3: index `x` is not a number"), "{e}");
+        std::fs::write(&t, "name\tindex\nA\t1\n\t2\n").unwrap();
+        let e = read_label_table(&t).unwrap_err().to_string();
+        assert!(e.ends_with("line 3: label 2 has an empty name"), "{e}");
+        std::fs::write(&t, "name\tindex\nA\t1\nB\t2.5\n").unwrap();
+        assert_eq!(read_label_table(&t).unwrap(), [(1.0, "A".to_string()), (2.5, "B".into())]);
+        assert_eq!((label_name(3.0), label_name(2.5)), ("label-3".to_string(), "label-2.5".to_string()));
+    }
 }

@@ -122,3 +122,21 @@ fn lying_headers_and_truncated_files_are_errors() {
     let e = Dataset::load_with(d.path(), &sel).unwrap_err().to_string();
     assert!(e.contains("needs more bytes than the file can hold"), "{e}");
 }
+
+/// Beside parcel series (XCP-D writes both), NIfTI runs without `--atlas-image` are left out
+/// with a note; with it, both formats are there and `--format` picks.
+#[test]
+fn nifti_beside_other_runs_is_left_out_without_an_atlas() {
+    let (d, sel) = run_dir("f32_bold.nii.gz", "f32_atlas.nii.gz");
+    std::fs::write(d.path().join("sub-01_task-rest_timeseries.tsv"), "a\tb\n1\t2\n3\t1\n2\t2\n").unwrap();
+    let ds = Dataset::load(d.path()).unwrap();
+    assert_eq!(ds.parcel_names, ["a", "b"]);
+    assert!(ds
+        .notes()
+        .iter()
+        .any(|n| n.contains("1 4-D NIfTI run(s) (*_bold.nii, *_bold.nii.gz) left out: give --atlas-image")));
+    let e = Dataset::load_with(d.path(), &sel).unwrap_err().to_string();
+    assert!(e.contains("comes in several formats") || e.contains("are the same run"), "{e}");
+    let pick = Selection { format: Some("nii.gz".into()), ..sel };
+    assert_eq!(Dataset::load_with(d.path(), &pick).unwrap().parcels, 4);
+}
