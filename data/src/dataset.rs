@@ -311,14 +311,8 @@ impl Dataset {
         let tr = common_tr(&trs, sel)?;
         reader_notes.extend(untimed_note(&trs));
         let (mut parcel_names, mut centroids) = check_parcels(&raws, disc.parcels.as_deref())?;
-        let dropped = if sel.missing() == crate::missing::Missing::DropParcel {
-            drop_missing(&mut raws, &mut parcel_names, &mut centroids)?
-        } else {
-            Vec::new()
-        };
-        if let Some(strategy) = &sel.confounds {
-            reader_notes.push(regress_confounds(&mut raws, &disc.tables, strategy)?);
-        }
+        let mut parcels = (&mut parcel_names, &mut centroids);
+        let dropped = apply_policies(&mut raws, &mut parcels, &disc.tables, sel, &mut reader_notes)?;
         let p = raws[0].2.parcels();
         let trs: Vec<(Option<Tr>, FileStamp)> = raws.iter().map(|r| r.3.clone()).collect();
         let runs = raws.into_iter().map(|(id, path, raw, _)| (id, path, raw)).collect();
@@ -335,12 +329,6 @@ impl Dataset {
         ds.ignored = disc.ignored;
         ds.skipped = disc.skipped;
         ds.tables = disc.tables;
-        if let (Some(dir), true) = (&sel.cache, sel.in_memory()) {
-            reader_notes.push(format!(
-                "cache {} not used: --missing drop-parcel, --confounds and --atlas-image read every run into memory",
-                dir.display()
-            ));
-        }
         if let (Some(dir), true) = (&sel.cache, cached.converted + cached.reused > 0) {
             reader_notes.push(format!(
                 "cache {}: {} run(s) converted to .npy, {} reused",
@@ -740,6 +728,34 @@ fn untimed_note(trs: &[(PathBuf, Option<Tr>)]) -> Option<String> {
             untimed.join(", ")
         )
     })
+}
+
+/// What `sel` does to the runs once read, all in memory ([`Selection::in_memory`]): drops the
+/// parcels with missing values (`--missing drop-parcel`) from the runs, `names` and centroids,
+/// then regresses out the confounds (`--confounds`); gives the dropped parcels and adds notes.
+#[allow(clippy::type_complexity)]
+fn apply_policies(
+    raws: &mut [(RunId, PathBuf, Loaded, (Option<Tr>, FileStamp))],
+    (names, centroids): &mut (&mut Vec<String>, &mut Option<Vec<[f64; 3]>>),
+    tables: &[PathBuf],
+    sel: &Selection,
+    notes: &mut Vec<String>,
+) -> Result<Vec<crate::missing::DroppedParcel>, DataError> {
+    if let (Some(dir), true) = (&sel.cache, sel.in_memory()) {
+        notes.push(format!(
+            "cache {} not used: --missing drop-parcel, --confounds and --atlas-image read every run into memory",
+            dir.display()
+        ));
+    }
+    let dropped = if sel.missing() == crate::missing::Missing::DropParcel {
+        drop_missing(raws, names, centroids)?
+    } else {
+        Vec::new()
+    };
+    if let Some(strategy) = &sel.confounds {
+        notes.push(regress_confounds(raws, tables, strategy)?);
+    }
+    Ok(dropped)
 }
 
 /// The runs to pick from: without [`Selection::atlas_image`], 4-D NIfTI runs beside runs of

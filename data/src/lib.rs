@@ -3,7 +3,8 @@
 //!
 //! - `names`: BIDS names ([`BidsName`], [`RunId`], [`parse_run_name`]); `discover`: where the
 //!   runs of a directory or tree are; [`select`](mod@select): which are loaded, and their TR;
-//! - `read`: the readers of one run file (`.npy`, `.tsv`/`.csv`, CIFTI-2 in [`cifti`]),
+//! - `read`: the readers of one run file (`.npy`, `.tsv`/`.csv`, CIFTI-2 in [`cifti`], 4-D
+//!   NIfTI averaged over an atlas image),
 //!   `parcels`: `parcels.tsv`; `store`: runs in memory or kept on disk ([`DiskRun`]);
 //! - [`write`](mod@write): the writers beside the readers ([`write_run`], [`write_parcels`]);
 //! - `standardize`: [`standardize()`], run-wise standardization per parcel, by the one formula
@@ -15,6 +16,9 @@
 //!   low-pass or band-pass filtered?);
 //! - [`split`](mod@split): the one subject split ([`split()`], [`Split`], [`parse_subject_list`]);
 //! - [`config`]: the `[data]` and `[window]` sections of a run's TOML file;
+//! - [`missing`]: what a missing cell does (`--missing error|drop-parcel`);
+//! - [`confounds`]: confound regression with detrending (`--confounds`), as nilearn's
+//!   `signal.clean`;
 //! - [`synth`](mod@synth): a synthetic dataset written as real ones are, with its exact floor;
 //! - `error`: [`DataError`], [`SplitError`].
 //!
@@ -36,7 +40,9 @@
 //!   names are stripped; quoted cells are not otherwise supported. Trailing empty lines are
 //!   ignored;
 //! - `.ptseries.nii` (CIFTI-2 parcel series), or `.dtseries.nii` averaged over the labels of
-//!   [`Selection::parcellation`] ([`cifti`]).
+//!   [`Selection::parcellation`] ([`cifti`]);
+//! - `_bold.nii` / `_bold.nii.gz` (4-D NIfTI-1 or NIfTI-2) averaged over the labels of
+//!   [`Selection::atlas_image`] on the same grid, as nilearn's `NiftiLabelsMasker` does.
 //!
 //! The derivative entities (`space`, `seg`/`atlas`, `den`, `desc`, `stat`, ...) say which
 //! version of a run a file is; [`Selection`] picks one when a tree holds several, and its TR.
