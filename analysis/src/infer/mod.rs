@@ -328,9 +328,10 @@ impl JobHeader {
     }
 }
 
-/// Writes `value` as pretty JSON to `path`, atomically.
+/// Writes `value` as pretty JSON to `path` with its `made_by`, atomically.
 fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), AnalysisError> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(|e| io_err(path)(std::io::Error::other(e)))?;
+    let mut text = serde_json::to_vec_pretty(&boldcast_storage::made_by::stamp(value))
+        .map_err(|e| io_err(path)(std::io::Error::other(e)))?;
     text.push(b'\n');
     Ok(boldcast_storage::fsutil::write_atomic(path, &text).map_err(io_err(path))?)
 }
