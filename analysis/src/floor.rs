@@ -87,7 +87,7 @@ fn empirical(dir: &std::path::Path, req: &FloorRequest) -> Result<FloorReport, A
 /// directory, for data loaded another way (the Python package's in-memory runs).
 pub fn empirical_floor_report(ds: &Dataset, data: &str, h: &[usize], d: usize) -> Result<FloorReport, AnalysisError> {
     let boldcast_data::EmpiricalFloor { overall, per_horizon, per_parcel } = ds.empirical_floor(h, d)?;
-    let spectrum = boldcast_data::spectrum::input_spectrum(&ds)?;
+    let spectrum = boldcast_data::spectrum::input_spectrum(ds)?;
     let mut notes = ds.notes();
     notes.extend(spectrum.warning());
     let mut text = format!(
