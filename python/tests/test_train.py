@@ -113,3 +113,12 @@ def test_resolve_config_and_version():
     cfg = boldcast.resolve_config({"preset": "quick", "train": {"max_steps": 7}})
     assert cfg["train"]["max_steps"] == 7 and cfg["model"]["horizons"] == [1, 5]
     assert boldcast.__version__.count(".") == 2
+
+
+def test_a_toml_file_configures_the_run(dataset, tmp_path):
+    toml = tmp_path / "tiny.toml"
+    toml.write_text('preset = "quick"\n[train]\nmax_steps = 4\nval_every = 2\nckpt_every = 2\nwarmup_steps = 1\n')
+    assert boldcast.resolve_config(toml)["train"]["max_steps"] == 4
+    run = boldcast.train(str(toml), dataset, out=tmp_path / "run")
+    assert run.summary["best"]["step"] <= 4
+    assert [r["step"] for r in run.log if "val_loss" in r] == [0, 2, 4]

@@ -358,12 +358,15 @@ def resolve_config(preset_or_config: Union[str, PathLike, Mapping[str, Any]]) ->
 
 
 def _config_source(c: Union[str, PathLike, Mapping[str, Any]]) -> "tuple[str, str]":
+    """``(kind, source)`` of a configuration: a dict, a path (a ``PathLike``, or text with a
+    path separator or ending in ``.toml``) or a preset's name."""
     if isinstance(c, Mapping):
         return "json", _json(dict(c))
-    text = os.fspath(c)
-    if text.endswith(".toml") or os.path.sep in text:
-        return "path", text
-    return "preset", text
+    if not isinstance(c, str):
+        return "path", os.fspath(c)
+    if c.endswith(".toml") or os.path.sep in c:
+        return "path", c
+    return "preset", c
 
 
 def train(
