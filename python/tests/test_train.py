@@ -122,3 +122,34 @@ def test_a_toml_file_configures_the_run(dataset, tmp_path):
     run = boldcast.train(str(toml), dataset, out=tmp_path / "run")
     assert run.summary["best"]["step"] <= 4
     assert [r["step"] for r in run.log if "val_loss" in r] == [0, 2, 4]
+
+
+def test_ctrl_c_stops_training_cleanly(tmp_path):
+    """SIGINT during training: the run stops after its step with a checkpoint, and Python sees
+    KeyboardInterrupt."""
+    import signal
+    import subprocess
+    import sys
+
+    script = f"""
+import sys, boldcast
+from conftest import ar1_runs
+ds = boldcast.Dataset.from_arrays(ar1_runs(4), subjects=["01", "02", "03", "04"])
+cfg = {{"preset": "quick", "train": {{"val_every": 50, "ckpt_every": 50, "warmup_steps": 1}}}}
+def cb(p):
+    if p["kind"] == "step" and p["step"] == 2:
+        print("training", flush=True)
+try:
+    boldcast.train(cfg, ds, out={str(tmp_path / "run")!r}, max_steps=100000, callback=cb)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+    here = os.path.dirname(__file__)
+    p = subprocess.Popen([sys.executable, "-c", script], cwd=here, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "training"
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert out.strip() == "interrupted" and p.returncode == 0
+    log = boldcast.Run(str(tmp_path / "run")).log
+    assert log[-1].get("event") == "stopped" and log[-1]["reason"] == "stop_after"
+    assert os.path.isdir(tmp_path / "run" / "checkpoints")
