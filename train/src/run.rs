@@ -42,22 +42,34 @@ pub struct Run<'a> {
     data: &'a TrainData,
     out: PathBuf,
     stop_after: Option<u64>,
+    stop_when: Option<StopFlag>,
     dist: Dist,
     resume: Option<Option<Loaded>>,
     summary_extra: serde_json::Map<String, serde_json::Value>,
 }
 
+/// A flag another thread sets to stop a run cleanly ([`Run::stop_when`]): a Ctrl-C handler,
+/// a notebook's interrupt.
+pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
 impl<'a> Run<'a> {
     /// A fresh run of `cfg` on `data` writing into `out`, on one rank.
     pub fn new(cfg: &'a RunConfig, data: &'a TrainData, out: impl Into<PathBuf>) -> Self {
         let (out, summary_extra) = (out.into(), serde_json::Map::new());
-        Self { cfg, data, out, stop_after: None, dist: Dist::default(), resume: None, summary_extra }
+        Self { cfg, data, out, stop_after: None, stop_when: None, dist: Dist::default(), resume: None, summary_extra }
     }
 
     /// Stops cleanly after `steps` steps of this invocation (the schedule still follows
     /// `max_steps`); the run can be resumed.
     pub fn stop_after(mut self, steps: Option<u64>) -> Self {
         self.stop_after = steps;
+        self
+    }
+
+    /// Stops cleanly, as [`Run::stop_after`] does, after the step during which `flag` was set
+    /// (checked once per step, on every rank: a data-parallel run must set it on all of them).
+    pub fn stop_when(mut self, flag: Option<StopFlag>) -> Self {
+        self.stop_when = flag;
         self
     }
 
@@ -361,7 +373,9 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
                 Some(StopReason::MaxSteps)
             } else if early {
                 Some(StopReason::EarlyStopping)
-            } else if self.run.stop_after.is_some_and(|s| k - self.start >= s) {
+            } else if self.run.stop_after.is_some_and(|s| k - self.start >= s)
+                || self.run.stop_when.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            {
                 Some(StopReason::StopAfter)
             } else {
                 None

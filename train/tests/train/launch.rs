@@ -77,3 +77,30 @@ fn the_log_lines_carry_their_kind_and_one_step_numbering() {
     assert_eq!(train_curve.iter().map(|p| p.0).collect::<Vec<_>>(), of("train"));
     assert_eq!(val_curve.iter().map(|p| p.0).collect::<Vec<_>>(), of("validation"));
 }
+
+/// Sets the stop flag when the step `at` (steps done) is reported, as a Ctrl-C handler would.
+struct StopAt(u64, boldcast_train::run::StopFlag);
+
+impl boldcast_train::Observer for StopAt {
+    fn on_step(&mut self, rec: &boldcast_train::StepRecord) {
+        if rec.step + 1 == self.0 {
+            self.1.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn a_stop_flag_stops_the_run_cleanly_after_its_step() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let flag = boldcast_train::run::StopFlag::default();
+    let launch = Launch::fresh(config(&out), Dist::default()).unwrap().stop_when(Some(flag.clone()));
+    let data = launch.load_data().unwrap();
+    let model = CpuModel::<f32>::new(launch.cfg.model_config(), data.adjacency.clone(), 0).unwrap();
+    let report = launch.run(&data, model, &mut [&mut StopAt(2, flag)]).unwrap();
+    assert_eq!((report.steps, report.reason), (2, boldcast_train::StopReason::StopAfter));
+    match Launch::resume(&out, Dist::default()).unwrap().start {
+        Start::Checkpoint(l) => assert_eq!(l.state.step, 2),
+        _ => panic!("a checkpoint at the stop"),
+    }
+}
