@@ -236,7 +236,7 @@ fn merge(base: &mut toml::Table, top: toml::Table) {
 }
 
 /// The keys of the schema that a preset need not list (they have defaults), by section.
-pub const OPTIONAL_KEYS: [(&str, &str); 15] = [
+pub const OPTIONAL_KEYS: [(&str, &str); 16] = [
     ("data", "dir"),
     ("data", "task"),
     ("data", "space"),
@@ -250,6 +250,7 @@ pub const OPTIONAL_KEYS: [(&str, &str); 15] = [
     ("train", "out"),
     ("train", "eval_every"),
     ("train", "overfit_ratio"),
+    ("train", "tensorboard"),
     ("model", "linear_path"),
     ("", "preset"),
 ];
@@ -273,6 +274,7 @@ pub fn schema() -> toml::Table {
         d.insert("out".into(), toml::Value::String(String::new()));
         d.insert("eval_every".into(), toml::Value::Integer(0));
         d.insert("overfit_ratio".into(), toml::Value::Float(0.0));
+        d.insert("tensorboard".into(), toml::Value::Boolean(false));
     }
     t
 }
