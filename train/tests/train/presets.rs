@@ -178,6 +178,8 @@ fn training_keys_validate_and_eval_every_is_an_alias() {
     assert_eq!(c.train.val_every, 7);
     let e = with_file("[train]\neval_every = 7\nval_every = 8\n").unwrap_err().to_string();
     assert!(e.contains("alias of `train.val_every`"), "{e}");
+    assert!(with_file("[train]\ntensorboard = true\n").unwrap().train.tensorboard);
+    assert!(!with_file("[train]\npatience = 3\n").unwrap().train.tensorboard, "off by default");
     let c = with_file("[train]\npatience = 3\nmin_delta = 0.01\nckpt_every = 50\n").unwrap();
     assert_eq!((c.train.patience, c.train.min_delta, c.train.ckpt_every), (3, 0.01, 50));
     let c = with_file("[data]\nsubjects_train = [\"01\", \"02\"]\nsubjects_heldout = [\"sub-03\"]\n").unwrap();
