@@ -23,7 +23,8 @@ where
     let kin = p.relatives(a.group_column.as_deref(), &runs)?;
     let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, (&context, a.pool.pool()), a.segment, &kin)?;
     if let Some(path) = &a.figure {
-        let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, path, a.replace.overwrite)?;
+        let heldout = p.split.as_ref().map(|s| s.heldout_subjects.clone()).unwrap_or_default();
+        let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, &heldout, path, a.replace.overwrite)?;
         crate::errln!("figure: {} (and {})", path.display(), svg.display());
     }
     Ok(report)
