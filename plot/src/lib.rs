@@ -503,23 +503,31 @@ pub struct RunCurves<'a> {
 
 /// The size of the training figure with its per-horizon panel.
 pub const RUN_SIZE: (u32, u32) = (1000, 800);
-/// The room a zoomed axis leaves above its curves for the legend, as a share of their span.
-pub const LEGEND_ROOM: f64 = 0.5;
+/// An `(x, y)` point of a figure.
+pub type Point = (f64, f64);
+
+/// The room a zoomed axis leaves above its curves for a legend, as a share of their span,
+/// per legend entry.
+pub const LEGEND_ROOM: f64 = 0.1;
 /// The share of the steps whose training losses the zoomed loss axis leaves out.
-pub const ZOOM_SKIP: f64 = 0.1;
+pub const ZOOM_SKIP: f64 = 0.25;
 
 /// A loss axis zoomed to what a run is judged on: the training losses after the first
-/// [`ZOOM_SKIP`] of the steps (up to their 98th percentile), the validations after the first
-/// and the `levels` (floor, means), padded by 8 % with [`LEGEND_ROOM`] above; with a note
+/// [`ZOOM_SKIP`] of the steps (up to their 98th percentile), the validations after that
+/// (the first when none is) and the `levels` (floor, means), padded by 8 % with `room` times their span above (for
+/// the legend, [`LEGEND_ROOM`] per entry); with a note
 /// naming the highest loss left above it, if any. `None` without points.
-pub fn zoom(train: &[(f64, f64)], val: &[(f64, f64)], levels: &[f64]) -> Option<((f64, f64), Option<String>)> {
+pub fn zoom((train, val): (&[Point], &[Point]), levels: &[f64], room: f64) -> Option<((f64, f64), Option<String>)> {
     let x_end = train.iter().chain(val).map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     let x_start = train.iter().chain(val).map(|p| p.0).fold(f64::INFINITY, f64::min);
     let cut = x_start + ZOOM_SKIP * (x_end - x_start);
     let mut later: Vec<f64> = train.iter().filter(|p| p.0 >= cut).map(|p| p.1).filter(|v| v.is_finite()).collect();
     later.sort_by(f64::total_cmp);
     let q98 = later.get(((later.len() as f64 - 1.0) * 0.98).round() as usize).copied();
-    let vals: Vec<f64> = val.iter().skip(usize::from(val.len() > 1)).map(|p| p.1).filter(|v| v.is_finite()).collect();
+    // The validations after the cut; after the first when none is.
+    let after: Vec<&(f64, f64)> = val.iter().filter(|p| p.0 >= cut).collect();
+    let after = if after.is_empty() { val.iter().skip(usize::from(val.len() > 1)).collect() } else { after };
+    let vals: Vec<f64> = after.iter().map(|p| p.1).filter(|v| v.is_finite()).collect();
     let levels: Vec<f64> = levels.iter().copied().filter(|v| v.is_finite()).collect();
     let lo = later.iter().chain(&vals).chain(&levels).copied().fold(f64::INFINITY, f64::min);
     let hi = q98.iter().chain(&vals).chain(&levels).copied().fold(f64::NEG_INFINITY, f64::max);
@@ -528,7 +536,7 @@ pub fn zoom(train: &[(f64, f64)], val: &[(f64, f64)], levels: &[f64]) -> Option<
     }
     let pad = (hi - lo).max(1e-3 * hi.abs().max(1e-12)) * 0.08;
     // Room above the curves for the legend.
-    let range = ((lo - pad).max(0.0), hi + pad + LEGEND_ROOM * (hi - lo));
+    let range = ((lo - pad).max(0.0), hi + pad + room * (hi - lo));
     let above = train.iter().chain(val).filter(|p| p.1 > range.1).max_by(|a, b| a.1.total_cmp(&b.1));
     let note = above.map(|&(s, v)| {
         let v = ticks::tick_text(v, 3);
@@ -551,7 +559,8 @@ fn horizon_panel(curves: &[HorizonCurve], xmax: f64) -> Panel {
     }
     let pts: Vec<(f64, f64)> = series.iter().filter(|s| s.dots).flat_map(|s| s.points.clone()).collect();
     let levels: Vec<f64> = curves.iter().filter_map(|c| c.floor).collect();
-    let y_range = zoom(&[], &pts, &levels).map(|z| z.0);
+    let room = LEGEND_ROOM * series.len() as f64 * 2.0;
+    let y_range = zoom((&[], &pts), &levels, room).map(|z| z.0);
     Panel { y_range, ..Panel::new("validation loss per horizon (MSE)", series) }
 }
 
@@ -598,8 +607,12 @@ pub fn loss_curves(path: &Path, c: &RunCurves<'_>) -> Result<PathBuf, PlotError>
     if let Some(f) = c.floor {
         series.push(level(format!("loss floor = {f:.4}"), RED_LINE, 2, (0.0, xmax), f));
     }
-    let levels: Vec<f64> = series[2..].iter().map(|s| s.points[0].1).collect();
-    let zoomed = zoom(&series[0].points, &series[1].points, &levels);
+    // The floor and the last validations' mean; the first validations' mean belongs to the
+    // untrained start (drawn at the top edge when above).
+    let first_mean = |s: &&Series| s.label.starts_with("mean of the first");
+    let levels: Vec<f64> = series[2..].iter().filter(|s| !first_mean(s)).map(|s| s.points[0].1).collect();
+    let room = LEGEND_ROOM * series.len() as f64;
+    let zoomed = zoom((&series[0].points, &series[1].points), &levels, room);
     let mut panels = vec![Panel { y_range: zoomed.as_ref().map(|z| z.0), ..Panel::new(LOSS_AXIS, series) }];
     if !c.per_horizon.is_empty() {
         panels.push(horizon_panel(c.per_horizon, xmax));
@@ -636,7 +649,7 @@ mod tests {
         // A loss from 2.5 falling to about 0.9, validations near 0.95, the floor at 0.85.
         let train: Vec<(f64, f64)> = (0..100).map(|i| (i as f64, 0.9 + 1.6 * (-(i as f64) / 3.0).exp())).collect();
         let val = [(0.0, 2.4), (50.0, 0.96), (99.0, 0.95)];
-        let ((lo, hi), note) = zoom(&train, &val, &[0.85]).unwrap();
+        let ((lo, hi), note) = zoom((&train, &val), &[0.85], 0.5).unwrap();
         assert!(lo > 0.8 && lo < 0.85, "{lo}");
         // The span 0.85-0.96 padded, with the legend's room: far under the start's 2.5.
         assert!(hi > 0.96 && hi < 1.1, "{hi}");
@@ -644,7 +657,7 @@ mod tests {
         assert!(note.contains("up to 2.5 at step 0"), "{note}");
         // Nothing left above: no note.
         let flat: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 1.0)).collect();
-        assert_eq!(zoom(&flat, &[], &[0.5]).unwrap().1, None);
+        assert_eq!(zoom((&flat, &[]), &[0.5], 0.5).unwrap().1, None);
     }
 
     #[test]
