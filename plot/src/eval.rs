@@ -201,7 +201,7 @@ pub fn subtitle(r: &EvalReport) -> String {
     } else {
         "no interval: one held-out subject".to_string()
     };
-    format!("Bars start at 1 (the best baseline of each horizon) and are labelled with their MSE; {interval}")
+    format!("Bars start at 1 (the best baseline), labelled with their MSE (a white gap: cut at the top); {interval}")
 }
 
 /// A legend entry: its text, colour and swatch.
@@ -323,7 +323,8 @@ fn bars_chart<'a, DB: DrawingBackend>(
 }
 
 /// The MSE `v` of a bar centred on `x` whose end is at `y` (above it when `up`), upright when
-/// the bar is wide enough, else turned; a bar cut at the top (`cut`) gets its label inside.
+/// the bar is wide enough, else turned; a bar cut at the top (`cut`) gets a white gap and its
+/// label inside, in white.
 fn value_label<DB: DrawingBackend>(
     chart: &mut Chart<'_, DB>,
     (x, y, up, cut): (f64, f64, bool, bool),
@@ -337,6 +338,14 @@ fn value_label<DB: DrawingBackend>(
     // Below the end of a bar that goes down or is cut at the top, above it otherwise.
     let (v_pos, dy) = if !up || cut { (VPos::Top, 4) } else { (VPos::Bottom, -4) };
     let style = TextStyle::from(font).pos(Pos::new(HPos::Center, v_pos));
+    if cut {
+        // A white gap across a bar cut at the top, and its value in white above the gap.
+        let half = (px as f64 * 0.45).round() as i32 + 1;
+        chart.draw_series([EmptyElement::at((x, y)) + Rectangle::new([(-half, 20), (half, 25)], WHITE.filled())])?;
+        let style = style.color(&WHITE);
+        chart.draw_series([EmptyElement::at((x, y)) + Text::new(text, (0, dy), style)])?;
+        return Ok(());
+    }
     chart.draw_series([EmptyElement::at((x, y)) + Text::new(text, (0, dy), style)])?;
     Ok(())
 }
