@@ -10,7 +10,7 @@
 //! let train = [(1, 1.2), (2, 0.9), (3, 0.7)];
 //! let val = [(3, 0.8)];
 //! let lr = [(1, 1e-3), (3, 5e-4)];
-//! let curves = RunCurves { train: &train, val: &val, lr: &lr, floor: Some(0.5) };
+//! let curves = RunCurves { train: &train, val: &val, lr: &lr, floor: Some(0.5), per_horizon: &[] };
 //! let svg = loss_curves("figures/loss_curves.png".as_ref(), &curves)?;
 //! // The same figure of a run directory, from its loss_log.jsonl:
 //! boldcast_plot::run_figure("runs/r1".as_ref(), Some(0.5))?;
@@ -19,8 +19,9 @@
 //!
 //! The text is drawn with DejaVu Sans, embedded in the crate (`plot/assets/DejaVuSans.ttf`,
 //! its licence beside it), so a fresh machine without system fonts draws the same picture.
-//! The loss axis is logarithmic when the losses span more than a factor of [`LOG_SPAN`] (an
-//! overfit loss falling to near zero), linear from 0 otherwise.
+//! A loss axis is logarithmic when the losses span more than a factor of [`LOG_SPAN`] (an
+//! overfit loss falling to near zero), linear from 0 otherwise; the training figure's is
+//! zoomed to the trained steps ([`zoom`]). Every tick value comes from [`ticks`].
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
