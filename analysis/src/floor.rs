@@ -78,15 +78,20 @@ fn exact(rho: f64, h: &[usize], d: usize) -> Result<FloorReport, AnalysisError> 
 }
 
 fn empirical(dir: &std::path::Path, req: &FloorRequest) -> Result<FloorReport, AnalysisError> {
-    let (h, d) = (&req.horizons, req.d_in);
     let ds = Dataset::load_with(dir, &req.picks)?;
+    empirical_floor_report(&ds, &dir.display().to_string(), &req.horizons, req.d_in)
+}
+
+/// The empirical floor report of a dataset already loaded (`data`: where it came from, in
+/// words, for the text and the JSON's `data`): what `bc-cli floor --data` gives for a
+/// directory, for data loaded another way (the Python package's in-memory runs).
+pub fn empirical_floor_report(ds: &Dataset, data: &str, h: &[usize], d: usize) -> Result<FloorReport, AnalysisError> {
     let boldcast_data::EmpiricalFloor { overall, per_horizon, per_parcel } = ds.empirical_floor(h, d)?;
-    let spectrum = boldcast_data::spectrum::input_spectrum(&ds)?;
+    let spectrum = boldcast_data::spectrum::input_spectrum(ds)?;
     let mut notes = ds.notes();
     notes.extend(spectrum.warning());
     let mut text = format!(
-        "empirical single-lag floor of {} ({} runs, {} parcels), d_in {d}, horizons {}\n",
-        dir.display(),
+        "empirical single-lag floor of {data} ({} runs, {} parcels), d_in {d}, horizons {}\n",
         ds.runs.len(),
         ds.parcels,
         horizons_text(h)
@@ -108,7 +113,7 @@ fn empirical(dir: &std::path::Path, req: &FloorRequest) -> Result<FloorReport, A
         writeln!(text, "  {n:<w$}  {v:.6}").unwrap();
     }
     let json = json!({
-        "kind": "empirical", "data": dir.display().to_string(), "runs": ds.runs.len(), "parcels": ds.parcels,
+        "kind": "empirical", "data": data, "runs": ds.runs.len(), "parcels": ds.parcels,
         "d_in": d, "horizons": h, "overall": overall, "per_horizon": per_horizon,
         "tr_seconds": ds.tr,
         "horizon_seconds": ds.tr.map(|tr| h.iter().map(|&hh| horizon_seconds(hh, d, tr)).collect::<Vec<_>>()),

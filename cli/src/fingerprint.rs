@@ -4,9 +4,12 @@
 
 use crate::args::FingerprintArgs;
 use crate::error::CliError;
+use crate::progress::Progress;
 use boldcast::core::{Adjacency, Model, ModelConfig};
-use boldcast_analysis::fingerprint::model::fingerprint_model;
+use boldcast_analysis::fingerprint::model::{fingerprint_model, Embedding};
 use boldcast_analysis::fingerprint::FingerprintReport;
+use std::io::IsTerminal;
+use std::sync::Mutex;
 
 /// `bc-cli fingerprint`: opens the checkpoint and the data, embeds every selected run (or half
 /// run) and identifies subjects by its embeddings and by functional connectivity; draws the
@@ -21,7 +24,20 @@ where
     }
     let (p, runs, context, _) = crate::infer::open(&a.model, build)?;
     let kin = p.relatives(a.group_column.as_deref(), &runs)?;
-    let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, (&context, a.pool.pool()), a.segment, &kin)?;
+    // The bar is made at the first report, when the tokens in all are known.
+    let bar = Mutex::new(None::<(Progress, usize)>);
+    let progress = |done: usize, total: usize| {
+        let mut b = bar.lock().unwrap_or_else(|e| e.into_inner());
+        let terminal = std::io::stderr().is_terminal();
+        let (b, last) = b.get_or_insert_with(|| (Progress::counting(terminal, total as u64, "tokens"), 0));
+        b.inc_by(done.saturating_sub(*last) as u64);
+        *last = done;
+    };
+    let how = Embedding { ctx: &context, pool: a.pool.pool(), progress: Some(&progress) };
+    let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, how, a.segment, &kin)?;
+    if let Some((b, _)) = bar.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        b.finish();
+    }
     if let Some(path) = &a.figure {
         let heldout = p.split.as_ref().map(|s| s.heldout_subjects.clone()).unwrap_or_default();
         let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, &heldout, path, a.replace.overwrite)?;

@@ -46,8 +46,9 @@ fn selection<M: Model<f32>>(p: &Predictor<M>, runs: &[usize]) -> String {
     format!("runs: {} of subjects {} ({held})", runs.len(), subjects.join(", "))
 }
 
-/// The text of a job: the header before its runs (from the horizons), and a run's line.
-type Text<E> = (fn(&[usize]) -> Option<String>, fn(&E) -> String);
+/// The text of a job: the header before its runs (from the horizons), a run's line, and the
+/// report file `--json` prints.
+type Text<E> = (fn(&[usize]) -> Option<String>, fn(&E) -> String, &'static str);
 
 /// Opens the model and the runs of `a`, then runs `work` on them with a callback that prints
 /// each run's `line` (after the header `head` makes, without `--json`) and moves the progress
@@ -55,7 +56,7 @@ type Text<E> = (fn(&[usize]) -> Option<String>, fn(&E) -> String);
 fn run_job<M, F, E, R>(
     a: &InferArgs,
     build: F,
-    (head, line): Text<E>,
+    (head, line, report_file): Text<E>,
     work: impl FnOnce(&Predictor<LinearPathModel<M>>, &Job, &mut dyn FnMut(&E)) -> Result<R, AnalysisError>,
 ) -> Result<R, CliError>
 where
@@ -65,20 +66,26 @@ where
 {
     let (p, runs, context, context_rule) = open(&a.model, build)?;
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
-    let bar = Progress::counting(std::io::stderr().is_terminal(), runs.len() as u64, "runs");
+    // The bar counts tokens, so that runs of different lengths weigh what they cost.
+    let d_in = p.cfg.model.d_in.max(1);
+    let tokens: Vec<u64> = runs.iter().map(|&i| (p.loaded.ds.runs[i].n_tr / d_in) as u64).collect();
+    let bar = Progress::counting(std::io::stderr().is_terminal(), tokens.iter().sum(), "tokens");
     if let (false, Some(h)) = (a.json, head(&p.cfg.model.horizons)) {
         bar.println(&h);
     }
+    let mut next = tokens.iter();
     let mut on_run = |e: &E| {
         if !a.json {
             bar.println(&line(e));
         }
-        bar.inc();
+        bar.inc_by(next.next().copied().unwrap_or(0));
     };
     let report = work(&p, &job, &mut on_run)?;
     bar.finish();
     if a.json {
-        crate::write_result(&(serde_json::to_string_pretty(&report).expect("JSON serializes") + "\n"))?;
+        // The file as written, `made_by` included, so that both say the same.
+        let path = a.out.join(report_file);
+        crate::write_result(&std::fs::read_to_string(&path).map_err(boldcast::storage::io_err(&path))?)?;
     }
     Ok(report)
 }
@@ -91,7 +98,7 @@ where
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
     let text = (|h: &[usize]| Some(text::forecast_header(h)), text::forecast_line);
-    let report = run_job(a, build, (text.0, text.1), forecast_runs)?;
+    let report = run_job(a, build, (text.0, text.1, "forecast.json"), forecast_runs)?;
     if !a.json {
         text::forecast_totals(&report).iter().for_each(|l| crate::outln!("{l}"));
         crate::outln!("wrote {} (standardized MSE; per parcel in forecast.json)", a.out.display());
@@ -106,7 +113,7 @@ where
     M: Model<f32>,
     F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<M, boldcast::core::Error>,
 {
-    let report = run_job(a, build, (|_| None, text::embed_line), |p, j, l| embed_runs(p, j, pool, l))?;
+    let report = run_job(a, build, (|_| None, text::embed_line, "embed.json"), |p, j, l| embed_runs(p, j, pool, l))?;
     if !a.json {
         crate::outln!("wrote {} (embed.json lists the files)", a.out.display());
     }

@@ -35,6 +35,12 @@ pub fn write_result(text: &str) -> Result<(), CliError> {
     Ok(out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(boldcast::storage::io_err(stdout))?)
 }
 
+/// Writes a command's JSON result with its `made_by` ([`boldcast::storage::made_by`]).
+pub fn write_json_result<T: serde::Serialize + ?Sized>(rep: &T) -> Result<(), CliError> {
+    let stamped = boldcast::storage::made_by::stamp(rep);
+    write_result(&(serde_json::to_string_pretty(&stamped).expect("JSON serializes") + "\n"))
+}
+
 pub mod args;
 pub mod bench;
 pub mod distributed;

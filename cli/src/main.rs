@@ -67,7 +67,7 @@ fn verdict(passed: bool) -> ExitCode {
 /// Writes a command's result: its JSON with `json`, else its text.
 fn result<T: serde::Serialize>(json: bool, rep: &T, text: impl FnOnce() -> String) -> Result<ExitCode, CliError> {
     if json {
-        bc_cli::write_result(&(serde_json::to_string_pretty(rep).expect("JSON serializes") + "\n"))?;
+        bc_cli::write_json_result(rep)?;
     } else {
         bc_cli::write_result(&text())?;
     }
@@ -166,6 +166,7 @@ fn main() -> ExitCode {
     // Training steps free and reallocate large buffers: keep them on the heap
     // (boldcast::cpu::alloc says why; BENCHMARKS.md, "Allocator policy", has the cost).
     boldcast::cpu::alloc::retain_freed_memory();
+    boldcast::storage::made_by::set_invocation(option_env!("BOLDCAST_GIT_REVISION").map(String::from), None);
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

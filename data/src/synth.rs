@@ -329,7 +329,7 @@ pub fn write_synthetic(
     meta["floor"] = floor_json(&floor);
     meta["files"] = json!(files);
     let p = staged.path().join("synth.json");
-    let text = serde_json::to_string_pretty(&meta).expect("JSON serializes") + "\n";
+    let text = serde_json::to_string_pretty(&boldcast_storage::made_by::stamp(&meta)).expect("JSON serializes") + "\n";
     std::fs::write(&p, text).map_err(|source| DataError::Write { path: p.clone(), source })?;
     let dir = staged.commit()?;
     Ok(SynthOutput { dir, files, floor })

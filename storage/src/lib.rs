@@ -16,7 +16,9 @@
 mod error;
 pub mod fsutil;
 pub mod hash;
+pub mod made_by;
 pub mod memory;
 pub mod tensorfile;
+pub mod tfevents;
 
 pub use error::{io_err, StorageError};

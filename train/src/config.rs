@@ -144,6 +144,10 @@ pub struct TrainConfig {
     /// keep their text and hash).
     #[serde(default = "default_precision", skip_serializing_if = "is_default_precision")]
     pub precision: String,
+    /// Also write TensorBoard event files into `<out>/tensorboard/` (`--tensorboard`;
+    /// [`crate::tracking`]). Optional (default off, and then left out of the TOML text).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tensorboard: bool,
     /// Output directory; absent: `runs/<command>-<preset>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out: Option<PathBuf>,

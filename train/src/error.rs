@@ -56,7 +56,7 @@ pub enum TrainError {
         or_none(last_good, "none (no checkpoint was written yet)")
     )]
     NonFinite {
-        /// The step (0-based).
+        /// The step, counted from 1 as stdout and the log count.
         step: u64,
         /// `loss` or `gradient norm`.
         what: String,

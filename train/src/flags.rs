@@ -110,7 +110,7 @@ pub fn best_at_start(best: Option<(u64, f64)>, validations: usize, step: u64) ->
 }
 
 /// The flag of a gradient norm grown by [`GRAD_GROWTH`], from the `(step, grad_norm)` points
-/// of the log.
+/// of the log (`step` counts the steps done, as the log does).
 pub fn gradient_growth(norms: &[(u64, f64)]) -> Option<RedFlag> {
     let &(step, last) = norms.last()?;
     if norms.len() <= GRAD_BASELINE_STEPS {
@@ -121,11 +121,10 @@ pub fn gradient_growth(norms: &[(u64, f64)]) -> Option<RedFlag> {
     let median = (first[GRAD_BASELINE_STEPS / 2 - 1] + first[GRAD_BASELINE_STEPS / 2]) / 2.0;
     (last > GRAD_GROWTH * median).then(|| RedFlag {
         kind: FlagKind::GradientGrowth,
-        step: step + 1,
+        step,
         message: format!(
-            "the gradient norm of step {} ({last:.4e}) is more than {GRAD_GROWTH} times the median of the first \
-             {GRAD_BASELINE_STEPS} steps ({median:.4e})",
-            step + 1
+            "the gradient norm of step {step} ({last:.4e}) is more than {GRAD_GROWTH} times the median of the first \
+             {GRAD_BASELINE_STEPS} steps ({median:.4e})"
         ),
     })
 }
@@ -163,11 +162,11 @@ mod tests {
 
     #[test]
     fn gradient_growth_compares_with_the_median_of_the_first_steps() {
-        let mut n: Vec<(u64, f64)> = (0..10).map(|s| (s, 1.0)).collect();
+        let mut n: Vec<(u64, f64)> = (1..=10).map(|s| (s, 1.0)).collect();
         assert!(gradient_growth(&n).is_none());
-        n.push((10, 999.0));
+        n.push((11, 999.0));
         assert!(gradient_growth(&n).is_none());
-        n.push((11, 1001.0));
+        n.push((12, 1001.0));
         assert_eq!(gradient_growth(&n).unwrap().step, 12);
     }
 

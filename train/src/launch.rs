@@ -60,6 +60,7 @@ pub struct Launch {
     /// The ranks.
     pub dist: Dist,
     stop_after: Option<u64>,
+    stop_when: Option<crate::run::StopFlag>,
     extra: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -71,7 +72,7 @@ pub fn default_out(cfg: &RunConfig, command: &str) -> PathBuf {
 
 impl Launch {
     fn new(cfg: RunConfig, out: PathBuf, start: Start, notes: Vec<String>, dist: Dist) -> Self {
-        Self { cfg, out, start, notes, dist, stop_after: None, extra: serde_json::Map::new() }
+        Self { cfg, out, start, notes, dist, stop_after: None, stop_when: None, extra: serde_json::Map::new() }
     }
 
     /// A fresh run of `cfg` into [`default_out`]: the global batch must divide over the
@@ -138,6 +139,12 @@ impl Launch {
         self
     }
 
+    /// Stops cleanly after the step during which `flag` is set ([`Run::stop_when`]).
+    pub fn stop_when(mut self, flag: Option<crate::run::StopFlag>) -> Self {
+        self.stop_when = flag;
+        self
+    }
+
     /// Adds a top-level key to `summary.json` (a caller's figure, for instance).
     pub fn summary_extra(mut self, key: &str, value: serde_json::Value) -> Self {
         self.extra.insert(key.into(), value);
@@ -157,7 +164,10 @@ impl Launch {
         model: M,
         observers: &mut [&mut dyn Observer],
     ) -> Result<TrainReport, TrainError> {
-        let mut run = Run::new(&self.cfg, data, self.out.clone()).stop_after(self.stop_after).dist(self.dist.clone());
+        let mut run = Run::new(&self.cfg, data, self.out.clone())
+            .stop_after(self.stop_after)
+            .stop_when(self.stop_when)
+            .dist(self.dist.clone());
         run = match self.start {
             Start::Fresh => run,
             Start::Restart => run.resume(None),

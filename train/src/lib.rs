@@ -61,6 +61,7 @@ pub mod run;
 pub mod run_dir;
 pub mod summary;
 pub mod text;
+pub mod tracking;
 pub mod tune;
 pub mod validate;
 

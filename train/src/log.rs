@@ -1,8 +1,11 @@
 //! The JSON-lines log of a run (`loss_log.jsonl`).
 //!
-//! One line per optimizer step, `{"step","loss","lr","grad_norm"}` in
-//! [`StepRecord`] field order, written with one `write` call and flushed, so a killed run
-//! keeps every finished line; validation and event lines go through [`RunLog::write_value`].
+//! Every line starts with its `kind` ([`LineKind`]: `train`, `validation`, `event`). A
+//! training line is `{"kind","step","loss","lr","grad_norm"}`, where `step` counts the
+//! optimizer steps done with this one (1 for the first: the number stdout prints), so it joins
+//! with a validation line's `step`, the steps done before that validation. Each line is
+//! written with one `write` call and flushed, so a killed run keeps every finished line;
+//! validation and event lines go through [`RunLog::write_value`].
 //! [`RunLog::open_at`] reopens a log truncated to a checkpoint's byte length, so a resumed
 //! run's log equals an uninterrupted one; [`RunLog::hash`] is the hash of what it holds, which
 //! a checkpoint records beside the length. The log prints nothing: what is shown of a run is
@@ -90,9 +93,10 @@ impl RunLog {
         }
     }
 
-    /// Appends one line holding `v` (a struct keeps its field order; a `json!` map is sorted).
-    pub fn write_value<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> Result<(), TrainError> {
-        let line = serde_json::to_string(v).expect("JSON serializes") + "\n";
+    /// Appends one line holding `kind` then the fields of `v` (a struct keeps its field order;
+    /// a `json!` map is sorted).
+    pub fn write_value<T: serde::Serialize + ?Sized>(&mut self, kind: LineKind, v: &T) -> Result<(), TrainError> {
+        let line = serde_json::to_string(&Tagged { kind, v }).expect("JSON serializes") + "\n";
         Ok(self.write_line(&line).map_err(io_err(&self.path))?)
     }
 
@@ -108,8 +112,9 @@ impl RunLog {
 
 impl Logger for RunLog {
     fn log_step(&mut self, rec: &StepRecord) -> boldcast_core::error::Result<()> {
-        // StepRecord serializes its fields in order: step, loss, lr, grad_norm.
-        let line = serde_json::to_string(rec)
+        // The record counts from 0; the log counts the steps done, as stdout does.
+        let done = StepRecord { step: rec.step + 1, ..*rec };
+        let line = serde_json::to_string(&Tagged { kind: LineKind::Train, v: &done })
             .map_err(|e| boldcast_core::Error::Backend(format!("{}: {e}", self.path.display())))?;
         self.write_line(&format!("{line}\n"))
             .map_err(|e| boldcast_core::Error::Backend(format!("{}: {e}", self.path.display())))?;
@@ -118,22 +123,33 @@ impl Logger for RunLog {
     }
 }
 
+/// What a line of the log is: its `kind` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LineKind {
+    /// One optimizer step.
+    Train,
+    /// One validation ([`crate::observer::ValRecord`]).
+    Validation,
+    /// The run started, stopped or finished.
+    Event,
+}
+
+/// A line: its kind first, then the record's own fields.
+#[derive(serde::Serialize)]
+struct Tagged<'a, T: ?Sized> {
+    kind: LineKind,
+    #[serde(flatten)]
+    v: &'a T,
+}
+
 /// `(step, value)` points of a curve.
 pub type Curve = Vec<(u64, f64)>;
 
-/// The records of a log file: `(step, loss)` of every step line and `(step, val_loss)` of
+/// The records of a log file: `(step, loss)` of every training line and `(step, val_loss)` of
 /// every validation line, in file order (for the loss-curve figure).
 pub fn read_curves(path: &Path) -> Result<(Curve, Curve), TrainError> {
-    let (mut train, mut val) = (Vec::new(), Vec::new());
-    for v in read_lines(path)? {
-        let step = v.get("step").and_then(|s| s.as_u64());
-        match (step, v.get("loss").and_then(|x| x.as_f64()), v.get("val_loss").and_then(|x| x.as_f64())) {
-            (Some(s), Some(l), _) => train.push((s, l)),
-            (Some(s), None, Some(l)) => val.push((s, l)),
-            _ => {}
-        }
-    }
-    Ok((train, val))
+    Ok((read_step_field(path, "loss")?, read_kind_field(path, "validation", "val_loss")?))
 }
 
 /// `(step, grad_norm)` of every step line of a log file, in file order.
@@ -141,11 +157,19 @@ pub fn read_grad_norms(path: &Path) -> Result<Curve, TrainError> {
     read_step_field(path, "grad_norm")
 }
 
-/// `(step, field)` of every step line of a log file that has the number `field` (`lr`,
+/// `(step, field)` of every training line of a log file that has the number `field` (`lr`,
 /// `grad_norm`, `loss`), in file order.
 pub fn read_step_field(path: &Path, field: &str) -> Result<Curve, TrainError> {
+    read_kind_field(path, "train", field)
+}
+
+/// `(step, field)` of every line of `kind` that has the number `field`, in file order.
+pub fn read_kind_field(path: &Path, kind: &str, field: &str) -> Result<Curve, TrainError> {
     let lines = read_lines(path)?;
-    let point = |v: &serde_json::Value| Some((v.get("step")?.as_u64()?, v.get(field)?.as_f64()?));
+    let point = |v: &serde_json::Value| {
+        (v.get("kind")?.as_str()? == kind).then_some(())?;
+        Some((v.get("step")?.as_u64()?, v.get(field)?.as_f64()?))
+    };
     Ok(lines.iter().filter_map(point).collect())
 }
 

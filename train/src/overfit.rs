@@ -190,7 +190,8 @@ impl OverfitReport {
     /// Writes [`OverfitReport::summary_json`] to `<out>/summary.json` (pretty, atomically).
     pub fn write_summary(&self, extra: &serde_json::Map<String, serde_json::Value>) -> Result<(), TrainError> {
         let sp = self.out.join("summary.json");
-        let text = serde_json::to_string_pretty(&self.summary_json(extra)).expect("JSON serializes") + "\n";
+        let summary = boldcast_storage::made_by::stamp(&self.summary_json(extra));
+        let text = serde_json::to_string_pretty(&summary).expect("JSON serializes") + "\n";
         Ok(write_atomic(&sp, text.as_bytes()).map_err(io_err(&sp))?)
     }
 }

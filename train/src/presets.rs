@@ -144,6 +144,11 @@ pub struct TrainOverrides {
     /// split evenly over the ranks (it must be divisible by their number).
     #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub batch_size: Option<usize>,
+    /// Also write TensorBoard event files into OUT/tensorboard/ (loss, learning rate,
+    /// gradient norm, step time, validation loss per horizon); `metrics.csv` is always
+    /// written. Sets train.tensorboard.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tensorboard: bool,
 }
 
 impl TrainOverrides {
@@ -165,6 +170,7 @@ impl TrainOverrides {
         d.heldout_fraction = self.heldout_fraction.unwrap_or(d.heldout_fraction);
         d.group_column = self.group_column.clone().or(d.group_column.take());
         d.fd_max = self.fd_max.or(d.fd_max);
+        t.tensorboard |= self.tensorboard;
         t.val_every = self.val_every.unwrap_or(t.val_every);
         t.ckpt_every = self.ckpt_every.unwrap_or(t.ckpt_every);
         t.patience = self.patience.unwrap_or(t.patience);

@@ -24,10 +24,11 @@ use crate::early_stopping::EarlyStopping;
 use crate::error::TrainError;
 use crate::flags::{self, OverfitJudge, RedFlag};
 use crate::linear_path::LinearPathModel;
-use crate::log::RunLog;
+use crate::log::{LineKind, RunLog};
 use crate::observer::{Observer, RunStart, ValRecord};
 use crate::order::{epoch_order, rank_batch};
 use crate::summary::{summary_json, StopReason, TrainReport};
+use crate::tracking::{Kept, Tracker};
 use boldcast_core::accept::heldout_verdict;
 use boldcast_core::{Adam, DataParallel, Model, Optimizer, ParamSpec, Schedule, ScheduleConfig, Trainer};
 use boldcast_data::WindowRef;
@@ -41,22 +42,34 @@ pub struct Run<'a> {
     data: &'a TrainData,
     out: PathBuf,
     stop_after: Option<u64>,
+    stop_when: Option<StopFlag>,
     dist: Dist,
     resume: Option<Option<Loaded>>,
     summary_extra: serde_json::Map<String, serde_json::Value>,
 }
 
+/// A flag another thread sets to stop a run cleanly ([`Run::stop_when`]): a Ctrl-C handler,
+/// a notebook's interrupt.
+pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
 impl<'a> Run<'a> {
     /// A fresh run of `cfg` on `data` writing into `out`, on one rank.
     pub fn new(cfg: &'a RunConfig, data: &'a TrainData, out: impl Into<PathBuf>) -> Self {
         let (out, summary_extra) = (out.into(), serde_json::Map::new());
-        Self { cfg, data, out, stop_after: None, dist: Dist::default(), resume: None, summary_extra }
+        Self { cfg, data, out, stop_after: None, stop_when: None, dist: Dist::default(), resume: None, summary_extra }
     }
 
     /// Stops cleanly after `steps` steps of this invocation (the schedule still follows
     /// `max_steps`); the run can be resumed.
     pub fn stop_after(mut self, steps: Option<u64>) -> Self {
         self.stop_after = steps;
+        self
+    }
+
+    /// Stops cleanly, as [`Run::stop_after`] does, after the step during which `flag` was set
+    /// (checked once per step, on every rank: a data-parallel run must set it on all of them).
+    pub fn stop_when(mut self, flag: Option<StopFlag>) -> Self {
+        self.stop_when = flag;
         self
     }
 
@@ -140,6 +153,8 @@ struct Loop<'r, 'o, 'i, M: DataParallel<f32>> {
     prefetched: Option<(u64, boldcast_core::Tokens<f32>)>,
     /// The time steps waited for their data.
     timing: DataTiming,
+    /// `metrics.csv` and the TensorBoard files (rank 0).
+    tracker: Option<Tracker>,
 }
 
 /// The file of a finished run's step and data-wait times ([`DataTiming`]).
@@ -246,6 +261,14 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             None => (RunLog::silent(&log_path), ValState::default(), 0, None),
         };
         dist.check_same_params(&model, "the parameters at the start")?;
+        let tracker = match run.resume.as_ref().and_then(Option::as_ref) {
+            _ if !dist.is_root() => None,
+            Some(l) => {
+                let kept = Kept::from_log(&log_path, l.state.step)?;
+                Some(Tracker::open(&run.out, &cfg.model.horizons, cfg.train.tensorboard, Some(&kept))?)
+            }
+            None => Some(Tracker::open(&run.out, &cfg.model.horizons, cfg.train.tensorboard, None)?),
+        };
         let t = &cfg.train;
         let mut trainer =
             Trainer::new(model, adam, cfg.schedule_config(), log, cfg.max_norm()).with_collective(dist.0.clone());
@@ -273,6 +296,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             decayed: Some(0),
             prefetched: None,
             timing: DataTiming::default(),
+            tracker,
         };
         lp.replay_ratios()?;
         Ok(lp)
@@ -349,7 +373,9 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
                 Some(StopReason::MaxSteps)
             } else if early {
                 Some(StopReason::EarlyStopping)
-            } else if self.run.stop_after.is_some_and(|s| k - self.start >= s) {
+            } else if self.run.stop_after.is_some_and(|s| k - self.start >= s)
+                || self.run.stop_when.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            {
                 Some(StopReason::StopAfter)
             } else {
                 None
@@ -421,6 +447,9 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         self.timing.add(waited, started.elapsed());
         match result {
             Ok(rec) => {
+                if let Some(t) = &mut self.tracker {
+                    t.step(&rec, started.elapsed().as_secs_f64())?;
+                }
                 self.val.train_losses_since_val.push(rec.loss);
                 self.count_decayed();
                 self.notify(|o, _| o.on_step(&rec));
@@ -456,16 +485,19 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
         Ok(self.last_ckpt.as_ref().map(|(_, p)| p.clone()))
     }
 
-    fn non_finite(&mut self, step: u64, what: &str, value: f64) -> TrainError {
-        let last_good = match self.last_good(step) {
+    /// The stop of the step of index `index` (0-based): reported as step `index + 1`, the
+    /// count stdout and the log use, while its weights are those after `index` steps.
+    fn non_finite(&mut self, index: u64, what: &str, value: f64) -> TrainError {
+        let last_good = match self.last_good(index) {
             Ok(g) => g,
             Err(e) => return e,
         };
+        let step = index + 1;
         let line = json!({
             "event": "stopped", "reason": "non_finite", "step": step, "what": what,
             "value": value.to_string(), "last_checkpoint": self.last_ckpt_text(),
         });
-        match self.trainer.logger.write_value(&line) {
+        match self.trainer.logger.write_value(LineKind::Event, &line) {
             Ok(()) => TrainError::NonFinite { step, what: what.into(), value, last_good },
             Err(e) => e,
         }
@@ -482,7 +514,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
                 "event": "stopped", "reason": "non_finite", "step": k, "what": "validation loss",
                 "value": loss.to_string(),
             });
-            self.trainer.logger.write_value(&line)?;
+            self.trainer.logger.write_value(LineKind::Event, &line)?;
             return Err(TrainError::NonFiniteValidation { step: k, value: loss });
         }
         let train_loss = mean(&self.val.train_losses_since_val);
@@ -508,7 +540,10 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             best_step,
             bad_validations: self.val.bad_validations,
         };
-        self.trainer.logger.write_value(&rec)?;
+        self.trainer.logger.write_value(LineKind::Validation, &rec)?;
+        if let Some(t) = &mut self.tracker {
+            t.validation(&rec)?;
+        }
         self.notify(|o, _| o.on_validation(&rec));
         let flag = self.judge.observe(k, ratio);
         self.raise(flag);
@@ -539,7 +574,7 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
                 "event": "stopped", "reason": "non_finite", "step": k, "what": "parameters",
                 "tensor": bad.name, "last_checkpoint": self.last_ckpt_text(),
             });
-            self.trainer.logger.write_value(&line)?;
+            self.trainer.logger.write_value(LineKind::Event, &line)?;
             return Err(TrainError::NonFiniteParameter { step: k, tensor: bad.name.clone(), last_good });
         }
         self.trainer.logger.sync()?;
@@ -601,7 +636,9 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
     fn end(mut self, reason: StopReason) -> Result<TrainReport, TrainError> {
         let steps = self.trainer.step_index();
         let event = if reason == StopReason::StopAfter { "stopped" } else { "finished" };
-        self.trainer.logger.write_value(&json!({"event": event, "reason": reason.as_str(), "step": steps}))?;
+        self.trainer
+            .logger
+            .write_value(LineKind::Event, &json!({"event": event, "reason": reason.as_str(), "step": steps}))?;
         self.end_flags(reason, steps)?;
         let finished = reason != StopReason::StopAfter;
         if finished && self.last_val.is_none() {
@@ -665,10 +702,11 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
     fn write_summary(&self, report: &TrainReport) -> Result<(), TrainError> {
         let summary = summary_json(report, self.run.cfg, self.run.data, &self.run.summary_extra);
         let sp = self.run.out.join("summary.json");
+        let summary = boldcast_storage::made_by::stamp(&summary);
         let text = serde_json::to_string_pretty(&summary).expect("JSON serializes") + "\n";
         boldcast_storage::fsutil::write_atomic(&sp, text.as_bytes()).map_err(io_err(&sp))?;
         // Times differ from run to run, so they have a file of their own: summary.json stays
-        // the same bits whether a run was interrupted or not.
+        // the same bits, but for its `made_by`, whether a run was interrupted or not.
         let t = &report.data_timing;
         let timing = json!({
             "steps": report.steps - report.start_step,
@@ -679,7 +717,8 @@ impl<'r, 'o, 'i, M: DataParallel<f32>> Loop<'r, 'o, 'i, M> {
             "note": "this invocation's training steps; the tokens of each next batch are made while a step runs",
         });
         let tp = self.run.out.join(TIMING);
-        let text = serde_json::to_string_pretty(&timing).expect("JSON serializes") + "\n";
+        let text =
+            serde_json::to_string_pretty(&boldcast_storage::made_by::stamp(&timing)).expect("JSON serializes") + "\n";
         Ok(boldcast_storage::fsutil::write_atomic(&tp, text.as_bytes()).map_err(io_err(&tp))?)
     }
 }

@@ -578,7 +578,8 @@ fn write_results(out: &Path, report: &mut TuneReport, cands: &[Candidate]) -> Re
         report.best_config = Some(BEST_TOML.into());
     }
     write(RESULTS_TSV, &results_tsv(report))?;
-    write(RESULTS_JSON, &(serde_json::to_string_pretty(report).expect("JSON serializes") + "\n"))
+    let stamped = boldcast_storage::made_by::stamp(report);
+    write(RESULTS_JSON, &(serde_json::to_string_pretty(&stamped).expect("JSON serializes") + "\n"))
 }
 
 #[cfg(test)]

@@ -100,6 +100,24 @@ fn run_features<M: Model<f32>>(model: &M, run: &Run, ctx: &Context, pool: Pool) 
     })
 }
 
+/// How runs are embedded for fingerprinting: the context, the pooling, and an optional
+/// progress report `(tokens done, tokens in all)` called after each run or segment.
+#[derive(Clone, Copy)]
+pub struct Embedding<'a> {
+    /// The context of each output.
+    pub ctx: &'a Context,
+    /// How a run's embeddings become one vector.
+    pub pool: Pool,
+    /// Called after each run or segment.
+    pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
+}
+
+impl<'a> From<(&'a Context, Pool)> for Embedding<'a> {
+    fn from((ctx, pool): (&'a Context, Pool)) -> Self {
+        Self { ctx, pool, progress: None }
+    }
+}
+
 /// The embedding features of each segment under `ctx` and `pool`, as samples. A whole run's
 /// are the run's own; a half run or a run's first TRs are made a run of their own first (the
 /// values are standardized over the segment, and standardizing them again changes them only
@@ -110,16 +128,29 @@ pub fn embedding_samples<M: Model<f32>>(
     runs: &[usize],
     segs: &[Segment],
     cut: Cut,
-    ctx: &Context,
-    pool: Pool,
+    how: Embedding<'_>,
 ) -> Result<Vec<Sample>, AnalysisError> {
+    let (ctx, pool) = (how.ctx, how.pool);
     embedding_method(pool)?;
     let sample = |seg: &Segment, features| Sample { subject: seg.subject.clone(), label: seg.label.clone(), features };
+    let d_in = model.config().d_in.max(1);
+    let total: usize = segs.iter().map(|s| s.n_tr / d_in).sum();
+    let mut done = 0;
+    let mut report = |seg: &Segment| {
+        done += seg.n_tr / d_in;
+        if let Some(f) = how.progress {
+            f(done, total);
+        }
+    };
     if cut == Cut::Whole {
         return runs
             .iter()
             .zip(segs)
-            .map(|(&i, seg)| Ok(sample(seg, run_features(model, &ds.runs[i], ctx, pool)?)))
+            .map(|(&i, seg)| {
+                let features = run_features(model, &ds.runs[i], ctx, pool)?;
+                report(seg);
+                Ok(sample(seg, features))
+            })
             .collect();
     }
     segs.iter()
@@ -132,7 +163,9 @@ pub fn embedding_samples<M: Model<f32>>(
                 data: seg.data.clone(),
             };
             let one = Dataset::from_synth_owned(vec![run], None)?;
-            Ok(sample(seg, run_features(model, &one.runs[0], ctx, pool)?))
+            let features = run_features(model, &one.runs[0], ctx, pool)?;
+            report(seg);
+            Ok(sample(seg, features))
         })
         .collect()
 }
@@ -147,10 +180,11 @@ pub fn fingerprint_model<M: Model<f32>>(
     model: &M,
     ds: &Dataset,
     runs: &[usize],
-    (ctx, pool): (&Context, Pool),
+    how: Embedding<'_>,
     segment: Option<usize>,
     kin: &Relatives,
 ) -> Result<FingerprintReport, AnalysisError> {
+    let pool = how.pool;
     let (similarity, words) = embedding_method(pool)?;
     let min = min_segment_trs(model.config());
     if let Some(n) = segment.filter(|&n| n < min) {
@@ -163,7 +197,7 @@ pub fn fingerprint_model<M: Model<f32>>(
         return Err(AnalysisError::Fingerprint { reason });
     }
     let (segs, cut) = cut_segments(ds, runs, segment)?;
-    let emb = embedding_samples(model, ds, runs, &segs, cut, ctx, pool)?;
+    let emb = embedding_samples(model, ds, runs, &segs, cut, how)?;
     let fc = fc_samples(&segs, FcEdges::FisherZ);
     fingerprint_cut(
         &[

@@ -139,8 +139,15 @@ fn small_model(seed: u64) -> boldcast_cpu::CpuModel<f32> {
 /// The correlation-pooled embedding report (against FC) of every run of `ds`.
 fn corr_report(model: &boldcast_cpu::CpuModel<f32>, ds: &Dataset) -> FingerprintReport {
     let ctx = crate::infer::Context { len: crate::infer::ContextLen::Last(16), stride: 1, batch: 64 };
-    model::fingerprint_model(model, ds, &all_runs(ds), (&ctx, crate::infer::Pool::Corr), None, &Relatives::none())
-        .unwrap()
+    model::fingerprint_model(
+        model,
+        ds,
+        &all_runs(ds),
+        (&ctx, crate::infer::Pool::Corr).into(),
+        None,
+        &Relatives::none(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -174,7 +181,7 @@ fn correlation_pooled_embeddings_find_planted_identities_and_not_identical_ones(
         &model,
         &ds,
         &all_runs(&ds),
-        (&ctx, crate::infer::Pool::None),
+        (&ctx, crate::infer::Pool::None).into(),
         None,
         &Relatives::none(),
     )
@@ -221,7 +228,7 @@ fn first_segments_of_runs_are_identified_across_runs_and_bad_lengths_are_refused
             &model,
             &ds,
             &all_runs(&ds),
-            (&ctx, crate::infer::Pool::Corr),
+            (&ctx, crate::infer::Pool::Corr).into(),
             Some(n),
             &Relatives::none(),
         )
@@ -254,7 +261,7 @@ fn first_segments_of_runs_are_identified_across_runs_and_bad_lengths_are_refused
         &model,
         &one,
         &all_runs(&one),
-        (&ctx, crate::infer::Pool::Corr),
+        (&ctx, crate::infer::Pool::Corr).into(),
         Some(50),
         &Relatives::none(),
     );

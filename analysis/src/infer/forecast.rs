@@ -8,6 +8,7 @@
 //!
 //! - `<run>_forecast.npy`: in the run file's units ([`ParcelStats::undo`](boldcast_data::ParcelStats::undo));
 //! - `<run>_forecast_std.npy`: standardized, as the model computes them;
+//! - in both, NaN where the target TR falls past the run's end;
 //! - `<run>_last_tr.npy`: int64 `(n_tokens,)`, `last_tr[i]`;
 //!
 //! and `forecast.json` ([`ForecastReport`]): the context, the layout, and per run its MSE
@@ -27,7 +28,8 @@ use std::path::Path;
 
 /// The layout, as `forecast.json` states it.
 pub const LAYOUT: &str = "forecast[i, h, j, p], float32 (n_tokens, H, D, P): parcel p at TR last_tr[i] + \
-                          (horizons[h] - 1) * d_in + j + 1, having seen TRs up to last_tr[i] = i * d_in + d_in - 1";
+                          (horizons[h] - 1) * d_in + j + 1, having seen TRs up to last_tr[i] = i * d_in + d_in - 1; \
+                          NaN where that TR is past the run's end";
 
 /// One run's forecasts, standardized, `(n_tokens, H, D, P)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,6 +71,21 @@ impl RunForecast {
     pub fn in_units(&self, run: &Run) -> Vec<f32> {
         let p = self.parcels;
         self.std.iter().enumerate().map(|(k, &z)| run.stats[k % p].undo(z as f64) as f32).collect()
+    }
+
+    /// `values` (at [`RunForecast::index`]) with NaN wherever the target TR falls past the
+    /// run's `n_tr` TRs: there is nothing there to compare with, and a file must not offer a
+    /// number a reader could take for a forecast of the run.
+    pub fn masked_past_end(&self, mut values: Vec<f32>, n_tr: usize) -> Vec<f32> {
+        for i in 0..self.tokens {
+            for h in 0..self.horizons.len() {
+                for j in (0..self.d_in).filter(|&j| self.target_tr(i, h, j) >= n_tr) {
+                    let at = self.index(i, h, j, 0);
+                    values[at..at + self.parcels].fill(f32::NAN);
+                }
+            }
+        }
+        values
     }
 
     /// The squared errors against `run`'s standardized values, over the targets inside it.
@@ -175,8 +192,8 @@ fn write_run(dir: &Path, run: &Run, side: Option<Side>, f: &RunForecast) -> Resu
     let id = run.id.to_string();
     let names = [format!("{id}_forecast.npy"), format!("{id}_forecast_std.npy"), format!("{id}_last_tr.npy")];
     let last: Vec<i64> = (0..f.tokens).map(|i| f.last_tr(i) as i64).collect();
-    write_npy(&dir.join(&names[0]), &f.shape(), &f.in_units(run))?;
-    write_npy(&dir.join(&names[1]), &f.shape(), &f.std)?;
+    write_npy(&dir.join(&names[0]), &f.shape(), &f.masked_past_end(f.in_units(run), run.n_tr))?;
+    write_npy(&dir.join(&names[1]), &f.shape(), &f.masked_past_end(f.std.clone(), run.n_tr))?;
     write_npy(&dir.join(&names[2]), &[f.tokens], &last)?;
     let sums = f.sums(run)?;
     let [forecast, forecast_std, last_tr] = names;

@@ -120,6 +120,20 @@ impl<B: Model<f32>> Predictor<LinearPathModel<B>> {
             cfg.data.dir = Some(d.clone());
         }
         cfg.data.pick(&req.picks);
+        Self::open_weights(&weights, cfg, req.allow_other_data, build)
+    }
+
+    /// [`Predictor::open`] of weights already opened, on the data of `cfg` (their stored
+    /// configuration with its `[data]` set as the caller wants: the Python package's datasets).
+    pub fn open_weights<F>(
+        weights: &Weights,
+        cfg: RunConfig,
+        allow_other_data: bool,
+        build: F,
+    ) -> Result<Self, AnalysisError>
+    where
+        F: FnOnce(ModelConfig, Option<Adjacency>, u64) -> Result<B, boldcast_core::Error>,
+    {
         cfg.validate()?;
         let loaded = load_data(&cfg)?;
         let mut notes = loaded.notes.clone();
@@ -131,7 +145,7 @@ impl<B: Model<f32>> Predictor<LinearPathModel<B>> {
                 provenance: None,
             };
             if let Some(why) = names(&t.parcels).differs_from(&names(&loaded.ds.parcel_names)) {
-                if !req.allow_other_data {
+                if !allow_other_data {
                     return Err(AnalysisError::OtherData { path: weights.path().to_path_buf(), reason: why });
                 }
                 notes.push(format!("warning: {}: {why}; running anyway, as asked", weights.path().display()));
@@ -208,49 +222,54 @@ impl<M: Model<f32>> Predictor<M> {
         self.cfg.window.window / self.cfg.model.d_in
     }
 
-    /// The context of `asked` (`None`: the default) with windows `stride` tokens apart (1:
-    /// exact; `None`: [`default_stride`] of the context), in batches of `train.batch_size`
-    /// windows (training held that many with their gradients, so the forward fits), and why,
-    /// in words.
-    /// The default is the training window, `N` tokens: training never ran the scan's state
-    /// past `N` tokens, so a longer context asks the model something it never learned; a model
-    /// without layers mixes no time, so there the default is the whole run (the same outputs,
-    /// in one call).
+    /// The context of `asked` under this configuration ([`context_of`]).
     pub fn context(&self, asked: Option<ContextLen>, stride: Option<usize>) -> (Context, String) {
-        let n = self.training_tokens();
-        let (len, why) = match asked {
-            Some(ContextLen::Full) => (ContextLen::Full, "the whole run as one sequence, as asked".to_string()),
-            Some(ContextLen::Last(k)) => {
-                (ContextLen::Last(k), format!("the last {k} tokens, as asked (the training window is {n} tokens)"))
-            }
-            None if self.cfg.model.n_layers == 0 => (
-                ContextLen::Full,
-                "the whole run as one sequence: a model without layers mixes no time, so every context gives the same \
-                 outputs"
-                    .to_string(),
-            ),
-            None => (
-                ContextLen::Last(n),
-                format!(
-                    "the last {n} tokens, the training window (window.window / d_in): in training every output had seen \
-                     1 to {n} tokens, and a longer context runs the scan's state past anything training saw"
-                ),
-            ),
-        };
-        let stride = match (stride, len) {
-            (Some(s), _) => s.max(1),
-            (None, ContextLen::Last(k)) => default_stride(k),
-            (None, ContextLen::Full) => 1,
-        };
-        let ctx = Context { len, stride, batch: self.cfg.train.batch_size.max(1) };
-        let why = match (ctx.len, ctx.stride_tokens()) {
-            (ContextLen::Last(k), Some(s)) if s > 1 => {
-                format!("{why}; windows {s} tokens apart, so each output sees {} to {k} tokens", k + 1 - s)
-            }
-            _ => why,
-        };
-        (ctx, why)
+        context_of(&self.cfg, asked, stride)
     }
+}
+
+/// The context of `asked` for a model of `cfg` (`None`: the default) with windows `stride` tokens apart (1:
+/// exact; `None`: [`default_stride`] of the context), in batches of `train.batch_size`
+/// windows (training held that many with their gradients, so the forward fits), and why,
+/// in words.
+/// The default is the training window, `N` tokens: training never ran the scan's state
+/// past `N` tokens, so a longer context asks the model something it never learned; a model
+/// without layers mixes no time, so there the default is the whole run (the same outputs,
+/// in one call).
+pub fn context_of(cfg: &RunConfig, asked: Option<ContextLen>, stride: Option<usize>) -> (Context, String) {
+    let n = cfg.window.window / cfg.model.d_in;
+    let (len, why) = match asked {
+        Some(ContextLen::Full) => (ContextLen::Full, "the whole run as one sequence, as asked".to_string()),
+        Some(ContextLen::Last(k)) => {
+            (ContextLen::Last(k), format!("the last {k} tokens, as asked (the training window is {n} tokens)"))
+        }
+        None if cfg.model.n_layers == 0 => (
+            ContextLen::Full,
+            "the whole run as one sequence: a model without layers mixes no time, so every context gives the same \
+             outputs"
+                .to_string(),
+        ),
+        None => (
+            ContextLen::Last(n),
+            format!(
+                "the last {n} tokens, the training window (window.window / d_in): in training every output had seen \
+                 1 to {n} tokens, and a longer context runs the scan's state past anything training saw"
+            ),
+        ),
+    };
+    let stride = match (stride, len) {
+        (Some(s), _) => s.max(1),
+        (None, ContextLen::Last(k)) => default_stride(k),
+        (None, ContextLen::Full) => 1,
+    };
+    let ctx = Context { len, stride, batch: cfg.train.batch_size.max(1) };
+    let why = match (ctx.len, ctx.stride_tokens()) {
+        (ContextLen::Last(k), Some(s)) if s > 1 => {
+            format!("{why}; windows {s} tokens apart, so each output sees {} to {k} tokens", k + 1 - s)
+        }
+        _ => why,
+    };
+    (ctx, why)
 }
 
 /// The default stride of a context of `k` tokens: a quarter of it, rounded up. Every output
@@ -328,9 +347,10 @@ impl JobHeader {
     }
 }
 
-/// Writes `value` as pretty JSON to `path`, atomically.
+/// Writes `value` as pretty JSON to `path` with its `made_by`, atomically.
 fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), AnalysisError> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(|e| io_err(path)(std::io::Error::other(e)))?;
+    let mut text = serde_json::to_vec_pretty(&boldcast_storage::made_by::stamp(value))
+        .map_err(|e| io_err(path)(std::io::Error::other(e)))?;
     text.push(b'\n');
     Ok(boldcast_storage::fsutil::write_atomic(path, &text).map_err(io_err(path))?)
 }

@@ -152,11 +152,11 @@ fn overfit_writes_log_summary_figure_and_resolved_config() {
     let rep = overfit_command(&a, "cpu", |c, _, _| Ok(Scale::starting_at(c, 3.0))).unwrap();
     assert_eq!(rep.losses.len(), 150);
     assert!(rep.verdict.passed, "{:?}", rep.verdict);
-    // loss_log.jsonl: one line per step with the four keys, the lr constant.
+    // loss_log.jsonl: one training line per step, numbered as stdout numbers it, the lr constant.
     let log = log_lines(&out.join("loss_log.jsonl"));
     assert_eq!(log.len(), 150);
     for (i, rec) in log.iter().enumerate() {
-        assert_eq!(rec["step"].as_u64(), Some(i as u64));
+        assert_eq!((rec["kind"].as_str(), rec["step"].as_u64()), (Some("train"), Some(i as u64 + 1)));
         assert_eq!(rec["lr"].as_f64(), Some(0.05));
         assert!(rec["grad_norm"].as_f64().unwrap() >= 0.0);
         // serde_json parses floats to within an ulp (no `float_roundtrip`).
@@ -281,7 +281,7 @@ fn overfit_binary_on_the_cpu_model_passes_with_the_quick_preset() {
     assert!(so.contains("exact AR(1) floor 0.420661"), "{so}");
     assert!(so.contains("step     10  loss "), "a line every log_every = 10 steps: {so}");
     let keys: Vec<&String> = log[0].as_object().unwrap().keys().collect();
-    assert_eq!(keys.len(), 4);
+    assert_eq!(keys, ["grad_norm", "kind", "loss", "lr", "step"]);
     let s = common::json(&out.join("summary.json"));
     assert_eq!(s["passed"], true);
     let losses: Vec<f64> = log.iter().map(|r| r["loss"].as_f64().unwrap()).collect();

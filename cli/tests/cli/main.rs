@@ -20,6 +20,7 @@ mod forecast_embed;
 mod golden_cli;
 mod huge_config;
 mod run_dir_integrity;
+mod tracking;
 mod train_acceptance;
 mod train_checkpointing;
 mod train_cuda;

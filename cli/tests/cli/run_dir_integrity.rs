@@ -105,14 +105,15 @@ fn a_run_killed_before_its_first_checkpoint_starts_again_with_resume() {
 }
 
 /// A quick run at learning rate 100, checkpointing every `ckpt_every` steps, in `d/run`: it
-/// stops with exit status 2 at step 6, the first step whose weights give NaN. Returns the run
+/// stops with exit status 2 at step 7, the first step whose weights (those after 6 steps) give
+/// NaN. Returns the run
 /// directory and the standard error.
 fn non_finite_run(d: &Path, ckpt_every: &str) -> (PathBuf, String) {
     let out = d.join("run");
     let o = run(&["train", "--preset", "quick", "--lr", "100", "--ckpt-every", ckpt_every, "--out", s(&out)]);
     let se = text(&o).1;
     assert_eq!(o.status.code(), Some(2), "{se}");
-    assert!(se.contains("non-finite loss (NaN) at step 6"), "{se}");
+    assert!(se.contains("non-finite loss (NaN) at step 7"), "{se}");
     (out, se)
 }
 
@@ -124,7 +125,7 @@ fn a_non_finite_stop_before_the_first_checkpoint_leaves_a_directory_resume_accep
     let (code, so, se) = resume(&out);
     assert_eq!(code, Some(2), "{so}\n{se}");
     assert!(so.contains("no checkpoint yet"), "{so}");
-    assert!(se.contains("non-finite loss (NaN) at step 6"), "{se}");
+    assert!(se.contains("non-finite loss (NaN) at step 7"), "{se}");
 }
 
 // ---- item 6: one identity per checkpoint ----
@@ -242,7 +243,7 @@ fn the_last_good_checkpoint_of_a_non_finite_stop_can_train() {
     assert!(so.contains("resuming from") && so.contains("step-000005"), "{so}");
     let log = std::fs::read_to_string(out.join("loss_log.jsonl")).unwrap();
     let first: serde_json::Value = serde_json::from_str(log[ck5..].lines().next().unwrap()).unwrap();
-    assert_eq!(first["step"], 5, "{first}");
+    assert_eq!(first["step"], 6, "the first step after the checkpoint of 5 steps: {first}");
     assert!(first["loss"].as_f64().is_some_and(f64::is_finite), "{first}");
 }
 

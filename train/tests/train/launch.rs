@@ -55,3 +55,52 @@ fn a_directory_without_a_run_is_named() {
     let Err(e) = Launch::resume(d.path(), Dist::default()) else { panic!("no run there") };
     assert!(e.to_string().contains("not a run directory"), "{e}");
 }
+
+/// Every log line names its kind, and a training line's `step` is the count stdout prints, so
+/// the validation after step 3 and training step 3 share the number 3.
+#[test]
+fn the_log_lines_carry_their_kind_and_one_step_numbering() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    train(Launch::fresh(config(&out), Dist::default()).unwrap()).unwrap();
+    let text = std::fs::read_to_string(out.join("loss_log.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |kind: &str| -> Vec<u64> {
+        lines.iter().filter(|v| v["kind"] == kind).map(|v| v["step"].as_u64().unwrap()).collect()
+    };
+    assert_eq!(of("train"), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(of("validation"), [0, 3, 6]);
+    assert_eq!(of("event"), [6]);
+    assert!(lines.iter().all(|v| v["kind"].is_string()), "{text}");
+    assert!(text.lines().all(|l| l.starts_with("{\"kind\":")), "kind comes first: {text}");
+    let (train_curve, val_curve) = boldcast_train::log::read_curves(&out.join("loss_log.jsonl")).unwrap();
+    assert_eq!(train_curve.iter().map(|p| p.0).collect::<Vec<_>>(), of("train"));
+    assert_eq!(val_curve.iter().map(|p| p.0).collect::<Vec<_>>(), of("validation"));
+}
+
+/// Sets the stop flag when the step `at` (steps done) is reported, as a Ctrl-C handler would.
+struct StopAt(u64, boldcast_train::run::StopFlag);
+
+impl boldcast_train::Observer for StopAt {
+    fn on_step(&mut self, rec: &boldcast_train::StepRecord) {
+        if rec.step + 1 == self.0 {
+            self.1.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn a_stop_flag_stops_the_run_cleanly_after_its_step() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    let flag = boldcast_train::run::StopFlag::default();
+    let launch = Launch::fresh(config(&out), Dist::default()).unwrap().stop_when(Some(flag.clone()));
+    let data = launch.load_data().unwrap();
+    let model = CpuModel::<f32>::new(launch.cfg.model_config(), data.adjacency.clone(), 0).unwrap();
+    let report = launch.run(&data, model, &mut [&mut StopAt(2, flag)]).unwrap();
+    assert_eq!((report.steps, report.reason), (2, boldcast_train::StopReason::StopAfter));
+    match Launch::resume(&out, Dist::default()).unwrap().start {
+        Start::Checkpoint(l) => assert_eq!(l.state.step, 2),
+        _ => panic!("a checkpoint at the stop"),
+    }
+}
