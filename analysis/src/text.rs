@@ -52,6 +52,8 @@ pub fn eval_table(r: &EvalReport) -> String {
     }
     s += "  (single-lag AR reference: 1 - acf(L)^2 of the held-out runs, a per-parcel forecast from the last TR \
           alone; not a floor)\n";
+    let names: Vec<&str> = r.rows.iter().map(|row| row.name.as_str()).collect();
+    s += &format!("  ({})\n", crate::eval::names::key(&names));
     s + &r_squared(r) + &improvement(r) + &choices(&r.baselines) + &motion(r)
 }
 

@@ -39,7 +39,8 @@ where
         b.finish();
     }
     if let Some(path) = &a.figure {
-        let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, path, a.replace.overwrite)?;
+        let heldout = p.split.as_ref().map(|s| s.heldout_subjects.clone()).unwrap_or_default();
+        let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, &heldout, path, a.replace.overwrite)?;
         crate::errln!("figure: {} (and {})", path.display(), svg.display());
     }
     Ok(report)

@@ -1,7 +1,7 @@
 //! The figure of a run directory, drawn from its `loss_log.jsonl`: by [`run_figure`], or at
 //! the end of a run by the observer [`RunFigure`].
 
-use crate::{loss_curves, PlotError, RunCurves};
+use crate::{loss_curves, HorizonCurve, PlotError, RunCurves};
 use boldcast_train::{Observer, RunStart, StopReason, TrainReport};
 use std::path::{Path, PathBuf};
 
@@ -11,14 +11,45 @@ pub const RUN_FIGURE: &str = "figures/loss_curves.png";
 pub const RUN_FIGURE_SVG: &str = "figures/loss_curves.svg";
 
 /// Draws [`RUN_FIGURE`] (and its twin) of the run directory `out` from its log, with the
-/// floor as a line when given; replaces an earlier drawing (the run owns its figures).
-/// Returns the twin's path.
+/// floor as a line when given and each horizon's validation loss ([`horizon_curves`]);
+/// replaces an earlier drawing (the run owns its figures). Returns the twin's path.
 pub fn run_figure(out: &Path, floor: Option<f64>) -> Result<PathBuf, PlotError> {
     let log = boldcast_train::run::log_path(out);
     let (train, val) = boldcast_train::log::read_curves(&log)?;
     let lr = boldcast_train::log::read_step_field(&log, "lr")?;
-    let curves = RunCurves { train: &train, val: &val, lr: &lr, floor };
+    let per_horizon = horizon_curves(out)?;
+    let curves = RunCurves { train: &train, val: &val, lr: &lr, floor, per_horizon: &per_horizon };
     loss_curves(&out.join(RUN_FIGURE), &curves)
+}
+
+/// Each horizon's validation losses and floor from the validation records of the run
+/// directory `out`'s log (their `val_per_horizon` and `floor_per_horizon` lists), named by the
+/// horizons of its `config.resolved.toml` (`h = 5 (TRs 9-10 ahead)`; by position when it
+/// cannot be read). Empty when the log has no per-horizon losses.
+pub fn horizon_curves(out: &Path) -> Result<Vec<HorizonCurve>, PlotError> {
+    let log = boldcast_train::run::log_path(out);
+    let text = std::fs::read_to_string(&log).map_err(boldcast_storage::io_err(&log))?;
+    let mut curves: Vec<HorizonCurve> = Vec::new();
+    // Lines that are not JSON are left to `read_curves`, which names them.
+    for v in text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
+        let (Some(step), Some(losses)) = (v["step"].as_u64(), v["val_per_horizon"].as_array()) else { continue };
+        for (i, l) in losses.iter().enumerate() {
+            if curves.len() <= i {
+                curves.push(HorizonCurve { label: format!("horizon {}", i + 1), val: Vec::new(), floor: None });
+            }
+            curves[i].val.extend(l.as_f64().map(|l| (step, l)));
+            curves[i].floor = v["floor_per_horizon"][i].as_f64().or(curves[i].floor);
+        }
+    }
+    if let Ok(cfg) = boldcast_train::run_dir::read_resolved(out) {
+        let d = cfg.model.d_in;
+        for (c, &h) in curves.iter_mut().zip(&cfg.model.horizons) {
+            let (a, b) = (h.saturating_sub(1) * d + 1, h * d);
+            let trs = if a == b { format!("TR {a}") } else { format!("TRs {a}-{b}") };
+            c.label = format!("h = {h} ({trs} ahead)");
+        }
+    }
+    Ok(curves)
 }
 
 /// Draws a finished run's figure when a kill at its very end left it out (either file

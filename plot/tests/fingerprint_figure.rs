@@ -25,7 +25,7 @@ fn the_fingerprint_figure_has_heatmaps_intervals_chance_and_labels() {
     let d = tempfile::tempdir().unwrap();
     let png = d.path().join("figures/fingerprint.png");
     let r = report();
-    let svg = draw_fingerprint(&r, &png, false).unwrap();
+    let svg = draw_fingerprint(&r, &["sub-02".to_string()], &png, false).unwrap();
     if let Ok(keep) = std::env::var("FINGERPRINT_FIGURE_KEEP") {
         std::fs::copy(&png, keep).unwrap();
     }
@@ -39,7 +39,9 @@ fn the_fingerprint_figure_has_heatmaps_intervals_chance_and_labels() {
         "fc-30: pearson similarity",
         "gallery run (grouped by subject)",
         "query run (grouped by subject)",
-        "identification accuracy",
+        "identification accuracy (fraction of queries)",
+        "pearson similarity",
+        "02*",
         "method and rank",
         "accuracy, 95 % intervals",
         "Clopper-Pearson 95 %",
@@ -54,7 +56,17 @@ fn the_fingerprint_figure_has_heatmaps_intervals_chance_and_labels() {
     ] {
         assert!(texts.iter().any(|t| t == want), "`{want}` not among the SVG's texts {texts:?}");
     }
-    assert!(texts.iter().any(|t| t.starts_with(sub) && t.ends_with(&format!("p = {p:.3}"))), "{texts:?}");
+    let held = "; * held out in training";
+    assert!(texts.iter().any(|t| t.starts_with(sub) && t.ends_with(&format!("p = {p:.3}{held}"))), "{texts:?}");
+    // The accuracy axis runs from 0 to 1; both colour bars carry the same ticks (one scale).
+    assert!(texts.iter().any(|t| t == "1") && !texts.iter().any(|t| t == "1.2" || t == "1.4"), "{texts:?}");
+    let (lo, hi) = boldcast_plot::fingerprint::joint_scale(&r.methods);
+    let bar_ticks = boldcast_plot::ticks::Ticks::linear(lo, hi, boldcast_plot::fingerprint::COLOUR_BAR_TICKS).labels;
+    assert!(bar_ticks.len() >= 4, "{bar_ticks:?}");
+    let bars = texts.windows(bar_ticks.len() + 1).filter(|w| w[..bar_ticks.len()] == bar_ticks[..]).count();
+    assert_eq!(bars, 2, "the ticks {bar_ticks:?} on both colour bars: {texts:?}");
+    assert_eq!(texts.iter().filter(|t| *t == "pearson similarity").count(), 2, "both colour bars labelled");
+    assert!(!texts.iter().any(|t| t.contains("0000000") || t.contains("9999999")), "float noise in {texts:?}");
     let (w, h) = size(2);
     let hm = HEATMAP_WIDTH as usize;
     let px = png_pixels(&png);
@@ -64,7 +76,7 @@ fn the_fingerprint_figure_has_heatmaps_intervals_chance_and_labels() {
         ("first heatmap's y axis label", (0, 30), (150, 450)),
         ("second colour bar's ticks", (2 * hm - 105, 2 * hm - 45), (100, 500)),
         ("accuracy axis label", (2 * hm, 2 * hm + 30), (150, 450)),
-        ("legend", (w as usize - 260, w as usize - 20), (90, 170)),
+        ("legend under the accuracy panel", (2 * hm + 60, 2 * hm + 320), (HEIGHT as usize - 70, HEIGHT as usize)),
     ] {
         let n = dark_pixels(&px, xs, ys);
         assert_eq!((px.0, px.1), (w as usize, h as usize));

@@ -1,8 +1,9 @@
 //! A forecast example for the eval figure ([`forecast_example`]): one parcel's true series in
-//! one held-out window and the model's forecasts of it at each horizon, as numbers (the
-//! CLI only draws them).
+//! one held-out window, the model's forecasts of it at each horizon and the best baseline's
+//! of the same TRs ([`add_best_baselines`]), as numbers (the CLI only draws them).
 
 use crate::AnalysisError;
+use boldcast_baselines::Baselines;
 use boldcast_core::Model;
 use boldcast_data::{Dataset, WindowRef, WindowSpec};
 use serde::Serialize;
@@ -19,6 +20,16 @@ pub struct HorizonForecast {
     pub value: Vec<f64>,
 }
 
+/// The best baseline's forecasts at one horizon, of the same TRs as the model's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BaselineForecast {
+    /// The baseline (its row's name, [`super::names::row_words`] in words).
+    pub name: String,
+    /// Its forecasts, as the model's ([`HorizonForecast`]).
+    #[serde(flatten)]
+    pub forecast: HorizonForecast,
+}
+
 /// One parcel of one held-out window: its values and the model's forecasts of them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ForecastExample {
@@ -32,6 +43,19 @@ pub struct ForecastExample {
     pub truth: Vec<f64>,
     /// The forecasts at each horizon.
     pub forecasts: Vec<HorizonForecast>,
+    /// The best baseline's forecasts at each horizon (the baseline of lowest held-out MSE at
+    /// that horizon); empty when not asked for ([`add_best_baselines`]).
+    pub best_baselines: Vec<BaselineForecast>,
+}
+
+/// Horizon `i` (`h` tokens) of forecasts `at(t, i, j)` of a window of `nt` tokens of `nd`
+/// TRs: element `j` of the forecast at token `t` targets TR `(t + h) D + j`, those inside.
+fn horizon_forecast(h: usize, (nt, nd): (usize, usize), at: impl Fn(usize, usize) -> f64) -> HorizonForecast {
+    let pts: Vec<(usize, f64)> = (0..nt.saturating_sub(h))
+        .flat_map(|t| (0..nd).map(move |j| (t, j)))
+        .map(|(t, j)| ((t + h) * nd + j, at(t, j)))
+        .collect();
+    HorizonForecast { horizon: h, tr: pts.iter().map(|p| p.0).collect(), value: pts.iter().map(|p| p.1).collect() }
 }
 
 /// The example of `window`, parcel `parcel`: the model's forward pass over that window alone.
@@ -49,22 +73,11 @@ pub fn forecast_example<M: Model<f32>>(
     let np = ds.parcels;
     let rows = run.rows(window.start, window.start + spec.window)?;
     let truth = (0..spec.window).map(|u| rows[u * np + parcel]).collect();
-    let forecasts = model
-        .config()
-        .horizons
+    let horizons = &model.config().horizons;
+    let forecasts = horizons
         .iter()
         .enumerate()
-        .map(|(i, &h)| {
-            let pts: Vec<(usize, f64)> = (0..nt.saturating_sub(h))
-                .flat_map(|t| (0..nd).map(move |j| (t, j)))
-                .map(|(t, j)| ((t + h) * nd + j, f64::from(pred.at(0, t, parcel, i, j))))
-                .collect();
-            HorizonForecast {
-                horizon: h,
-                tr: pts.iter().map(|p| p.0).collect(),
-                value: pts.iter().map(|p| p.1).collect(),
-            }
-        })
+        .map(|(i, &h)| horizon_forecast(h, (nt, nd), |t, j| f64::from(pred.at(0, t, parcel, i, j))))
         .collect();
     Ok(ForecastExample {
         run: run.id.to_string(),
@@ -72,7 +85,29 @@ pub fn forecast_example<M: Model<f32>>(
         parcel: ds.parcel_names[parcel].clone(),
         truth,
         forecasts,
+        best_baselines: Vec::new(),
     })
+}
+
+/// Adds to `ex` (of `window`, parcel `parcel`) the forecasts of the best baseline of each
+/// horizon, `best[i]` at horizon `i` (a name of [`Baselines::names`]; an unknown one is left
+/// out).
+pub fn add_best_baselines(
+    ex: &mut ForecastExample,
+    (b, best): (&Baselines, &[String]),
+    (ds, spec): (&Dataset, &WindowSpec),
+    window: WindowRef,
+    parcel: usize,
+) -> Result<(), AnalysisError> {
+    let tokens = ds.tokens::<f64>(&[window], spec)?;
+    let all = b.forecasts(&tokens);
+    let names = b.names();
+    for (i, (name, &h)) in best.iter().zip(&b.horizons).enumerate() {
+        let Some(k) = names.iter().position(|n| n == name) else { continue };
+        let forecast = horizon_forecast(h, (spec.tokens(), spec.d_in), |t, j| all[k].at(0, t, parcel, i, j));
+        ex.best_baselines.push(BaselineForecast { name: name.clone(), forecast });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -105,6 +140,33 @@ mod tests {
                 assert_eq!(tr, (t + h) * 2 + j);
                 assert!((v - f64::from(pred.at(1, t, 2, i, j))).abs() < 1e-6, "{v}");
             }
+        }
+    }
+
+    #[test]
+    fn the_best_baselines_forecast_the_same_trs_as_the_model() {
+        let fx = Ar1Spec::new(Layout { subjects: 2, runs: 2, trs: 40, parcels: 3, seed: 2 }, 0.8);
+        let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
+        let cfg =
+            ModelConfig::builder().d_in(2).d_model(8).n_layers(1).k_neighbors(0).horizons(&[1, 3]).build().unwrap();
+        let model = boldcast_cpu::CpuModel::<f32>::new(cfg, None, 3).unwrap();
+        let spec = WindowSpec { window: 12, stride: 4, d_in: 2 };
+        let b = boldcast_baselines::fit_baselines(&ds, &[0, 1], &[1, 3], &spec).unwrap();
+        let w = WindowRef { run: 3, start: 8 };
+        let mut ex = forecast_example(&model, &ds, &spec, w, 2).unwrap();
+        let best = ["ar1_iterated".to_string(), "no_such_row".to_string()];
+        add_best_baselines(&mut ex, (&b, &best), (&ds, &spec), w, 2).unwrap();
+        assert_eq!(ex.best_baselines.len(), 1, "an unknown name is left out");
+        let f = &ex.best_baselines[0];
+        assert_eq!((f.name.as_str(), f.forecast.horizon), ("ar1_iterated", 1));
+        assert_eq!(f.forecast.tr, ex.forecasts[0].tr);
+        // The iterated AR(1) at horizon 1: phi^L times the token's last TR, L = j + 1.
+        let rows = ds.runs[3].rows(8, 20).unwrap();
+        let phi = b.ar1_phi[2];
+        for (&tr, &v) in f.forecast.tr.iter().zip(&f.forecast.value) {
+            let (t, j) = (tr / 2 - 1, tr % 2);
+            let want = phi.powi(j as i32 + 1) * rows[(t * 2 + 1) * 3 + 2];
+            assert!((v - want).abs() < 1e-9, "TR {tr}: {v} vs {want}");
         }
     }
 }

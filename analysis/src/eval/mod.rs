@@ -49,6 +49,7 @@
 
 pub mod bootstrap;
 pub mod example;
+pub mod names;
 pub mod report;
 pub mod request;
 
@@ -301,7 +302,11 @@ where
     let bootstrap = paired_bootstrap(&scored.sums, &names, &improvement, h);
     warnings.extend(baselines.choices().warnings());
     let forecast_example = match data.windows.first() {
-        Some(&w) => Some(forecast_example(&model, ds, spec, w, 0)?),
+        Some(&w) => {
+            let mut ex = forecast_example(&model, ds, spec, w, 0)?;
+            example::add_best_baselines(&mut ex, (&baselines, &improvement.best_baseline), (ds, spec), w, 0)?;
+            Some(ex)
+        }
         None => None,
     };
     Ok(EvalReport {

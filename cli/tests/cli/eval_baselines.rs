@@ -200,12 +200,18 @@ fn check_example(x: &serde_json::Value) {
         let tr: Vec<u64> = f["tr"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         assert_eq!(tr, (h..32).collect::<Vec<_>>());
         assert_eq!(f["value"].as_array().unwrap().len(), tr.len());
+        // The best baseline's forecast of the same TRs, for the figure.
+        let b = &x["best_baselines"][i];
+        assert_eq!((&b["horizon"], &b["tr"]), (&f["horizon"], &f["tr"]), "{b}");
+        assert_eq!(b["value"].as_array().unwrap().len(), tr.len());
     }
 }
 
 /// The table's units, the improvement and the choices, as in the JSON.
 fn check_table(table: &str, e: &serde_json::Value) {
     assert!(table.contains("MSE of standardized BOLD (variance units), per horizon h (tokens ahead)"), "{table}");
+    // The rows' code names in words, from the one map the figure's legend uses too.
+    assert!(table.contains("ar1_iterated = AR(1), iterated; ar_p = AR(p) per parcel"), "{table}");
     let imp = &e["improvement"];
     let line = |start: &str| table.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("{start}: {table}"));
     for (i, h) in [1, 5].into_iter().enumerate() {

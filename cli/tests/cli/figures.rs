@@ -7,19 +7,31 @@ use common::{dark_pixels, png_pixels, svg_texts};
 
 use std::path::Path;
 
-/// The title band, the x label band, the y label band and the legend box hold drawn text.
-fn assert_text_drawn(path: &Path) {
+/// The title band, the x label band, the y label band and the legend box hold drawn text,
+/// in a figure `height` pixels high.
+fn assert_text_drawn(path: &Path, height: usize) {
     let png = png_pixels(path);
-    assert_eq!((png.0, png.1), (1000, 600), "{}", path.display());
+    assert_eq!((png.0, png.1), (1000, height), "{}", path.display());
+    let h = height;
     for (area, xs, ys) in [
         ("title", (250, 750), (0, 30)),
-        ("x axis label", (420, 620), (560, 595)),
+        ("x axis label", (420, 620), (h - 40, h - 5)),
         ("y axis label", (5, 40), (150, 450)),
-        ("x tick values", (100, 980), (528, 548)),
-        ("legend (wherever it hides the fewest points)", (650, 990), (40, 380)),
+        ("x tick values", (100, 980), (h - 72, h - 52)),
+        ("legend (wherever it hides the fewest points)", (80, 990), (40, 380)),
     ] {
         let n = dark_pixels(&png, xs, ys);
         assert!(n > 50, "{}: only {n} dark pixels in the {area} area", path.display());
+    }
+}
+
+/// The tick values among `texts` (those that read as numbers): no float noise
+/// (`0.30000000000000004`), never `0.0e0`, at most 6 significant characters.
+fn assert_ticks_tidy(texts: &[String]) {
+    let numbers: Vec<&String> = texts.iter().filter(|t| t.parse::<f64>().is_ok()).collect();
+    assert!(numbers.len() >= 6, "{texts:?}");
+    for t in numbers {
+        assert!(t.len() <= 6 && !t.contains("0000") && !t.contains("9999") && t != "0.0e0", "tick `{t}` in {texts:?}");
     }
 }
 
@@ -29,17 +41,26 @@ fn the_training_figure_has_a_title_axis_labels_ticks_and_a_legend() {
     let out = d.path().join("run");
     let o = common::run(&["train", "--preset", "quick", "--val-every", "5", "--out", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "the quick verdict fails: {:?}", common::text(&o));
-    assert_text_drawn(&out.join("figures/loss_curves.png"));
+    assert_text_drawn(&out.join("figures/loss_curves.png"), 800);
     let texts = svg_texts(&out.join("figures/loss_curves.svg"));
+    assert_ticks_tidy(&texts);
+    // The per-horizon panel: the quick preset's horizons 1 and 5 (D = 1) and their floors.
+    let floors = &common::log_lines(&out.join("loss_log.jsonl"))[0]["floor_per_horizon"];
+    let h5_floor = boldcast_plot::ticks::tick_text(floors[1].as_f64().unwrap(), 3);
+    let h5_floor = format!("floor, h = 5 (TR 5 ahead) = {h5_floor}");
     for want in [
         "Training: loss per step, held-out validation loss, learning rate",
         "optimizer step",
-        "loss (MSE of standardized BOLD, variance units)",
+        boldcast_plot::LOSS_AXIS,
         "training loss (per step)",
         "validation loss (held-out subjects)",
         "loss floor = 0.4207",
+        "validation loss per horizon (MSE)",
+        "validation, h = 1 (TR 1 ahead)",
+        "validation, h = 5 (TR 5 ahead)",
+        &h5_floor,
         "learning rate",
-        "3.0e-4",
+        "2e-4",
         "60",
     ] {
         assert!(texts.iter().any(|t| t == want), "`{want}` not among the SVG's texts {texts:?}");
@@ -63,18 +84,25 @@ fn the_overfit_figure_shows_the_rule_and_the_floor() {
     let out = d.path().join("run");
     let o = common::run(&["overfit", "--preset", "quick", "--out", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{:?}", common::text(&o));
-    assert_text_drawn(&out.join("figures/overfit_curve.png"));
+    assert_text_drawn(&out.join("figures/overfit_curve.png"), 600);
     let texts = svg_texts(&out.join("figures/overfit_curve.svg"));
-    for want in
-        ["Overfit check: the loss on one batch must fall", "optimizer step", "loss floor = 0.4207", "learning rate"]
-    {
+    assert_ticks_tidy(&texts);
+    for want in [
+        "Overfit check: the loss on one batch must fall",
+        boldcast_plot::OVERFIT_NOTE,
+        "optimizer step",
+        "loss floor = 0.4207 (the process, on unseen data)",
+        "learning rate",
+    ] {
         assert!(texts.iter().any(|t| t == want), "`{want}` not among {texts:?}");
     }
     for start in ["mean of the first 50 steps = ", "mean of the last 50 steps = "] {
         assert!(texts.iter().any(|t| t.starts_with(start)), "no `{start}...` among {texts:?}");
     }
-    // The learning-rate panel's ticks, in the exponent form of its axis.
-    assert!(texts.iter().filter(|t| t.contains("e-")).count() >= 2, "no learning-rate ticks among {texts:?}");
+    // The learning-rate panel's ticks (the quick overfit's 1e-3), in one form, 0 as `0`.
+    for want in ["0", "5e-4", "1e-3"] {
+        assert!(texts.iter().any(|t| t == want), "no learning-rate tick `{want}` among {texts:?}");
+    }
 }
 
 /// The `(height, width)` of the SVG's rectangles filled with `color`, over the first `y_max`
@@ -110,55 +138,82 @@ fn the_eval_figure_has_a_bar_per_row_and_horizon_and_a_forecast_example() {
     assert_eq!(rows.len(), 11, "model, 8 baselines, 2 floors");
     let svg = png.with_extension("svg");
     let texts = svg_texts(&svg);
-    let caption = "Forecast example: parcel parcel-000, sub-04_run-1, TRs 0..32 of the run";
+    assert_ticks_tidy(&texts);
+    use boldcast_plot::eval as ev;
+    let caption = "Forecast example: parcel-000 of sub-04_run-1, TRs 0-31 of the run";
+    let best = e["improvement"]["best_baseline"][0].as_str().unwrap();
+    let best_words = format!("{}, h = 1 (best baseline)", boldcast_analysis::eval::names::row_words(best));
     let mut want = vec![
-        boldcast_plot::eval::TITLE,
-        "Per-horizon MSE on the held-out windows (lower is better)",
-        "MSE (standardized BOLD, variance units)",
-        "forecast horizon (tokens ahead)",
-        "h = 1",
-        "h = 5",
+        ev::TITLE,
+        ev::BARS_CAPTION,
+        "h = 1 token",
+        "h = 5 tokens",
+        ev::HORIZON_AXIS,
         caption,
         "TR within the held-out window (TRs)",
         "standardized BOLD (SD units)",
         "true series",
         "model, h = 1",
         "model, h = 5",
-        "0.2",
+        &best_words,
+        "1 = the best baseline",
+        "AR(1), iterated",
+        "ridge VAR(p)",
+        "exact floor of the AR(1) process",
         "30",
     ];
-    want.extend(rows.iter().map(|r| r["name"].as_str().unwrap()));
+    let labels: Vec<String> = rows[..9]
+        .iter()
+        .flat_map(|r| (0..2).map(|i| boldcast_plot::ticks::value_text(r["per_horizon"][i].as_f64().unwrap(), 3)))
+        .collect();
+    want.extend(labels.iter().map(|s| s.as_str()));
     for w in want {
         assert!(texts.iter().any(|t| t == w), "`{w}` not among the SVG's texts {texts:?}");
     }
-    // Each row: a bar per horizon in the upper panel, its height in proportion to its MSE
-    // (the same pixels per unit for every bar), and a swatch in the legend.
-    let mut scales = Vec::new();
+    assert!(texts.iter().any(|t| t == ev::RATIO_AXIS || t == ev::RATIO_AXIS_LOG), "{texts:?}");
+    assert!(!texts.iter().any(|t| t == "ar1_iterated" || t == "var_p" || t.contains("tokens ahead)")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.ends_with("no interval: one held-out subject")), "{texts:?}");
+    // The model and each baseline: a bar per horizon and a swatch in the legend; the floors:
+    // reference lines, no bar.
     for (k, r) in rows.iter().enumerate() {
-        let c = boldcast_plot::eval::row_color(r["name"].as_str().unwrap(), k);
+        let c = ev::row_color(r["name"].as_str().unwrap(), k);
         let rects = svg_rects(&svg, (c.0, c.1, c.2), 560.0);
-        let bars: Vec<&(f64, f64)> = rects.iter().filter(|(_, w)| *w > 25.0).collect();
-        assert_eq!((bars.len(), rects.len()), (2, 3), "{}: {rects:?}", r["name"]);
-        for (i, (h, _)) in bars.iter().enumerate() {
-            scales.push((h / r["per_horizon"][i].as_f64().unwrap(), *h));
-        }
-    }
-    let top = scales.iter().map(|s| s.0).fold(0.0, f64::max);
-    for (s, h) in scales.iter().filter(|(_, h)| *h > 20.0) {
-        assert!((s / top - 1.0).abs() < 2.0 / h, "pixels per MSE unit {s} vs {top} (bar of {h} px)");
+        let want = if k < 9 { 3 } else { 0 };
+        assert_eq!(rects.len(), want, "{}: {rects:?}", r["name"]);
     }
     // The PNG: its size, the title and the legends drawn, the true series in the lower panel.
     let px = png_pixels(&png);
     assert_eq!((px.0, px.1), (1200, 1000));
     for (area, xs, ys) in [
         ("title", (300, 900), (0, 30)),
-        ("bar legend", (965, 1195), (60, 330)),
-        ("example legend", (965, 1195), (600, 700)),
+        ("bar legend", (920, 1195), (60, 330)),
+        ("example legend", (920, 1195), (600, 700)),
         ("true series", (100, 950), (620, 950)),
     ] {
         let n = dark_pixels(&px, xs, ys);
         assert!(n > 100, "only {n} dark pixels in the {area} area");
     }
+}
+
+#[test]
+fn the_eval_figure_draws_the_bootstrap_interval_and_horizons_in_seconds() {
+    let d = tempfile::tempdir().unwrap();
+    let (data, out) = (d.path().join("data"), d.path().join("run"));
+    common::synth_ok(&data, "--subjects 6 --runs 1 --trs 200 --parcels 4");
+    let heldout = ["--data", data.to_str().unwrap(), "--tr", "2", "--subjects-heldout", "04,05,06"];
+    common::quick_run(&out, &[&heldout[..], &["--max-steps", "10"]].concat());
+    let png = d.path().join("eval.png");
+    let o = common::run(&["eval", "--checkpoint", out.to_str().unwrap(), "--json", "--figure", png.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", common::text(&o));
+    let e: serde_json::Value = serde_json::from_str(&common::text(&o).0).unwrap();
+    let texts = svg_texts(&png.with_extension("svg"));
+    let sub = "error bar: the 95 % paired-bootstrap interval of the model over 3 held-out subjects";
+    assert!(texts.iter().any(|t| t.ends_with(sub)), "{texts:?}");
+    // The quick preset: D = 1, horizons 1 and 5, here at a TR of 2 s.
+    for want in ["model: paired-bootstrap interval", "h = 1 (TR 1, 2 s)", "h = 5 (TR 5, 10 s)"] {
+        assert!(texts.iter().any(|t| t == want), "`{want}` not among {texts:?}");
+    }
+    assert!(e["bootstrap"]["per_horizon"][0]["interval"].is_object(), "{}", e["bootstrap"]);
 }
 
 /// `command --checkpoint R --figure PATH extra...`: exit status and standard error.
