@@ -5,9 +5,9 @@
 
 use crate::err;
 use boldcast_analysis::eval::Weights;
-use boldcast_analysis::infer::{context_of, run_embeddings, run_forecasts};
+use boldcast_analysis::infer::{context_of, run_embeddings, run_forecasts, Context};
 use boldcast_cpu::CpuModel;
-use boldcast_data::Dataset;
+use boldcast_data::{Dataset, Run};
 use boldcast_fixtures::SynthRun;
 use boldcast_train::config::RunConfig;
 use boldcast_train::linear_path::LinearPathModel;
@@ -30,7 +30,30 @@ fn one_run(n_tr: usize, parcels: usize, data: Vec<f64>) -> Result<Dataset, Strin
     Dataset::from_synth_owned(vec![run], None).map_err(|e| e.to_string())
 }
 
+/// What a call on one array gives: the shape and the values.
+type Shaped = (Vec<usize>, Vec<f32>);
+
 impl NativeModel {
+    /// `f` on `array` as one standardized run, with the model and the default context, the
+    /// GIL released; its result as numpy.
+    fn on_array<'py>(
+        &self,
+        py: Python<'py>,
+        array: &PyReadonlyArray2<'py, f64>,
+        f: impl FnOnce(&LinearPathModel<CpuModel<f32>>, &Run, &Context) -> Result<Shaped, String> + Send,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let (n, p, data) = values(array);
+        let (shape, out) = py
+            .allow_threads(|| {
+                let ds = one_run(n, p, data)?;
+                let model = self.model(&ds)?;
+                let (ctx, _) = context_of(&self.cfg, None, None);
+                f(&model, &ds.runs[0], &ctx)
+            })
+            .map_err(err)?;
+        to_numpy(py, &shape, out)
+    }
+
     /// The model with its weights, for data of `ds`'s parcels (the stored adjacency).
     fn model(&self, ds: &Dataset) -> Result<LinearPathModel<CpuModel<f32>>, String> {
         let weights = Weights::open(&self.weights).map_err(|e| e.to_string())?;
@@ -71,41 +94,29 @@ impl NativeModel {
     }
 
     /// Forecasts of every token of `array` (TRs x parcels): float32 `(n_tokens, H, d_in, P)`,
-    /// in the array's units unless `standardized`.
+    /// in the array's units unless `standardized`; NaN where the target TR is past the
+    /// array's end when `mask_past_end`.
     fn forecast<'py>(
         &self,
         py: Python<'py>,
         array: PyReadonlyArray2<'py, f64>,
         standardized: bool,
+        mask_past_end: bool,
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
-        let (n, p, data) = values(&array);
-        let (shape, out) = py
-            .allow_threads(|| {
-                let ds = one_run(n, p, data)?;
-                let model = self.model(&ds)?;
-                let (ctx, _) = context_of(&self.cfg, None, None);
-                let f = run_forecasts(&model, &ds.runs[0], &ctx).map_err(|e| e.to_string())?;
-                let values = if standardized { f.std.clone() } else { f.in_units(&ds.runs[0]) };
-                Ok::<_, String>((f.shape().to_vec(), values))
-            })
-            .map_err(err)?;
-        to_numpy(py, &shape, out)
+        self.on_array(py, &array, |model, run, ctx| {
+            let f = run_forecasts(model, run, ctx).map_err(|e| e.to_string())?;
+            let values = if standardized { f.std.clone() } else { f.in_units(run) };
+            let values = if mask_past_end { f.masked_past_end(values, run.n_tr) } else { values };
+            Ok((f.shape().to_vec(), values))
+        })
     }
 
     /// Embeddings of every token of `array` (TRs x parcels): float32 `(n_tokens, P, d_model)`.
     fn embed<'py>(&self, py: Python<'py>, array: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
-        let (n, p, data) = values(&array);
-        let (shape, out) = py
-            .allow_threads(|| {
-                let ds = one_run(n, p, data)?;
-                let model = self.model(&ds)?;
-                let (ctx, _) = context_of(&self.cfg, None, None);
-                let e = run_embeddings(&model, &ds.runs[0], &ctx).map_err(|e| e.to_string())?;
-                let s = e.shape();
-                let shape = vec![s.time, s.parcels, s.d_model];
-                Ok::<_, String>((shape, e.into_data()))
-            })
-            .map_err(err)?;
-        to_numpy(py, &shape, out)
+        self.on_array(py, &array, |model, run, ctx| {
+            let e = run_embeddings(model, run, ctx).map_err(|e| e.to_string())?;
+            let s = e.shape();
+            Ok((vec![s.time, s.parcels, s.d_model], e.into_data()))
+        })
     }
 }

@@ -46,10 +46,15 @@ def test_model_forecast_and_embed_shapes(trained, dataset):
     x = dataset.arrays()[0]
     f = model.forecast(x)
     assert f.shape == (200, 2, 1, 4) and f.dtype == np.float32
-    assert np.isfinite(f[:150]).all()
+    # Horizon 1 from token 199 and horizon 5 from tokens 195 on forecast TRs past the end.
+    assert np.isfinite(f[:195]).all() and np.isfinite(f[:199, 0]).all()
+    assert np.isnan(f[199, 0]).all() and np.isnan(f[195:, 1]).all()
+    ahead = model.forecast(x, mask_past_end=False)
+    assert np.isfinite(ahead).all()
+    np.testing.assert_array_equal(ahead[:195], f[:195])
     z = model.forecast(x, standardized=True)
     # In the run's units: the standardized forecast scaled back by the run's own statistics.
-    np.testing.assert_allclose(f[:, 0, 0, :], z[:, 0, 0, :] * x.std(axis=0) + x.mean(axis=0), rtol=1e-4)
+    np.testing.assert_allclose(f[:199, 0, 0, :], z[:199, 0, 0, :] * x.std(axis=0) + x.mean(axis=0), rtol=1e-4)
     e = model.embed(x)
     assert e.shape == (200, 4, model.config["model"]["d_model"]) and np.isfinite(e).all()
     assert boldcast.load(model.weights).weights == model.weights

@@ -291,14 +291,16 @@ class Model:
         """TRs per token."""
         return int(self.config["model"]["d_in"])
 
-    def forecast(self, run: Any, standardized: bool = False) -> np.ndarray:
+    def forecast(self, run: Any, standardized: bool = False, mask_past_end: bool = True) -> np.ndarray:
         """Forecasts of every token of ``run`` (a 2-D array ``(T, P)``, the model's parcels):
         float32 ``(T // D, H, D, P)``. ``[i, h, j, p]`` is the forecast of TR
         ``i*D + D - 1 + (horizons[h] - 1)*D + j + 1`` of parcel ``p`` from TRs up to
-        ``i*D + D - 1`` (targets past the run's end are forecasts with nothing to compare
-        to). In ``run``'s units, or standardized per parcel when ``standardized``."""
+        ``i*D + D - 1``. In ``run``'s units, or standardized per parcel when
+        ``standardized``. Where that TR is past the run's end the value is NaN, as in the
+        files of ``bc-cli forecast``; ``mask_past_end=False`` keeps those forecasts of TRs
+        not yet seen (forecasting beyond the data)."""
         a = np.ascontiguousarray(np.asarray(run, dtype=np.float64))
-        return self._native.forecast(a, standardized)
+        return self._native.forecast(a, standardized, mask_past_end)
 
     def embed(self, run: Any) -> np.ndarray:
         """The final-norm embeddings of every token of ``run`` (2-D ``(T, P)``): float32

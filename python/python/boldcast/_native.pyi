@@ -56,8 +56,10 @@ class NativeModel:
         """The weights file."""
     def config_json(self) -> str:
         """The stored configuration as JSON."""
-    def forecast(self, array: npt.NDArray[np.float64], standardized: bool) -> npt.NDArray[np.float32]:
-        """``(T // D, H, D, P)`` forecasts."""
+    def forecast(
+        self, array: npt.NDArray[np.float64], standardized: bool, mask_past_end: bool
+    ) -> npt.NDArray[np.float32]:
+        """``(T // D, H, D, P)`` forecasts, NaN past the array's end when ``mask_past_end``."""
     def embed(self, array: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
         """``(T // D, P, M)`` embeddings."""
 
