@@ -273,15 +273,7 @@ impl Dataset {
         if let Some(cache) = &sel.cache {
             crate::cache::sweep(cache);
         }
-        let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
-        for f in &found {
-            // `run-01` and `run-1` are one run (BIDS: the run index is a number).
-            let same = f.id.normalized();
-            if let Some(other) = seen.insert(same.clone(), f.path.clone()) {
-                let (a, b) = if other < f.path { (f.path.clone(), other) } else { (other, f.path.clone()) };
-                return Err(DataError::DuplicateRun { path: a, other: b, entities: same.to_string() });
-            }
-        }
+        check_duplicates(&found)?;
         let mut raws = Vec::new();
         let mut reader_notes: Vec<String> = nifti_note.into_iter().collect();
         let mut cached = CacheCount::default();
@@ -525,6 +517,20 @@ impl Loaded {
             Loaded::Disk(_, names, _) => names.as_ref(),
         }
     }
+}
+
+/// Refuses two files of one run: `run-01` and `run-1` are one run (BIDS: the run index is a
+/// number).
+fn check_duplicates(found: &[RunFile]) -> Result<(), DataError> {
+    let mut seen: BTreeMap<RunId, PathBuf> = BTreeMap::new();
+    for f in found {
+        let same = f.id.normalized();
+        if let Some(other) = seen.insert(same.clone(), f.path.clone()) {
+            let (a, b) = if other < f.path { (f.path.clone(), other) } else { (other, f.path.clone()) };
+            return Err(DataError::DuplicateRun { path: a, other: b, entities: same.to_string() });
+        }
+    }
+    Ok(())
 }
 
 /// Stops a load whose runs in memory, `held` bytes after `read` of `total` runs, pass 3/4 of
