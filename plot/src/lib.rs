@@ -480,7 +480,7 @@ pub fn overfit_curve(
 /// One horizon's validation losses, for the training figure's per-horizon panel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HorizonCurve {
-    /// The legend's name of the horizon (`h = 5 (TRs 9-10 ahead)`).
+    /// The legend's name of the horizon (`h = 5 (9-10 TRs ahead, 18-20 s)`).
     pub label: String,
     /// `(step, validation loss at this horizon)`.
     pub val: Vec<(u64, f64)>,

@@ -24,7 +24,7 @@ pub fn run_figure(out: &Path, floor: Option<f64>) -> Result<PathBuf, PlotError> 
 
 /// Each horizon's validation losses and floor from the validation records of the run
 /// directory `out`'s log (their `val_per_horizon` and `floor_per_horizon` lists), named by the
-/// horizons of its `config.resolved.toml` (`h = 5 (TRs 9-10 ahead)`; by position when it
+/// horizons of its `config.resolved.toml` ([`horizon_label`]; by position when it
 /// cannot be read). Empty when the log has no per-horizon losses.
 pub fn horizon_curves(out: &Path) -> Result<Vec<HorizonCurve>, PlotError> {
     let log = boldcast_train::run::log_path(out);
@@ -43,13 +43,31 @@ pub fn horizon_curves(out: &Path) -> Result<Vec<HorizonCurve>, PlotError> {
     }
     if let Ok(cfg) = boldcast_train::run_dir::read_resolved(out) {
         let d = cfg.model.d_in;
+        // The data's TR, as `summary.json` records it (a run the synthetic fixture trained has none).
+        let tr = std::fs::read_to_string(out.join("summary.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["tr_seconds"].as_f64());
         for (c, &h) in curves.iter_mut().zip(&cfg.model.horizons) {
-            let (a, b) = (h.saturating_sub(1) * d + 1, h * d);
-            let trs = if a == b { format!("TR {a}") } else { format!("TRs {a}-{b}") };
-            c.label = format!("h = {h} ({trs} ahead)");
+            c.label = horizon_label(h, d, tr);
         }
     }
     Ok(curves)
+}
+
+/// `h = 5 (5 TRs ahead, 10 s)`: the horizon in tokens, the TRs it targets and, when the TR is
+/// known, their lags in seconds.
+pub fn horizon_label(h: usize, d_in: usize, tr: Option<f64>) -> String {
+    let (a, b) = (h.saturating_sub(1) * d_in + 1, h * d_in);
+    let trs = match (a == b, a) {
+        (true, 1) => "1 TR".to_string(),
+        (true, _) => format!("{a} TRs"),
+        (false, _) => format!("{a}-{b} TRs"),
+    };
+    match tr {
+        Some(tr) => format!("h = {h} ({trs} ahead, {})", boldcast_data::horizon_seconds_text(h, d_in, tr)),
+        None => format!("h = {h} ({trs} ahead)"),
+    }
 }
 
 /// Draws a finished run's figure when a kill at its very end left it out (either file
@@ -95,5 +113,17 @@ impl Observer for RunFigure {
         if r.reason != StopReason::StopAfter && self.error.is_none() {
             self.error = run_figure(&r.out, Some(r.floor.overall)).err();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::horizon_label;
+
+    #[test]
+    fn horizon_labels_name_the_trs_and_seconds() {
+        assert_eq!(horizon_label(1, 1, None), "h = 1 (1 TR ahead)");
+        assert_eq!(horizon_label(5, 1, Some(2.0)), "h = 5 (5 TRs ahead, 10 s)");
+        assert_eq!(horizon_label(5, 2, Some(0.72)), "h = 5 (9-10 TRs ahead, 6.48-7.2 s)");
     }
 }

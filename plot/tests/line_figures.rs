@@ -32,15 +32,20 @@ fn the_training_figure_is_zoomed_to_the_trained_steps_and_has_a_panel_per_horizo
     let val: Vec<(u64, f64)> = (0..=10).map(|k| (20 * k, 0.93 + 1.5 * (-(k as f64)).exp())).collect();
     let lr: Vec<(u64, f64)> = (0..200).map(|i| (i, 3e-4 * (1.0 - i as f64 / 200.0))).collect();
     let h = |label: &str, f: f64| HorizonCurve { label: label.into(), val: val.clone(), floor: Some(f) };
-    let per_horizon = [h("h = 1 (TR 1 ahead)", 0.2), h("h = 5 (TR 5 ahead)", 0.65)];
+    let per_horizon = [h("h = 1 (1 TR ahead)", 0.2), h("h = 5 (5 TRs ahead)", 0.65)];
     let c = RunCurves { train: &train, val: &val, lr: &lr, floor: Some(0.85), per_horizon: &per_horizon };
     let texts: Vec<String> =
         svg_texts(&loss_curves(&d.path().join("t.png"), &c).unwrap()).into_iter().filter(|t| !t.is_empty()).collect();
     let note =
         "Loss axis zoomed to the trained steps: the untrained start (up to 2.5 at step 0) is drawn at its top edge";
-    for want in
-        [note, "validation, h = 1 (TR 1 ahead)", "floor, h = 5 (TR 5 ahead) = 0.65", "loss floor = 0.8500", "0", "2e-4"]
-    {
+    for want in [
+        note,
+        "validation, h = 1 (1 TR ahead)",
+        "floor, h = 5 (5 TRs ahead) = 0.65",
+        "loss floor = 0.8500",
+        "0",
+        "2e-4",
+    ] {
         assert!(texts.iter().any(|t| t == want), "`{want}` not among {texts:?}");
     }
     // The loss axis' ticks span the trained part only (about 0.85 to 1.1), not the start's 2.5.

@@ -47,7 +47,7 @@ fn the_training_figure_has_a_title_axis_labels_ticks_and_a_legend() {
     // The per-horizon panel: the quick preset's horizons 1 and 5 (D = 1) and their floors.
     let floors = &common::log_lines(&out.join("loss_log.jsonl"))[0]["floor_per_horizon"];
     let h5_floor = boldcast_plot::ticks::tick_text(floors[1].as_f64().unwrap(), 3);
-    let h5_floor = format!("floor, h = 5 (TR 5 ahead) = {h5_floor}");
+    let h5_floor = format!("floor, h = 5 (5 TRs ahead) = {h5_floor}");
     for want in [
         "Training: loss per step, held-out validation loss, learning rate",
         "optimizer step",
@@ -56,8 +56,8 @@ fn the_training_figure_has_a_title_axis_labels_ticks_and_a_legend() {
         "validation loss (held-out subjects)",
         "loss floor = 0.4207",
         "validation loss per horizon (MSE)",
-        "validation, h = 1 (TR 1 ahead)",
-        "validation, h = 5 (TR 5 ahead)",
+        "validation, h = 1 (1 TR ahead)",
+        "validation, h = 5 (5 TRs ahead)",
         &h5_floor,
         "learning rate",
         "2e-4",
