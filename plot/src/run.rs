@@ -24,7 +24,7 @@ pub fn run_figure(out: &Path, floor: Option<f64>) -> Result<PathBuf, PlotError> 
 
 /// Each horizon's validation losses and floor from the validation records of the run
 /// directory `out`'s log (their `val_per_horizon` and `floor_per_horizon` lists), named by the
-/// horizons of its `config.resolved.toml` ([`horizon_label`]; by position when it
+/// horizons of its `config.resolved.toml` (`h = 5 (5 TRs ahead, 10 s)`; by position when it
 /// cannot be read). Empty when the log has no per-horizon losses.
 pub fn horizon_curves(out: &Path) -> Result<Vec<HorizonCurve>, PlotError> {
     let log = boldcast_train::run::log_path(out);
