@@ -9,7 +9,6 @@ use boldcast::core::{Adjacency, Model, ModelConfig};
 use boldcast_analysis::fingerprint::model::{fingerprint_model, Embedding};
 use boldcast_analysis::fingerprint::FingerprintReport;
 use std::io::IsTerminal;
-use std::sync::Mutex;
 
 /// `bc-cli fingerprint`: opens the checkpoint and the data, embeds every selected run (or half
 /// run) and identifies subjects by its embeddings and by functional connectivity; draws the
@@ -24,20 +23,15 @@ where
     }
     let (p, runs, context, _) = crate::infer::open(&a.model, build)?;
     let kin = p.relatives(a.group_column.as_deref(), &runs)?;
-    // The bar is made at the first report, when the tokens in all are known.
-    let bar = Mutex::new(None::<(Progress, usize)>);
+    // The tokens in all are known at the first report (the runs are cut into segments first).
+    let bar = Progress::counting(std::io::stderr().is_terminal(), 0, "tokens");
     let progress = |done: usize, total: usize| {
-        let mut b = bar.lock().unwrap_or_else(|e| e.into_inner());
-        let terminal = std::io::stderr().is_terminal();
-        let (b, last) = b.get_or_insert_with(|| (Progress::counting(terminal, total as u64, "tokens"), 0));
-        b.inc_by(done.saturating_sub(*last) as u64);
-        *last = done;
+        bar.set_len(total as u64);
+        bar.advance_to(done as u64);
     };
     let how = Embedding { ctx: &context, pool: a.pool.pool(), progress: Some(&progress) };
     let report = fingerprint_model(&p.model, &p.loaded.ds, &runs, how, a.segment, &kin)?;
-    if let Some((b, _)) = bar.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        b.finish();
-    }
+    bar.finish();
     if let Some(path) = &a.figure {
         let heldout = p.split.as_ref().map(|s| s.heldout_subjects.clone()).unwrap_or_default();
         let svg = boldcast_plot::fingerprint::draw_fingerprint(&report, &heldout, path, a.replace.overwrite)?;

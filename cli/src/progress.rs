@@ -4,9 +4,10 @@
 //! count, the elapsed time, the rate and the time left.
 
 use boldcast::core::StepRecord;
+use boldcast_train::text::Ticker;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The environment variable that sets the seconds between progress lines of a redirected run.
 pub const TICK_ENV: &str = "BOLDCAST_PROGRESS_SECONDS";
@@ -21,59 +22,16 @@ pub struct Progress {
     ticker: Option<Arc<Mutex<Ticker>>>,
 }
 
-/// The progress lines of a redirected run.
-struct Ticker {
-    unit: String,
-    len: u64,
-    pos: u64,
-    /// Where this invocation started (a resumed run's first step), for the rate.
-    first: u64,
-    started: Instant,
-    last: Instant,
-    every: Duration,
+/// The seconds between progress lines: [`TICK_ENV`], else [`DEFAULT_TICK_SECONDS`].
+fn tick_every() -> Duration {
+    let secs = std::env::var(TICK_ENV).ok().and_then(|v| v.parse::<f64>().ok()).filter(|s| *s >= 0.0);
+    Duration::from_secs_f64(secs.unwrap_or(DEFAULT_TICK_SECONDS).min(1e6))
 }
 
-impl Ticker {
-    fn new(len: u64, unit: &str) -> Self {
-        let secs = std::env::var(TICK_ENV).ok().and_then(|v| v.parse::<f64>().ok()).filter(|s| *s >= 0.0);
-        let every = Duration::from_secs_f64(secs.unwrap_or(DEFAULT_TICK_SECONDS).min(1e6));
-        let now = Instant::now();
-        Self { unit: unit.into(), len, pos: 0, first: 0, started: now, last: now, every }
-    }
-
-    fn advance(&mut self, by: u64) {
-        self.pos = (self.pos + by).min(self.len);
-        if self.last.elapsed() >= self.every {
-            self.last = Instant::now();
-            crate::errln!("{}", self.line());
-        }
-    }
-
-    /// `progress: 120/400 steps (30 %)  elapsed 1m05s  1.85 steps/s  eta 2m31s`.
-    fn line(&self) -> String {
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let done = self.pos.saturating_sub(self.first);
-        let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
-        let eta = if rate > 0.0 { clock((self.len - self.pos) as f64 / rate) } else { "unknown".into() };
-        let pct = if self.len > 0 { 100.0 * self.pos as f64 / self.len as f64 } else { 100.0 };
-        format!(
-            "progress: {}/{} {} ({pct:.0} %)  elapsed {}  {rate:.3} {}/s  eta {eta}",
-            self.pos,
-            self.len,
-            self.unit,
-            clock(elapsed),
-            self.unit
-        )
-    }
-}
-
-/// Seconds as `1h02m03s`, `2m31s` or `12s`.
-pub fn clock(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    match (s / 3600, s % 3600 / 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+/// Prints the line a ticker has due.
+fn tick(t: &Mutex<Ticker>, f: impl FnOnce(&mut Ticker) -> Option<String>) {
+    if let Some(line) = f(&mut t.lock().unwrap_or_else(|e| e.into_inner())) {
+        crate::errln!("{line}");
     }
 }
 
@@ -93,7 +51,7 @@ impl Progress {
             }
             pb
         });
-        let ticker = (!terminal).then(|| Arc::new(Mutex::new(Ticker::new(len, unit))));
+        let ticker = (!terminal).then(|| Arc::new(Mutex::new(Ticker::new(len, unit, tick_every()))));
         Self { bar, ticker }
     }
 
@@ -108,7 +66,7 @@ impl Progress {
             b.inc(n);
         }
         if let Some(t) = &self.ticker {
-            t.lock().unwrap_or_else(|e| e.into_inner()).advance(n);
+            tick(t, |t| t.advance(n));
         }
     }
 
@@ -120,14 +78,33 @@ impl Progress {
         }
     }
 
+    /// Sets the total (known only once the work starts).
+    pub fn set_len(&self, len: u64) {
+        if let Some(b) = &self.bar {
+            b.set_length(len);
+        }
+        if let Some(t) = &self.ticker {
+            t.lock().unwrap_or_else(|e| e.into_inner()).set_len(len);
+        }
+    }
+
+    /// Moves on to `pos` done in this invocation.
+    pub fn advance_to(&self, pos: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(pos);
+        }
+        if let Some(t) = &self.ticker {
+            tick(t, |t| t.advance_to(pos));
+        }
+    }
+
     /// Moves the bar to `pos` (a resumed run).
     pub fn set_position(&self, pos: u64) {
         if let Some(b) = &self.bar {
             b.set_position(pos);
         }
         if let Some(t) = &self.ticker {
-            let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
-            (t.pos, t.first) = (pos.min(t.len), pos.min(t.len));
+            t.lock().unwrap_or_else(|e| e.into_inner()).start_at(pos);
         }
     }
 

@@ -37,6 +37,85 @@ pub fn tune_table(report: &TuneReport, search: &Search) -> String {
     text
 }
 
+/// Where a long job stands: `pos` of `len` `unit`, of which this invocation started at
+/// `first` (a resumed run), for the rate.
+pub struct Count<'a> {
+    /// Done.
+    pub pos: u64,
+    /// In all.
+    pub len: u64,
+    /// Done before this invocation.
+    pub first: u64,
+    /// `steps`, `tokens`.
+    pub unit: &'a str,
+}
+
+/// `progress: 120/400 steps (30 %)  elapsed 1m05s  1.846 steps/s  eta 2m31s`, `elapsed`
+/// seconds into the invocation (a redirected run's progress line).
+pub fn progress_line(c: &Count, elapsed: f64) -> String {
+    let rate = if elapsed > 0.0 { c.pos.saturating_sub(c.first) as f64 / elapsed } else { 0.0 };
+    let eta = if rate > 0.0 { clock(c.len.saturating_sub(c.pos) as f64 / rate) } else { "unknown".into() };
+    let pct = if c.len > 0 { 100.0 * c.pos as f64 / c.len as f64 } else { 100.0 };
+    let (pos, len, unit) = (c.pos, c.len, c.unit);
+    format!("progress: {pos}/{len} {unit} ({pct:.0} %)  elapsed {}  {rate:.3} {unit}/s  eta {eta}", clock(elapsed))
+}
+
+/// The progress lines of a long job whose output is not a terminal: [`Ticker::advance`] gives
+/// a [`progress_line`] at most once every `every`.
+pub struct Ticker {
+    unit: String,
+    len: u64,
+    pos: u64,
+    /// Where this invocation started (a resumed run's first step), for the rate.
+    first: u64,
+    started: std::time::Instant,
+    last: std::time::Instant,
+    every: std::time::Duration,
+}
+
+impl Ticker {
+    /// `len` `unit` to do, a line at most every `every`.
+    pub fn new(len: u64, unit: &str, every: std::time::Duration) -> Self {
+        let now = std::time::Instant::now();
+        Self { unit: unit.into(), len, pos: 0, first: 0, started: now, last: now, every }
+    }
+
+    /// Sets the total (known only once the work starts).
+    pub fn set_len(&mut self, len: u64) {
+        self.len = len;
+    }
+
+    /// A resumed job: `pos` were done before this invocation.
+    pub fn start_at(&mut self, pos: u64) {
+        (self.pos, self.first) = (pos.min(self.len), pos.min(self.len));
+    }
+
+    /// `by` more done; the line when one is due.
+    pub fn advance(&mut self, by: u64) -> Option<String> {
+        self.advance_to(self.pos.saturating_add(by))
+    }
+
+    /// `pos` done; the line when one is due.
+    pub fn advance_to(&mut self, pos: u64) -> Option<String> {
+        self.pos = pos.max(self.pos).min(self.len);
+        (self.last.elapsed() >= self.every).then(|| {
+            self.last = std::time::Instant::now();
+            let count = Count { pos: self.pos, len: self.len, first: self.first, unit: &self.unit };
+            progress_line(&count, self.started.elapsed().as_secs_f64())
+        })
+    }
+}
+
+/// Seconds as `1h02m03s`, `2m31s` or `12s`.
+pub fn clock(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
 /// The line of a training step (1-based): its loss, learning rate and gradient norm.
 pub fn step_line(rec: &crate::StepRecord) -> String {
     format!("step {:>6}  loss {:.6}  lr {:.3e}  grad_norm {:.4}", rec.step + 1, rec.loss, rec.lr, rec.grad_norm)
@@ -200,6 +279,20 @@ pub fn trial_line(keys: &[String], n: usize, r: &tune::TrialResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_lines_give_the_rate_of_this_invocation_and_the_time_left() {
+        assert_eq!((clock(7.4), clock(151.0), clock(3723.0)), ("7s".into(), "2m31s".into(), "1h02m03s".into()));
+        let c = Count { pos: 120, len: 400, first: 20, unit: "steps" };
+        // 100 steps in 50 s: 2 steps/s, 280 left.
+        assert_eq!(progress_line(&c, 50.0), "progress: 120/400 steps (30 %)  elapsed 50s  2.000 steps/s  eta 2m20s");
+        let mut t = Ticker::new(10, "runs", std::time::Duration::ZERO);
+        t.start_at(4);
+        assert!(t.advance(3).unwrap().starts_with("progress: 7/10 runs (70 %)"));
+        assert!(t.advance_to(99).unwrap().starts_with("progress: 10/10 runs"), "never past the total");
+        let idle = Count { pos: 0, len: 0, first: 0, unit: "tokens" };
+        assert_eq!(progress_line(&idle, 0.0), "progress: 0/0 tokens (100 %)  elapsed 0s  0.000 tokens/s  eta unknown");
+    }
 
     #[test]
     fn long_subject_lists_are_shortened_to_a_count_and_the_ends() {
