@@ -60,25 +60,51 @@ impl Prefix {
 }
 
 /// Every parameter tensor (or every gradient) of a model in one buffer, each tensor at the
-/// offset its [`ParamSpec`] gives.
+/// offset its [`ParamSpec`] gives. The buffer is a `Vec` unless a backend keeps it in memory of
+/// its own (`D`, any storage that lends its elements as a slice: a device buffer).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ParamStore<E> {
+pub struct ParamStore<E, D = Vec<E>> {
     specs: Vec<ParamSpec>,
     /// `offsets[i]..offsets[i + 1]` is tensor `i`; one more entry than `specs`.
     offsets: Vec<usize>,
-    data: Vec<E>,
+    data: D,
+    _e: core::marker::PhantomData<E>,
+}
+
+/// The offsets of `specs`' tensors in one buffer, and its length.
+fn offsets_of(specs: &[ParamSpec]) -> Vec<usize> {
+    let mut offsets = Vec::with_capacity(specs.len() + 1);
+    offsets.push(0);
+    for s in specs {
+        offsets.push(offsets[offsets.len() - 1] + s.numel());
+    }
+    offsets
 }
 
 impl<E: Elem> ParamStore<E> {
     /// A store for `specs` with every entry zero.
     pub fn zeros(specs: Vec<ParamSpec>) -> Self {
-        let mut offsets = Vec::with_capacity(specs.len() + 1);
-        offsets.push(0);
-        for s in &specs {
-            offsets.push(offsets[offsets.len() - 1] + s.numel());
-        }
+        let offsets = offsets_of(&specs);
         let len = offsets[specs.len()];
-        Self { specs, offsets, data: alloc::vec![E::of(0.0); len] }
+        Self { specs, offsets, data: alloc::vec![E::of(0.0); len], _e: core::marker::PhantomData }
+    }
+}
+
+impl<E: Elem, D: AsRef<[E]> + AsMut<[E]>> ParamStore<E, D> {
+    /// The number of entries a store of `specs` holds: the length its buffer must have.
+    pub fn len_of(specs: &[ParamSpec]) -> usize {
+        specs.iter().map(ParamSpec::numel).sum()
+    }
+
+    /// A store for `specs` over `data`, which must hold [`ParamStore::len_of`] entries (else an
+    /// [`Error::Shape`]); its values are kept.
+    pub fn over(specs: Vec<ParamSpec>, data: D) -> Result<Self, Error> {
+        let offsets = offsets_of(&specs);
+        let len = offsets[specs.len()];
+        if data.as_ref().len() != len {
+            return Err(Error::shape("parameter store (entries)", len, data.as_ref().len()));
+        }
+        Ok(Self { specs, offsets, data, _e: core::marker::PhantomData })
     }
 
     /// Draws every tensor from `seed` ([`crate::init::initialize`]): one seed, one model, on
@@ -97,28 +123,34 @@ impl<E: Elem> ParamStore<E> {
 
     /// Every entry, state-dict order: the layout of [`crate::DataParallel`].
     pub fn flat(&self) -> &[E] {
-        &self.data
+        self.data.as_ref()
     }
 
     /// Every entry, mutable.
     pub fn flat_mut(&mut self) -> &mut [E] {
-        &mut self.data
+        self.data.as_mut()
+    }
+
+    /// The entries `offsets[i]..offsets[i + 1]` of each tensor `i`, state-dict order.
+    pub fn ranges(&self) -> impl Iterator<Item = core::ops::Range<usize>> + '_ {
+        self.offsets.windows(2).map(|w| w[0]..w[1])
     }
 
     /// The tensor named `name`, if the store has one.
     pub fn get(&self, name: &str) -> Option<&[E]> {
         let i = self.specs.iter().position(|s| s.name == name)?;
-        Some(&self.data[self.offsets[i]..self.offsets[i + 1]])
+        Some(&self.flat()[self.offsets[i]..self.offsets[i + 1]])
     }
 
     /// The tensors in state-dict order.
     pub fn tensors(&self) -> impl Iterator<Item = &[E]> + '_ {
-        self.offsets.windows(2).map(|w| &self.data[w[0]..w[1]])
+        let data = self.data.as_ref();
+        self.offsets.windows(2).map(move |w| &data[w[0]..w[1]])
     }
 
     /// The tensors in state-dict order, mutable.
     pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut [E]> + '_ {
-        let mut rest = self.data.as_mut_slice();
+        let mut rest = self.data.as_mut();
         self.offsets.windows(2).map(move |w| {
             let (head, tail) = core::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
             rest = tail;
@@ -128,7 +160,7 @@ impl<E: Elem> ParamStore<E> {
 
     /// Every entry set to zero (a gradient accumulator before a step).
     pub fn zero(&mut self) {
-        self.data.fill(E::of(0.0));
+        self.data.as_mut().fill(E::of(0.0));
     }
 
     /// Copies of the tensors with their names and shapes ([`crate::Model::state`]).
@@ -146,7 +178,7 @@ impl<E: Elem> ParamStore<E> {
         check_state(&self.specs, tensors)?;
         for (i, s) in self.specs.iter().enumerate() {
             let src = tensors.iter().find(|t| t.name == s.name).expect("check_state found every name");
-            self.data[self.offsets[i]..self.offsets[i + 1]].copy_from_slice(&src.data);
+            self.data.as_mut()[self.offsets[i]..self.offsets[i + 1]].copy_from_slice(&src.data);
         }
         Ok(())
     }
@@ -154,10 +186,11 @@ impl<E: Elem> ParamStore<E> {
     /// Overwrites every entry from `flat`, laid out as [`ParamStore::flat`]; a wrong length is
     /// an [`Error::Shape`] naming `what` and changes nothing.
     pub fn copy_from_flat(&mut self, what: &str, flat: &[E]) -> Result<(), Error> {
-        if flat.len() != self.data.len() {
-            return Err(Error::shape(what, self.data.len(), flat.len()));
+        let data = self.data.as_mut();
+        if flat.len() != data.len() {
+            return Err(Error::shape(what, data.len(), flat.len()));
         }
-        self.data.copy_from_slice(flat);
+        data.copy_from_slice(flat);
         Ok(())
     }
 }

@@ -14,8 +14,12 @@
 //! - Demo: the preset's model (d_model 128, 4 layers, d_state 16, k 8; AdamW 3e-4, clipping
 //!   1.0) on AR(1) tokens, one warm-up step then the timed ones; per precision the median step,
 //!   the pool's peak (bytes as counted: a bf16 activation as 2), the driver's used device
-//!   memory (total - free) before the model and after the steps, and the device's launches,
-//!   products and staged host bytes per timed step. A failing step is an `error` in the JSON.
+//!   memory (total - free) before the model and after the steps, and per timed step the
+//!   counters of `boldcast_cuda::exec::Traffic` (launches, products, staged host buffers and
+//!   bytes, synchronizations, uploaded bytes) and the pool's new allocations: the design
+//!   holds when a step stages 0 bytes, synchronizes at most twice and allocates nothing.
+//!   Each timed step ends with one more synchronization (outside the counts) so that its
+//!   time covers the device's work. A failing step is an `error` in the JSON.
 //!
 //! `passed` is true when every golden case passes in both precisions and both demo runs
 //! completed; the `targets` (bf16 step at most 0.25 s, device memory at most 8 GB) are
@@ -32,7 +36,8 @@
 use boldcast_core::{
     Adam, Adjacency, Model, ModelConfig, OptimConfig, ScheduleConfig, StepRecord, TokenShape, Tokens, Trainer,
 };
-use boldcast_cuda::device::{Gpu, GpuStats};
+use boldcast_cuda::device::Gpu;
+use boldcast_cuda::exec::{self, traffic, Traffic};
 use boldcast_cuda::{CudaModel, Precision};
 use boldcast_testkit::golden::{case_dirs, check_case_dir, GoldenCase, Report};
 use boldcast_testkit::loose::{judge, measure, Errors, BF16_AUTOCAST};
@@ -194,18 +199,23 @@ struct Steps {
     warmup_s: Option<f64>,
     times: Vec<f64>,
     last: Option<StepRecord>,
-    counted: GpuStats,
+    counted: Traffic,
+    /// The pool's allocations over the timed steps.
+    allocated: usize,
     error: Option<String>,
     note: Option<String>,
 }
 
-/// The difference of two counts.
-fn delta(a: GpuStats, b: GpuStats) -> GpuStats {
-    GpuStats {
-        launches: b.launches.saturating_sub(a.launches),
-        gemms: b.gemms.saturating_sub(a.gemms),
-        staged: b.staged.saturating_sub(a.staged),
-        staged_bytes: b.staged_bytes.saturating_sub(a.staged_bytes),
+/// The sum of two counts.
+fn add(a: Traffic, b: Traffic) -> Traffic {
+    Traffic {
+        launches: a.launches + b.launches,
+        products: a.products + b.products,
+        staged: a.staged + b.staged,
+        staged_bytes: a.staged_bytes + b.staged_bytes,
+        syncs: a.syncs + b.syncs,
+        uploaded_bytes: a.uploaded_bytes + b.uploaded_bytes,
+        downloaded_bytes: a.downloaded_bytes + b.downloaded_bytes,
     }
 }
 
@@ -219,7 +229,7 @@ fn run_steps(gpu: &Rc<Gpu>, m: &mut CudaModel, tokens: &Tokens<f32>, steps: usiz
     let sched = ScheduleConfig::Constant { lr: 3e-4 };
     let mut tr = Trainer::new(m, opt, sched, Vec::<StepRecord>::new(), Some(1.0));
     let mut out = Steps::default();
-    let mut before = gpu.stats();
+    let mut allocated = 0;
     for i in 0..=steps {
         let last = out.times.last().copied().or(out.warmup_s).unwrap_or(0.0);
         if i > 0 && Instant::now() + Duration::from_secs_f64(last) > deadline {
@@ -231,18 +241,28 @@ fn run_steps(gpu: &Rc<Gpu>, m: &mut CudaModel, tokens: &Tokens<f32>, steps: usiz
             }
             break;
         }
-        let t0 = Instant::now();
-        let r = guarded(|| tr.step(tokens).map_err(|e| e.to_string()));
+        let (t0, before) = (Instant::now(), traffic());
+        let r = guarded(|| {
+            let rec = tr.step(tokens).map_err(|e| e.to_string())?;
+            let counted = traffic().since(before);
+            // The step's launches after its last read are queued: wait for them, uncounted.
+            let _on = gpu.enter().map_err(|e| e.to_string())?;
+            exec::sync().map_err(|e| e.to_string())?;
+            Ok((rec, counted))
+        });
         let dt = t0.elapsed().as_secs_f64();
         match r {
-            Ok(rec) => {
+            Ok((rec, counted)) => {
                 out.last = Some(rec);
+                let now = tr.model.pool().stats().allocated;
                 if i == 0 {
                     out.warmup_s = Some(dt);
-                    before = gpu.stats();
                 } else {
                     out.times.push(dt);
+                    out.counted = add(out.counted, counted);
+                    out.allocated += now - allocated;
                 }
+                allocated = now;
             }
             Err(e) => {
                 out.error = Some(format!("{} step: {e}", if i == 0 { "warm-up" } else { "timed" }));
@@ -250,7 +270,6 @@ fn run_steps(gpu: &Rc<Gpu>, m: &mut CudaModel, tokens: &Tokens<f32>, steps: usiz
             }
         }
     }
-    out.counted = delta(before, gpu.stats());
     out
 }
 
@@ -292,8 +311,9 @@ fn demo(gpu: &Rc<Gpu>, s: Sizes, prec: Precision, deadline: Instant, need: Durat
         "pool_peak_bytes": pool.peak_reserved, "pool_peak_in_use_bytes": pool.peak_in_use,
         "pool_host_fallbacks": pool.host_fallbacks,
         "driver_used_before_bytes": used_before, "driver_used_bytes": used_after,
-        "per_step": {"launches": c.launches / n, "gemms": c.gemms / n, "staged": c.staged / n,
-                     "staged_bytes": c.staged_bytes / n},
+        "per_step": {"launches": c.launches / n, "products": c.products / n, "staged": c.staged / n,
+                     "staged_bytes": c.staged_bytes / n, "syncs": c.syncs as f64 / n as f64,
+                     "uploaded_bytes": c.uploaded_bytes / n, "pool_allocations": st.allocated as f64 / n as f64},
     });
     if let Some(e) = st.error {
         v["error"] = json!(e);

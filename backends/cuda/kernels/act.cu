@@ -69,3 +69,26 @@ extern "C" __global__ void act_gate_bwd(const float* __restrict__ y, const float
         g_z[i] = g[i] * y[i] * silu_grad_f(z[i]);
     });
 }
+
+// `y[i] += x[i]`: a sum the host would otherwise make (an offset added to the forecasts, a
+// stacked gradient added back to its parts). Launch: 1-D, any shape.
+extern "C" __global__ void act_add(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    grid_loop(n, [&](long long i) {
+        y[i] = y[i] + x[i];
+    });
+}
+
+// The decays of the scans, `a[i] = -exp(a_log[i])`. Launch: 1-D, any shape.
+extern "C" __global__ void act_decay_fwd(const float* __restrict__ a_log, float* __restrict__ a, long long n) {
+    grid_loop(n, [&](long long i) {
+        a[i] = -expf(a_log[i]);
+    });
+}
+
+// Backward of the decays: `g_a_log[i] += g_a[i] * a[i]` (dA / dA_log = A). Launch: 1-D, any shape.
+extern "C" __global__ void act_decay_bwd(const float* __restrict__ a, const float* __restrict__ g_a,
+                                         float* __restrict__ g_a_log, long long n) {
+    grid_loop(n, [&](long long i) {
+        g_a_log[i] = g_a_log[i] + g_a[i] * a[i];
+    });
+}

@@ -2,9 +2,10 @@
 // the swap of two axes between the trunk's per-parcel sequences `(B, P, T, c)` and the
 // attention's per-time-step groups `(B, T, P, c)`, and a copy of a band of columns between
 // row-major matrices (the split of Mamba-2's `xBC` into x, B and C and the join of their
-// gradients; with a source width of 0, the broadcast of one row, a bias, to every row).
+// gradients; with a source width of 0, the broadcast of one row, a bias, to every row), and
+// a fill with one value.
 //
-// Launch shape of both kernels: 1-D, any grid and block (grid-stride loops over the output
+// Launch shape of every kernel here: 1-D, any grid and block (grid-stride loops over the output
 // elements). Pure copies: the results are the inputs' bits. No shared memory, no barriers.
 
 __device__ __forceinline__ long long layout_first() { return first_index(); }
@@ -37,4 +38,12 @@ extern "C" __global__ void layout_copy_cols(const float* __restrict__ x, float* 
         long long e = o % width;
         y[r * y_width + y_col + e] = x[r * x_width + x_col + e];
     }
+}
+
+// `y[i] = v`: a buffer set to one value on the device (a column of ones for a bias product).
+// Launch: 1-D, any shape.
+extern "C" __global__ void layout_fill(float* __restrict__ y, float v, long long n) {
+    grid_loop(n, [&](long long i) {
+        y[i] = v;
+    });
 }

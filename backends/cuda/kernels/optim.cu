@@ -76,3 +76,12 @@ extern "C" __global__ void optim_scale(float* __restrict__ g, const double* __re
         g[i] *= f;
     }
 }
+
+// `g[i] *= (float)factor` with the factor a parameter: the trainer's clipping, whose factor
+// the host computed from the norm it read. Launch: 1-D, any grid and block.
+extern "C" __global__ void optim_scale_by(float* __restrict__ g, double factor, long long n) {
+    float f = (float)factor;
+    for (long long i = first_index(); i < n; i += grid_stride()) {
+        g[i] *= f;
+    }
+}

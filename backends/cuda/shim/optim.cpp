@@ -8,4 +8,5 @@ SHIM_TABLE(optim,
            SHIM_ENTRY(optim_sumsq_partial),
            SHIM_ENTRY(optim_sumsq_final),
            SHIM_ENTRY(optim_clip_factor),
-           SHIM_ENTRY(optim_scale))
+           SHIM_ENTRY(optim_scale),
+           SHIM_ENTRY(optim_scale_by))

@@ -6,13 +6,15 @@
 //! [`crate::pool::Pool`] made by [`crate::pool::Pool::on_gpu`] lends buffers of CUDA managed
 //! memory. So the same host code, launch shapes and kernels run in shim mode and on a device.
 //!
-//! Memory: pool buffers are managed (`cuMemAllocManaged`), one address valid on the host and
-//! on the device, so the host code that still reads or writes a buffer between launches (a few
-//! per-layer vectors: `A = -exp(A_log)` and the `A_log` and `D` gradients) stays correct. Any other host
-//! buffer a launch is given (a parameter tensor, a temporary `Vec`) is staged: copied to a
-//! device allocation before the launch and, when the kernel writes it, back after. Every
-//! launch and product is followed by a synchronization of the stream, so a host access after
-//! a call returns never races the device.
+//! Memory and order: pool buffers are managed (`cuMemAllocManaged`), one address valid on the
+//! host and on the device. A training step's parameters, gradients, Adam moments and
+//! activations all live there, so launches and products go to the null stream one after
+//! another without synchronizing, and the host waits only where it reads a result
+//! ([`crate::exec::sync`]: the loss and the gradient norm of a step). Any other host buffer a
+//! launch is given is the fallback: it is staged (copied to a device allocation before the
+//! launch, the stream synchronized and the buffer copied back after, when written) and
+//! counted ([`crate::exec::Traffic::staged`]), so the counters say whether a step stayed on
+//! the device.
 //!
 //! Nothing here runs without a GPU: CI type-checks this module with `--features cuda,ci-check`
 //! (cudarc's switch to build without a toolkit), and `scripts/gpu-check.sh` runs it on a GPU
@@ -80,19 +82,6 @@ fn driver(call: &'static str) -> impl FnOnce(drv::DriverError) -> DeviceError {
     move |e| DeviceError::Driver { call, error: e.to_string() }
 }
 
-/// What a [`Gpu`] has counted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GpuStats {
-    /// Kernel launches.
-    pub launches: u64,
-    /// Matrix products.
-    pub gemms: u64,
-    /// Host buffers copied to the device for a launch (see the module doc).
-    pub staged: u64,
-    /// Their bytes.
-    pub staged_bytes: u64,
-}
-
 /// One CUDA device with the crate's kernels loaded and a cuBLAS handle; single-threaded, as
 /// one stream is (share it with `Rc`, enter it on the thread that launches).
 pub struct Gpu {
@@ -104,7 +93,6 @@ pub struct Gpu {
     blas: blas_sys::cublasHandle_t,
     /// The managed allocations alive: start address -> bytes.
     managed: RefCell<BTreeMap<u64, usize>>,
-    stats: RefCell<GpuStats>,
 }
 
 impl fmt::Debug for Gpu {
@@ -166,8 +154,8 @@ impl Gpu {
         let name = device_name(dev);
         let functions = load_kernels(capability)?;
         let blas = blas::create_handle().map_err(|e| DeviceError::Blas(e.to_string()))?;
-        let (managed, stats) = Default::default();
-        Ok(Rc::new(Self { ordinal, name, capability, ctx, functions, blas, managed, stats }))
+        let managed = Default::default();
+        Ok(Rc::new(Self { ordinal, name, capability, ctx, functions, blas, managed }))
     }
 
     /// The device's name, as the driver gives it.
@@ -183,11 +171,6 @@ impl Gpu {
     /// The device memory the driver reports, (free, total) bytes.
     pub fn memory(&self) -> core::result::Result<(usize, usize), DeviceError> {
         drv::mem_get_info().map_err(driver("cuMemGetInfo"))
-    }
-
-    /// What this device has counted.
-    pub fn stats(&self) -> GpuStats {
-        *self.stats.borrow()
     }
 
     /// Runs this thread's launches and products on this device until the guard drops.
@@ -301,16 +284,18 @@ impl Gpu {
             unsafe { drv::memcpy_htod_sync(dev, host) }.map_err(fail)?;
             staged.push(Staged { arg: i, dev, bytes, write });
             slots[i] = dev;
-            let mut st = self.stats.borrow_mut();
-            st.staged += 1;
-            st.staged_bytes += bytes as u64;
         }
         Ok((slots, staged))
     }
 
     /// Copies the staged buffers the call wrote back to the host and frees every staging copy.
     fn unstage(&self, kernel: &'static str, args: &mut [Arg], staged: Vec<Staged>) -> Result<()> {
-        let mut first = Ok(());
+        if staged.is_empty() {
+            return Ok(());
+        }
+        // The fallback's cost: the host waits for the call before it copies back and frees.
+        crate::exec::count(|t| t.syncs += 1);
+        let mut first = self.sync(kernel);
         for s in staged {
             if s.write {
                 let host = args[s.arg].slot() as *mut u8;
@@ -326,7 +311,8 @@ impl Gpu {
         first
     }
 
-    fn sync(&self, kernel: &'static str) -> Result<()> {
+    /// Waits for every call so far on the null stream (count it with [`crate::exec::sync`]).
+    pub(crate) fn sync(&self, kernel: &'static str) -> Result<()> {
         // SAFETY: the null stream of the current context.
         unsafe { drv::stream::synchronize(drv::stream::null()) }
             .map_err(|e| LaunchError { kernel, why: format!("the device failed running it: {e}") })
@@ -347,10 +333,8 @@ impl Gpu {
         let launched =
             unsafe { drv::launch_kernel(f, (g.x, g.y, g.z), (b.x, b.y, b.z), 0, drv::stream::null(), &mut params) }
                 .map_err(|e| LaunchError { kernel, why: format!("cuLaunchKernel: {e}") });
-        let ran = launched.and_then(|()| self.sync(kernel));
-        self.stats.borrow_mut().launches += 1;
         let back = self.unstage(kernel, args, staged);
-        ran.and(back)
+        launched.and(back)
     }
 
     /// `C = op(A) op(B) + beta C` in row-major layout through `cublasSgemm` (lengths checked
@@ -383,41 +367,24 @@ impl Gpu {
             )
         }
         .map_err(|e| LaunchError { kernel: k, why: format!("cublasSgemm: {e}") });
-        let ran = done.and_then(|()| self.sync(k));
-        self.stats.borrow_mut().gemms += 1;
         let back = self.unstage(k, &mut args, staged);
-        ran.and(back)
+        done.and(back)
     }
 
     /// The bf16 autocast product: `A` and `B` packed to bf16 by the autocast kernel into
-    /// managed temporaries, then `cublasGemmEx` (CUDA_R_16BF inputs, f32 output,
-    /// CUBLAS_COMPUTE_32F), the row-major layout as in [`Gpu::gemm`].
+    /// temporaries of the thread's scratch pool ([`crate::exec::scratch`]), then
+    /// `cublasGemmEx` (CUDA_R_16BF inputs, f32 output, CUBLAS_COMPUTE_32F), the row-major
+    /// layout as in [`Gpu::gemm`].
     pub(crate) fn gemm_bf16(&self, o: Operands<'_>, c: &mut [f32]) -> Result<()> {
         let Operands { s, a: (a, ta), b: (b, tb), beta } = o;
-        let k = "gemm_bf16";
-        let fail = |e: DeviceError| LaunchError { kernel: k, why: e.to_string() };
-        let pa = self.alloc_managed(a.len() * 2).map_err(fail)?;
-        let pb = match self.alloc_managed(b.len() * 2) {
-            Ok(p) => p,
-            Err(e) => {
-                self.free_managed(pa);
-                return Err(fail(e));
-            }
-        };
-        // SAFETY: managed allocations of at least that many u16, host-accessible between
-        // calls (every launch synchronizes), freed below after their last use.
-        let (a16, b16) = unsafe {
-            (
-                std::slice::from_raw_parts_mut(pa as *mut u16, a.len()),
-                std::slice::from_raw_parts_mut(pb as *mut u16, b.len()),
-            )
-        };
-        let r = crate::autocast::pack_bf16(a, a16)
-            .and_then(|()| crate::autocast::pack_bf16(b, b16))
-            .and_then(|()| self.gemm_ex(s, (pa, ta), (pb, tb), beta, c));
-        self.free_managed(pa);
-        self.free_managed(pb);
-        r
+        let pool = crate::exec::scratch();
+        let (mut a16, mut b16) = (pool.zeros_of::<u16>(a.len()), pool.zeros_of::<u16>(b.len()));
+        crate::autocast::pack_bf16(a, &mut a16)?;
+        crate::autocast::pack_bf16(b, &mut b16)?;
+        let (pa, pb) = (a16.as_ptr() as u64, b16.as_ptr() as u64);
+        // The temporaries go back to the pool after the call is queued: the stream runs the
+        // next user of their memory after this product.
+        self.gemm_ex(s, (pa, ta), (pb, tb), beta, c)
     }
 
     /// `C = op(A) op(B) + beta C` with `A`, `B` bf16 at device addresses (lengths checked).
@@ -454,10 +421,8 @@ impl Gpu {
             )
         }
         .map_err(|e| LaunchError { kernel: k, why: format!("cublasGemmEx: {e}") });
-        let ran = done.and_then(|()| self.sync(k));
-        self.stats.borrow_mut().gemms += 1;
         let back = self.unstage(k, &mut args, staged);
-        ran.and(back)
+        done.and(back)
     }
 
     /// `bytes` of zeroed managed memory (at least 4, so that every buffer has an address of
@@ -473,10 +438,17 @@ impl Gpu {
         Ok(p)
     }
 
-    /// Sets `bytes` at `p` to zero on the device.
+    /// Sets `bytes` at `p` to zero on the device, in stream order.
     pub(crate) fn zero(&self, p: u64, bytes: usize) -> core::result::Result<(), DeviceError> {
         // SAFETY: `p` holds at least `bytes` (a managed allocation of this device).
-        unsafe { drv::memset_d8_sync(p, 0, bytes) }.map_err(driver("cuMemsetD8"))
+        unsafe { drv::memset_d8_async(p, 0, bytes, drv::stream::null()) }.map_err(driver("cuMemsetD8Async"))
+    }
+
+    /// Copies `bytes` from `src` to `dst` (device or host addresses: unified addressing), in
+    /// stream order; a pageable host source is read before the call returns.
+    pub(crate) fn copy(&self, src: u64, dst: u64, bytes: usize) -> core::result::Result<(), DeviceError> {
+        // SAFETY: both addresses hold `bytes` (the caller's slices of that length).
+        unsafe { sys::cuMemcpyAsync(dst, src, bytes, drv::stream::null()) }.result().map_err(driver("cuMemcpyAsync"))
     }
 
     /// Frees a managed allocation of [`Gpu::alloc_managed`].

@@ -222,6 +222,8 @@ fn checked(kernel: &'static str, args: &[Arg]) -> Result<ShimKernel> {
 /// checked the launch shape and that every buffer holds what the kernel indexes.
 pub fn launch(kernel: &'static str, l: Launch, args: &mut [Arg]) -> Result<()> {
     let entry = checked(kernel, args)?;
+    note_buffers(args);
+    count(|t| t.launches += 1);
     #[cfg(feature = "cuda")]
     if let Some(gpu) = crate::device::current() {
         return gpu.launch(kernel, l, args);
@@ -233,6 +235,180 @@ pub fn launch(kernel: &'static str, l: Launch, args: &mut [Arg]) -> Result<()> {
     // cover what the kernel indexes for this launch.
     unsafe { (entry.launch)(entry.name, l.grid, l.block, params.as_mut_ptr()) };
     Ok(())
+}
+
+/// Counts the buffers among `args` that are not device memory ([`resident`]): a device
+/// launch stages each (a copy in, and back out when written), so each is host traffic.
+pub(crate) fn note_buffers(args: &[Arg]) {
+    for a in args {
+        if let Some((bytes, _)) = a.buffer() {
+            if bytes > 0 && !resident::contains(a.slot(), bytes) {
+                count(|t| {
+                    t.staged += 1;
+                    t.staged_bytes += bytes as u64;
+                });
+            }
+        }
+    }
+}
+
+/// What crossed between the host and the device, counted per thread over every launch,
+/// product, copy and synchronization of the crate, in shim mode as on a device (the shim
+/// counts what a device would do). [`traffic`] reads it; two readings around a training
+/// step give the step's ([`Traffic::since`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Kernel launches, device copies and fills.
+    pub launches: u64,
+    /// Matrix products.
+    pub products: u64,
+    /// Buffers a launch or product was given that are not device memory: each staged.
+    pub staged: u64,
+    /// Their bytes.
+    pub staged_bytes: u64,
+    /// Times the host waited for the device ([`sync`]).
+    pub syncs: u64,
+    /// Bytes of inputs copied to the device ([`upload`]: a step's tokens).
+    pub uploaded_bytes: u64,
+    /// Bytes of results copied to the host ([`download`]).
+    pub downloaded_bytes: u64,
+}
+
+impl Traffic {
+    /// The counts from `before` to `self`.
+    pub fn since(self, before: Traffic) -> Traffic {
+        Traffic {
+            launches: self.launches - before.launches,
+            products: self.products - before.products,
+            staged: self.staged - before.staged,
+            staged_bytes: self.staged_bytes - before.staged_bytes,
+            syncs: self.syncs - before.syncs,
+            uploaded_bytes: self.uploaded_bytes - before.uploaded_bytes,
+            downloaded_bytes: self.downloaded_bytes - before.downloaded_bytes,
+        }
+    }
+}
+
+thread_local! {
+    static TRAFFIC: std::cell::Cell<Traffic> = std::cell::Cell::new(Traffic::default());
+}
+
+/// The thread's counts so far.
+pub fn traffic() -> Traffic {
+    TRAFFIC.with(|t| t.get())
+}
+
+pub(crate) fn count(f: impl FnOnce(&mut Traffic)) {
+    TRAFFIC.with(|t| {
+        let mut v = t.get();
+        f(&mut v);
+        t.set(v);
+    });
+}
+
+/// Device memory as the counters see it: the address ranges of the pools' buffers (in the
+/// shim the host memory that stands for the device's), per thread, as a pool is.
+pub mod resident {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    thread_local! {
+        static RANGES: RefCell<BTreeMap<u64, usize>> = const { RefCell::new(BTreeMap::new()) };
+    }
+
+    /// Registers `[addr, addr + bytes)` as device memory.
+    pub fn insert(addr: u64, bytes: usize) {
+        RANGES.with(|r| r.borrow_mut().insert(addr, bytes));
+    }
+
+    /// Forgets the range starting at `addr`.
+    pub fn remove(addr: u64) {
+        RANGES.with(|r| r.borrow_mut().remove(&addr));
+    }
+
+    /// Whether `[addr, addr + bytes)` lies inside one registered range.
+    pub fn contains(addr: u64, bytes: usize) -> bool {
+        RANGES.with(|r| {
+            let r = r.borrow();
+            r.range(..=addr).next_back().is_some_and(|(&start, &len)| addr + bytes as u64 <= start + len as u64)
+        })
+    }
+}
+
+/// Waits until the thread's device has finished every launch so far, so the host may read
+/// what they wrote; counted ([`Traffic::syncs`]). In the shim launches finish before they
+/// return, so only the count changes.
+pub fn sync() -> Result<()> {
+    count(|t| t.syncs += 1);
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::device::current() {
+        return gpu.sync("sync");
+    }
+    Ok(())
+}
+
+/// The values of `src` on the host: a [`sync`], then the copy (counted as downloaded).
+pub fn download<T: crate::pool::DeviceElem>(src: &[T]) -> Result<Vec<T>> {
+    sync()?;
+    count(|t| t.downloaded_bytes += std::mem::size_of_val(src) as u64);
+    Ok(src.to_vec())
+}
+
+/// Copies the host slice `src` into the device buffer `dst` of the same length, in stream
+/// order (counted as uploaded).
+pub fn upload<T: crate::pool::DeviceElem>(src: &[T], dst: &mut [T]) {
+    count(|t| t.uploaded_bytes += std::mem::size_of_val(src) as u64);
+    raw_copy(src, dst);
+}
+
+/// Copies `src` into `dst` (same length) on the device, in stream order.
+pub fn copy<T: crate::pool::DeviceElem>(src: &[T], dst: &mut [T]) {
+    let bytes = std::mem::size_of_val(src);
+    if bytes > 0 && !resident::contains(src.as_ptr() as u64, bytes) {
+        count(|t| {
+            t.staged += 1;
+            t.staged_bytes += bytes as u64;
+        });
+    }
+    count(|t| t.launches += 1);
+    raw_copy(src, dst);
+}
+
+/// `dst = src` as the thread's device copies (asynchronously, in stream order), else on the host.
+fn raw_copy<T: crate::pool::DeviceElem>(src: &[T], dst: &mut [T]) {
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::device::current() {
+        // A failed copy means a failed device, which the next synchronization reports.
+        let _ = gpu.copy(src.as_ptr() as u64, dst.as_mut_ptr() as u64, std::mem::size_of_val(src));
+        return;
+    }
+    dst.copy_from_slice(src);
+}
+
+/// The pool that a product's temporaries (its bf16 operands) come from on this thread: the
+/// model's, while a call of the model is running ([`scratch_scope`]).
+pub fn scratch() -> crate::pool::Pool {
+    SCRATCH.with(|s| s.borrow().clone()).unwrap_or_default()
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Option<crate::pool::Pool>> = const { std::cell::RefCell::new(None) };
+}
+
+/// While alive, [`scratch`] is `pool`; the previous one comes back on drop.
+#[derive(Debug)]
+pub struct ScratchScope(Option<crate::pool::Pool>);
+
+/// Makes `pool` the thread's [`scratch`] pool until the guard drops.
+pub fn scratch_scope(pool: &crate::pool::Pool) -> ScratchScope {
+    ScratchScope(SCRATCH.with(|s| s.borrow_mut().replace(pool.clone())))
+}
+
+impl Drop for ScratchScope {
+    fn drop(&mut self) {
+        let prev = self.0.take();
+        SCRATCH.with(|s| *s.borrow_mut() = prev);
+    }
 }
 
 /// Runs `kernel` through the shim with no check of the launch shape (the shim's own refusal,

@@ -11,6 +11,7 @@
 //! multiplies (`C`, `beta` and the accumulation stay f32).
 
 use crate::autocast::{self, Precision};
+use crate::exec::Arg;
 use crate::shim::{LaunchError, Result};
 
 /// Whether an operand is used as stored or transposed.
@@ -62,6 +63,8 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
     if m == 0 || n == 0 {
         return Ok(());
     }
+    crate::exec::note_buffers(&[Arg::F32s(a), Arg::F32s(b), Arg::F32s(c)]);
+    crate::exec::count(|t| t.products += 1);
     match autocast::current() {
         Precision::F32 => product(s, a, ta, b, tb, beta, c),
         Precision::Bf16 => gemm_bf16(s, a, ta, b, tb, beta, c),
@@ -74,14 +77,15 @@ pub fn gemm(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [
 /// to the summation order, as for the f32 product). On a device the operands are packed to
 /// bf16 by the same rounding (`kernels/autocast.cu`) and the product is that GemmEx.
 ///
-/// The rounded copies are temporaries in plain `Vec`s: `gemm` takes no pool. The lengths
-/// have been checked by [`gemm`].
+/// The rounded copies are temporaries of the thread's scratch pool ([`crate::exec::scratch`],
+/// the model's while it runs). The lengths have been checked by [`gemm`].
 fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut [f32]) -> Result<()> {
     #[cfg(feature = "cuda")]
     if let Some(gpu) = crate::device::current() {
         return gpu.gemm_bf16(Operands { s, a: (a, ta), b: (b, tb), beta }, c);
     }
-    let (mut a16, mut b16) = (vec![0.0f32; a.len()], vec![0.0f32; b.len()]);
+    let pool = crate::exec::scratch();
+    let (mut a16, mut b16) = (pool.zeros(a.len()), pool.zeros(b.len()));
     autocast::round_bf16(a, &mut a16)?;
     autocast::round_bf16(b, &mut b16)?;
     product(s, &a16, ta, &b16, tb, beta, c)

@@ -54,12 +54,15 @@ pub const FILES: &[KernelFile] = &[
             "act_silu_bwd",
             "act_gate_fwd",
             "act_gate_bwd",
+            "act_add",
+            "act_decay_fwd",
+            "act_decay_bwd",
         ],
     },
     KernelFile {
         name: "layout.cu",
         source: with_common!("layout.cu"),
-        kernels: &["layout_swap_axes", "layout_copy_cols"],
+        kernels: &["layout_swap_axes", "layout_copy_cols", "layout_fill"],
     },
     KernelFile {
         name: "autocast.cu",
@@ -74,7 +77,14 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "optim.cu",
         source: with_common!("optim.cu"),
-        kernels: &["optim_adam_step", "optim_sumsq_partial", "optim_sumsq_final", "optim_clip_factor", "optim_scale"],
+        kernels: &[
+            "optim_adam_step",
+            "optim_sumsq_partial",
+            "optim_sumsq_final",
+            "optim_clip_factor",
+            "optim_scale",
+            "optim_scale_by",
+        ],
     },
     KernelFile {
         name: "mamba1.cu",

@@ -8,18 +8,40 @@
 //! on the host, and each thread sums its own incoming contributions in slot order.
 
 use crate::launch::{elementwise, rows as row_launch};
+use crate::pool::{Buf, Pool};
 use crate::shim::{self, KnnDims, LaunchError, Result};
 use boldcast_core::Adjacency;
 
 /// An adjacency as the kernels read it: `adj` `(P, k)` and, for each parcel `a`, the slots
-/// `p k + j` with `adj[p, j] = a` in increasing order, `rev[rev_start[a] .. rev_start[a + 1]]`.
+/// `p k + j` with `adj[p, j] = a` in increasing order, `rev[rev_start[a] .. rev_start[a + 1]]`;
+/// in host vectors as built, or in a pool's buffers ([`Neighbours::resident`]) as a model
+/// keeps them so that no launch stages them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Neighbours {
+pub struct Neighbours<S = Vec<i32>> {
     parcels: usize,
     k: usize,
-    adj: Vec<i32>,
-    rev_start: Vec<i32>,
-    rev: Vec<i32>,
+    adj: S,
+    rev_start: S,
+    rev: S,
+}
+
+impl<S: AsRef<[i32]>> Neighbours<S> {
+    /// The neighbours per parcel, k.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The sizes of `groups` groups of width `m`.
+    fn dims(&self, m: usize, groups: usize) -> KnnDims {
+        KnnDims { parcels: self.parcels, k: self.k, m, rows: groups * self.parcels }
+    }
+
+    /// A copy in buffers of `pool` (device memory), uploaded once.
+    pub fn resident(&self, pool: &Pool) -> Neighbours<Buf<i32>> {
+        let up = |v: &S| pool.upload(v.as_ref());
+        let (adj, rev_start, rev) = (up(&self.adj), up(&self.rev_start), up(&self.rev));
+        Neighbours { parcels: self.parcels, k: self.k, adj, rev_start, rev }
+    }
 }
 
 impl Neighbours {
@@ -45,16 +67,6 @@ impl Neighbours {
         }
         Some(Self { parcels, k, adj: idx, rev_start, rev })
     }
-
-    /// The neighbours per parcel, k.
-    pub fn k(&self) -> usize {
-        self.k
-    }
-
-    /// The sizes of `groups` groups of width `m`.
-    fn dims(&self, m: usize, groups: usize) -> KnnDims {
-        KnnDims { parcels: self.parcels, k: self.k, m, rows: groups * self.parcels }
-    }
 }
 
 /// The score scale `1 / sqrt(M)`, rounded from f64 as the CPU backend's `E::of`.
@@ -73,17 +85,24 @@ fn row_shape(kernel: &'static str, d: KnnDims) -> Result<crate::launch::Launch> 
 /// The attention of `groups` groups from `qkv` `(groups P, 3M)` rows `[q | kk | v]`: the
 /// softmax weights `w` `(groups P, k)` (kept for the backward) and `att` `(groups P, M)`,
 /// before the out projection. Overwrites both.
-pub fn attend(nb: &Neighbours, m: usize, groups: usize, qkv: &[f32], w: &mut [f32], att: &mut [f32]) -> Result<()> {
+pub fn attend<S: AsRef<[i32]>>(
+    nb: &Neighbours<S>,
+    m: usize,
+    groups: usize,
+    qkv: &[f32],
+    w: &mut [f32],
+    att: &mut [f32],
+) -> Result<()> {
     let d = nb.dims(m, groups);
     let l = row_shape("knn_attend_fwd", d)?;
-    shim::knn_attend_fwd(l, d, &nb.adj, scale(m), qkv, w, att)
+    shim::knn_attend_fwd(l, d, nb.adj.as_ref(), scale(m), qkv, w, att)
 }
 
 /// Backward of [`attend`] for `g_att` `(groups P, M)`: overwrites `g_qkv` `(groups P, 3M)`
 /// with `[g_q | g_kk | g_v]`, the key and value gradients summed over every parcel that
 /// attends to the row.
-pub fn attend_backward(
-    nb: &Neighbours,
+pub fn attend_backward<S: AsRef<[i32]>>(
+    nb: &Neighbours<S>,
     m: usize,
     groups: usize,
     qkv: &[f32],
@@ -93,10 +112,11 @@ pub fn attend_backward(
 ) -> Result<()> {
     let d = nb.dims(m, groups);
     let l = row_shape("knn_attend_bwd_q", d)?;
-    let mut gs = vec![0.0f32; d.rows * d.k];
+    let mut gs = crate::exec::scratch().zeros(d.rows * d.k);
     let a = shim::AttendBwd { qkv, w, g_att };
-    shim::knn_attend_bwd_q(l, (d, &nb.adj, scale(m)), a, &mut gs, g_qkv)?;
-    shim::knn_attend_bwd_kv(elementwise(d.rows * m), (d, &nb.rev_start, &nb.rev), a, &gs, g_qkv)
+    shim::knn_attend_bwd_q(l, (d, nb.adj.as_ref(), scale(m)), a, &mut gs, g_qkv)?;
+    let rev = (nb.rev_start.as_ref(), nb.rev.as_ref());
+    shim::knn_attend_bwd_kv(elementwise(d.rows * m), (d, rev.0, rev.1), a, &gs, g_qkv)
 }
 
 #[cfg(test)]

@@ -27,29 +27,33 @@
 //! the feature `cuda` the device of `CudaModel::on_gpu`) around each call that launches, and
 //! calls the crate's host functions ([`crate::ops`], [`crate::mamba1::layer`],
 //! [`crate::mamba2::layer`], [`crate::spatial`], [`crate::loss`], [`crate::optim`],
-//! [`crate::gemm`]), whose launches and products run where the thread has entered; on a device
-//! the activations are the [`Pool`]'s managed memory. The parameters, gradients and moments
-//! are host buffers here, staged to the device by each launch that reads them; keeping them in
-//! device memory, copied to the host only by `state`, `grads` and the flat gradient buffer, is
-//! the fast path's work.
+//! [`crate::gemm`]), whose launches and products run where the thread has entered.
+//!
+//! Residency: the parameters, gradients and Adam's moments are [`ParamStore`]s over buffers of
+//! the model's [`Pool`] (on a device its memory), as are the activations, the adjacency and
+//! every temporary; a step's tokens are uploaded once. So a training step stages nothing and
+//! the host waits for the device twice a step: for the loss and for the gradient norm (the
+//! [`crate::exec::Traffic`] counters, asserted by `tests/cuda/traffic.rs`). Host reads of
+//! the stores (`state`, `grads`, `optimizer_state`, the flat gradients) synchronize first.
 
 use crate::autocast::{self, Precision};
 use crate::error::CudaError;
-use crate::exec::{Exec, Scope};
+use crate::exec::{self, Exec, Scope, ScratchScope};
 use crate::knn::Neighbours;
 use crate::mamba1::layer::{LayerDims, Mamba1Params};
 use crate::mamba2::layer::{Layer2Dims, Mamba2Params};
 use crate::memory::{best_chunk, StepShape};
-use crate::ops::{layernorm, layout, linear};
+use crate::ops::{act, layernorm, layout, linear};
 use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{LaunchError, LossShape};
-use crate::spatial::{self, KnnParams};
+use crate::spatial::{self, KnnParams, Nb};
 use crate::trunk::{self, BackwardIn, Saved};
 use boldcast_core::collective::{all_reduce_mean, Collective};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{decays, Moments};
 use boldcast_core::params::{ModelParams, ParamStore};
+use boldcast_core::ParamSpec;
 use boldcast_core::{
     Adjacency, DataParallel, EmbedShape, Embeddings, Error, ForecastShape, Forecasts, Model, ModelConfig, Optimizer,
     Temporal, Tokens,
@@ -121,13 +125,67 @@ fn groups<S>(cfg: &ModelConfig, tensors: impl Iterator<Item = S>) -> Params<S> {
     })
 }
 
-/// The Adam state the model holds, as a device backend holds it: the step count, per tensor
-/// the moments (`None` before its first update), and the decayed elements of the last step.
-#[derive(Clone, Debug, Default)]
+/// The Adam state the model holds on the device: the step count, the moments in the
+/// parameters' layout, which tensors have moments (none before their first update), and the
+/// decayed elements of the last step.
+#[derive(Debug)]
 struct AdamState {
     t: u64,
-    moments: Vec<Option<(Vec<f32>, Vec<f32>)>>,
+    m: Store,
+    v: Store,
+    held: Vec<bool>,
     decayed: u64,
+    runs: Vec<AdamRun>,
+}
+
+/// Consecutive tensors that decay alike: one Adam launch, since the scalars of a step differ
+/// between tensors only by their weight decay.
+#[derive(Debug)]
+struct AdamRun {
+    /// Their entries in the stores.
+    range: std::ops::Range<usize>,
+    /// The first tensor's index (its name and shape give the run's scalars).
+    first: usize,
+    decays: bool,
+}
+
+/// The runs of `specs` in state-dict order.
+fn adam_runs(specs: &[ParamSpec]) -> Vec<AdamRun> {
+    let decaying: Vec<bool> = specs.iter().map(|s| decays(&s.name, &s.shape)).collect();
+    let (mut runs, mut at) = (Vec::new(), 0);
+    let mut i = 0;
+    while i < specs.len() {
+        let j = (i..specs.len()).find(|&j| decaying[j] != decaying[i]).unwrap_or(specs.len());
+        let len: usize = specs[i..j].iter().map(ParamSpec::numel).sum();
+        runs.push(AdamRun { range: at..at + len, first: i, decays: decaying[i] });
+        (at, i) = (at + len, j);
+    }
+    runs
+}
+
+/// A store of the model's tensors in a buffer of its pool.
+type Store = ParamStore<f32, Buf>;
+
+/// A zeroed store of `specs` in `pool`.
+fn store(specs: Vec<ParamSpec>, pool: &Pool) -> Store {
+    let n = Store::len_of(&specs);
+    Store::over(specs, pool.zeros(n)).expect("a buffer of the store's length")
+}
+
+impl AdamState {
+    fn new(specs: &[ParamSpec], pool: &Pool) -> Self {
+        let (m, v) = (store(specs.to_vec(), pool), store(specs.to_vec(), pool));
+        Self { t: 0, m, v, held: vec![false; specs.len()], decayed: 0, runs: adam_runs(specs) }
+    }
+
+    /// Back to no moments (the first step of a fresh optimizer), zeroed on the device.
+    fn reset(&mut self) -> Result<(), LaunchError> {
+        layout::fill(self.m.flat_mut(), 0.0)?;
+        layout::fill(self.v.flat_mut(), 0.0)?;
+        self.held.fill(false);
+        (self.t, self.decayed) = (0, 0);
+        Ok(())
+    }
 }
 
 /// What the training forward keeps of one layer for the backward.
@@ -153,10 +211,13 @@ const LAYER_GROUP: usize = 64;
 pub struct CudaModel {
     cfg: ModelConfig,
     adj: Option<Adjacency>,
-    nb: Option<Neighbours>,
-    /// The parameters and their gradients, state-dict order ([`ParamStore`]).
-    params: ParamStore<f32>,
-    grads: ParamStore<f32>,
+    /// The adjacency as the kernels read it, in the pool.
+    nb: Option<Nb>,
+    /// The horizons as the loss kernels read them, in the pool.
+    horizons: Buf<i32>,
+    /// The parameters and their gradients, state-dict order, in the pool.
+    params: Store,
+    grads: Store,
     adam: AdamState,
     pool: Pool,
     /// Where the launches run: the shim, or the device the pool lends memory of.
@@ -169,6 +230,11 @@ impl CudaModel {
     /// A model with every parameter zero. Errors (naming the value): an invalid `cfg`; an
     /// adjacency missing, unexpected, of another `k`, or too large for the kernels' indices.
     pub fn new(cfg: ModelConfig, adjacency: Option<Adjacency>) -> Result<Self, Error> {
+        Self::build(cfg, adjacency, Pool::new(), Exec::shim())
+    }
+
+    /// [`CudaModel::new`] with its buffers in `pool`, its launches on `exec`.
+    fn build(cfg: ModelConfig, adjacency: Option<Adjacency>, pool: Pool, exec: Exec) -> Result<Self, Error> {
         cfg.validate()?;
         let nb = match (&adjacency, cfg.k_neighbors) {
             (None, 0) => None,
@@ -178,10 +244,15 @@ impl CudaModel {
             (Some(a), k) => return Err(Error::config("adjacency.k", a.k(), format!("model.k_neighbors is {k}"))),
             (None, k) => return Err(Error::config("model.k_neighbors", k, "needs an adjacency (P, k)")),
         };
-        let (params, grads) = (ParamStore::zeros(cfg.param_specs()), ParamStore::zeros(cfg.param_specs()));
-        let (adam, pool, exec) = (AdamState::default(), Pool::new(), Exec::shim());
+        // Set up on the device: the uploads and zeroing run there.
+        let _on = exec.enter()?;
+        let nb = nb.map(|n| n.resident(&pool));
+        let horizons: Vec<i32> = cfg.horizons.iter().map(|&h| h as i32).collect();
+        let horizons = pool.upload(&horizons);
+        let (params, grads) = (store(cfg.param_specs(), &pool), store(cfg.param_specs(), &pool));
+        let adam = AdamState::new(params.specs(), &pool);
         let precision = Precision::F32;
-        Ok(Self { cfg, adj: adjacency, nb, params, grads, adam, pool, exec, precision })
+        Ok(Self { cfg, adj: adjacency, nb, horizons, params, grads, adam, pool, exec, precision })
     }
 
     /// [`CudaModel::new`] with the initial weights of `seed`, the core's draw
@@ -198,8 +269,10 @@ impl CudaModel {
         groups(&self.cfg, self.params.tensors())
     }
 
-    /// Draws the initial weights of `seed` into the parameters.
+    /// Draws the initial weights of `seed` into the parameters (on the host, after the
+    /// device is idle).
     fn init(&mut self, seed: u64) -> Result<(), Error> {
+        let _host = self.host()?;
         self.params.initialize(seed)
     }
 
@@ -228,10 +301,7 @@ impl CudaModel {
         adjacency: Option<Adjacency>,
         gpu: std::rc::Rc<crate::device::Gpu>,
     ) -> Result<Self, Error> {
-        let mut m = Self::new(cfg, adjacency)?;
-        m.pool = Pool::on_gpu(gpu.clone());
-        m.exec = Exec::gpu(gpu);
-        Ok(m)
+        Self::build(cfg, adjacency, Pool::on_gpu(gpu.clone()), Exec::gpu(gpu))
     }
 
     /// Where the model's launches run.
@@ -239,9 +309,16 @@ impl CudaModel {
         &self.exec
     }
 
-    /// Enters [`CudaModel::exec`] for one call.
-    fn on(&self) -> Result<Scope, Error> {
-        Ok(self.exec.enter()?)
+    /// Enters [`CudaModel::exec`] for one call, temporaries from the model's pool.
+    fn on(&self) -> Result<On, Error> {
+        Ok(On { _scope: self.exec.enter()?, _scratch: exec::scratch_scope(&self.pool) })
+    }
+
+    /// [`CudaModel::on`] with the device idle, for host reads and writes of the stores.
+    fn host(&self) -> Result<On, Error> {
+        let on = self.on()?;
+        exec::sync()?;
+        Ok(on)
     }
 
     /// The model running its matrix products in `precision` ([`crate::autocast`]): with
@@ -297,6 +374,12 @@ impl CudaModel {
     }
 }
 
+/// While alive, the model's launches run on its [`Exec`] and take temporaries from its pool.
+struct On {
+    _scope: Scope,
+    _scratch: ScratchScope,
+}
+
 /// The sizes of one batch.
 #[derive(Clone, Copy, Debug)]
 struct Batch {
@@ -318,7 +401,7 @@ impl CudaModel {
         Ok(Batch { b, t, p })
     }
 
-    /// The tokens sequence-major, `(B, P, T, D)`.
+    /// The tokens sequence-major, `(B, P, T, D)`, from their upload.
     fn tokens_seq(&self, tokens: &[f32], s: Batch) -> Result<Buf, Error> {
         let mut x = self.pool.zeros(tokens.len());
         layout::swap_axes(tokens, s.b, s.t, s.p, self.cfg.d_in, &mut x)?;
@@ -374,43 +457,36 @@ impl CudaModel {
         Ok(pred)
     }
 
-    /// The predictions `(B, T, P, H D)` of checked tokens.
-    fn predict(&self, tokens: &Tokens<f32>, s: Batch) -> Result<Buf, Error> {
-        let tok = self.tokens_seq(tokens.data(), s)?;
+    /// The predictions `(B, T, P, H D)` of checked tokens (uploaded, `raw`).
+    fn predict(&self, raw: &[f32], s: Batch) -> Result<Buf, Error> {
+        let tok = self.tokens_seq(raw, s)?;
         let (x, _) = self.trunk(&tok, s, false)?;
         let e = self.final_norm(&x, s.rows())?;
         self.head(&e, s)
     }
 
-    /// The horizons as the loss kernels take them.
-    fn horizons(&self) -> Vec<i32> {
-        self.cfg.horizons.iter().map(|&h| h as i32).collect()
-    }
-
     /// final_norm, head and loss on the trunk output `x`, the forecasts plus `offset` (`(B, T,
-    /// P, H, D)`, none: the plain loss) in the loss, and their backward: the loss and the
-    /// gradient with respect to `x` (the head's and final norm's gradients written).
+    /// P, H, D)`, none: the plain loss) in the loss, and their backward: the loss (a device
+    /// scalar) and the gradient with respect to `x` (the head's and final norm's gradients
+    /// written). `tokens` and `offset` are device buffers.
     fn head_backward(
         &mut self,
         x: &[f32],
         tokens: &[f32],
         s: Batch,
         offset: Option<&[f32]>,
-    ) -> Result<(f64, Buf), Error> {
+    ) -> Result<(Buf<f64>, Buf), Error> {
         let (pool, rows, m) = (self.pool.clone(), s.rows(), self.cfg.d_model);
         let hd = self.cfg.n_horizons() * self.cfg.d_in;
         let e = self.final_norm(x, rows)?;
         let mut pred = self.head(&e, s)?;
-        // No kernel of this crate adds two buffers (the products would round the offset to
-        // bf16 under autocast), so the offset is added by a host loop over the pool buffer:
-        // valid because every launch synchronizes before returning, and on a device it is host
-        // traffic over managed memory, twice the forecasts' bytes per step.
-        for (v, &o) in pred.iter_mut().zip(offset.unwrap_or_default()) {
-            *v += o;
+        // Added by a kernel, not a product: under autocast a product would round it to bf16.
+        if let Some(o) = offset {
+            act::add(o, &mut pred)?;
         }
-        let hz = self.horizons();
-        let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &hz };
-        let loss = crate::loss::mse(ls, &pred, tokens)?;
+        let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &self.horizons };
+        let mut loss = pool.zeros_of::<f64>(1);
+        crate::loss::mse_into(ls, &pred, tokens, &mut loss, &pool)?;
         let mut g_pred = pool.zeros(pred.len());
         crate::loss::mse_backward(ls, &pred, tokens, &mut g_pred)?;
         drop(pred);
@@ -437,20 +513,23 @@ impl CudaModel {
     }
 
     /// Forward and backward of the forecasts plus `offset` (none: the plain loss), overwriting
-    /// the gradients.
+    /// the gradients: the tokens and the offset are uploaded, everything else stays on the
+    /// device, and the host waits once, for the loss.
     fn grads_of(&mut self, tokens: &Tokens<f32>, offset: Option<&[f32]>) -> Result<f64, Error> {
         let _on = self.on()?;
         let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
-        self.grads.zero();
-        let tok = self.tokens_seq(tokens.data(), s)?;
+        layout::fill(self.grads.flat_mut(), 0.0)?;
+        let raw = self.pool.upload(tokens.data());
+        let tok = self.tokens_seq(&raw, s)?;
         let (x, kept) = self.trunk(&tok, s, true)?;
-        let (loss, g) = self.head_backward(&x, tokens.data(), s, offset)?;
-        drop(x);
+        let offset = offset.map(|o| self.pool.upload(o));
+        let (loss, g) = self.head_backward(&x, &raw, s, offset.as_deref())?;
+        drop((x, offset, raw));
         let g = self.layers_backward(kept, g, s)?;
         let grd = groups(&self.cfg, self.grads.tensors_mut());
         linear::backward_params(s.rows(), &tok, &g, grd.embed.w, Some(grd.embed.b))?;
-        Ok(loss)
+        Ok(exec::download(&loss)?[0])
     }
 
     /// The layers' backward from the trunk output's gradient `g`, last layer first: the
@@ -485,39 +564,29 @@ impl CudaModel {
     fn next_step(&mut self, opt: &dyn Optimizer<f32>) -> Result<u64, Error> {
         let t = opt.steps() + 1;
         if t == 1 {
-            self.adam = AdamState::default();
+            self.adam.reset()?;
         } else if self.adam.t + 1 != t {
             return Err(CudaError::StepOutOfOrder { step: t, held: self.adam.t }.into());
         }
         Ok(t)
     }
-    /// One Adam launch over the tensors `members` concatenated (zero moments for a tensor's
-    /// first update); returns the elements updated. In shim mode the concatenation is a host
-    /// copy; a device build holds each group contiguous.
-    fn adam_group(&mut self, members: &[usize], args: crate::shim::AdamArgs) -> Result<u64, Error> {
-        let (mut p, mut g, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (params, grads): (Vec<&[f32]>, Vec<&[f32]>) =
-            (self.params.tensors().collect(), self.grads.tensors().collect());
-        for &i in members {
-            let len = params[i].len();
-            let (mi, vi) = self.adam.moments[i].get_or_insert_with(|| (vec![0.0; len], vec![0.0; len]));
-            p.extend_from_slice(params[i]);
-            g.extend_from_slice(grads[i]);
-            m.extend_from_slice(mi);
-            v.extend_from_slice(vi);
+    /// The Adam step over the tensors in place: one launch per run of consecutive tensors
+    /// that decay alike ([`AdamState::runs`]), on the stores' slices, so nothing is gathered
+    /// or copied. Returns the elements of decaying tensors.
+    fn adam_runs(&mut self, cfg: &boldcast_core::optim::OptimConfig, t: u64, lr: f64) -> Result<u64, Error> {
+        let mut decayed = 0;
+        for run in &self.adam.runs {
+            let spec = &self.params.specs()[run.first];
+            let args = adam_args(cfg, t, lr, &spec.name, &spec.shape);
+            let r = run.range.clone();
+            let (m, v) = (&mut self.adam.m.flat_mut()[r.clone()], &mut self.adam.v.flat_mut()[r.clone()]);
+            adam_step(&mut self.params.flat_mut()[r.clone()], &self.grads.flat()[r.clone()], m, v, args)?;
+            if run.decays {
+                decayed += r.len() as u64;
+            }
         }
-        adam_step(&mut p, &g, &mut m, &mut v, args)?;
-        let mut params: Vec<&mut [f32]> = self.params.tensors_mut().collect();
-        let mut at = 0;
-        for &i in members {
-            let len = params[i].len();
-            let (mi, vi) = self.adam.moments[i].as_mut().expect("set above");
-            params[i].copy_from_slice(&p[at..at + len]);
-            mi.copy_from_slice(&m[at..at + len]);
-            vi.copy_from_slice(&v[at..at + len]);
-            at += len;
-        }
-        Ok(p.len() as u64)
+        self.adam.held.fill(true);
+        Ok(decayed)
     }
 }
 
@@ -530,8 +599,10 @@ impl Model<f32> for CudaModel {
         let _on = self.on()?;
         let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
-        let pred = self.predict(tokens, s)?;
-        Forecasts::new(ForecastShape::new(s.b, s.t, s.p, self.cfg.n_horizons(), self.cfg.d_in), pred.to_vec())
+        let raw = self.pool.upload(tokens.data());
+        let pred = self.predict(&raw, s)?;
+        let shape = ForecastShape::new(s.b, s.t, s.p, self.cfg.n_horizons(), self.cfg.d_in);
+        Forecasts::new(shape, exec::download(&pred)?)
     }
 
     fn embed(&self, tokens: &Tokens<f32>) -> Result<Embeddings<f32>, Error> {
@@ -539,22 +610,25 @@ impl Model<f32> for CudaModel {
         let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
         let m = self.cfg.d_model;
-        let tok = self.tokens_seq(tokens.data(), s)?;
+        let raw = self.pool.upload(tokens.data());
+        let tok = self.tokens_seq(&raw, s)?;
         let (x, _) = self.trunk(&tok, s, false)?;
         let e = self.final_norm(&x, s.rows())?;
-        let mut out = vec![0.0f32; e.len()];
+        let mut out = self.pool.zeros(e.len());
         layout::swap_axes(&e, s.b, s.p, s.t, m, &mut out)?;
-        Embeddings::new(EmbedShape::new(s.b, s.t, s.p, m), out)
+        Embeddings::new(EmbedShape::new(s.b, s.t, s.p, m), exec::download(&out)?)
     }
 
     fn loss(&self, tokens: &Tokens<f32>) -> Result<f64, Error> {
         let _on = self.on()?;
         let _autocast = autocast::scope(self.precision);
         let s = self.batch(tokens)?;
-        let pred = self.predict(tokens, s)?;
-        let hz = self.horizons();
-        let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &hz };
-        Ok(crate::loss::mse(ls, &pred, tokens.data())?)
+        let raw = self.pool.upload(tokens.data());
+        let pred = self.predict(&raw, s)?;
+        let ls = LossShape { b: s.b, t: s.t, p: s.p, d: self.cfg.d_in, horizons: &self.horizons };
+        let mut loss = self.pool.zeros_of::<f64>(1);
+        crate::loss::mse_into(ls, &pred, &raw, &mut loss, &self.pool)?;
+        Ok(exec::download(&loss)?[0])
     }
 
     fn loss_and_grads(&mut self, tokens: &Tokens<f32>) -> Result<f64, Error> {
@@ -566,19 +640,16 @@ impl Model<f32> for CudaModel {
         self.grads_of(tokens, Some(offset.data()))
     }
 
-    /// The kernels' two-stage f64 sum over every gradient entry, as one buffer (the device
-    /// build's contiguous gradient buffer; in shim mode a copy). A refused launch (not possible
-    /// for the model's own buffers) gives NaN, which stops a trainer.
+    /// The kernels' two-stage f64 sum over the flat gradient store, read back with the
+    /// step's second synchronization. A failed launch gives NaN, which stops a trainer.
     fn grad_sq_norm(&self) -> f64 {
-        // As in scale_grads: without the device, the shim sums the host copy.
-        let _on = self.on().ok();
+        let Ok(_on) = self.on() else { return f64::NAN };
         global_norm(self.grads.flat()).map_or(f64::NAN, |(sq, _)| sq)
     }
 
-    /// One launch over every gradient entry (through a flat copy in shim mode, for the same
-    /// reason as [`CudaModel::grad_sq_norm`]).
+    /// One launch over the flat gradient store.
     fn scale_grads(&mut self, factor: f64) {
-        // The gradients are host buffers: should the device not be entered, the shim scales them.
+        // Entering fails only with a broken device, whose next launch or read reports it.
         let _on = self.on().ok();
         crate::optim::scale(self.grads.flat_mut(), factor).expect("an elementwise launch over the gradients is valid");
     }
@@ -593,66 +664,64 @@ impl Model<f32> for CudaModel {
         cfg.validate()?;
         let t = self.next_step(opt)?;
         opt.begin_step();
-        let n = self.params.specs().len();
-        self.adam.moments.resize(n, None);
-        let decaying: Vec<bool> = self.params.specs().iter().map(|s| decays(&s.name, &s.shape)).collect();
-        let mut decayed = 0;
-        // The step's scalars differ between tensors only by their weight decay, so the tensors
-        // that decay and those that do not each take one launch over their concatenation.
-        for group in [true, false] {
-            let members: Vec<usize> = (0..n).filter(|&i| decaying[i] == group).collect();
-            let Some(&first) = members.first() else { continue };
-            let spec = &self.params.specs()[first];
-            let args = adam_args(&cfg, t, lr, &spec.name, &spec.shape);
-            let count = self.adam_group(&members, args)?;
-            if group && cfg.weight_decay != 0.0 {
-                decayed += count;
-            }
-        }
+        let decayed = self.adam_runs(&cfg, t, lr)?;
         self.adam.t = t;
-        self.adam.decayed = decayed;
+        self.adam.decayed = if cfg.weight_decay != 0.0 { decayed } else { 0 };
         Ok(())
     }
 
+    /// The parameters, read back after the device is idle (an empty list should the device
+    /// have failed: the trainer's next call reports it).
     fn state(&self) -> Vec<NamedTensor<f32>> {
-        self.params.named()
+        self.host().map_or_else(|_| Vec::new(), |_host| self.params.named())
     }
 
     fn grads(&self) -> Vec<NamedTensor<f32>> {
-        self.grads.named()
+        self.host().map_or_else(|_| Vec::new(), |_host| self.grads.named())
     }
 
     fn load_state(&mut self, tensors: &[NamedTensor<f32>]) -> Result<(), Error> {
+        let _host = self.host()?;
         self.params.load(tensors)
     }
 
     fn optimizer_state(&self) -> Option<(u64, Vec<Moments<f32>>)> {
-        let entry = |i: usize| match self.adam.moments.get(i) {
-            Some(Some((m, v))) => Moments { m: m.clone(), v: v.clone() },
-            _ => Moments::default(),
+        let _host = self.host().ok()?;
+        let (m, v) = (self.adam.m.tensors(), self.adam.v.tensors());
+        let entry = |((m, v), held): ((&[f32], &[f32]), &bool)| match held {
+            true => Moments { m: m.to_vec(), v: v.to_vec() },
+            false => Moments::default(),
         };
-        Some((self.adam.t, (0..self.params.specs().len()).map(entry).collect()))
+        Some((self.adam.t, m.zip(v).zip(&self.adam.held).map(entry).collect()))
     }
 
     /// One entry per parameter at most (missing or empty: not updated yet); a non-empty
     /// entry must have its tensor's size, or nothing changes and the error names it.
     fn restore_optimizer_state(&mut self, t: u64, moments: &[Moments<f32>]) -> Result<(), Error> {
-        if moments.len() > self.params.specs().len() {
-            return Err(Error::shape("optimizer moments (tensors)", self.params.specs().len(), moments.len()));
+        let specs = self.params.specs();
+        if moments.len() > specs.len() {
+            return Err(Error::shape("optimizer moments (tensors)", specs.len(), moments.len()));
         }
-        let mut out = vec![None; self.params.specs().len()];
-        for ((s, mo), slot) in self.params.specs().iter().zip(moments).zip(&mut out) {
-            if mo.m.is_empty() && mo.v.is_empty() {
-                continue;
-            }
-            if mo.m.len() != s.numel() || mo.v.len() != s.numel() {
+        for (s, mo) in specs.iter().zip(moments) {
+            let empty = mo.m.is_empty() && mo.v.is_empty();
+            if !empty && (mo.m.len() != s.numel() || mo.v.len() != s.numel()) {
                 let reason =
                     format!("moments of {} and {} values, the tensor has {}", mo.m.len(), mo.v.len(), s.numel());
                 return Err(Error::Param { name: s.name.clone(), reason });
             }
-            *slot = Some((mo.m.clone(), mo.v.clone()));
         }
-        self.adam = AdamState { t, moments: out, decayed: 0 };
+        let _host = self.host()?;
+        self.adam.reset()?;
+        exec::sync()?;
+        let (m, v) = (self.adam.m.tensors_mut(), self.adam.v.tensors_mut());
+        for (((dm, dv), mo), held) in m.zip(v).zip(moments).zip(&mut self.adam.held) {
+            if !mo.m.is_empty() {
+                dm.copy_from_slice(&mo.m);
+                dv.copy_from_slice(&mo.v);
+                *held = true;
+            }
+        }
+        self.adam.t = t;
         Ok(())
     }
 
@@ -663,23 +732,30 @@ impl Model<f32> for CudaModel {
 
 /// The gradients are one flat buffer already, in the collective's layout. The all-reduce of
 /// data-parallel training goes through a flat buffer of the model's pool, on a device its
-/// managed memory, so that NCCL (`boldcast-comm`'s `nccl`) sums it on the device where it is.
+/// memory, so that NCCL (`boldcast-comm`'s `nccl`) sums it on the device where it is; a
+/// host collective (MPI, threads) reads it after a synchronization.
 impl DataParallel<f32> for CudaModel {
     fn all_reduce_grads(&mut self, c: &dyn Collective, _scratch: &mut Vec<f32>) -> Result<(), Error> {
         if c.size() <= 1 {
             return Ok(());
         }
+        let _host = self.host()?;
         let mut flat = self.pool.copy_of(self.grads.flat());
+        exec::sync()?;
         all_reduce_mean(c, &mut flat)?;
-        self.grads_from_flat(&flat)
+        exec::copy(&flat, self.grads.flat_mut());
+        Ok(())
     }
 
     fn grads_to_flat(&self, flat: &mut Vec<f32>) {
         flat.clear();
-        flat.extend_from_slice(self.grads.flat());
+        if let Ok(_host) = self.host() {
+            flat.extend_from_slice(self.grads.flat());
+        }
     }
 
     fn grads_from_flat(&mut self, flat: &[f32]) -> Result<(), Error> {
+        let _host = self.host()?;
         self.grads.copy_from_flat("gradients (flat)", flat)
     }
 }

@@ -40,25 +40,29 @@ pub fn adam_step(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], args: A
 }
 
 /// The global L2 norm of a gradient buffer: blocks of [`NORM_CHUNK`] elements summed in f64,
-/// then the partials in one block. Returns `(sum of squares, norm)`.
+/// then the partials in one block, in buffers of the thread's scratch pool; read back (a
+/// synchronization). Returns `(sum of squares, norm)`.
 pub fn global_norm(g: &[f32]) -> Result<(f64, f64)> {
     let blocks = g.len().div_ceil(NORM_CHUNK).max(1);
-    let mut partial = vec![0.0f64; blocks];
+    let pool = crate::exec::scratch();
+    let mut partial = pool.zeros_of::<f64>(blocks);
     let stage1 = Launch { grid: Dim3::x(blocks as u32), block: Dim3::x(NORM_BLOCK) };
     shim::optim_sumsq_partial(stage1, g, NORM_CHUNK, &mut partial)?;
-    let mut out = [0.0f64; 2];
+    let mut out = pool.zeros_of::<f64>(2);
     shim::optim_sumsq_final(Launch { grid: Dim3::x(1), block: Dim3::x(NORM_BLOCK) }, &partial, &mut out)?;
+    let out = crate::exec::download(&out)?;
     Ok((out[0], out[1]))
 }
 
 /// Clips a gradient buffer: `g *= clip_factor(norm, max_norm)`; returns the factor.
 pub fn clip(g: &mut [f32], norm: f64, max_norm: f64) -> Result<f64> {
     let factor = shim::optim_clip_factor(norm, max_norm)?;
-    shim::optim_scale(elementwise(g.len()), g, factor)?;
+    shim::optim_scale(elementwise(g.len()), g, &[factor])?;
     Ok(factor)
 }
 
-/// Scales a gradient buffer: `g *= (f32) factor` (the trainer's clipping by a factor it chose).
+/// Scales a gradient buffer: `g *= (f32) factor` (the trainer's clipping by a factor it chose,
+/// passed as a launch parameter: nothing to stage).
 pub fn scale(g: &mut [f32], factor: f64) -> Result<()> {
-    shim::optim_scale(elementwise(g.len()), g, factor)
+    shim::optim_scale_by(elementwise(g.len()), g, factor)
 }

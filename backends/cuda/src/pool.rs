@@ -4,13 +4,14 @@
 //! and then only recycled (no `cudaMalloc`/`cudaFree` inside a step). The pool counts bytes:
 //! those in buffers taken and not yet returned ([`Pool::in_use`]), those it holds in all
 //! ([`Pool::reserved`]: in use plus cached for reuse, what the device would see allocated),
-//! and the peak of each. In shim mode a buffer is a host `Vec<f32>`; a pool made by
+//! and the peak of each. In shim mode a buffer is host memory; a pool made by
 //! `Pool::on_gpu` (feature `cuda`) lends CUDA managed memory instead, one address for the
 //! host code and the kernels (see `device`). Each buffer carries a byte size per element that
 //! the counts use, so a 2-byte (bf16) buffer is counted as the device would hold it while the
 //! shim still computes in `f32`.
 
 use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 
@@ -18,6 +19,13 @@ use std::rc::Rc;
 pub const F32: usize = 4;
 /// Bytes per element of a `bf16` buffer (counted; the shim stores it as `f32`).
 pub const BF16: usize = 2;
+
+/// The element types a pool buffer can hold: those the kernels take pointers to.
+pub trait DeviceElem: Copy + Default + std::fmt::Debug + 'static {}
+impl DeviceElem for f32 {}
+impl DeviceElem for f64 {}
+impl DeviceElem for i32 {}
+impl DeviceElem for u16 {}
 
 /// What the pool has counted, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,11 +46,14 @@ pub struct PoolStats {
     pub host_fallbacks: usize,
 }
 
-/// A buffer's memory: a host vector, or (feature `cuda`) a managed allocation of the pool's
-/// device of `cap` elements.
+/// A buffer's memory: host words (8-byte aligned, so any [`DeviceElem`] fits), or (feature
+/// `cuda`) a managed allocation of the pool's device; `cap` elements of the buffer's type.
 #[derive(Debug)]
 enum Storage {
-    Host(Vec<f32>),
+    Host {
+        words: Vec<u64>,
+        cap: usize,
+    },
     #[cfg(feature = "cuda")]
     Managed {
         ptr: u64,
@@ -53,17 +64,32 @@ enum Storage {
 impl Storage {
     fn capacity(&self) -> usize {
         match self {
-            Storage::Host(v) => v.capacity(),
+            Storage::Host { cap, .. } => *cap,
             #[cfg(feature = "cuda")]
             Storage::Managed { cap, .. } => *cap,
         }
     }
+
+    fn addr(&self) -> u64 {
+        match self {
+            Storage::Host { words, .. } => words.as_ptr() as u64,
+            #[cfg(feature = "cuda")]
+            Storage::Managed { ptr, .. } => *ptr,
+        }
+    }
 }
+
+/// What a cached buffer can serve: the bytes it is counted at per element and the bytes an
+/// element takes in memory. A bf16 buffer (counted 2, held 4 in the shim) never serves an
+/// f32 request, nor an f64 buffer an f32 one of twice the length.
+type Kind = (usize, usize);
 
 #[derive(Debug, Default)]
 struct State {
-    /// Cached buffers: (element bytes, storage), the storage's capacity its size.
-    free: Vec<(usize, Storage)>,
+    /// Cached buffers: their kind and storage, the storage's capacity their size.
+    free: Vec<(Kind, Storage)>,
+    /// The capacity that serves each (kind, request size).
+    classes: std::collections::HashMap<(Kind, usize), usize>,
     stats: PoolStats,
     /// The device whose managed memory the pool lends; host memory when `None`.
     #[cfg(feature = "cuda")]
@@ -71,23 +97,34 @@ struct State {
 }
 
 impl State {
-    /// New storage of `n` elements: managed memory of the pool's device, else (or should the
-    /// device be out of memory) a host vector, which a launch then stages.
-    fn allocate(&mut self, n: usize) -> Storage {
+    /// New storage of `n` elements of `size` bytes: managed memory of the pool's device,
+    /// else (or should the device be out of memory) host memory, which a launch then stages.
+    /// Storage in device memory (the shim's stands for it) is registered as resident
+    /// ([`crate::exec::resident`]), so a launch given it stages nothing.
+    fn allocate(&mut self, n: usize, size: usize) -> Storage {
         #[cfg(feature = "cuda")]
         if let Some(gpu) = &self.gpu {
-            match gpu.alloc_managed(n * F32) {
-                Ok(ptr) => return Storage::Managed { ptr, cap: n },
-                Err(_) => self.stats.host_fallbacks += 1,
+            match gpu.alloc_managed(n * size) {
+                Ok(ptr) => {
+                    crate::exec::resident::insert(ptr, n * size);
+                    return Storage::Managed { ptr, cap: n };
+                }
+                Err(_) => {
+                    self.stats.host_fallbacks += 1;
+                    return Storage::Host { words: vec![0; (n * size).div_ceil(8)], cap: n };
+                }
             }
         }
-        Storage::Host(Vec::with_capacity(n))
+        let s = Storage::Host { words: vec![0; (n * size).div_ceil(8).max(1)], cap: n };
+        crate::exec::resident::insert(s.addr(), n * size);
+        s
     }
 
     /// Returns storage to its allocator.
     fn release(&mut self, s: Storage) {
+        crate::exec::resident::remove(s.addr());
         match s {
-            Storage::Host(v) => drop(v),
+            Storage::Host { words, .. } => drop(words),
             #[cfg(feature = "cuda")]
             Storage::Managed { ptr, .. } => {
                 if let Some(gpu) = &self.gpu {
@@ -110,13 +147,15 @@ impl Drop for State {
 #[derive(Clone, Debug, Default)]
 pub struct Pool(Rc<RefCell<State>>);
 
-/// A buffer of the pool: `len` elements, zeroed when taken; returned to the pool on drop.
+/// A buffer of the pool: `len` elements of `T` (`f32` unless said), zeroed when taken;
+/// returned to the pool on drop.
 #[derive(Debug)]
-pub struct Buf {
+pub struct Buf<T: DeviceElem = f32> {
     data: Storage,
     len: usize,
     elem: usize,
     pool: Pool,
+    _t: PhantomData<T>,
 }
 
 impl Pool {
@@ -138,38 +177,72 @@ impl Pool {
         self.take(n, F32)
     }
 
-    /// `n` zeroed elements counted as `elem` bytes each. A cached buffer of the same element
-    /// size serves the request when it holds at least `n` and at most `2 n` elements (the
-    /// smallest such; the bound keeps a small request from pinning a large buffer), else a
-    /// new buffer of exactly `n` is allocated.
+    /// `n` zeroed elements of `T`, counted at their size.
+    pub fn zeros_of<T: DeviceElem>(&self, n: usize) -> Buf<T> {
+        self.take_of(n, std::mem::size_of::<T>())
+    }
+
+    /// `n` zeroed `f32` elements counted as `elem` bytes each (see [`Pool::take_of`]).
     pub fn take(&self, n: usize, elem: usize) -> Buf {
+        self.take_of(n, elem)
+    }
+
+    /// `n` zeroed elements of `T` counted as `elem` bytes each, from a cached buffer of the
+    /// same kind and of the request size's class, else a new one of that capacity. The class
+    /// is fixed at the size's first request: the capacity of the smallest cached buffer then
+    /// free that holds at least `n` and at most `2 n` (the bound keeps a small request from
+    /// pinning a large buffer), else `n`.
+    pub fn take_of<T: DeviceElem>(&self, n: usize, elem: usize) -> Buf<T> {
+        let size = std::mem::size_of::<T>();
+        let kind = (elem, size);
         let mut st = self.0.borrow_mut();
-        let fits = |(e, v): &(usize, Storage)| *e == elem && v.capacity() >= n && v.capacity() <= 2 * n.max(1);
-        let best = st.free.iter().enumerate().filter(|(_, f)| fits(f)).min_by_key(|(_, (_, v))| v.capacity());
-        let mut data = match best.map(|(i, _)| i) {
+        // Each request size has a class, the capacity of the buffers that serve it, fixed at
+        // its first request: a cached buffer of at most twice the size if one is free (the
+        // smallest; a short last group of sequences reuses a full group's), else the size
+        // itself. Later requests take only buffers of their class, so one step's sizes never
+        // take each other's buffers and the next step of the same shapes allocates nothing.
+        let class = match st.classes.get(&(kind, n)) {
+            Some(&c) => c,
+            None => {
+                let larger =
+                    |(k, v): &&(Kind, Storage)| *k == kind && v.capacity() >= n && v.capacity() <= 2 * n.max(1);
+                let c = st.free.iter().filter(larger).map(|(_, v)| v.capacity()).min().unwrap_or(n);
+                st.classes.insert((kind, n), c);
+                c
+            }
+        };
+        let data = match st.free.iter().position(|(k, v)| *k == kind && v.capacity() == class) {
             Some(i) => {
                 st.stats.reused += 1;
                 st.free.swap_remove(i).1
             }
             None => {
                 st.stats.allocated += 1;
-                let v = st.allocate(n);
+                let v = st.allocate(class, size);
                 st.stats.reserved += v.capacity() * elem;
                 v
             }
         };
-        zero(&mut data, n, &st);
+        zero(&data, n * size, &st);
         let s = &mut st.stats;
         s.in_use += data.capacity() * elem;
         s.peak_in_use = s.peak_in_use.max(s.in_use);
         s.peak_reserved = s.peak_reserved.max(s.reserved);
-        Buf { data, len: n, elem, pool: self.clone() }
+        Buf { data, len: n, elem, pool: self.clone(), _t: PhantomData }
     }
 
-    /// A buffer holding a copy of `src`.
+    /// A buffer holding a copy of `src`, a pool buffer (one device copy, no host traffic).
     pub fn copy_of(&self, src: &[f32]) -> Buf {
         let mut b = self.zeros(src.len());
-        b.copy_from_slice(src);
+        crate::exec::copy(src, &mut b);
+        b
+    }
+
+    /// A buffer holding `src`, a host slice: the upload of a step's input (counted by
+    /// [`crate::exec::traffic`] as uploaded, not staged).
+    pub fn upload<T: DeviceElem>(&self, src: &[T]) -> Buf<T> {
+        let mut b = self.zeros_of::<T>(src.len());
+        crate::exec::upload(src, &mut b);
         b
     }
 
@@ -203,7 +276,7 @@ impl Pool {
     /// Free every cached buffer (`cudaFree` of the cache); buffers in use are untouched.
     pub fn trim(&self) {
         let mut st = self.0.borrow_mut();
-        let cached: usize = st.free.iter().map(|(e, v)| e * v.capacity()).sum();
+        let cached: usize = st.free.iter().map(|((e, _), v)| e * v.capacity()).sum();
         for (_, s) in std::mem::take(&mut st.free) {
             st.release(s);
         }
@@ -211,61 +284,69 @@ impl Pool {
     }
 }
 
-impl Buf {
+impl<T: DeviceElem> Buf<T> {
     /// Bytes per element this buffer is counted at.
     pub fn elem_bytes(&self) -> usize {
         self.elem
     }
 }
 
-/// Sets the first `n` elements of `data` (which holds at least `n`) to zero.
-fn zero(data: &mut Storage, n: usize, _st: &State) {
+/// Sets the first `bytes` of `data` to zero: on the host, or on the device by an
+/// asynchronous memset in stream order (no synchronization).
+fn zero(data: &Storage, bytes: usize, _st: &State) {
     match data {
-        Storage::Host(v) => {
-            v.clear();
-            v.resize(n, 0.0);
+        Storage::Host { words, .. } => {
+            // SAFETY: the words hold at least `bytes` bytes; no view of them is alive (the
+            // storage is being handed out).
+            unsafe { std::ptr::write_bytes(words.as_ptr() as *mut u8, 0, bytes) };
         }
         #[cfg(feature = "cuda")]
         Storage::Managed { ptr, .. } => {
             // A failed memset means a failed device, which the next launch reports; the
             // buffer is then never read as zeros by a kernel that ran.
             if let Some(gpu) = &_st.gpu {
-                let _ = gpu.zero(*ptr, n * F32);
+                let _ = gpu.zero(*ptr, bytes);
             }
         }
     }
 }
 
-impl Deref for Buf {
-    type Target = [f32];
-    fn deref(&self) -> &[f32] {
-        match &self.data {
-            Storage::Host(v) => &v[..self.len],
-            // SAFETY: a managed allocation of at least `len` f32, alive while the buffer is,
-            // and host-accessible: every launch and product synchronizes before returning.
-            #[cfg(feature = "cuda")]
-            Storage::Managed { ptr, .. } => unsafe { std::slice::from_raw_parts(*ptr as *const f32, self.len) },
-        }
+impl<T: DeviceElem> Deref for Buf<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: the storage holds at least `len` elements of `T` at an 8-byte aligned
+        // address, alive while the buffer is; every bit pattern is a valid `T`. On a device the
+        // address is managed memory: the host reads it only after a synchronization
+        // (`crate::exec::sync`), and a kernel reads it through the address alone.
+        unsafe { std::slice::from_raw_parts(self.data.addr() as *const T, self.len) }
     }
 }
 
-impl DerefMut for Buf {
-    fn deref_mut(&mut self) -> &mut [f32] {
-        match &mut self.data {
-            Storage::Host(v) => &mut v[..self.len],
-            // SAFETY: as Deref; `&mut self` makes the view unique.
-            #[cfg(feature = "cuda")]
-            Storage::Managed { ptr, .. } => unsafe { std::slice::from_raw_parts_mut(*ptr as *mut f32, self.len) },
-        }
+impl<T: DeviceElem> DerefMut for Buf<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as Deref; `&mut self` makes the view unique.
+        unsafe { std::slice::from_raw_parts_mut(self.data.addr() as *mut T, self.len) }
     }
 }
 
-impl Drop for Buf {
+impl<T: DeviceElem> AsRef<[T]> for Buf<T> {
+    fn as_ref(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T: DeviceElem> AsMut<[T]> for Buf<T> {
+    fn as_mut(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+impl<T: DeviceElem> Drop for Buf<T> {
     fn drop(&mut self) {
-        let data = std::mem::replace(&mut self.data, Storage::Host(Vec::new()));
+        let data = std::mem::replace(&mut self.data, Storage::Host { words: Vec::new(), cap: 0 });
         let mut st = self.pool.0.borrow_mut();
         st.stats.in_use -= data.capacity() * self.elem;
-        st.free.push((self.elem, data));
+        st.free.push(((self.elem, std::mem::size_of::<T>()), data));
     }
 }
 
@@ -316,6 +397,36 @@ mod tests {
         assert_eq!((pool.reserved(), pool.in_use()), (40, 40));
         drop(c);
         assert_eq!(pool.in_use(), 0);
+    }
+
+    /// A size first served by a larger cached buffer keeps that class: the sizes of a step
+    /// never take each other's buffers, so a repeat of the step allocates nothing, whatever
+    /// order frees them.
+    #[test]
+    fn a_repeated_sequence_of_requests_allocates_only_the_first_time() {
+        let pool = Pool::new();
+        let round = |pool: &Pool| {
+            let a = pool.zeros(100);
+            drop(a);
+            // Served by the 100 (its class from now on); then 100 itself needs a buffer.
+            let b = pool.zeros(60);
+            let c = pool.zeros(100);
+            drop((c, b));
+            let (d, e) = (pool.zeros(60), pool.zeros(100));
+            drop((e, d));
+        };
+        round(&pool);
+        let first = pool.stats().allocated;
+        assert_eq!(first, 2);
+        for _ in 0..3 {
+            round(&pool);
+            assert_eq!(pool.stats().allocated, first);
+        }
+        assert_eq!(pool.reserved(), 800);
+        // Typed buffers: f64 and i32 of their own kinds, zeroed, counted at their sizes.
+        let (x, y) = (pool.zeros_of::<f64>(3), pool.upload(&[1i32, -2, 3]));
+        assert_eq!((&x[..], &y[..]), (&[0.0f64; 3][..], &[1, -2, 3][..]));
+        assert_eq!(pool.in_use(), 24 + 12);
     }
 
     #[test]

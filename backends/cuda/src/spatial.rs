@@ -5,8 +5,9 @@
 //! does), the attention through [`crate::knn`]. The backward recomputes the group's forward
 //! from `x`; every activation comes from the [`Pool`].
 
+use crate::exec;
 use crate::knn::{attend, attend_backward, Neighbours};
-use crate::ops::{layernorm, linear};
+use crate::ops::{act, layernorm, linear};
 use crate::pool::{Buf, Pool};
 use crate::shim::Result;
 
@@ -20,19 +21,27 @@ struct Internals {
     att: Buf,
 }
 
+/// The q, k and v projections stacked into one `(3M, M)` weight and `(3M)` bias (as
+/// [`KnnParams::stacked`]), copied on the device into buffers of `pool`.
+fn stacked(p: &KnnParams<&[f32]>, pool: &Pool) -> (Buf, Buf) {
+    let (mm, m) = (p.q_w.len(), p.q_b.len());
+    let (mut w3, mut b3) = (pool.zeros(3 * mm), pool.zeros(3 * m));
+    for (i, (w, b)) in [(p.q_w, p.q_b), (p.k_w, p.k_b), (p.v_w, p.v_b)].into_iter().enumerate() {
+        exec::copy(w, &mut w3[i * mm..(i + 1) * mm]);
+        exec::copy(b, &mut b3[i * m..(i + 1) * m]);
+    }
+    (w3, b3)
+}
+
+/// The neighbours as the model holds them, in its pool's buffers.
+pub type Nb = Neighbours<Buf<i32>>;
+
 /// Everything up to the attention's output (before the out projection).
-fn internals(
-    p: &KnnParams<&[f32]>,
-    nb: &Neighbours,
-    m: usize,
-    groups: usize,
-    x: &[f32],
-    pool: &Pool,
-) -> Result<Internals> {
+fn internals(p: &KnnParams<&[f32]>, nb: &Nb, m: usize, groups: usize, x: &[f32], pool: &Pool) -> Result<Internals> {
     let rows = x.len() / m;
     let mut h = pool.zeros(rows * m);
     layernorm::forward(x, rows, m, p.norm_w, p.norm_b, &mut h)?;
-    let (w3, b3) = p.stacked();
+    let (w3, b3) = stacked(p, pool);
     let mut qkv = pool.zeros(rows * 3 * m);
     linear::forward(&h, &w3, Some(&b3), 3 * m, &mut qkv)?;
     let (mut w, mut att) = (pool.zeros(rows * nb.k()), pool.zeros(rows * m));
@@ -41,7 +50,7 @@ fn internals(
 }
 
 /// Where the mixer attends: the neighbours, the width M and the `(b, t)` groups of P rows.
-pub type Mixing<'a> = (&'a Neighbours, usize, usize);
+pub type Mixing<'a> = (&'a Nb, usize, usize);
 
 /// `x + attention(x)` for `x` `(groups P, M)`.
 pub fn forward(p: &KnnParams<&[f32]>, (nb, m, groups): Mixing<'_>, x: &[f32], pool: &Pool) -> Result<Buf> {
@@ -70,14 +79,14 @@ pub fn backward(
     attend_backward(nb, m, groups, &it.qkv, &it.w, &g_att, &mut g_qkv)?;
     drop(g_att);
     // The stacked gradient, split back into q, k and v afterwards.
-    let (w3, _) = p.stacked();
-    let (mut gw3, mut gb3) = (vec![0.0f32; 3 * m * m], vec![0.0f32; 3 * m]);
+    let (w3, _) = stacked(p, pool);
+    let (mut gw3, mut gb3) = (pool.zeros(3 * m * m), pool.zeros(3 * m));
     linear::backward_params(rows, &it.h, &g_qkv, &mut gw3, Some(&mut gb3))?;
     for (i, (gw, gb)) in
         [(&mut g.q_w, &mut g.q_b), (&mut g.k_w, &mut g.k_b), (&mut g.v_w, &mut g.v_b)].into_iter().enumerate()
     {
-        gw.iter_mut().zip(&gw3[i * m * m..(i + 1) * m * m]).for_each(|(a, b)| *a += b);
-        gb.iter_mut().zip(&gb3[i * m..(i + 1) * m]).for_each(|(a, b)| *a += b);
+        act::add(&gw3[i * m * m..(i + 1) * m * m], gw)?;
+        act::add(&gb3[i * m..(i + 1) * m], gb)?;
     }
     let mut g_h = pool.zeros(rows * m);
     linear::backward_input(&g_qkv, &w3, 3 * m, 0.0, &mut g_h)?;

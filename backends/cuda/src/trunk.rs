@@ -317,16 +317,15 @@ pub fn conv_silu_backward(
     Ok(g_x)
 }
 
-/// `A = -exp(A_log)`, from the pool (on the host: a device build would fold it into the
-/// scan's load of `A`).
-pub fn decay(a_log: &[f32], pool: &Pool) -> Buf {
+/// `A = -exp(A_log)`, from the pool.
+pub fn decay(a_log: &[f32], pool: &Pool) -> Result<Buf> {
     let mut a = pool.zeros(a_log.len());
-    a.iter_mut().zip(a_log).for_each(|(a, l)| *a = -l.exp());
-    a
+    act::decay(a_log, &mut a)?;
+    Ok(a)
 }
 
 /// The scan's gradients of `A` and `D` into those of `A_log` (`dA / dA_log = A`) and `D`.
-pub fn add_decay_grads((g_a_log, g_d): (&mut [f32], &mut [f32]), a: &[f32], g_a: &[f32], g_dd: &[f32]) {
-    g_a_log.iter_mut().zip(g_a.iter().zip(a)).for_each(|(g, (ga, a))| *g += ga * a);
-    g_d.iter_mut().zip(g_dd).for_each(|(g, v)| *g += v);
+pub fn add_decay_grads((g_a_log, g_d): (&mut [f32], &mut [f32]), a: &[f32], g_a: &[f32], g_dd: &[f32]) -> Result<()> {
+    act::decay_backward(a, g_a, g_a_log)?;
+    act::add(g_dd, g_d)
 }

@@ -129,7 +129,7 @@ impl Mixer for LayerDims {
         let (c, xs) = trunk::conv_silu(self.conv(seqs), &x, p.conv_w, p.conv_b, pool)?;
         let [dr, bc, cc] = trunk::project_bands(&xs, p.x_proj, [self.r, self.n, self.n], pool)?;
         let (dt_pre, dt) = trunk::time_steps(&dr, p.dt_w, p.dt_b, self.di, pool)?;
-        let a = trunk::decay(p.a_log, pool);
+        let a = trunk::decay(p.a_log, pool)?;
         Ok(Internals { x, z, c, xs, dr, bc, cc, dt_pre, dt, a })
     }
 
@@ -163,7 +163,7 @@ impl Mixer for LayerDims {
         drop(g_y);
         let Internals { x, z: _, c, xs, dr, bc: _, cc: _, dt_pre, dt: _, a } = it;
         let super::ScanGradients { x: mut g_xs, dt: g_dt, z: g_z, b: g_b, c: g_c, a: g_a, d: g_d } = sg;
-        trunk::add_decay_grads((&mut g.a_log, &mut g.d), &a, &g_a, &g_d);
+        trunk::add_decay_grads((&mut g.a_log, &mut g.d), &a, &g_a, &g_d)?;
         let g_pre = trunk::time_steps_backward(dt_pre, g_dt, g.dt_b, pool)?;
         let mut g_dr = pool.zeros(rows * self.r);
         trunk::bands_backward(rows, &dr, (p.dt_w, &mut g.dt_w), &[&g_pre], (&mut g_dr, 0.0))?;

@@ -161,7 +161,7 @@ impl Mixer for Layer2Dims {
         });
         let (x, b, cc) = (x?, b?, cc?);
         drop(xs);
-        let a = trunk::decay(p.a_log, pool);
+        let a = trunk::decay(p.a_log, pool)?;
         Ok(Internals { z, xbc, c, x, b, cc, dt_pre, dt, a })
     }
 
@@ -200,7 +200,7 @@ impl Mixer for Layer2Dims {
         drop(g_y);
         let Internals { z: _, xbc, c, x: _, b: _, cc: _, dt_pre, dt: _, a } = it;
         let super::Scan2Gradients { x: g_x, dt: g_dt, a: g_a, b: g_b, c: g_c, d: g_d } = sg;
-        trunk::add_decay_grads((&mut g.a_log, &mut g.d), &a, &g_a, &g_d);
+        trunk::add_decay_grads((&mut g.a_log, &mut g.d), &a, &g_a, &g_d)?;
         let g_pre = trunk::time_steps_backward(dt_pre, g_dt, g.dt_bias, pool)?;
         // The gradient of silu(conv(xBC)), joined from those of x, Bc, Cc.
         let mut g_xs = pool.zeros(rows * cd);

@@ -84,7 +84,7 @@ pub fn norm_launch(kernel: &'static str, rows: usize, m: usize) -> Result<Launch
 /// The gated RMSNorm `o = v r w`, `v = y silu(z)`, `r = 1 / sqrt(mean(v^2) + 1e-5)` over the
 /// rows of `(rows, m)` (MODEL.md step 5); `o` is overwritten.
 pub fn gated_norm_forward(y: &[f32], z: &[f32], rows: usize, m: usize, w: &[f32], o: &mut [f32]) -> Result<()> {
-    let mut rinv = vec![0.0f32; rows];
+    let mut rinv = crate::exec::scratch().zeros(rows);
     shim::mamba2_gnorm_fwd(norm_launch("mamba2_gnorm_fwd", rows, m)?, m, y, z, w, o, &mut rinv)
 }
 

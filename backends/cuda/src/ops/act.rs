@@ -33,3 +33,18 @@ pub fn gate(y: &[f32], z: &[f32], out: &mut [f32]) -> Result<()> {
 pub fn gate_backward(y: &[f32], z: &[f32], g: &[f32], g_y: &mut [f32], g_z: &mut [f32]) -> Result<()> {
     shim::act_gate_bwd(elementwise(y.len()), y, z, g, g_y, g_z)
 }
+
+/// `y += x`, elementwise: a sum the host would otherwise make over device buffers.
+pub fn add(x: &[f32], y: &mut [f32]) -> Result<()> {
+    shim::act_add(elementwise(x.len()), x, y)
+}
+
+/// The scans' decays `a = -exp(a_log)`.
+pub fn decay(a_log: &[f32], a: &mut [f32]) -> Result<()> {
+    shim::act_decay_fwd(elementwise(a_log.len()), a_log, a)
+}
+
+/// Backward of [`decay`]: `g_a_log += g_a a`.
+pub fn decay_backward(a: &[f32], g_a: &[f32], g_a_log: &mut [f32]) -> Result<()> {
+    shim::act_decay_bwd(elementwise(a.len()), a, g_a, g_a_log)
+}

@@ -1,7 +1,7 @@
 //! Layout changes of activation buffers (`kernels/layout.cu`), so that the model moves no
 //! activation through host code: [`swap_axes`] between the trunk's per-parcel sequences and
 //! the attention's per-time-step groups, [`copy_cols`] for splitting and joining bands of
-//! columns, and [`broadcast_rows`] for presetting every row to a bias.
+//! columns, [`broadcast_rows`] for presetting every row to a bias, and [`fill`].
 
 use crate::launch::elementwise;
 use crate::shim::{self, Cols, LaunchError, Result};
@@ -28,4 +28,9 @@ pub fn broadcast_rows(row: &[f32], y: &mut [f32]) -> Result<()> {
     }
     let w = row.len();
     copy_cols(row, Cols { width: 0, col: 0 }, y, Cols { width: w, col: 0 }, w)
+}
+
+/// Every element of `y` set to `v` (on the device: no host write).
+pub fn fill(y: &mut [f32], v: f32) -> Result<()> {
+    shim::layout_fill(elementwise(y.len()), y, v)
 }

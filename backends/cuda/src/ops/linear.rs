@@ -34,7 +34,8 @@ pub fn forward_add(x: &[f32], w: &[f32], b: &[f32], out: usize, y: &mut [f32]) -
     let inn = w.len() / out.max(1);
     let rows = x.len() / inn.max(1);
     gemm(Shape { m: rows, n: out, k: inn }, x, Op::N, w, Op::T, 1.0, y)?;
-    let ones = vec![1.0f32; rows];
+    let mut ones = crate::exec::scratch().zeros(rows);
+    layout::fill(&mut ones, 1.0)?;
     gemm(Shape { m: rows, n: out, k: 1 }, &ones, Op::N, b, Op::N, 1.0, y)
 }
 
@@ -44,7 +45,8 @@ pub fn backward_params(rows: usize, x: &[f32], g_y: &[f32], g_w: &mut [f32], g_b
     weight_grad(rows, g_y, x, g_w)?;
     if let Some(g_b) = g_b {
         let out = g_y.len() / rows.max(1);
-        let ones = vec![1.0f32; rows];
+        let mut ones = crate::exec::scratch().zeros(rows);
+        layout::fill(&mut ones, 1.0)?;
         gemm(Shape { m: out, n: 1, k: rows }, g_y, Op::T, &ones, Op::N, 1.0, g_b)?;
     }
     Ok(())
@@ -60,7 +62,7 @@ pub fn weight_grad(rows: usize, g_y: &[f32], x: &[f32], g_w: &mut [f32]) -> Resu
 /// (from `pool`, so that the memory model counts it).
 pub fn bias_grad(rows: usize, g_y: &[f32], g_b: &mut [f32], pool: &Pool) -> Result<()> {
     let mut ones = pool.zeros(rows);
-    layout::broadcast_rows(&[1.0], &mut ones)?;
+    layout::fill(&mut ones, 1.0)?;
     weight_grad(rows, g_y, &ones, g_b)
 }
 

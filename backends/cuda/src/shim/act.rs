@@ -40,3 +40,21 @@ pub fn act_gate_bwd(l: Launch, y: &[f32], z: &[f32], g: &[f32], g_y: &mut [f32],
     let lens = [("z", z.len(), n), ("g", g.len(), n), ("g_y", g_y.len(), n), ("g_z", g_z.len(), n)];
     run_linear("act_gate_bwd", l, &lens, &mut args![y, z, g, g_y, g_z, n as i64])
 }
+
+/// `y += x` through the shim.
+pub fn act_add(l: Launch, x: &[f32], y: &mut [f32]) -> Result<()> {
+    let n = x.len();
+    run_linear("act_add", l, &[("y", y.len(), n)], &mut args![x, y, n as i64])
+}
+
+/// `a = -exp(a_log)` through the shim.
+pub fn act_decay_fwd(l: Launch, a_log: &[f32], a: &mut [f32]) -> Result<()> {
+    let n = a_log.len();
+    run_linear("act_decay_fwd", l, &[("a", a.len(), n)], &mut args![a_log, a, n as i64])
+}
+
+/// `g_a_log += g_a a` through the shim.
+pub fn act_decay_bwd(l: Launch, a: &[f32], g_a: &[f32], g_a_log: &mut [f32]) -> Result<()> {
+    let (n, lens) = (a.len(), [("g_a", g_a.len(), a.len()), ("g_a_log", g_a_log.len(), a.len())]);
+    run_linear("act_decay_bwd", l, &lens, &mut args![a, g_a, g_a_log, n as i64])
+}

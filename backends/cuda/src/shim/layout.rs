@@ -50,3 +50,10 @@ pub fn layout_copy_cols(
     let i = |v: usize| v as i32;
     run(k, l, &lens, &mut args![x, y, rows as i64, i(src.width), i(src.col), i(dst.width), i(dst.col), i(band)])
 }
+
+/// `y = v` everywhere through the shim.
+pub fn layout_fill(l: Launch, y: &mut [f32], v: f32) -> Result<()> {
+    check_linear("layout_fill", l)?;
+    let n = y.len();
+    run("layout_fill", l, &[], &mut args![y, v, n as i64])
+}

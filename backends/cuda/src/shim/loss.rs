@@ -78,13 +78,13 @@ pub fn loss_mse_partial(
 }
 
 /// `out = sum(partial) / n`, in one block.
-pub fn loss_mse_final(l: Launch, partial: &[f64], n: f64, out: &mut f64) -> Result<()> {
+pub fn loss_mse_final(l: Launch, partial: &[f64], n: f64, out: &mut [f64]) -> Result<()> {
     let k = "loss_mse_final";
     check_tree(k, l)?;
     if l.grid != Dim3::x(1) || partial.len() > i32::MAX as usize {
         return refuse(k, format!("grid {:?} over {} partials: one block, under 2^31", l.grid, partial.len()));
     }
-    run(k, l, &[], &mut args![partial, std::slice::from_mut(out), partial.len() as i32, n])
+    run(k, l, &[("out", out.len(), 1)], &mut args![partial, out, partial.len() as i32, n])
 }
 
 /// `g = scale (pred - target)` for `t < T_valid`, else 0, over all of `pred`.

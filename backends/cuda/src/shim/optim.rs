@@ -53,13 +53,13 @@ pub fn optim_sumsq_partial(l: Launch, g: &[f32], chunk: usize, partial: &mut [f6
 }
 
 /// `out = [sum of partial, its square root]`, in one block.
-pub fn optim_sumsq_final(l: Launch, partial: &[f64], out: &mut [f64; 2]) -> Result<()> {
+pub fn optim_sumsq_final(l: Launch, partial: &[f64], out: &mut [f64]) -> Result<()> {
     let k = "optim_sumsq_final";
     check_tree(k, l)?;
     if l.grid != Dim3::x(1) || partial.len() > i32::MAX as usize {
         return refuse(k, format!("grid {:?} over {} partials: one block, under 2^31", l.grid, partial.len()));
     }
-    run(k, l, &[], &mut args![partial, &mut out[..], partial.len() as i32])
+    run(k, l, &[("out", out.len(), 2)], &mut args![partial, out, partial.len() as i32])
 }
 
 /// The clipping factor of `norm` for `max_norm`, one thread.
@@ -70,8 +70,14 @@ pub fn optim_clip_factor(norm: f64, max_norm: f64) -> Result<f64> {
     Ok(factor[0])
 }
 
-/// `g *= (f32) factor`.
-pub fn optim_scale(l: Launch, g: &mut [f32], factor: f64) -> Result<()> {
+/// `g *= (f32) factor[0]`, the factor where [`optim_clip_factor`] would leave it on a device.
+pub fn optim_scale(l: Launch, g: &mut [f32], factor: &[f64]) -> Result<()> {
     let n = g.len() as i64;
-    run_linear("optim_scale", l, &[], &mut args![g, &[factor][..], n])
+    run_linear("optim_scale", l, &[("factor", factor.len(), 1)], &mut args![g, factor, n])
+}
+
+/// `g *= (f32) factor`, the factor a launch parameter.
+pub fn optim_scale_by(l: Launch, g: &mut [f32], factor: f64) -> Result<()> {
+    let n = g.len() as i64;
+    run_linear("optim_scale_by", l, &[], &mut args![g, factor, n])
 }

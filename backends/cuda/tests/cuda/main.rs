@@ -21,3 +21,4 @@ mod model;
 mod nvrtc;
 mod optim;
 mod shim;
+mod traffic;
