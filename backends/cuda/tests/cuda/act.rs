@@ -89,3 +89,27 @@ fn mismatched_buffers_are_refused_before_launch() {
     let l = Launch { grid: Dim3::xy(1, 2), block: Dim3::x(32) };
     assert!(shim::act_silu_fwd(l, &[1.0; 4], &mut [0.0; 4]).unwrap_err().why.contains("1-D"));
 }
+
+/// The kernels that replace host loops: the sum, the decays and their backward, and the
+/// fill, bit for bit against the host expressions they replace (`-a_log.exp()`, `g + ga * a`).
+#[test]
+fn the_sum_decay_and_fill_kernels_match_the_host_expressions() {
+    use boldcast_cuda::ops::layout;
+    for (k, &n) in LENGTHS.iter().enumerate() {
+        let a_log = uniform(200 + k as u64, n, -3.0, 3.0);
+        let mut a = vec![f32::NAN; n];
+        act::decay(&a_log, &mut a).unwrap();
+        assert_bits("decay", &a, |i| -a_log[i].exp());
+        let (g_a, g0) = (uniform(300 + k as u64, n, -1.0, 1.0), uniform(400 + k as u64, n, -1.0, 1.0));
+        let mut g = g0.clone();
+        act::decay_backward(&a, &g_a, &mut g).unwrap();
+        assert_bits("decay_backward", &g, |i| g0[i] + g_a[i] * a[i]);
+        let mut y = g0.clone();
+        act::add(&g_a, &mut y).unwrap();
+        assert_bits("add", &y, |i| g0[i] + g_a[i]);
+        layout::fill(&mut y, -0.5).unwrap();
+        assert!(y.iter().all(|&v| v == -0.5));
+    }
+    // Lengths are checked.
+    assert!(act::add(&[1.0; 3], &mut [0.0; 4]).is_err());
+}
