@@ -36,3 +36,12 @@ extern "C" __global__ void autocast_pack_bf16(const float* __restrict__ x, unsig
         y[i] = (unsigned short)(__float_as_uint(round_bf16_f(x[i])) >> 16);
     });
 }
+
+// `y[i]` = the f32 value of the bf16 bits `x[i]` (exact): a kept bf16 activation read back
+// for the backward's recomputation. Launch: 1-D, any shape.
+extern "C" __global__ void autocast_unpack_bf16(const unsigned short* __restrict__ x, float* __restrict__ y,
+                                                long long n) {
+    grid_loop(n, [&](long long i) {
+        y[i] = __uint_as_float(((unsigned)x[i]) << 16);
+    });
+}

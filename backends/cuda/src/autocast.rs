@@ -15,9 +15,9 @@
 //! of creation (as scoped variables are); each restores what it replaced, so dropping an
 //! outer guard first and the inner one last leaves the inner guard's predecessor behind.
 //!
-//! In shim mode a bf16 operand is an f32 buffer holding bf16 values: the arithmetic is the
-//! device's (bf16 inputs, f32 products and sums), the storage is not. The memory model
-//! ([`crate::memory`]) counts the device's 2 bytes per activation.
+//! In shim mode a bf16 operand is an f32 buffer holding bf16 values, counted by the pool at
+//! the device's 2 bytes: the arithmetic is the device's (bf16 inputs, f32 products and sums).
+//! Activations kept for the backward are packed to bf16 bits ([`crate::stored`]) in both modes.
 
 use crate::launch::elementwise;
 use crate::pool::{BF16, F32};
@@ -135,6 +135,12 @@ pub fn round_bf16(x: &[f32], y: &mut [f32]) -> Result<()> {
 /// GemmEx reads.
 pub fn pack_bf16(x: &[f32], y: &mut [u16]) -> Result<()> {
     shim::autocast_pack_bf16(elementwise(x.len()), x, y)
+}
+
+/// `y` = the f32 values of the bf16 bits `x` (exact: the inverse of [`pack_bf16`] on its
+/// results).
+pub fn unpack_bf16(x: &[u16], y: &mut [f32]) -> Result<()> {
+    shim::autocast_unpack_bf16(elementwise(x.len()), x, y)
 }
 
 #[cfg(test)]

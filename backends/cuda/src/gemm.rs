@@ -12,6 +12,7 @@
 
 use crate::autocast::{self, Precision};
 use crate::exec::Arg;
+use crate::pool::BF16;
 use crate::shim::{LaunchError, Result};
 
 /// Whether an operand is used as stored or transposed.
@@ -84,8 +85,9 @@ fn gemm_bf16(s: Shape, a: &[f32], ta: Op, b: &[f32], tb: Op, beta: f32, c: &mut 
     if let Some(gpu) = crate::device::current() {
         return gpu.gemm_bf16(Operands { s, a: (a, ta), b: (b, tb), beta }, c);
     }
+    // Counted at 2 bytes, as the device holds them (`u16`), though the shim keeps f32.
     let pool = crate::exec::scratch();
-    let (mut a16, mut b16) = (pool.zeros(a.len()), pool.zeros(b.len()));
+    let (mut a16, mut b16) = (pool.take(a.len(), BF16), pool.take(b.len(), BF16));
     autocast::round_bf16(a, &mut a16)?;
     autocast::round_bf16(b, &mut b16)?;
     product(s, &a16, ta, &b16, tb, beta, c)

@@ -67,7 +67,7 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "autocast.cu",
         source: with_common!("autocast.cu"),
-        kernels: &["autocast_round_bf16", "autocast_pack_bf16"],
+        kernels: &["autocast_round_bf16", "autocast_pack_bf16", "autocast_unpack_bf16"],
     },
     KernelFile {
         name: "layernorm.cu",

@@ -31,6 +31,11 @@ impl<S: AsRef<[i32]>> Neighbours<S> {
         self.k
     }
 
+    /// The parcels, P.
+    pub fn parcels(&self) -> usize {
+        self.parcels
+    }
+
     /// The sizes of `groups` groups of width `m`.
     fn dims(&self, m: usize, groups: usize) -> KnnDims {
         KnnDims { parcels: self.parcels, k: self.k, m, rows: groups * self.parcels }

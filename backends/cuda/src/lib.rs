@@ -40,6 +40,7 @@ pub mod optim;
 pub mod pool;
 pub mod shim;
 pub mod spatial;
+pub mod stored;
 pub mod trunk;
 
 pub use autocast::Precision;

@@ -11,17 +11,19 @@
 //! The temporal mixer is a Mamba-1 layer ([`crate::mamba1::layer`]) or a Mamba-2 layer
 //! ([`crate::mamba2::layer`]), by `temporal`. The trunk keeps its activation sequence-major,
 //! `(B, P, T, M)`, the layout of both layers; the spatial mixer ([`crate::spatial`]) gets it as
-//! `(B, T, P, M)` through [`layout::swap_axes`] and gives it back. The backward keeps, per
-//! layer, the layer input, the scan checkpoints and (with attention) the middle activation,
-//! and recomputes everything else; every activation comes from the model's counting [`Pool`].
+//! `(B, T, P, M)` through [`layout::swap_axes`] and gives it back. The forward keeps, per
+//! layer, the layer input and (with attention) the middle activation, in bf16 under bf16
+//! autocast ([`crate::stored`]), and the backward recomputes everything else a group at a
+//! time; every activation comes from the model's counting [`Pool`].
 //! The optimizer is the crate's Adam kernel ([`crate::optim`]) with its moments held by the
 //! model, as they would be on the device ([`Model::optimizer_state`] exports them).
 //!
 //! Precision ([`CudaModel::with_precision`]): `forward`, `embed`, `loss`, `loss_and_grads` and
 //! `loss_and_grads_offset` run under an [`autocast`] scope of the model's precision, so with
 //! [`Precision::Bf16`] every matrix product takes bf16 operands with f32 accumulation (cuBLAS
-//! GemmEx), and everything else (parameters, gradients, Adam's moments, the scan states,
-//! reductions, the loss, a forecast offset) is f32.
+//! GemmEx) and the activations kept for the backward are stored in bf16; everything else
+//! (parameters, gradients, Adam's moments, the scan states, reductions, the loss, a forecast
+//! offset, the recomputation) is f32.
 //!
 //! Execution: this module never calls the shim. It enters its [`Exec`] (the CPU shim, or with
 //! the feature `cuda` the device of `CudaModel::on_gpu`) around each call that launches, and
@@ -48,7 +50,8 @@ use crate::optim::{adam_args, adam_step, global_norm};
 use crate::pool::{Buf, Pool};
 use crate::shim::{LaunchError, LossShape};
 use crate::spatial::{self, KnnParams, Nb};
-use crate::trunk::{self, BackwardIn, Saved};
+use crate::stored::Stored;
+use crate::trunk::{self, BackwardIn};
 use boldcast_core::collective::{all_reduce_mean, Collective};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::optim::{decays, Moments};
@@ -76,7 +79,7 @@ enum Dims {
 
 impl Mixer<&[f32]> {
     /// The layer's forward over `seqs` sequences: its output and what the backward needs.
-    fn forward(&self, dims: &Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved), LaunchError> {
+    fn forward(&self, dims: &Dims, seqs: usize, u: &[f32], pool: &Pool) -> Result<Buf, LaunchError> {
         match (self, dims) {
             (Self::Mamba1(p), Dims::Mamba1(d)) => trunk::forward(p, d, seqs, u, pool),
             (Self::Mamba2(p), Dims::Mamba2(d)) => trunk::forward(p, d, seqs, u, pool),
@@ -89,13 +92,12 @@ impl Mixer<&[f32]> {
         &self,
         dims: &Dims,
         b: BackwardIn<'_>,
-        saved: &mut Saved,
         g: &mut Mixer<&mut [f32]>,
         pool: &Pool,
     ) -> Result<Buf, LaunchError> {
         match (self, dims, g) {
-            (Self::Mamba1(p), Dims::Mamba1(d), Mixer::Mamba1(g)) => trunk::backward(p, d, b, saved, g, pool),
-            (Self::Mamba2(p), Dims::Mamba2(d), Mixer::Mamba2(g)) => trunk::backward(p, d, b, saved, g, pool),
+            (Self::Mamba1(p), Dims::Mamba1(d), Mixer::Mamba1(g)) => trunk::backward(p, d, b, g, pool),
+            (Self::Mamba2(p), Dims::Mamba2(d), Mixer::Mamba2(g)) => trunk::backward(p, d, b, g, pool),
             _ => unreachable!("the parameters and sizes come from the same config"),
         }
     }
@@ -188,14 +190,13 @@ impl AdamState {
     }
 }
 
-/// What the training forward keeps of one layer for the backward.
+/// What the training forward keeps of one layer for the backward, in the model's precision
+/// ([`crate::stored`]: bf16 under bf16 autocast).
 struct Kept {
     /// The layer input, `(B, P, T, M)`.
-    input: Buf,
-    /// The temporal mixer's scan checkpoints.
-    saved: Saved,
+    input: Stored,
     /// With attention, the spatial mixer's input `(B, T, P, M)`.
-    mid: Option<Buf>,
+    mid: Option<Stored>,
 }
 
 /// Sequences per group of the Mamba layers: bounds their workspace, whatever the batch.
@@ -344,11 +345,25 @@ impl CudaModel {
         &self.pool
     }
 
+    /// The memory model's prediction of a training step on tokens of `shape` at the chunk
+    /// and group this model runs them with ([`crate::memory::step_peak`]): the peak bytes the
+    /// pool must provide, term by term.
+    pub fn predicted_peak(&self, shape: boldcast_core::TokenShape) -> crate::memory::Breakdown {
+        let s = self.step_shape(Batch { b: shape.batch, t: shape.time, p: shape.parcels });
+        let q = best_chunk(&self.cfg, &s, self.precision);
+        crate::memory::step_peak(&self.cfg, &StepShape { q, ..s }, self.precision)
+    }
+
+    /// The memory model's shape of a batch (its chunk `q` not chosen yet).
+    fn step_shape(&self, s: Batch) -> StepShape {
+        StepShape { batch: s.b, window: s.t * self.cfg.d_in, parcels: s.p, q: 1, group: LAYER_GROUP }
+    }
+
     /// The temporal mixer's sizes for the batch `s`: the scan chunk is the one the memory
     /// model predicts the least peak for ([`crate::memory::best_chunk`]), so the step the
     /// model runs is the one whose peak BENCHMARKS.md quotes.
     fn dims(&self, s: Batch) -> Dims {
-        let shape = StepShape { batch: s.b, window: s.t * self.cfg.d_in, parcels: s.p, q: 1, group: LAYER_GROUP };
+        let shape = self.step_shape(s);
         Self::layer_dims(&self.cfg, s.t, best_chunk(&self.cfg, &shape, self.precision))
     }
 
@@ -417,24 +432,32 @@ impl CudaModel {
         let mut x = pool.zeros(s.rows() * m);
         linear::forward(tok, prm.embed.w, Some(prm.embed.b), m, &mut x)?;
         let mut kept = Vec::new();
+        let store = |b: Buf| Stored::keep(b, self.precision, pool);
         for l in &prm.layers {
-            let (out, saved) = l.mamba.forward(&dims, s.b * s.p, &x, pool)?;
+            let out = l.mamba.forward(&dims, s.b * s.p, &x, pool)?;
             let input = std::mem::replace(&mut x, out);
             let mid = match (&l.knn, &self.nb) {
                 (Some(kp), Some(nb)) => {
                     let mut xt = pool.zeros(x.len());
                     layout::swap_axes(&x, s.b, s.p, s.t, m, &mut xt)?;
-                    let yt = spatial::forward(kp, (nb, m, s.b * s.t), &xt, pool)?;
+                    let yt = spatial::forward(kp, Self::spatial_groups(&self.cfg, nb, s), &xt, pool)?;
                     layout::swap_axes(&yt, s.b, s.t, s.p, m, &mut x)?;
                     Some(xt)
                 }
                 _ => None,
             };
             if keep {
-                kept.push(Kept { input, saved, mid });
+                kept.push(Kept { input: store(input)?, mid: mid.map(store).transpose()? });
             }
         }
         Ok((x, kept))
+    }
+
+    /// The spatial mixer's groups of a batch: its `(b, t)` groups, as many a pass as fill the
+    /// rows of one group of the temporal mixer ([`crate::memory::spatial_chunk`]).
+    fn spatial_groups<'a>(cfg: &ModelConfig, nb: &'a Nb, s: Batch) -> spatial::Groups<'a> {
+        let chunk = crate::memory::spatial_chunk(LAYER_GROUP, s.t, s.p);
+        spatial::Groups { nb, m: cfg.d_model, groups: s.b * s.t, chunk }
     }
 
     /// The final-norm embedding of the trunk output, `(B, P, T, M)`.
@@ -540,20 +563,16 @@ impl CudaModel {
         let prm = groups(&self.cfg, self.params.tensors());
         let mut grd = groups(&self.cfg, self.grads.tensors_mut());
         let layers = prm.layers.iter().zip(grd.layers.iter_mut());
-        for ((l, lg), mut k) in layers.zip(kept).rev() {
+        for ((l, lg), k) in layers.zip(kept).rev() {
             if let (Some(kp), Some(kg), Some(nb), Some(mid)) = (&l.knn, &mut lg.knn, &self.nb, &k.mid) {
                 let mut gt = pool.zeros(g.len());
                 layout::swap_axes(&g, s.b, s.p, s.t, m, &mut gt)?;
-                let g_mid = spatial::backward(kp, (nb, m, s.b * s.t), (mid, &gt), kg, &pool)?;
+                let g_mid =
+                    spatial::backward(kp, Self::spatial_groups(&self.cfg, nb, s), (mid.view(), &gt), kg, &pool)?;
                 layout::swap_axes(&g_mid, s.b, s.t, s.p, m, &mut g)?;
             }
-            g = l.mamba.backward(
-                &dims,
-                BackwardIn { seqs: s.b * s.p, u: &k.input, g_out: &g },
-                &mut k.saved,
-                &mut lg.mamba,
-                &pool,
-            )?;
+            let b = BackwardIn { seqs: s.b * s.p, u: k.input.view(), g_out: &g };
+            g = l.mamba.backward(&dims, b, &mut lg.mamba, &pool)?;
         }
         Ok(g)
     }

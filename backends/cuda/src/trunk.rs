@@ -6,27 +6,37 @@
 //! both mixers build it from (the projections in bands of rows, the convolution with SiLU,
 //! the time steps through softplus, the decays) are the functions below.
 //!
-//! Memory: the forward keeps the chunk-start states of the scan only (the caller keeps the
-//! layer input `u`); the backward recomputes the group's internals from `u`, the scan's
-//! output included (its forward is rerun, rewriting the same checkpoints bit for bit, since
-//! `out_proj`'s weight gradient needs it), and each buffer is dropped once its last use is
-//! past. `crate::memory` counts what the layers take from the pool.
+//! Memory: the forward keeps nothing (the caller keeps the layer input `u`): its scan writes
+//! its chunk-start states into one group's scratch. The backward recomputes the group's
+//! internals from `u`, the scan's output included (its forward is rerun, writing the same
+//! checkpoints bit for bit into the group's own buffer, since `out_proj`'s weight gradient
+//! needs the output and the scan's backward the states), and each buffer is dropped once its
+//! last use is past. `crate::memory` counts what the layers take from the pool.
 
 use crate::mamba1::{conv_backward, conv_forward, ConvGrads};
 use crate::ops::{act, layernorm, layout, linear};
 use crate::pool::{Buf, Pool};
 use crate::shim::{ConvDims, Result};
+use crate::stored::Input;
 
-/// A layer backward's inputs: `seqs` sequences of the layer input `u` and of the output
-/// gradient `g_out`, both `(seqs, T, M)`.
+/// A layer backward's inputs: `seqs` sequences of the layer input `u` (as kept: f32 or bf16,
+/// [`crate::stored`]) and of the output gradient `g_out`, both `(seqs, T, M)`.
 #[derive(Clone, Copy, Debug)]
 pub struct BackwardIn<'a> {
     /// Sequences.
     pub seqs: usize,
     /// The layer's input.
-    pub u: &'a [f32],
+    pub u: Input<'a>,
     /// The gradient of the layer's output.
     pub g_out: &'a [f32],
+}
+
+/// One group's part of a [`BackwardIn`], its input in f32.
+#[derive(Clone, Copy, Debug)]
+struct Group<'a> {
+    seqs: usize,
+    u: &'a [f32],
+    g_out: &'a [f32],
 }
 
 /// How a layer cuts its sequences into groups: `group` sequences at a time, each of `time`
@@ -68,13 +78,6 @@ pub struct Frame<T> {
     pub in_proj: T,
     /// `out_proj.weight` (M, Di).
     pub out_proj: T,
-}
-
-/// What the forward keeps for the backward: the scan's chunk-start states of every sequence.
-#[derive(Debug)]
-pub struct Saved {
-    /// `(seqs, ceil(T / q), N, Di)`.
-    pub ckpt: Buf,
 }
 
 /// The part of a layer that differs between the mixers: from the pre-norm's output `ln` to
@@ -141,53 +144,50 @@ fn pre_norm<L: Mixer>(z: &L, p: &L::Params<&[f32]>, u: &[f32], pool: &Pool) -> R
     Ok(ln)
 }
 
-/// The layer's forward for `u` `(seqs, T, M)`: the output `u + mixer(LayerNorm(u))` and the
-/// scan's checkpoints.
-pub fn forward<L: Mixer>(p: &L::Params<&[f32]>, z: &L, seqs: usize, u: &[f32], pool: &Pool) -> Result<(Buf, Saved)> {
+/// The layer's forward for `u` `(seqs, T, M)`: the output `u + mixer(LayerNorm(u))`.
+pub fn forward<L: Mixer>(p: &L::Params<&[f32]>, z: &L, seqs: usize, u: &[f32], pool: &Pool) -> Result<Buf> {
     let groups = z.groups();
     let (tm, ck) = (groups.tm(), groups.ck);
     let mut out = pool.copy_of(u);
-    let mut ckpt = pool.zeros(seqs * ck);
     for (s0, s) in groups.of(seqs) {
         let ln = pre_norm(z, p, &u[s0 * tm..(s0 + s) * tm], pool)?;
         let it = z.internals(p, s, &ln, pool)?;
-        let (o, kept) = z.mix(p, &it, s, &mut ckpt[s0 * ck..(s0 + s) * ck], pool)?;
-        drop((ln, it, kept));
+        let mut ckpt = pool.zeros(s * ck);
+        let (o, kept) = z.mix(p, &it, s, &mut ckpt, pool)?;
+        drop((ln, it, kept, ckpt));
         // The residual: beta = 1 on the copy of u.
         linear::project(&o, L::frame(p).out_proj, groups.m, 1.0, &mut out[s0 * tm..(s0 + s) * tm])?;
     }
-    Ok((out, Saved { ckpt }))
+    Ok(out)
 }
 
 /// The layer's backward for the output gradient `g_out` `(seqs, T, M)`: returns `g_u`, and
-/// adds the parameter gradients to `g`. `saved` must come from [`forward`] of the same `u`
-/// and parameters; its checkpoints are rewritten with the same values. `g_u` starts as
-/// `g_out` (the residual's gradient) and each group adds the rest of its own.
+/// adds the parameter gradients to `g`. `g_u` starts as `g_out` (the residual's gradient) and
+/// each group adds the rest of its own.
 pub fn backward<L: Mixer>(
     p: &L::Params<&[f32]>,
     z: &L,
     b: BackwardIn<'_>,
-    saved: &mut Saved,
     g: &mut L::Params<&mut [f32]>,
     pool: &Pool,
 ) -> Result<Buf> {
     let groups = z.groups();
-    let (tm, ck) = (groups.tm(), groups.ck);
+    let tm = groups.tm();
     let mut g_u = pool.copy_of(b.g_out);
     for (s0, s) in groups.of(b.seqs) {
         let (a, e) = (s0 * tm, (s0 + s) * tm);
-        let part = BackwardIn { seqs: s, u: &b.u[a..e], g_out: &b.g_out[a..e] };
-        backward_group(p, z, part, &mut saved.ckpt[s0 * ck..(s0 + s) * ck], &mut g_u[a..e], g, pool)?;
+        let u = b.u.rows(a..e, pool)?;
+        backward_group(p, z, Group { seqs: s, u: &u, g_out: &b.g_out[a..e] }, &mut g_u[a..e], g, pool)?;
     }
     Ok(g_u)
 }
 
-/// The backward of one group: recompute, then walk the layer back from `out_proj`.
+/// The backward of one group: recompute (the scan's checkpoints into the group's buffer),
+/// then walk the layer back from `out_proj`.
 fn backward_group<L: Mixer>(
     p: &L::Params<&[f32]>,
     z: &L,
-    b: BackwardIn<'_>,
-    ckpt: &mut [f32],
+    b: Group<'_>,
     g_u: &mut [f32],
     g: &mut L::Params<&mut [f32]>,
     pool: &Pool,
@@ -196,13 +196,15 @@ fn backward_group<L: Mixer>(
     let rows = b.u.len() / m;
     let ln = pre_norm(z, p, b.u, pool)?;
     let it = z.internals(p, b.seqs, &ln, pool)?;
-    let (o, kept) = z.mix(p, &it, b.seqs, ckpt, pool)?;
+    let mut ckpt = pool.zeros(b.seqs * z.groups().ck);
+    let (o, kept) = z.mix(p, &it, b.seqs, &mut ckpt, pool)?;
     linear::weight_grad(rows, b.g_out, &o, L::frame_mut(g).out_proj)?;
     let o_len = o.len();
     drop(o);
     let mut g_o = pool.zeros(o_len);
     linear::backward_input(b.g_out, f.out_proj, m, 0.0, &mut g_o)?;
-    let g_in = z.backward(p, MixPass { it, kept, g_o, ckpt, seqs: b.seqs }, g, pool)?;
+    let g_in = z.backward(p, MixPass { it, kept, g_o, ckpt: &ckpt, seqs: b.seqs }, g, pool)?;
+    drop(ckpt);
     let mut g_ln = pool.zeros(rows * m);
     let bands: Vec<&[f32]> = g_in.iter().map(|b| &b[..]).collect();
     bands_backward(rows, &ln, (f.in_proj, L::frame_mut(g).in_proj), &bands, (&mut g_ln, 0.0))?;

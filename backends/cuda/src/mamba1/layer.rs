@@ -9,7 +9,7 @@ use crate::pool::{Buf, Pool};
 use crate::shim::{ConvDims, Result, Scan, ScanIn};
 use crate::trunk::{self, Frame, Groups, MixPass, Mixer};
 
-pub use crate::trunk::{backward, forward, Saved};
+pub use crate::trunk::{backward, forward};
 
 /// The sizes of one layer and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

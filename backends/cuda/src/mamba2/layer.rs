@@ -15,7 +15,7 @@ use crate::pool::{Buf, Pool};
 use crate::shim::{self, Cols, ConvDims, GnormBwd, Result, Scan2, ScanIn};
 use crate::trunk::{self, Frame, Groups, MixPass, Mixer};
 
-pub use crate::trunk::{backward, forward, Saved};
+pub use crate::trunk::{backward, forward};
 
 /// The sizes of one layer and how it is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,3 +15,9 @@ pub fn autocast_pack_bf16(l: Launch, x: &[f32], y: &mut [u16]) -> Result<()> {
     let n = x.len();
     run_linear("autocast_pack_bf16", l, &[("y", y.len(), n)], &mut args![x, y, n as i64])
 }
+
+/// `y[i]` = the f32 value of the bf16 bits `x[i]`.
+pub fn autocast_unpack_bf16(l: Launch, x: &[u16], y: &mut [f32]) -> Result<()> {
+    let n = x.len();
+    run_linear("autocast_unpack_bf16", l, &[("y", y.len(), n)], &mut args![x, y, n as i64])
+}

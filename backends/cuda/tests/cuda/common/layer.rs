@@ -197,13 +197,13 @@ macro_rules! layer_under_test {
                 p.view_mut().into_tensors().into()
             }
             fn forward(p: &$params, u: &[f32], pool: &Pool) -> Vec<f32> {
-                forward(&p.view(), &DIMS, SEQS, u, pool).unwrap().0.to_vec()
+                forward(&p.view(), &DIMS, SEQS, u, pool).unwrap().to_vec()
             }
             fn run(p: &$params, u: &[f32], g_out: &[f32], pool: &Pool) -> (Vec<f32>, Vec<f32>, $params) {
-                let (out, mut saved) = forward(&p.view(), &DIMS, SEQS, u, pool).unwrap();
+                let out = forward(&p.view(), &DIMS, SEQS, u, pool).unwrap();
                 let mut g = <$params>::zeros(&DIMS);
-                let b = BackwardIn { seqs: SEQS, u, g_out };
-                let g_u = backward(&p.view(), &DIMS, b, &mut saved, &mut g.view_mut(), pool).unwrap();
+                let b = BackwardIn { seqs: SEQS, u: u.into(), g_out };
+                let g_u = backward(&p.view(), &DIMS, b, &mut g.view_mut(), pool).unwrap();
                 (out.to_vec(), g_u.to_vec(), g)
             }
             fn reference(p: &[Vec<f64>], u: &[f64]) -> Vec<f64> {
