@@ -275,6 +275,19 @@ pub struct Traffic {
 }
 
 impl Traffic {
+    /// The sum of two counts.
+    pub fn plus(self, o: Traffic) -> Traffic {
+        Traffic {
+            launches: self.launches + o.launches,
+            products: self.products + o.products,
+            staged: self.staged + o.staged,
+            staged_bytes: self.staged_bytes + o.staged_bytes,
+            syncs: self.syncs + o.syncs,
+            uploaded_bytes: self.uploaded_bytes + o.uploaded_bytes,
+            downloaded_bytes: self.downloaded_bytes + o.downloaded_bytes,
+        }
+    }
+
     /// The counts from `before` to `self`.
     pub fn since(self, before: Traffic) -> Traffic {
         Traffic {

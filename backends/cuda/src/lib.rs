@@ -41,6 +41,7 @@ pub mod pool;
 pub mod shim;
 pub mod spatial;
 pub mod stored;
+pub mod timed;
 pub mod trunk;
 
 pub use autocast::Precision;

@@ -315,6 +315,13 @@ impl CudaModel {
         Ok(On { _scope: self.exec.enter()?, _scratch: exec::scratch_scope(&self.pool) })
     }
 
+    /// Waits until the device has run everything queued (counted as a synchronization):
+    /// what a timer needs after a step, whose last launches are queued, not run.
+    pub fn wait(&self) -> Result<(), Error> {
+        let _on = self.on()?;
+        Ok(exec::sync()?)
+    }
+
     /// [`CudaModel::on`] with the device idle, for host reads and writes of the stores.
     fn host(&self) -> Result<On, Error> {
         let on = self.on()?;

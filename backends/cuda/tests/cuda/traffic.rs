@@ -110,3 +110,30 @@ fn an_offset_step_uploads_the_offset_and_stages_nothing() {
     // The offset reached the loss: without it the loss differs.
     assert_ne!(loss.to_bits(), m.loss_and_grads(&tokens).unwrap().to_bits());
 }
+
+/// What `examples/gpu_check.rs` reports on a GPU, run here in the shim: the same function
+/// (`timed::timed_steps`) gives, per timed step, no staged byte, two synchronizations (the
+/// loss and the gradient norm) and no new allocation, in both precisions.
+#[test]
+fn the_gpu_checks_timed_steps_report_a_device_resident_step() {
+    use boldcast_cuda::timed::timed_steps;
+    let s = shapes(Temporal::Mamba2).into_iter().next().unwrap();
+    let tokens = boldcast_fixtures::ar1_tokens(s.tokens, 0.8, 3);
+    for precision in [Precision::F32, Precision::Bf16] {
+        let mut m = CudaModel::seeded(s.cfg.clone(), s.adjacency.clone(), 7).unwrap().with_precision(precision);
+        let far = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        let r = timed_steps(&mut m, &tokens, 3, far);
+        assert!(r.error.is_none() && r.note.is_none(), "{r:?}");
+        assert_eq!(r.step_s.len(), 3);
+        assert!(r.warmup_s.is_some() && r.median_s().is_some());
+        let t = r.traffic;
+        assert_eq!((t.staged, t.staged_bytes, t.syncs, r.allocated), (0, 0, 6, 0), "{precision:?}: {t:?}");
+        assert_eq!(t.uploaded_bytes, 3 * 4 * tokens.data().len() as u64);
+        assert!(r.last.is_some_and(|rec| rec.loss.is_finite()));
+    }
+    // A deadline already past: the warm-up runs, no timed step does, and that is an error.
+    let mut m = CudaModel::seeded(s.cfg.clone(), s.adjacency.clone(), 7).unwrap();
+    let r = timed_steps(&mut m, &tokens, 3, std::time::Instant::now());
+    assert!(r.warmup_s.is_some() && r.step_s.is_empty());
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("0 of 3")), "{r:?}");
+}
