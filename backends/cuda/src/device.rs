@@ -14,7 +14,9 @@
 //! launch is given is the fallback: it is staged (copied to a device allocation before the
 //! launch, the stream synchronized and the buffer copied back after, when written) and
 //! counted ([`crate::exec::Traffic::staged`]), so the counters say whether a step stayed on
-//! the device.
+//! the device. A step's tokens come from pageable host memory, whose asynchronous copy the
+//! driver begins only once the stream is idle: one implicit wait at the start of each step,
+//! which page-locked input buffers would remove.
 //!
 //! Nothing here runs without a GPU: CI type-checks this module with `--features cuda,ci-check`
 //! (cudarc's switch to build without a toolkit), and `scripts/gpu-check.sh` runs it on a GPU
