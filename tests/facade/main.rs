@@ -1,4 +1,7 @@
-//! The cross-crate tests of the facade (the conformance suite on the CPU and dfdx backends,\n//! the golden optimizer and trainer, the held-out floor) in one test binary. The allocator\n//! policy check is a binary of its own (its own global allocator, no libtest harness).
+//! The cross-crate tests of the facade (the conformance suite on the CPU and dfdx backends,
+//! the golden optimizer and trainer, the held-out floor, `scripts/gpu-check.sh run` with
+//! stand-ins) in one test binary. The allocator
+//! policy check is a binary of its own (its own global allocator, no libtest harness).
 
 mod common;
 
@@ -7,4 +10,5 @@ mod conformance_cpu;
 mod conformance_dfdx;
 mod golden_optimizer;
 mod golden_trainer;
+mod gpu_check_script;
 mod heldout_floor;
