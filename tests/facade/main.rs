@@ -1,7 +1,7 @@
 //! The cross-crate tests of the facade (the conformance suite on the CPU and dfdx backends,
 //! the golden optimizer and trainer, the held-out floor, `scripts/gpu-check.sh run` with
-//! stand-ins) in one test binary. The allocator
-//! policy check is a binary of its own (its own global allocator, no libtest harness).
+//! stand-ins) in one test binary. The allocator policy check is a binary of its own (its own
+//! global allocator, no libtest harness).
 
 mod common;
 
