@@ -179,13 +179,13 @@ const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
 /// Bytes of Mamba-1 in_proj and x_proj outputs a training forward may keep for the backward,
 /// all layers together ([`mamba1::Keep::projections`]), when the scan checkpoints are kept
 /// too: they spare the backward its two largest recomputed products per layer. The budget
-/// holds `cpu-demo`'s 146 MiB; `boldcast-demo` (9 GiB of them) keeps none.
+/// holds `cpu-demo`'s 146 MiB; `boldcast-demo` (8.6 GiB of them) keeps none.
 const PROJECTION_BUDGET: usize = 256 << 20;
 
 /// Bytes of attention activations (LayerNorm output, q/k/v, weights, weighted values) a
 /// training forward may keep for the backward, all layers together ([`knn::forward_keeping`]):
 /// the backward then does not recompute the attention's forward. The budget holds
-/// `cpu-demo`'s 164 MiB; `boldcast-demo` (10 GiB of them) keeps none.
+/// `cpu-demo`'s 164 MiB; `boldcast-demo` (10.1 GiB of them) keeps none.
 const ATTENTION_BUDGET: usize = 256 << 20;
 
 /// The BOLDcast model on the CPU, generic over `f32` (training) and `f64` (gradient checks).
