@@ -9,8 +9,9 @@
 //! products, the attention per group), keeps cached per-thread scratch and its own partial
 //! weight gradients, and the partials are reduced in block order.
 //! The scatter-adds of the backward (`g_v[a(p, j)] += ...`, `g_kk[a(p, j)] += ...`) stay inside
-//! one `(b, t)` group, which a single thread owns: no races, and no activations of the whole
-//! batch are kept (the backward recomputes the group's forward).
+//! one `(b, t)` group, which a single thread owns: no races. The backward reads the group's
+//! forward activations from what a training forward kept ([`forward_keeping`], when the model's
+//! budget allows) or recomputes them ([`backward`]); the same bits either way.
 
 use crate::multiversion;
 use crate::ops::{layernorm, linear, simd, CpuElem};
@@ -102,38 +103,102 @@ impl<E: CpuElem> Scratch<E> {
         par::with_scratch(|s: &Self| s.sized == (p, m, k, rows), || Self::new(p, m, k, rows), f)
     }
 
-    /// The attention's backward for each of the `ng` groups of the last
-    /// [`Scratch::forward`]: from `g_att` and the stored `qkv` and `w`, into `g_qkv`.
-    fn attention_backward(&mut self, hd: &Heads<'_, E>, ng: usize) {
-        let (np, m, k) = (hd.adj.parcels(), hd.m, hd.k);
-        for gi in 0..ng {
-            let b = gi * np;
-            attend_backward(
-                hd,
-                &self.qkv[b * 3 * m..][..np * 3 * m],
-                &self.w[b * k..][..np * k],
-                &self.g_att[b * m..][..np * m],
-                &mut self.g_w,
-                &mut self.g_q,
-                &mut self.g_qkv[b * 3 * m..][..np * 3 * m],
-            );
-        }
-    }
-
     /// The forward of `ng` consecutive `(b, t)` groups `x` (`ng P x M`) up to `att` (before
-    /// the out projection).
+    /// the out projection), into this scratch.
     fn forward(&mut self, adj: &Adjacency, prm: &KnnParams<&[E]>, st: &Stacked<E>, x: &[E], ng: usize, m: usize) {
-        let (np, k) = (adj.parcels(), adj.k());
-        let rows = ng * np;
-        let (h, qkv) = (&mut self.h[..rows * m], &mut self.qkv[..rows * 3 * m]);
-        layernorm::forward_rows(x, rows, m, prm.norm_w, prm.norm_b, h);
-        linear::forward(h, rows, m, &st.w, Some(&st.b), 3 * m, qkv);
-        let hd = Heads::new(adj, m);
-        for g in 0..ng {
-            let base = g * np;
-            let (w, att) = (&mut self.w[base * k..][..np * k], &mut self.att[base * m..][..np * m]);
-            attend(&hd, &self.qkv[base * 3 * m..][..np * 3 * m], w, att);
-        }
+        let rows = ng * adj.parcels();
+        let k = adj.k();
+        let acts = Acts {
+            h: &mut self.h[..rows * m],
+            qkv: &mut self.qkv[..rows * 3 * m],
+            w: &mut self.w[..rows * k],
+            att: &mut self.att[..rows * m],
+        };
+        forward_acts(adj, prm, st, x, (ng, m), acts);
+    }
+}
+
+/// The activations of some `(b, t)` groups that the backward needs, `rows = groups x P`:
+/// `LayerNorm(x)` `(rows, M)`, `[q | k | v]` `(rows, 3M)`, the attention weights
+/// `(rows, k)` and the weighted values before the out projection `(rows, M)`. Views of a
+/// thread's [`Scratch`] or of the buffer a training forward keeps ([`KnnKept`]).
+struct Acts<S> {
+    h: S,
+    qkv: S,
+    w: S,
+    att: S,
+}
+
+/// Values of [`Acts`] per row: `5M + k`.
+fn acts_per_row(m: usize, k: usize) -> usize {
+    5 * m + k
+}
+
+/// Splits `buf` (`rows` rows of [`Acts`], region after region) into its four views.
+fn split_acts<E>(buf: &mut [E], rows: usize, m: usize, k: usize) -> Acts<&mut [E]> {
+    let (h, rest) = buf.split_at_mut(rows * m);
+    let (qkv, rest) = rest.split_at_mut(rows * 3 * m);
+    let (w, att) = rest.split_at_mut(rows * k);
+    Acts { h, qkv, w, att }
+}
+
+/// Rows `r` of the [`Acts`] of a block of `rows` rows (see [`split_acts`]).
+fn acts_rows<E>(buf: &[E], rows: usize, m: usize, k: usize, r: std::ops::Range<usize>) -> Acts<&[E]> {
+    let (h, rest) = buf.split_at(rows * m);
+    let (qkv, rest) = rest.split_at(rows * 3 * m);
+    let (w, att) = rest.split_at(rows * k);
+    let n = r.len();
+    Acts {
+        h: &h[r.start * m..][..n * m],
+        qkv: &qkv[r.start * 3 * m..][..n * 3 * m],
+        w: &w[r.start * k..][..n * k],
+        att: &att[r.start * m..][..n * m],
+    }
+}
+
+/// The forward of `ng` consecutive `(b, t)` groups `x` (`ng P x M`) up to `att` (before the
+/// out projection), into `acts` (each view exactly `ng P` rows).
+fn forward_acts<E: CpuElem>(
+    adj: &Adjacency,
+    prm: &KnnParams<&[E]>,
+    st: &Stacked<E>,
+    x: &[E],
+    (ng, m): (usize, usize),
+    acts: Acts<&mut [E]>,
+) {
+    let (np, k) = (adj.parcels(), adj.k());
+    let rows = ng * np;
+    layernorm::forward_rows(x, rows, m, prm.norm_w, prm.norm_b, acts.h);
+    linear::forward(acts.h, rows, m, &st.w, Some(&st.b), 3 * m, acts.qkv);
+    let hd = Heads::new(adj, m);
+    for g in 0..ng {
+        let base = g * np;
+        let (w, att) = (&mut acts.w[base * k..][..np * k], &mut acts.att[base * m..][..np * m]);
+        attend(&hd, &acts.qkv[base * 3 * m..][..np * 3 * m], w, att);
+    }
+}
+
+/// The attention's backward for each of the `ng` groups of `qkv` and `w` (from their
+/// forward): from `g_att` into `g_qkv`, with `g_w` and `g_q` one row's scratch.
+fn attention_backward<E: CpuElem>(
+    hd: &Heads<'_, E>,
+    ng: usize,
+    (qkv, w, g_att): (&[E], &[E], &[E]),
+    (g_w, g_q): (&mut [E], &mut [E]),
+    g_qkv: &mut [E],
+) {
+    let (np, m, k) = (hd.adj.parcels(), hd.m, hd.k);
+    for gi in 0..ng {
+        let b = gi * np;
+        attend_backward(
+            hd,
+            &qkv[b * 3 * m..][..np * 3 * m],
+            &w[b * k..][..np * k],
+            &g_att[b * m..][..np * m],
+            g_w,
+            g_q,
+            &mut g_qkv[b * 3 * m..][..np * 3 * m],
+        );
     }
 }
 
@@ -256,6 +321,34 @@ fn check(adj: &Adjacency, m: usize, n: usize, groups: usize, what: &str) {
     assert_eq!(n, groups * adj.parcels() * m, "knn {what}: {n} values, not (B*T={groups}, P={}, M={m})", adj.parcels());
 }
 
+/// What a training forward keeps for the backward ([`forward_keeping`], [`backward`]): every
+/// row's [`Acts`], so the backward does not recompute the LayerNorm, the q/k/v product and
+/// the attention. Laid out block by block of [`par::blocks`]`(groups, MIN_GROUPS)`, each
+/// block's rows region after region ([`split_acts`]).
+#[derive(Clone, Debug)]
+pub struct KnnKept<E> {
+    /// `(M, P, k, groups)` they were made for.
+    shape: (usize, usize, usize, usize),
+    buf: Vec<E>,
+}
+
+impl<E> KnnKept<E> {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.buf.len() * std::mem::size_of::<E>()
+    }
+
+    /// The buffer, for the next [`forward_keeping`] of the same shape to reuse.
+    pub fn into_buffer(self) -> Vec<E> {
+        self.buf
+    }
+}
+
+/// Bytes of the [`KnnKept`] a forward over `groups` groups leaves.
+pub fn kept_bytes<E>(m: usize, adj: &Adjacency, groups: usize) -> usize {
+    groups * adj.parcels() * acts_per_row(m, adj.k()) * std::mem::size_of::<E>()
+}
+
 /// The attention output `out = KnnAttention(x)` (without the residual) for `x` in the
 /// model's `(B, T, P, M)` layout, `groups = B * T`. Overwrites `out`.
 pub fn forward<E: CpuElem, S: AsRef<[E]>>(
@@ -266,27 +359,85 @@ pub fn forward<E: CpuElem, S: AsRef<[E]>>(
     groups: usize,
     out: &mut [E],
 ) {
-    let prm = &prm.view();
+    forward_impl(m, adj, &prm.view(), (x, groups), out, &mut []);
+}
+
+/// [`forward`], also leaving what [`backward`] needs ([`kept_bytes`] of it), written into
+/// `reuse` when it has that size (every value is overwritten), else into a new buffer.
+pub fn forward_keeping<E: CpuElem, S: AsRef<[E]>>(
+    m: usize,
+    adj: &Adjacency,
+    prm: &KnnParams<S>,
+    (x, groups): (&[E], usize),
+    out: &mut [E],
+    reuse: Vec<E>,
+) -> KnnKept<E> {
+    let len = kept_bytes::<E>(m, adj, groups) / std::mem::size_of::<E>();
+    let buf = if reuse.len() == len { reuse } else { par::zeros(len) };
+    let mut kept = KnnKept { shape: (m, adj.parcels(), adj.k(), groups), buf };
+    forward_impl(m, adj, &prm.view(), (x, groups), out, &mut kept.buf);
+    kept
+}
+
+/// The forward, with its activations left in `kept` unless it is empty.
+fn forward_impl<E: CpuElem>(
+    m: usize,
+    adj: &Adjacency,
+    prm: &KnnParams<&[E]>,
+    (x, groups): (&[E], usize),
+    out: &mut [E],
+    kept: &mut [E],
+) {
     check(adj, m, x.len(), groups, "x");
     check(adj, m, out.len(), groups, "out");
     let (np, k) = (adj.parcels(), adj.k());
     let g = np * m;
+    let per_group = if kept.is_empty() { 0 } else { np * acts_per_row(m, k) };
     let st = Stacked::new(prm);
-    par::map_blocks(groups, MIN_GROUPS, out, g, |r, ob| {
+    par::map_blocks2(groups, MIN_GROUPS, (out, g), (kept, per_group), |r, ob, kb| {
+        let block_rows = r.len() * np;
+        let mut kb = (!kb.is_empty()).then(|| split_acts(kb, block_rows, m, k));
         Scratch::with(np, m, k, |s| {
             each_sub::<E>(np, r.clone(), |g0, ng| {
-                let rows = ng * np;
-                s.forward(adj, prm, &st, &x[g0 * g..][..ng * g], ng, m);
+                let (rows, xs) = (ng * np, &x[g0 * g..][..ng * g]);
+                let att = match kb.as_mut() {
+                    Some(kb) => {
+                        let r0 = (g0 - r.start) * np;
+                        let acts = Acts {
+                            h: &mut kb.h[r0 * m..][..rows * m],
+                            qkv: &mut kb.qkv[r0 * 3 * m..][..rows * 3 * m],
+                            w: &mut kb.w[r0 * k..][..rows * k],
+                            att: &mut kb.att[r0 * m..][..rows * m],
+                        };
+                        forward_acts(adj, prm, &st, xs, (ng, m), acts);
+                        &kb.att[r0 * m..][..rows * m]
+                    }
+                    None => {
+                        s.forward(adj, prm, &st, xs, ng, m);
+                        &s.att[..rows * m]
+                    }
+                };
                 let o = &mut ob[(g0 - r.start) * g..][..ng * g];
-                linear::forward(&s.att[..rows * m], rows, m, prm.out_w, Some(prm.out_b), m, o);
+                linear::forward(att, rows, m, prm.out_w, Some(prm.out_b), m, o);
             })
         })
     });
 }
 
+/// The gradient arguments of [`backward`]: `g_out`, the gradient of the attention output;
+/// `g_x`, the input gradient to add to; `grads`, the parameter gradients to add to.
+pub struct KnnGrads<'a, E, G> {
+    /// Gradient of the attention output, `(B, T, P, M)`.
+    pub g_out: &'a [E],
+    /// Gradient of the input, added to, `(B, T, P, M)`.
+    pub g_x: &'a mut [E],
+    /// Parameter gradients, added to.
+    pub grads: &'a mut KnnParams<G>,
+}
+
 /// Backward of [`forward`]: recomputes each group's forward, then `g_x += d loss / d x`
-/// through the attention only (the caller adds the residual's identity) and
-/// **accumulates** (`+=`) the parameter gradients into `grads`.
+/// through the attention only (the caller adds the residual's identity) and **accumulates**
+/// (`+=`) the parameter gradients into `grads`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     m: usize,
@@ -298,27 +449,61 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     g_x: &mut [E],
     grads: &mut KnnParams<G>,
 ) {
+    backward_kept(m, adj, prm, (x, groups), KnnGrads { g_out, g_x, grads }, None);
+}
+
+/// [`backward`] from the activations `kept` that [`forward_keeping`] left for the same
+/// parameters and input (without, it recomputes them): the same bits either way.
+///
+/// # Panics
+/// When `kept` was made for another shape.
+pub fn backward_kept<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
+    m: usize,
+    adj: &Adjacency,
+    prm: &KnnParams<S>,
+    (x, groups): (&[E], usize),
+    io: KnnGrads<'_, E, G>,
+    kept: Option<&KnnKept<E>>,
+) {
     let prm = &prm.view();
+    let KnnGrads { g_out, g_x, grads } = io;
     check(adj, m, x.len(), groups, "x");
     check(adj, m, g_out.len(), groups, "g_out");
     check(adj, m, g_x.len(), groups, "g_x");
     let (np, k) = (adj.parcels(), adj.k());
+    if let Some(kp) = kept {
+        assert_eq!(kp.shape, (m, np, k, groups), "knn: kept activations made for another shape");
+    }
     let g = np * m;
     let hd = Heads::new(adj, m);
     let st = Stacked::new(prm);
+    let per_group = np * acts_per_row(m, k);
     let parts = par::map_blocks(groups, MIN_GROUPS, g_x, g, |r, gxb| {
         let mut pg = KnnParams::<Vec<E>>::zeros(m);
         // The stacked projections' gradients, split into q, k, v at the end of the block.
         let (mut g_wqkv, mut g_bqkv) = (vec![E::zero(); 3 * m * m], vec![E::zero(); 3 * m]);
+        let kb = kept.map(|kp| &kp.buf[r.start * per_group..r.end * per_group]);
         Scratch::with(np, m, k, |s| {
             each_sub::<E>(np, r.clone(), |g0, ng| {
                 let rows = ng * np;
                 let xs = &x[g0 * g..][..ng * g];
                 let go = &g_out[g0 * g..][..ng * g];
-                s.forward(adj, prm, &st, xs, ng, m);
+                if kb.is_none() {
+                    s.forward(adj, prm, &st, xs, ng, m);
+                }
+                let Scratch { h, qkv, w, att, g_att, g_qkv, g_h, g_w, g_q, .. } = s;
+                let acts = match kb {
+                    Some(kb) => {
+                        let r0 = (g0 - r.start) * np;
+                        acts_rows(kb, r.len() * np, m, k, r0..r0 + rows)
+                    }
+                    None => {
+                        Acts { h: &h[..rows * m], qkv: &qkv[..rows * 3 * m], w: &w[..rows * k], att: &att[..rows * m] }
+                    }
+                };
                 // out = att Wo^T + bo.
                 linear::backward(
-                    &s.att[..rows * m],
+                    acts.att,
                     rows,
                     m,
                     prm.out_w,
@@ -326,24 +511,24 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
                     go,
                     &mut pg.out_w,
                     Some(&mut pg.out_b),
-                    Some((&mut s.g_att[..rows * m], false)),
+                    Some((&mut g_att[..rows * m], false)),
                 );
-                s.attention_backward(&hd, ng);
+                attention_backward(&hd, ng, (acts.qkv, acts.w, &g_att[..rows * m]), (g_w, g_q), g_qkv);
                 // [q | k | v] = h W^T + b: g_h = g_qkv W, and the stacked weight gradients.
                 linear::backward(
-                    &s.h[..rows * m],
+                    acts.h,
                     rows,
                     m,
                     &st.w,
                     3 * m,
-                    &s.g_qkv[..rows * 3 * m],
+                    &g_qkv[..rows * 3 * m],
                     &mut g_wqkv,
                     Some(&mut g_bqkv),
-                    Some((&mut s.g_h[..rows * m], false)),
+                    Some((&mut g_h[..rows * m], false)),
                 );
                 let gx = &mut gxb[(g0 - r.start) * g..][..ng * g];
                 let lg = layernorm::Grads { x: gx, w: &mut pg.norm_w, b: &mut pg.norm_b };
-                layernorm::backward_rows(xs, rows, m, prm.norm_w, &s.g_h[..rows * m], lg);
+                layernorm::backward_rows(xs, rows, m, prm.norm_w, &g_h[..rows * m], lg);
             })
         });
         for (dst, src) in [&mut pg.q_w, &mut pg.k_w, &mut pg.v_w].into_iter().zip(g_wqkv.chunks_exact(m * m)) {
@@ -417,6 +602,45 @@ mod tests {
             }
         }
         assert!(worst < 1e-5, "worst relative error {worst}");
+    }
+
+    /// The activations a training forward keeps are what the backward recomputes, so the
+    /// backward from them gives the same bits, and keeping them leaves the forward's output
+    /// as it is. f32; 960 groups of 40 parcels: 32 blocks of 30 groups, each two sub-batches
+    /// (25 and 5 groups), so the kept buffer's block and sub-batch offsets are all exercised.
+    #[test]
+    fn backward_from_the_kept_activations_is_the_plain_backward() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
+        let (m, np, k, groups) = (5, 40, 4, 960);
+        assert_eq!(Scratch::<f32>::groups_per_sub(np), 25);
+        let adj = Adjacency::ring(np, k).unwrap();
+        let to32 = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+        let p64 = params(&mut rng, m);
+        let mut prm = KnnParams::<Vec<f32>>::zeros(m);
+        for (d, s) in prm.view_mut().into_tensors().into_iter().zip(p64.view().into_tensors()) {
+            d.copy_from_slice(&to32(s.to_vec()));
+        }
+        let x = to32(rand_vec(&mut rng, groups * np * m, 1.5));
+        let g_out = to32(rand_vec(&mut rng, x.len(), 1.0));
+        let (mut y, mut y_kept) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+        forward(m, &adj, &prm, &x, groups, &mut y);
+        let stale = vec![f32::NAN; kept_bytes::<f32>(m, &adj, groups) / 4];
+        let kept = forward_keeping(m, &adj, &prm, (&x, groups), &mut y_kept, stale);
+        assert!(y == y_kept, "keeping the activations changed the forward");
+        assert!(kept.buf.iter().all(|v| v.is_finite()), "a stale value was left");
+        assert_eq!(kept.bytes(), groups * np * (5 * m + k) * 4);
+        let run = |kept: Option<&KnnKept<f32>>| {
+            let (mut g_x, mut grads) = (vec![0.5f32; x.len()], KnnParams::<Vec<f32>>::zeros(m));
+            let io = KnnGrads { g_out: &g_out, g_x: &mut g_x, grads: &mut grads };
+            backward_kept(m, &adj, &prm, (&x, groups), io, kept);
+            (g_x, grads.view().into_tensors().into_iter().map(|t| t.to_vec()).collect::<Vec<_>>())
+        };
+        let plain = run(None);
+        assert!(plain.0.iter().any(|&v| v != 0.5));
+        assert!(run(Some(&kept)) == plain, "the backward from the kept activations differs");
+        let mut bad = kept.clone();
+        bad.buf.iter_mut().for_each(|v| *v += 0.25);
+        assert!(run(Some(&bad)) != plain, "the kept activations are not used");
     }
 
     #[test]

@@ -23,7 +23,10 @@
 //! `(B,T,P,M)` tensor per layer and saves a second mixer forward per layer in the backward.
 //! While they fit a budget of 256 MiB for all layers, a Mamba-1 forward also leaves its scan
 //! state every few steps ([`crate::mamba1::ScanCheckpoints`]), which spares the backward its
-//! own pass over the states; the gradients are the same bits either way.
+//! own pass over the states, and (within a second 256 MiB) its in_proj and x_proj outputs,
+//! which spare it those two products; within a third, the attention leaves its activations
+//! ([`crate::knn::KnnKept`]), which spare the backward the attention's forward. The gradients
+//! are the same bits either way; only shapes over the budgets (`boldcast-demo`) recompute.
 //!
 //! Determinism: every parallel reduction uses the fixed block partitions of [`crate::par`]
 //! (and the mixers' own); the contract this gives is stated in README.md, "Determinism".
@@ -66,19 +69,19 @@ impl MixerDims {
     }
 
     /// `y = mixer(u)` over every parcel's sequence of the `(B, T, P, M)` activation `u`; with
-    /// `keep` (a buffer to reuse), a Mamba-1 mixer also returns its scan checkpoints for
-    /// [`MixerDims::backward`].
+    /// `keep` (what to keep and a buffer to reuse), a Mamba-1 mixer also returns its scan
+    /// checkpoints for [`MixerDims::backward`].
     fn forward<E: CpuElem>(
         self,
         p: &Mixer<&[E]>,
         u: &[E],
         seqs: Seqs,
         y: &mut [E],
-        keep: Option<Vec<E>>,
+        keep: Option<(mamba1::Keep, Vec<E>)>,
     ) -> Option<mamba1::ScanCheckpoints<E>> {
         match (self, p) {
             (Self::Mamba1(d), Mixer::Mamba1(p)) => match keep {
-                Some(reuse) => Some(mamba1::forward_keeping_checkpoints(d, p, u, seqs, y, reuse)),
+                Some((what, reuse)) => Some(mamba1::forward_keeping(d, p, (u, y), seqs, what, reuse)),
                 None => {
                     mamba1::forward(d, p, u, seqs, y);
                     None
@@ -92,10 +95,18 @@ impl MixerDims {
         }
     }
 
-    /// Bytes of scan checkpoints one layer's forward keeps with `keep` (see [`Trace::scans`]).
+    /// Bytes of scan checkpoints one layer's forward keeps (see [`Trace::scans`]).
     fn checkpoint_bytes<E>(self, seqs: Seqs) -> usize {
         match self {
             Self::Mamba1(d) => mamba1::checkpoint_bytes::<E>(d, seqs),
+            Self::Mamba2(_) => 0,
+        }
+    }
+
+    /// Bytes of projections one layer's forward keeps with [`mamba1::Keep::projections`].
+    fn projection_bytes<E>(self, seqs: Seqs) -> usize {
+        match self {
+            Self::Mamba1(d) => mamba1::projection_bytes::<E>(d, seqs),
             Self::Mamba2(_) => 0,
         }
     }
@@ -145,13 +156,17 @@ fn groups<S>(cfg: &ModelConfig, dims: MixerDims, tensors: impl Iterator<Item = S
 }
 
 /// What the forward keeps for the backward: per layer its input and (with attention) its
-/// middle activation, each `(B,T,P,M)`, and the mixer's scan checkpoints when they fit.
+/// middle activation, each `(B,T,P,M)`, and the mixer's and the attention's own activations
+/// when they fit their budgets.
 struct Trace<E> {
     inputs: Vec<Vec<E>>,
     mids: Vec<Vec<E>>,
-    /// Per layer, the scan checkpoints its mixer's forward left (Mamba-1 within
-    /// [`SCAN_CHECKPOINT_BUDGET`]), else `None`.
+    /// Per layer, the scan checkpoints (and projections) its mixer's forward left (Mamba-1
+    /// within [`SCAN_CHECKPOINT_BUDGET`] and [`PROJECTION_BUDGET`]), else `None`.
     scans: Vec<Option<mamba1::ScanCheckpoints<E>>>,
+    /// Per layer with attention, the activations its forward left (within
+    /// [`ATTENTION_BUDGET`]), else `None`.
+    knns: Vec<Option<knn::KnnKept<E>>>,
 }
 
 /// Bytes of scan checkpoints a training forward may keep for the backward, all layers
@@ -160,6 +175,18 @@ struct Trace<E> {
 /// checkpoints left by the forward", has what that pass costs). The budget holds `cpu-demo`'s
 /// 128 MiB; `boldcast-demo` (16 GiB of them) keeps none and its backward makes its own.
 const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
+
+/// Bytes of Mamba-1 in_proj and x_proj outputs a training forward may keep for the backward,
+/// all layers together ([`mamba1::Keep::projections`]), when the scan checkpoints are kept
+/// too: they spare the backward its two largest recomputed products per layer. The budget
+/// holds `cpu-demo`'s 146 MiB; `boldcast-demo` (8.6 GiB of them) keeps none.
+const PROJECTION_BUDGET: usize = 256 << 20;
+
+/// Bytes of attention activations (LayerNorm output, q/k/v, weights, weighted values) a
+/// training forward may keep for the backward, all layers together ([`knn::forward_keeping`]):
+/// the backward then does not recompute the attention's forward. The budget holds
+/// `cpu-demo`'s 164 MiB; `boldcast-demo` (10.1 GiB of them) keeps none.
+const ATTENTION_BUDGET: usize = 256 << 20;
 
 /// The BOLDcast model on the CPU, generic over `f32` (training) and `f64` (gradient checks).
 ///
@@ -319,10 +346,16 @@ impl<E: CpuElem> CpuModel<E> {
         let prm = self.view();
         let mut x = pool.take(rows * m);
         par::linear_forward(tokens, rows, d, prm.embed.w, Some(prm.embed.b), m, &mut x);
-        let mut tr = Trace { inputs: Vec::new(), mids: Vec::new(), scans: Vec::new() };
+        let mut tr = Trace { inputs: Vec::new(), mids: Vec::new(), scans: Vec::new(), knns: Vec::new() };
         let n_layers = prm.layers.len();
-        let scan_bytes = self.dims.checkpoint_bytes::<E>(Seqs::new(b, t, p));
+        let seqs = Seqs::new(b, t, p);
+        let scan_bytes = self.dims.checkpoint_bytes::<E>(seqs);
         let keep_scans = keep && scan_bytes > 0 && n_layers * scan_bytes <= SCAN_CHECKPOINT_BUDGET;
+        let proj_bytes = self.dims.projection_bytes::<E>(seqs);
+        let what = mamba1::Keep { projections: n_layers * proj_bytes <= PROJECTION_BUDGET };
+        let kept_bytes = scan_bytes + if what.projections { proj_bytes } else { 0 };
+        let knn_bytes = self.adj.as_ref().map_or(0, |adj| knn::kept_bytes::<E>(m, adj, b * t));
+        let keep_knn = keep && n_layers * knn_bytes <= ATTENTION_BUDGET;
         let (mut u, mut y) = (pool.take(rows * m), pool.take(rows * m));
         // `x += y`, except that with `keep` the sum goes to a new buffer and the old `x` is
         // kept as it is (one pass instead of a copy and an addition).
@@ -337,14 +370,20 @@ impl<E: CpuElem> CpuModel<E> {
         };
         for l in &prm.layers {
             layernorm::forward(&x, rows, m, l.norm.w, l.norm.b, &mut u);
-            let reuse = keep_scans.then(|| pool.take(scan_bytes / size_of::<E>()));
-            let ck = self.dims.forward(&l.mamba, &u, Seqs::new(b, t, p), &mut y, reuse);
+            let reuse = keep_scans.then(|| (what, pool.take(kept_bytes / size_of::<E>())));
+            let ck = self.dims.forward(&l.mamba, &u, seqs, &mut y, reuse);
             if keep {
                 tr.scans.push(ck);
             }
             residual(&mut x, &y, &mut tr.inputs, pool);
             if let (Some(kp), Some(adj)) = (&l.knn, &self.adj) {
-                knn::forward(m, adj, kp, &x, b * t, &mut y);
+                if keep_knn {
+                    let reuse = pool.take(knn_bytes / size_of::<E>());
+                    tr.knns.push(Some(knn::forward_keeping(m, adj, kp, (&x, b * t), &mut y, reuse)));
+                } else {
+                    knn::forward(m, adj, kp, &x, b * t, &mut y);
+                    tr.knns.push(None);
+                }
                 residual(&mut x, &y, &mut tr.mids, pool);
             }
         }
@@ -455,7 +494,12 @@ impl<E: CpuElem> CpuModel<E> {
                 // x_out = x_mid + attn(x_mid): g_mid = g_out + (attention path).
                 let x_mid = tr.mids.pop().expect("one middle activation per layer with attention");
                 let mut g_mid = pool.copy_of(&g);
-                knn::backward(m, adj, kp, &x_mid, b * t, &g, &mut g_mid, kg);
+                let kept = tr.knns.pop().expect("one attention entry per layer with attention");
+                let io = knn::KnnGrads { g_out: &g, g_x: &mut g_mid, grads: kg };
+                knn::backward_kept(m, adj, kp, (&x_mid, b * t), io, kept.as_ref());
+                if let Some(kept) = kept {
+                    pool.give(kept.into_buffer());
+                }
                 pool.give(std::mem::replace(&mut g, g_mid));
                 pool.give(x_mid);
             }

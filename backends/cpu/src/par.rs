@@ -41,17 +41,36 @@ where
     T: Send,
     F: Fn(Range<usize>, &mut [E]) -> T + Sync,
 {
-    assert_eq!(out.len(), items * out_per_item, "map_blocks: output of {} for {items} x {out_per_item}", out.len());
+    map_blocks2(items, min_items, (out, out_per_item), (&mut [], 0), |r, o, _| f(r, o))
+}
+
+/// [`map_blocks`] with two outputs: `f(range, a_rows, b_rows)`, each the block's part of its
+/// output (`per_a` and `per_b` elements per item).
+pub fn map_blocks2<E, T, F>(
+    items: usize,
+    min_items: usize,
+    (a, per_a): (&mut [E], usize),
+    (b, per_b): (&mut [E], usize),
+    f: F,
+) -> Vec<T>
+where
+    E: Send,
+    T: Send,
+    F: Fn(Range<usize>, &mut [E], &mut [E]) -> T + Sync,
+{
+    assert_eq!(a.len(), items * per_a, "map_blocks2: first output of {} for {items} x {per_a}", a.len());
+    assert_eq!(b.len(), items * per_b, "map_blocks2: second output of {} for {items} x {per_b}", b.len());
     let ranges = blocks(items, min_items);
     let mut parts = Vec::with_capacity(ranges.len());
-    let mut rest = out;
+    let (mut rest_a, mut rest_b) = (a, b);
     for r in &ranges {
-        let (head, tail) = rest.split_at_mut(r.len() * out_per_item);
-        parts.push((r.clone(), head));
-        rest = tail;
+        let (ha, ta) = rest_a.split_at_mut(r.len() * per_a);
+        let (hb, tb) = rest_b.split_at_mut(r.len() * per_b);
+        parts.push((r.clone(), ha, hb));
+        (rest_a, rest_b) = (ta, tb);
     }
     // An indexed parallel iterator collects in input order, whatever thread ran each block.
-    parts.into_par_iter().map(|(r, o)| f(r, o)).collect()
+    parts.into_par_iter().map(|(r, oa, ob)| f(r, oa, ob)).collect()
 }
 
 /// Elements per task of the elementwise helpers below ([`zeros`], [`copy_into`], [`add`], ...):

@@ -129,20 +129,31 @@ fn scan_chunk(dims: Mamba1Dims, time: usize, elem: usize) -> usize {
     q.min(time.max(1))
 }
 
-/// The scan states a training forward leaves for its backward
-/// ([`forward_keeping_checkpoints`], [`backward`]): the state before every
-/// Q-th step of every sequence, `(B * P, ceil(T / Q), N, Di)`, with Q the backward's
-/// `scan_chunk`. With them the backward skips its own pass over the states, one exponential
-/// per state element. They cost `B P ceil(T / Q) N Di` values ([`checkpoint_bytes`]), so the
-/// model keeps them only while they fit its budget.
+/// What a training forward leaves for its backward ([`forward_keeping`], [`backward`]), per
+/// sequence: the scan state before every Q-th step, `(ceil(T / Q), N, Di)` with Q the
+/// backward's `scan_chunk`, and with [`Keep::projections`] the in_proj and x_proj outputs
+/// after them, `(T, 2 Di)` and `(T, R + 2N)`. With the states the backward skips its own pass
+/// over them (one exponential per state element); with the projections it skips its two
+/// largest recomputed products. They cost [`kept_bytes`], so the model keeps them only while
+/// they fit its budgets.
 #[derive(Clone, Debug)]
 pub struct ScanCheckpoints<E> {
     /// The chunk length Q.
     q: usize,
     /// What they were made for.
     shape: (Mamba1Dims, Seqs),
-    /// The states, `(B * P, ceil(T / Q), N, Di)`.
+    /// What they hold besides the states.
+    keep: Keep,
+    /// Per sequence, the states and then (with `keep.projections`) the projections.
     states: Vec<E>,
+}
+
+/// What a training forward keeps besides the scan states ([`forward_keeping`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// The in_proj and x_proj outputs ([`projection_bytes`]): the backward then recomputes
+    /// only the elementwise passes and the small dt_proj product from them.
+    pub projections: bool,
 }
 
 impl<E> ScanCheckpoints<E> {
@@ -151,18 +162,45 @@ impl<E> ScanCheckpoints<E> {
         self.states.len() * std::mem::size_of::<E>()
     }
 
-    /// The buffer, for the next [`forward_keeping_checkpoints`] of the same shape to reuse:
-    /// a fresh one of this size (64 MiB per layer at `cpu-demo`) costs a page fault per 4 KiB.
+    /// The buffer, for the next [`forward_keeping`] of the same shape to reuse: a fresh one
+    /// of this size (64 MiB per layer at `cpu-demo`) costs a page fault per 4 KiB.
     pub fn into_buffer(self) -> Vec<E> {
         self.states
     }
 }
 
-/// Bytes of the [`ScanCheckpoints`] a forward of this shape leaves.
+/// Values of scan states one sequence keeps.
+fn states_per_seq<E>(dims: Mamba1Dims, time: usize) -> usize {
+    let q = scan_chunk(dims, time, std::mem::size_of::<E>());
+    time.div_ceil(q) * dims.d_state * dims.d_inner
+}
+
+/// Values of projections one sequence keeps, `T (2 Di + R + 2N)`.
+fn projections_per_seq(dims: Mamba1Dims, time: usize) -> usize {
+    time * (2 * dims.d_inner + dims.w_dbc())
+}
+
+/// Bytes of the scan states a forward of this shape leaves.
 pub fn checkpoint_bytes<E>(dims: Mamba1Dims, seqs: Seqs) -> usize {
-    let elem = std::mem::size_of::<E>();
-    let q = scan_chunk(dims, seqs.time, elem);
-    seqs.count() * seqs.time.div_ceil(q) * dims.d_state * dims.d_inner * elem
+    seqs.count() * states_per_seq::<E>(dims, seqs.time) * std::mem::size_of::<E>()
+}
+
+/// Bytes of the projections a forward of this shape leaves with [`Keep::projections`].
+pub fn projection_bytes<E>(dims: Mamba1Dims, seqs: Seqs) -> usize {
+    seqs.count() * projections_per_seq(dims, seqs.time) * std::mem::size_of::<E>()
+}
+
+/// Bytes of everything a forward of this shape leaves with `keep`.
+pub fn kept_bytes<E>(dims: Mamba1Dims, seqs: Seqs, keep: Keep) -> usize {
+    checkpoint_bytes::<E>(dims, seqs) + if keep.projections { projection_bytes::<E>(dims, seqs) } else { 0 }
+}
+
+/// One sequence's share of [`ScanCheckpoints`]: its states (`q` the chunk length) and its
+/// projections (empty when not kept).
+pub(crate) struct SeqKept<S> {
+    q: usize,
+    states: S,
+    proj: S,
 }
 
 /// Per-call values shared by every sequence, in the layouts the kernels want.
@@ -197,45 +235,47 @@ pub fn forward<E: CpuElem, S: AsRef<[E]>>(dims: Mamba1Dims, p: &Mamba1Params<S>,
     forward_impl(dims, &p.view(), u, seqs, y, None);
 }
 
-/// [`forward`], also leaving the scan's checkpoints for [`backward`]
-/// (`checkpoint_bytes` of them). They are written into `reuse` when it has their size (every
-/// value is overwritten; pass [`ScanCheckpoints::into_buffer`] of the last step's, or an
-/// empty vector), else into a new buffer.
-pub fn forward_keeping_checkpoints<E: CpuElem, S: AsRef<[E]>>(
+/// [`forward`], also leaving what the backward needs: the scan's checkpoints and what
+/// `keep` asks for ([`kept_bytes`] of them). They are written into `reuse` when it has their
+/// size (every value is overwritten; pass [`ScanCheckpoints::into_buffer`] of the last step's,
+/// or an empty vector), else into a new buffer.
+pub fn forward_keeping<E: CpuElem, S: AsRef<[E]>>(
     dims: Mamba1Dims,
     p: &Mamba1Params<S>,
-    u: &[E],
+    (u, y): (&[E], &mut [E]),
     seqs: Seqs,
-    y: &mut [E],
+    keep: Keep,
     reuse: Vec<E>,
 ) -> ScanCheckpoints<E> {
     let q = scan_chunk(dims, seqs.time, std::mem::size_of::<E>());
-    let per_seq = seqs.time.div_ceil(q) * dims.d_state * dims.d_inner;
-    let len = seqs.count() * per_seq;
+    let len = kept_bytes::<E>(dims, seqs, keep) / std::mem::size_of::<E>();
     let states = if reuse.len() == len { reuse } else { par::zeros(len) };
-    let mut ck = ScanCheckpoints { q, shape: (dims, seqs), states };
-    forward_impl(dims, &p.view(), u, seqs, y, Some((q, per_seq, &mut ck.states)));
+    let mut ck = ScanCheckpoints { q, shape: (dims, seqs), keep, states };
+    forward_impl(dims, &p.view(), u, seqs, y, Some((q, keep, &mut ck.states)));
     ck
 }
 
-/// The forward, with `keep = (q, values per sequence, destination)` for the checkpoints.
+/// The forward, with `kept = (q, what, destination)` for what it leaves.
 fn forward_impl<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<&[E]>,
     u: &[E],
     seqs: Seqs,
     y: &mut [E],
-    keep: Option<(usize, usize, &mut [E])>,
+    kept: Option<(usize, Keep, &mut [E])>,
 ) {
     let Some(lay) = p.prepare(dims, &[("u", u.len()), ("y", y.len())], seqs) else {
         return;
     };
     let a = mixer::decay_rates(p.a_log);
     let pr = Prepared::new(dims, p, &a);
-    let (q, per_seq, kept) = keep.unwrap_or((1, 0, &mut []));
+    let (q, keep, dst) = kept.unwrap_or((1, Keep::default(), &mut []));
+    let n_states = if dst.is_empty() { 0 } else { states_per_seq::<E>(dims, seqs.time) };
+    let n_proj = if keep.projections { projections_per_seq(dims, seqs.time) } else { 0 };
     let size = (dims, seqs.time, None);
-    mixer::forward_seqs(&lay, &blocks(seqs.count()), size, (u, y), (kept, per_seq), |ws, _, out, own| {
-        seq::forward(dims, p, &pr, ws, out, q, own)
+    mixer::forward_seqs(&lay, &blocks(seqs.count()), size, (u, y), (dst, n_states + n_proj), |ws, _, out, own| {
+        let (states, proj) = own.split_at_mut(n_states);
+        seq::forward(dims, p, &pr, ws, out, SeqKept { q, states, proj })
     });
 }
 
@@ -245,8 +285,8 @@ fn forward_impl<E: CpuElem>(
 /// One sequence at a time per thread: a pass over the scan keeps the state every Q steps, and
 /// the backward recomputes each chunk's states from them on the way back, in chunks small
 /// enough to stay in cache (`scan_chunk`; BACKWARD.md, "Memory"). With `ck`, the checkpoints
-/// [`forward_keeping_checkpoints`] left for the same parameters and input, that pass is
-/// skipped: the same results, bit for bit. Without, nothing is cached between forward and
+/// [`forward_keeping`] left for the same parameters and input, that pass is
+/// skipped (and with its projections, their recomputation): the same results, bit for bit. Without, nothing is cached between forward and
 /// backward (the model relies on this to bound memory). Each block of sequences accumulates
 /// its own gradient partial in f64; the partials are summed in block order over a split that
 /// depends on `B * P` only, so the result is bit-identical from run to run and for any thread
@@ -266,7 +306,7 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
     match ck {
         Some(ck) => {
             assert_eq!(ck.shape, (dims, seqs), "mamba1: checkpoints made for another shape");
-            backward_q(dims, p, seqs, io, grads, ck.q, Some(&ck.states));
+            backward_q(dims, p, seqs, io, grads, ck.q, Some((ck.keep, &ck.states)));
         }
         None => {
             let q = scan_chunk(dims, seqs.time, std::mem::size_of::<E>());
@@ -276,7 +316,7 @@ pub fn backward<E: CpuElem, S: AsRef<[E]>, G: AsMut<[E]>>(
 }
 
 /// [`backward`] with an explicit chunk length `q` (the tests compare several), from the
-/// checkpoints `given` when there are some.
+/// checkpoints `given` (and what they hold besides the states) when there are some.
 fn backward_q<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<&[E]>,
@@ -284,15 +324,20 @@ fn backward_q<E: CpuElem>(
     io: BackwardIo<'_, E>,
     grads: &mut Mamba1Params<&mut [E]>,
     q: usize,
-    given: Option<&[E]>,
+    given: Option<(Keep, &[E])>,
 ) {
     grads.check(dims, "gradient");
     let Some(lay) = p.prepare(dims, &io.lens(), seqs) else {
         return;
     };
     assert!(q > 0, "mamba1: the chunk length must be positive");
-    let per_seq = seqs.time.div_ceil(q) * dims.d_state * dims.d_inner;
-    if let Some(c) = given {
+    let n_states = seqs.time.div_ceil(q) * dims.d_state * dims.d_inner;
+    let n_proj = match given {
+        Some((keep, _)) if keep.projections => projections_per_seq(dims, seqs.time),
+        _ => 0,
+    };
+    let per_seq = n_states + n_proj;
+    if let Some((_, c)) = given {
         assert_eq!(c.len(), seqs.count() * per_seq, "mamba1: checkpoints of another size");
     }
     let a = mixer::decay_rates(p.a_log);
@@ -302,7 +347,11 @@ fn backward_q<E: CpuElem>(
     let part = || Mamba1Params::<Vec<f64>>::zeros(dims);
     let size = (dims, seqs.time, Some(q));
     let parts = mixer::backward_seqs(&lay, &blocks(seqs.count()), size, io, part, |ws, s, gu, part| {
-        seq::backward(dims, p, &pr, ws, gu, part, given.map(|c| &c[s * per_seq..][..per_seq]))
+        let kept = given.map(|(_, c)| {
+            let (states, proj) = c[s * per_seq..][..per_seq].split_at(n_states);
+            SeqKept { q, states, proj }
+        });
+        seq::backward(dims, p, &pr, ws, gu, part, kept)
     });
     par::reduce_mixer_partials(parts, &a, grads);
 }

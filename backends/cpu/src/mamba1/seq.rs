@@ -9,7 +9,7 @@
 //! exponential of its own outside the scan.
 
 use super::scan::{self, Back, Inputs};
-use super::{Mamba1Dims, Mamba1Params, Prepared};
+use super::{Mamba1Dims, Mamba1Params, Prepared, SeqKept};
 use crate::mixer::SeqWorkspace;
 use crate::multiversion;
 use crate::ops::gemm::{gemm, Mat};
@@ -368,14 +368,29 @@ multiversion! {
     }
 }
 
-/// Steps 1 to 4 of MODEL.md for the sequence in `ws.us`, and the gate `silu(z)`.
-fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<&[E]>, pr: &Prepared<E>, ws: &mut Workspace<E>) {
+/// Steps 1 to 4 of MODEL.md for the sequence in `ws.us`, and the gate `silu(z)`. With `kept`
+/// (the in_proj and x_proj outputs a training forward left, `(T, 2 Di)` then `(T, R + 2N)`),
+/// those two products are copied from it instead of computed: the same values.
+fn project<E: CpuElem>(
+    dims: Mamba1Dims,
+    p: &Mamba1Params<&[E]>,
+    pr: &Prepared<E>,
+    ws: &mut Workspace<E>,
+    kept: Option<&[E]>,
+) {
     let Mamba1Dims { d_model: m, d_inner: di, dt_rank: r, d_conv: k, .. } = dims;
     let (t_len, w) = (ws.time(dims), dims.w_dbc());
-    linear::forward(&ws.us, t_len, m, p.in_proj, None, 2 * di, &mut ws.xz);
+    let n_xz = t_len * 2 * di;
+    match kept {
+        Some(kp) => ws.xz.copy_from_slice(&kp[..n_xz]),
+        None => linear::forward(&ws.us, t_len, m, p.in_proj, None, 2 * di, &mut ws.xz),
+    }
     conv_forward(&ws.xz, di, k, &pr.conv_t, p.conv_b, &mut ws.c);
     silu_forward(&ws.c, &mut ws.sig_c, &mut ws.xs);
-    linear::forward(&ws.xs, t_len, di, p.x_proj, None, w, &mut ws.dbc);
+    match kept {
+        Some(kp) => ws.dbc.copy_from_slice(&kp[n_xz..]),
+        None => linear::forward(&ws.xs, t_len, di, p.x_proj, None, w, &mut ws.dbc),
+    }
     // dt_proj reads the first R columns of each `dbc` row in place (row stride R + 2N).
     let dr = Mat { data: &ws.dbc, rows: t_len, cols: r, rs: w, cs: 1 };
     gemm(E::one(), dr, Mat::rm(p.dt_proj_w, di, r).t(), E::zero(), &mut ws.dt, di);
@@ -383,22 +398,28 @@ fn project<E: CpuElem>(dims: Mamba1Dims, p: &Mamba1Params<&[E]>, pr: &Prepared<E
     gate_forward(&ws.xz, di, &mut ws.sig_z, &mut ws.gate);
 }
 
-/// The mixer's output for the sequence in `ws.us`, written to `out` `(T, M)`. Unless `ckpt`
-/// is empty, the scan's state before every `q`-th step is left there too,
-/// `(ceil(T / q), N, Di)`, for [`backward`].
+/// The mixer's output for the sequence in `ws.us`, written to `out` `(T, M)`. Unless
+/// `kept.states` is empty, the scan's state before every `kept.q`-th step is left there,
+/// `(ceil(T / q), N, Di)`, for [`backward`]; unless `kept.proj` is empty, the in_proj and
+/// x_proj outputs are left there, `(T, 2 Di)` then `(T, R + 2N)`.
 pub(super) fn forward<E: CpuElem>(
     dims: Mamba1Dims,
     p: &Mamba1Params<&[E]>,
     pr: &Prepared<E>,
     ws: &mut Workspace<E>,
     out: &mut [E],
-    q: usize,
-    ckpt: &mut [E],
+    kept: SeqKept<&mut [E]>,
 ) {
-    project(dims, p, pr, ws);
+    project(dims, p, pr, ws, None);
+    if !kept.proj.is_empty() {
+        let (xz, dbc) = kept.proj.split_at_mut(ws.xz.len());
+        xz.copy_from_slice(&ws.xz);
+        dbc.copy_from_slice(&ws.dbc);
+    }
     let mut gated = std::mem::take(&mut ws.gated);
     let (mut h, mut bc) = (std::mem::take(&mut ws.h), std::mem::take(&mut ws.bc));
-    scan::forward_gated(&ws.inputs(dims, pr, p), &ws.gate, &mut h, &mut bc, &mut gated, q, ckpt);
+    let io = ws.inputs(dims, pr, p);
+    scan::forward_gated(&io, &ws.gate, &mut h, &mut bc, &mut gated, kept.q, kept.states);
     let t_len = ws.time(dims);
     linear::forward(&gated, t_len, dims.d_inner, p.out_proj, None, dims.d_model, out);
     (ws.gated, ws.h, ws.bc) = (gated, h, bc);
@@ -408,9 +429,10 @@ pub(super) fn forward<E: CpuElem>(
 /// writes the input gradient to `g_u` `(T, M)` and adds the parameter gradients to the block
 /// partial `part` (whose `a_log` collects the gradient with respect to A).
 ///
-/// Order: the projections are recomputed; `g_gated = g_out W_out` needs no scan; a pass over
-/// the states leaves every Q-th one (unless the forward left them: `given`, which must be
-/// [`forward`]'s `ckpt` for the same sequence and chunk length); then each chunk, from the last, recomputes its states and
+/// Order: the projections are recomputed (in_proj and x_proj copied from `given` when the
+/// forward left them); `g_gated = g_out W_out` needs no scan; a pass over the states leaves
+/// every Q-th one (unless the forward left them: `given`, which must be [`forward`]'s `kept`
+/// for the same sequence and chunk length); then each chunk, from the last, recomputes its states and
 /// scan output, applies the gate's backward to its rows, and is walked back. out_proj's weight
 /// gradient, which needs every gated row, follows.
 pub(super) fn backward<E: CpuElem>(
@@ -420,11 +442,12 @@ pub(super) fn backward<E: CpuElem>(
     ws: &mut Workspace<E>,
     g_u: &mut [E],
     part: &mut Mamba1Params<Vec<f64>>,
-    given: Option<&[E]>,
+    given: Option<SeqKept<&[E]>>,
 ) {
     let Mamba1Dims { d_model: m, d_inner: di, d_state: n, dt_rank: r, d_conv: k } = dims;
     let (t_len, w) = (ws.time(dims), dims.w_dbc());
-    project(dims, p, pr, ws);
+    let proj = given.as_ref().map(|g| g.proj).filter(|pj| !pj.is_empty());
+    project(dims, p, pr, ws, proj);
     let mut bw = ws.bw.take().expect("mamba1: backward needs a backward workspace");
     let (mut y, mut gated, mut h) =
         (std::mem::take(&mut ws.y), std::mem::take(&mut ws.gated), std::mem::take(&mut ws.h));
@@ -439,7 +462,7 @@ pub(super) fn backward<E: CpuElem>(
     {
         let io = ws.inputs(dims, pr, p);
         let mut own = std::mem::take(&mut bw.ckpt);
-        let ckpt = match given {
+        let ckpt = match given.as_ref().map(|g| g.states) {
             Some(c) => {
                 assert_eq!(c.len(), t_len.div_ceil(bw.q) * di * n, "mamba1: checkpoints of another shape");
                 c

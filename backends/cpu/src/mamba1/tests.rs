@@ -96,13 +96,18 @@ fn chunks_are_the_largest_power_of_two_whose_states_fit_the_cache_budget() {
     let huge = Mamba1Dims { d_model: 1024, d_inner: 4096, d_state: 64, dt_rank: 64, d_conv: 4 };
     assert_eq!(scan_chunk(huge, 256, 4), 1);
     assert_eq!(checkpoint_bytes::<f32>(demo, Seqs::new(4, 256, 64)), 4 * 64 * 32 * 16 * 128 * 4);
+    // The projections: in_proj's 2 Di and x_proj's R + 2N values per step.
+    assert_eq!(projection_bytes::<f32>(demo, Seqs::new(4, 256, 64)), 4 * 64 * 256 * (256 + 36) * 4);
+    let both = Keep { projections: true };
+    assert_eq!(kept_bytes::<f32>(demo, Seqs::new(4, 256, 64), both), (32 * 16 * 128 + 256 * 292) * 4 * 256);
 }
 
-/// The checkpoints the forward leaves are the states the backward's own pass would keep, so
-/// the backward from them gives the same bits; the forward's output is unchanged by keeping
-/// them. f32, 37 channels (full 16-lane blocks and a remainder), T not a multiple of Q.
+/// What the forward leaves (the checkpoints, with or without the projections) is what the
+/// backward would recompute, so the backward from it gives the same bits; the forward's
+/// output is unchanged by keeping it. f32, 37 channels (full 16-lane blocks and a
+/// remainder), T not a multiple of Q.
 #[test]
-fn backward_from_the_forwards_checkpoints_is_the_plain_backward() {
+fn backward_from_what_the_forward_kept_is_the_plain_backward() {
     let dims = Mamba1Dims { d_model: 6, d_inner: 37, d_state: 5, dt_rank: 2, d_conv: 4 };
     let (batch, time, parcels) = (2, 45, 3);
     let mut seed = 5;
@@ -121,17 +126,9 @@ fn backward_from_the_forwards_checkpoints_is_the_plain_backward() {
     let q = scan_chunk(dims, time, 4);
     assert!(q < time && time % q != 0, "Q = {q}: several chunks, the last one partial");
 
-    let (mut y_plain, mut y_kept) = (vec![0.0f32; len], vec![0.0f32; len]);
     let seqs = Seqs::new(batch, time, parcels);
+    let mut y_plain = vec![0.0f32; len];
     forward(dims, &p, &u, seqs, &mut y_plain);
-    let ck = forward_keeping_checkpoints(dims, &p, &u, seqs, &mut y_kept, Vec::new());
-    assert!(y_plain == y_kept, "keeping checkpoints changed the forward");
-    assert_eq!(ck.bytes(), checkpoint_bytes::<f32>(dims, seqs));
-    // A reused buffer, full of stale values, is overwritten everywhere.
-    let stale = vec![f32::NAN; ck.states.len()];
-    let again = forward_keeping_checkpoints(dims, &p, &u, seqs, &mut y_kept, stale);
-    assert!(again.states == ck.states);
-
     let run = |ck: Option<&ScanCheckpoints<f32>>| {
         let mut g_u = vec![0.0f32; len];
         let mut grads = Mamba1Params::zeros(dims);
@@ -139,14 +136,35 @@ fn backward_from_the_forwards_checkpoints_is_the_plain_backward() {
         backward(dims, &p, seqs, io, &mut grads, ck);
         (g_u, grads)
     };
-    let (plain, from) = (run(None), run(Some(&ck)));
+    let plain = run(None);
     assert!(plain.0.iter().all(|v| v.is_finite()) && plain.0.iter().any(|&v| v != 0.0));
-    assert!(plain == from, "the backward from the forward's checkpoints differs");
 
-    // Wrong checkpoints give a different result (the backward does use them).
-    let mut bad = ck.clone();
-    bad.states.iter_mut().for_each(|v| *v += 0.25);
-    assert!(run(Some(&bad)) != plain);
+    for keep in [Keep { projections: false }, Keep { projections: true }] {
+        let mut y_kept = vec![0.0f32; len];
+        let ck = forward_keeping(dims, &p, (&u, &mut y_kept), seqs, keep, Vec::new());
+        assert!(y_plain == y_kept, "keeping {keep:?} changed the forward");
+        assert_eq!(ck.bytes(), kept_bytes::<f32>(dims, seqs, keep));
+        // A reused buffer, full of stale values, is overwritten everywhere.
+        let stale = vec![f32::NAN; ck.states.len()];
+        let again = forward_keeping(dims, &p, (&u, &mut y_kept), seqs, keep, stale);
+        assert!(again.states == ck.states);
+        assert!(run(Some(&ck)) == plain, "the backward from what the forward kept ({keep:?}) differs");
+
+        // Wrong values give a different result (the backward does use them): the states,
+        // then (when kept) the projections alone.
+        let n_states = checkpoint_bytes::<f32>(dims, seqs) / 4 / seqs.count();
+        let per_seq = ck.states.len() / seqs.count();
+        for part in [0..n_states, n_states..per_seq] {
+            if part.is_empty() {
+                continue;
+            }
+            let mut bad = ck.clone();
+            for s in bad.states.chunks_exact_mut(per_seq) {
+                s[part.clone()].iter_mut().for_each(|v| *v += 0.25);
+            }
+            assert!(run(Some(&bad)) != plain, "{keep:?}: values {part:?} are not used");
+        }
+    }
 }
 
 /// The checkpointed backward recomputes exactly the states the forward produced, so the
