@@ -160,9 +160,24 @@ pub const BYTES_PER_PARAM: usize = 28;
 /// Bytes of one value of a training step (`f32`).
 const ELEM: usize = 4;
 
-/// Bytes of Mamba-1 scan checkpoints a training forward keeps for all layers, at most (the
-/// CPU backend's `SCAN_CHECKPOINT_BUDGET`).
-const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
+/// Bytes of Mamba-1 scan checkpoints the CPU backend's training forward may keep for the
+/// backward, all layers together: they spare the backward one pass over the scan states per
+/// layer. The budget holds `cpu-demo`'s 128 MiB; `boldcast-demo` (16 GiB of them) keeps none
+/// and its backward makes its own. The backend and [`ModelConfig::activation_memory`] both
+/// read it here.
+pub const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
+
+/// Bytes of Mamba-1 in_proj and x_proj outputs the CPU backend's training forward may keep,
+/// all layers together, when the scan checkpoints are kept too: they spare the backward its
+/// two largest recomputed products per layer. The budget holds `cpu-demo`'s 146 MiB;
+/// `boldcast-demo` (8.6 GiB of them) keeps none.
+pub const PROJECTION_BUDGET: usize = 256 << 20;
+
+/// Bytes of attention activations (LayerNorm output, q/k/v, weights, weighted values) the CPU
+/// backend's training forward may keep, all layers together: the backward then does not
+/// recompute the attention's forward. The budget holds `cpu-demo`'s 164 MiB; `boldcast-demo`
+/// (10.1 GiB of them) keeps none.
+pub const ATTENTION_BUDGET: usize = 256 << 20;
 
 /// Gradient partials of one mixer's backward, at most one per block of sequences (the CPU
 /// backend's `MAX_BLOCKS`).
@@ -281,7 +296,10 @@ impl ModelConfig {
     ///          the next step; a validation forward's own 4 beside them; the predictions, their
     ///          gradient and the validation targets (3 H D per token) and the tokens (D)
     /// scans    Mamba-1: the scan checkpoints a training forward keeps, L B P ceil(T / Q) N Di,
-    ///          when they fit the backend's 256 MiB budget (else none are kept)
+    ///          when they fit the backend's 256 MiB budget (else none are kept), and with them
+    ///          the in_proj and x_proj outputs, L rows (2 Di + R + 2 N), within 256 MiB more
+    /// knn      with attention, the activations a training forward keeps for the backward,
+    ///          L rows (5 M + k), when they fit the backend's 256 MiB budget
     /// threads  per thread, one sequence's workspace of the mixer:
     ///          Mamba-1  T (2 M + 22 Di + 3 (R + 2 N)) + Di N (ceil(T / Q) + 4), with Q the
     ///                   backward's chunk (the largest power of two up to 32 whose 4 Q Di N
@@ -295,10 +313,11 @@ impl ModelConfig {
     ///
     /// It leaves out what is small beside these terms (the backend's per-call tables of `Di N`
     /// values, the allocator's slack, the program itself). Measured against `bc-cli train
-    /// --preset cpu-demo` (3 steps and a validation, 2 threads), it says 382 MiB where the
-    /// process peaks at 354 MiB with Mamba-1, and 250 MiB for 240 MiB with Mamba-2, data and
-    /// parameters included. Every product is checked; an overflow names the field of the largest
-    /// factor (`batch`, `window` and `parcels` carry the fields the caller gives them).
+    /// --preset cpu-demo --max-steps 3 --val-every 3` (2 threads, 2026-12-03, since the backend
+    /// keeps projections and attention activations): its activations alone are 671 MiB where
+    /// the process peaks at 677 MiB with Mamba-1, and about 414 MiB for 401 MiB with Mamba-2.
+    /// Every product is checked; an overflow names the field of the largest factor (`batch`,
+    /// `window` and `parcels` carry the fields the caller gives them).
     pub fn activation_memory(&self, batch: Size, window: Size, parcels: Size, threads: usize) -> Result<usize> {
         self.activation_bytes(batch, window, parcels, threads)
             .map(Size::value)
@@ -346,20 +365,26 @@ impl ModelConfig {
                 time.checked_mul(per_step)?.checked_add(ssd)?
             }
         };
-        // The Mamba-1 scan checkpoints, when they fit the budget.
+        // The Mamba-1 scan checkpoints and projections, the attention's activations, each
+        // when it fits its budget.
+        let within = |v: Size, budget: usize| if v.value().saturating_mul(ELEM) <= budget { v } else { Size::lit(0) };
         let scans = match self.temporal {
             Temporal::Mamba => {
                 let q = scan_chunk(di.value().saturating_mul(n.value()), time.value());
                 let all = l.checked_mul(batch)?.checked_mul(parcels)?.checked_mul(time.div_ceil(q))?;
-                let values = all.checked_mul(n)?.checked_mul(di)?;
-                if values.value().saturating_mul(ELEM) <= SCAN_CHECKPOINT_BUDGET {
-                    values
-                } else {
-                    Size::lit(0)
-                }
+                let states = within(all.checked_mul(n)?.checked_mul(di)?, SCAN_CHECKPOINT_BUDGET);
+                let proj =
+                    l.checked_mul(rows)?.checked_mul(di.times(2)?.checked_add(z.r)?.checked_add(n.times(2)?)?)?;
+                let proj = if states.value() > 0 { within(proj, PROJECTION_BUDGET) } else { Size::lit(0) };
+                states.checked_add(proj)?
             }
             Temporal::Mamba2 => Size::lit(0),
         };
+        let knn_kept = match attn {
+            true => within(l.checked_mul(rows)?.checked_mul(m.times(5)?.checked_add(z.kn)?)?, ATTENTION_BUDGET),
+            false => Size::lit(0),
+        };
+        let scans = scans.checked_add(knn_kept)?;
         let attn_scratch = if attn {
             parcels.max(Size::lit(1024)).checked_mul(m.times(10)?.checked_add(z.kn)?)?
         } else {
@@ -481,8 +506,10 @@ mod tests {
         let got = c.activation_memory(Size::of("b", 4), Size::of("w", 256), Size::of("p", 64), 2).unwrap();
         let rows = 4 * 256 * 64;
         let step = rows * (64 * (2 * 2 + 9) + (3 * 2 + 1));
-        // 2 layers x 4 x 64 sequences x 32 checkpoints of 16 x 128 values: 128 MiB, kept.
-        let scans = 2 * 4 * 64 * 32 * 16 * 128;
+        // 2 layers x 4 x 64 sequences x 32 checkpoints of 16 x 128 values: 128 MiB, kept; with
+        // them the projections, 2 layers x rows x (2 x 128 + 4 + 2 x 16): 146 MiB; and the
+        // attention's activations, 2 layers x rows x (5 x 64 + 8): 164 MiB.
+        let scans = 2 * 4 * 64 * 32 * 16 * 128 + 2 * rows * (2 * 128 + 4 + 32) + 2 * rows * (5 * 64 + 8);
         // Q = 8: 2 Q (2 Di N 4 bytes) = 16 x 16 KiB = 256 KiB > 128 KiB at Q = 16.
         assert_eq!(scan_chunk(128 * 16, 256), 8);
         let seq = 256 * (2 * 64 + 22 * 128 + 3 * (4 + 32)) + 128 * 16 * (256 / 8 + 4);
@@ -491,9 +518,9 @@ mod tests {
         let knn = 4 * (64 * 64 + 64) + 2 * 64;
         let partials = 32 * mixer * 8 + 32 * (knn + 3 * 64 * 64 + 3 * 64) * 4;
         assert_eq!(got, (step + scans + 2 * (seq + attn)) * 4 + partials);
-        // About 360 MiB: 13 (B,T,P,M) tensors of 16 MiB each and 128 MiB of checkpoints.
-        assert!((330 << 20..390 << 20).contains(&got), "{}", format_bytes(got as f64));
-        // With 8 times the batch the checkpoints no longer fit the budget.
+        // About 670 MiB: 13 (B,T,P,M) tensors of 16 MiB each and 438 MiB kept for the backward.
+        assert!((640 << 20..700 << 20).contains(&got), "{}", format_bytes(got as f64));
+        // With 8 times the batch nothing kept fits its budget.
         let big = c.activation_memory(Size::of("b", 32), Size::of("w", 256), Size::of("p", 64), 2).unwrap();
         let step8 = 8 * rows * (64 * 13 + 7);
         assert_eq!(big, (step8 + 2 * (seq + attn)) * 4 + partials);

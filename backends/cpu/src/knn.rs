@@ -322,9 +322,9 @@ fn check(adj: &Adjacency, m: usize, n: usize, groups: usize, what: &str) {
 }
 
 /// What a training forward keeps for the backward ([`forward_keeping`], [`backward`]): every
-/// row's [`Acts`], so the backward does not recompute the LayerNorm, the q/k/v product and
-/// the attention. Laid out block by block of [`par::blocks`]`(groups, MIN_GROUPS)`, each
-/// block's rows region after region ([`split_acts`]).
+/// row's activations (LayerNorm output, q/k/v, weights, weighted values), so the backward does
+/// not recompute the LayerNorm, the q/k/v product and the attention. Laid out block by block
+/// of the parallel blocks of the groups, each block's rows region after region.
 #[derive(Clone, Debug)]
 pub struct KnnKept<E> {
     /// `(M, P, k, groups)` they were made for.

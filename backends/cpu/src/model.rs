@@ -39,6 +39,7 @@ use crate::ops::linear::{Weight, WeightGrads};
 use crate::ops::{layernorm, CpuElem};
 use crate::par;
 use boldcast_core::collective::{all_reduce_mean, Collective, Reduce};
+use boldcast_core::memory::{ATTENTION_BUDGET, PROJECTION_BUDGET, SCAN_CHECKPOINT_BUDGET};
 use boldcast_core::model::NamedTensor;
 use boldcast_core::params::{ModelParams, ParamStore, WeightBias};
 use boldcast_core::{
@@ -168,25 +169,6 @@ struct Trace<E> {
     /// [`ATTENTION_BUDGET`]), else `None`.
     knns: Vec<Option<knn::KnnKept<E>>>,
 }
-
-/// Bytes of scan checkpoints a training forward may keep for the backward, all layers
-/// together ([`mamba1::forward_keeping_checkpoints`]): they spare the backward one pass over
-/// the scan states per layer (BENCHMARKS.md, CPU backend, "Cache-sized chunks and
-/// checkpoints left by the forward", has what that pass costs). The budget holds `cpu-demo`'s
-/// 128 MiB; `boldcast-demo` (16 GiB of them) keeps none and its backward makes its own.
-const SCAN_CHECKPOINT_BUDGET: usize = 256 << 20;
-
-/// Bytes of Mamba-1 in_proj and x_proj outputs a training forward may keep for the backward,
-/// all layers together ([`mamba1::Keep::projections`]), when the scan checkpoints are kept
-/// too: they spare the backward its two largest recomputed products per layer. The budget
-/// holds `cpu-demo`'s 146 MiB; `boldcast-demo` (8.6 GiB of them) keeps none.
-const PROJECTION_BUDGET: usize = 256 << 20;
-
-/// Bytes of attention activations (LayerNorm output, q/k/v, weights, weighted values) a
-/// training forward may keep for the backward, all layers together ([`knn::forward_keeping`]):
-/// the backward then does not recompute the attention's forward. The budget holds
-/// `cpu-demo`'s 164 MiB; `boldcast-demo` (10.1 GiB of them) keeps none.
-const ATTENTION_BUDGET: usize = 256 << 20;
 
 /// The BOLDcast model on the CPU, generic over `f32` (training) and `f64` (gradient checks).
 ///
