@@ -398,10 +398,19 @@ fn raw_copy<T: crate::pool::DeviceElem>(src: &[T], dst: &mut [T]) {
     dst.copy_from_slice(src);
 }
 
-/// The pool that a product's temporaries (its bf16 operands) come from on this thread: the
-/// model's, while a call of the model is running ([`scratch_scope`]).
+/// The pool that a call's temporaries (a product's bf16 operands, reduction partials) come
+/// from on this thread: the model's, while a call of the model is running
+/// ([`scratch_scope`]); else a fresh one, of the entered device's memory on a device (so that
+/// no host memory reaches a kernel as if it were the device's).
 pub fn scratch() -> crate::pool::Pool {
-    SCRATCH.with(|s| s.borrow().clone()).unwrap_or_default()
+    if let Some(p) = SCRATCH.with(|s| s.borrow().clone()) {
+        return p;
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = crate::device::current() {
+        return crate::pool::Pool::on_gpu(gpu);
+    }
+    crate::pool::Pool::new()
 }
 
 thread_local! {
