@@ -29,21 +29,9 @@ where
     }
     let runs = p.select(a.subjects.as_ref().map(|s| s.0.as_slice()), "--subjects")?;
     let (context, context_rule) = p.context(a.context, a.context_stride);
-    crate::errln!("{}", selection(&p, &runs));
+    crate::errln!("{}", p.selection_line(&runs));
     crate::errln!("context: {context_rule}");
     Ok((p, runs, context, context_rule))
-}
-
-/// `runs: N of subjects a, b (held out in training: b)`.
-fn selection<M: Model<f32>>(p: &Predictor<M>, runs: &[usize]) -> String {
-    let ds = &p.loaded.ds;
-    let mut subjects: Vec<&str> = runs.iter().map(|&i| ds.runs[i].id.subject.as_str()).collect();
-    subjects.dedup();
-    let held = match &p.split {
-        Some(s) => format!("held out in training: {}", s.heldout_subjects.join(", ")),
-        None => "not the training data: no run is labelled train or heldout".into(),
-    };
-    format!("runs: {} of subjects {} ({held})", runs.len(), subjects.join(", "))
 }
 
 /// The text of a job: the header before its runs (from the horizons), a run's line, and the
@@ -67,8 +55,7 @@ where
     let (p, runs, context, context_rule) = open(&a.model, build)?;
     let job = Job { runs: &runs, context, context_rule, out: &a.out };
     // The bar counts tokens, so that runs of different lengths weigh what they cost.
-    let d_in = p.cfg.model.d_in.max(1);
-    let tokens: Vec<u64> = runs.iter().map(|&i| (p.loaded.ds.runs[i].n_tr / d_in) as u64).collect();
+    let tokens = p.token_counts(&runs);
     let bar = Progress::counting(std::io::stderr().is_terminal(), tokens.iter().sum(), "tokens");
     if let (false, Some(h)) = (a.json, head(&p.cfg.model.horizons)) {
         bar.println(&h);

@@ -131,11 +131,6 @@ impl<E: Elem, D: AsRef<[E]> + AsMut<[E]>> ParamStore<E, D> {
         self.data.as_mut()
     }
 
-    /// The entries `offsets[i]..offsets[i + 1]` of each tensor `i`, state-dict order.
-    pub fn ranges(&self) -> impl Iterator<Item = core::ops::Range<usize>> + '_ {
-        self.offsets.windows(2).map(|w| w[0]..w[1])
-    }
-
     /// The tensor named `name`, if the store has one.
     pub fn get(&self, name: &str) -> Option<&[E]> {
         let i = self.specs.iter().position(|s| s.name == name)?;

@@ -116,14 +116,20 @@ mod tests {
     use boldcast_core::ModelConfig;
     use boldcast_fixtures::{Ar1Spec, Layout};
 
-    #[test]
-    fn the_example_is_the_models_forecast_of_the_tr_it_targets() {
-        let fx = Ar1Spec::new(Layout { subjects: 1, runs: 2, trs: 40, parcels: 3, seed: 2 }, 0.8);
+    /// AR(1) data of `subjects` subjects (2 runs of 40 TRs, 3 parcels), a one-layer model
+    /// with tokens of 2 TRs and horizons 1 and 3, and windows of 12 TRs.
+    fn setup(subjects: usize) -> (Dataset, boldcast_cpu::CpuModel<f32>, WindowSpec) {
+        let fx = Ar1Spec::new(Layout { subjects, runs: 2, trs: 40, parcels: 3, seed: 2 }, 0.8);
         let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
         let cfg =
             ModelConfig::builder().d_in(2).d_model(8).n_layers(1).k_neighbors(0).horizons(&[1, 3]).build().unwrap();
         let model = boldcast_cpu::CpuModel::<f32>::new(cfg, None, 3).unwrap();
-        let spec = WindowSpec { window: 12, stride: 4, d_in: 2 };
+        (ds, model, WindowSpec { window: 12, stride: 4, d_in: 2 })
+    }
+
+    #[test]
+    fn the_example_is_the_models_forecast_of_the_tr_it_targets() {
+        let (ds, model, spec) = setup(1);
         let w = WindowRef { run: 1, start: 8 };
         let ex = forecast_example(&model, &ds, &spec, w, 2).unwrap();
         assert_eq!((ex.run.as_str(), ex.start, ex.parcel.as_str()), ("sub-01_run-2", 8, "parcel-002"));
@@ -145,12 +151,7 @@ mod tests {
 
     #[test]
     fn the_best_baselines_forecast_the_same_trs_as_the_model() {
-        let fx = Ar1Spec::new(Layout { subjects: 2, runs: 2, trs: 40, parcels: 3, seed: 2 }, 0.8);
-        let ds = Dataset::from_synth(&fx.generate().unwrap(), None).unwrap();
-        let cfg =
-            ModelConfig::builder().d_in(2).d_model(8).n_layers(1).k_neighbors(0).horizons(&[1, 3]).build().unwrap();
-        let model = boldcast_cpu::CpuModel::<f32>::new(cfg, None, 3).unwrap();
-        let spec = WindowSpec { window: 12, stride: 4, d_in: 2 };
+        let (ds, model, spec) = setup(2);
         let b = boldcast_baselines::fit_baselines(&ds, &[0, 1], &[1, 3], &spec).unwrap();
         let w = WindowRef { run: 3, start: 8 };
         let mut ex = forecast_example(&model, &ds, &spec, w, 2).unwrap();

@@ -217,6 +217,24 @@ impl<M: Model<f32>> Predictor<M> {
         })
     }
 
+    /// `runs: N of subjects a, b (held out in training: b)`: what `selected` covers, in words.
+    pub fn selection_line(&self, selected: &[usize]) -> String {
+        let ds = &self.loaded.ds;
+        let mut subjects: Vec<&str> = selected.iter().map(|&i| ds.runs[i].id.subject.as_str()).collect();
+        subjects.dedup();
+        let held = match &self.split {
+            Some(s) => format!("held out in training: {}", s.heldout_subjects.join(", ")),
+            None => "not the training data: no run is labelled train or heldout".into(),
+        };
+        format!("runs: {} of subjects {} ({held})", selected.len(), subjects.join(", "))
+    }
+
+    /// The whole tokens of each run of `selected` (`n_tr / d_in`): what the work on it costs.
+    pub fn token_counts(&self, selected: &[usize]) -> Vec<u64> {
+        let d_in = self.cfg.model.d_in.max(1);
+        selected.iter().map(|&i| (self.loaded.ds.runs[i].n_tr / d_in) as u64).collect()
+    }
+
     /// The training window in tokens, `window.window / d_in`.
     pub fn training_tokens(&self) -> usize {
         self.cfg.window.window / self.cfg.model.d_in

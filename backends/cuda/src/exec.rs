@@ -242,13 +242,18 @@ pub fn launch(kernel: &'static str, l: Launch, args: &mut [Arg]) -> Result<()> {
 pub(crate) fn note_buffers(args: &[Arg]) {
     for a in args {
         if let Some((bytes, _)) = a.buffer() {
-            if bytes > 0 && !resident::contains(a.slot(), bytes) {
-                count(|t| {
-                    t.staged += 1;
-                    t.staged_bytes += bytes as u64;
-                });
-            }
+            note_buffer(a.slot(), bytes);
         }
+    }
+}
+
+/// Counts `bytes` at `addr` as staged unless they are device memory.
+fn note_buffer(addr: u64, bytes: usize) {
+    if bytes > 0 && !resident::contains(addr, bytes) {
+        count(|t| {
+            t.staged += 1;
+            t.staged_bytes += bytes as u64;
+        });
     }
 }
 
@@ -376,13 +381,7 @@ pub fn upload<T: crate::pool::DeviceElem>(src: &[T], dst: &mut [T]) {
 
 /// Copies `src` into `dst` (same length) on the device, in stream order.
 pub fn copy<T: crate::pool::DeviceElem>(src: &[T], dst: &mut [T]) {
-    let bytes = std::mem::size_of_val(src);
-    if bytes > 0 && !resident::contains(src.as_ptr() as u64, bytes) {
-        count(|t| {
-            t.staged += 1;
-            t.staged_bytes += bytes as u64;
-        });
-    }
+    note_buffer(src.as_ptr() as u64, std::mem::size_of_val(src));
     count(|t| t.launches += 1);
     raw_copy(src, dst);
 }

@@ -151,8 +151,8 @@ struct AdamRun {
     decays: bool,
 }
 
-/// The runs of `specs` in state-dict order.
-fn adam_runs(specs: &[ParamSpec]) -> Vec<AdamRun> {
+/// The runs of tensors that decay alike in `specs`, state-dict order.
+fn decay_runs(specs: &[ParamSpec]) -> Vec<AdamRun> {
     let decaying: Vec<bool> = specs.iter().map(|s| decays(&s.name, &s.shape)).collect();
     let (mut runs, mut at) = (Vec::new(), 0);
     let mut i = 0;
@@ -177,7 +177,7 @@ fn store(specs: Vec<ParamSpec>, pool: &Pool) -> Store {
 impl AdamState {
     fn new(specs: &[ParamSpec], pool: &Pool) -> Self {
         let (m, v) = (store(specs.to_vec(), pool), store(specs.to_vec(), pool));
-        Self { t: 0, m, v, held: vec![false; specs.len()], decayed: 0, runs: adam_runs(specs) }
+        Self { t: 0, m, v, held: vec![false; specs.len()], decayed: 0, runs: decay_runs(specs) }
     }
 
     /// Back to no moments (the first step of a fresh optimizer), zeroed on the device.
