@@ -1,7 +1,8 @@
 //! A counting buffer pool, the device allocator of the CUDA design: a buffer is taken from
-//! the pool and goes back to it when dropped, and a later request of a size it fits reuses
-//! it, so a training step's buffers, whose sizes repeat from step to step, are allocated once
-//! and then only recycled (no `cudaMalloc`/`cudaFree` inside a step). The pool counts bytes:
+//! the pool and goes back to it when dropped, and a later request of its size class (fixed at
+//! the size's first request, [`Pool::take_of`]) reuses it, so a training step's buffers, whose
+//! sizes repeat from step to step, are allocated in the first step and then only recycled (no
+//! `cudaMalloc`/`cudaFree` inside a later step). The pool counts bytes:
 //! those in buffers taken and not yet returned ([`Pool::in_use`]), those it holds in all
 //! ([`Pool::reserved`]: in use plus cached for reuse, what the device would see allocated),
 //! and the peak of each. In shim mode a buffer is host memory; a pool made by
